@@ -1,0 +1,201 @@
+"""Cross-field checks of a round, each reported with the JSON path of the offending field.
+
+Pydantic checks each field alone; these rules span fields (a pod names a node that must
+exist, running pods must fit their node). They run inside ``Round`` validation, so a
+``Round`` object that exists is always consistent, and every later stage may rely on it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
+
+from gangopt.quantities import human
+from gangopt.schema import NODE_LEVEL
+
+if TYPE_CHECKING:
+    from gangopt.schema import Round, RunningGang, PendingGang
+
+Problem = tuple[str, str]
+
+
+def check_round(rnd: Round) -> list[Problem]:
+    """Every cross-field problem of ``rnd`` as ``(json_path, message)``, in input order."""
+    problems: list[Problem] = []
+    problems += _check_cluster(rnd)
+    problems += _check_names(rnd)
+    problems += _check_gangs(rnd)
+    problems += _check_running_pods(rnd)
+    return problems
+
+
+def _duplicates(names: list[str], path: str, what: str) -> list[Problem]:
+    seen: dict[str, int] = {}
+    out: list[Problem] = []
+    for i, name in enumerate(names):
+        if name in seen:
+            out.append((f"{path}[{i}].name", f"duplicate {what} name {name!r} (first at index {seen[name]})"))
+        else:
+            seen[name] = i
+    return out
+
+
+def _check_cluster(rnd: Round) -> list[Problem]:
+    levels = rnd.cluster.topology_levels
+    out: list[Problem] = []
+    for i, level in enumerate(levels):
+        if level == NODE_LEVEL:
+            out.append((f"$.cluster.topology_levels[{i}]", "'node' is implicit; do not list it"))
+    for level, count in Counter(levels).items():
+        if count > 1:
+            out.append(("$.cluster.topology_levels", f"level {level!r} listed {count} times"))
+    out += _duplicates([n.name for n in rnd.cluster.nodes], "$.cluster.nodes", "node")
+    known = set(levels)
+    for i, node in enumerate(rnd.cluster.nodes):
+        path = f"$.cluster.nodes[{i}].topology"
+        for level in node.topology:
+            if level not in known:
+                out.append((f"{path}.{level}", f"unknown topology level {level!r} (levels: {levels})"))
+        for level in levels:
+            if level not in node.topology:
+                out.append((path, f"node {node.name!r} has no domain at level {level!r}"))
+    out += _check_tree(rnd)
+    return out
+
+
+def _check_tree(rnd: Round) -> list[Problem]:
+    """A domain must have one parent: rack r1 cannot sit in two blocks."""
+    levels = rnd.cluster.topology_levels
+    parent: dict[tuple[str, str], tuple[str, ...]] = {}
+    out: list[Problem] = []
+    for i, node in enumerate(rnd.cluster.nodes):
+        if any(level not in node.topology for level in levels):
+            continue
+        path_values = tuple(node.topology[level] for level in levels)
+        for depth, level in enumerate(levels):
+            key = (level, path_values[depth])
+            above = path_values[:depth]
+            if parent.setdefault(key, above) != above:
+                out.append(
+                    (
+                        f"$.cluster.nodes[{i}].topology.{level}",
+                        f"domain {key[1]!r} at level {level!r} sits under {parent[key]} and {above}",
+                    )
+                )
+    return out
+
+
+def _check_names(rnd: Round) -> list[Problem]:
+    out: list[Problem] = []
+    out += _duplicates([q.name for q in rnd.queues], "$.queues", "queue")
+    seen: dict[str, str] = {}
+    for kind, gangs in (("running", rnd.running), ("pending", rnd.pending)):
+        for i, gang in enumerate(gangs):
+            if gang.name in seen:
+                out.append((f"$.{kind}[{i}].name", f"duplicate gang name {gang.name!r} (also {seen[gang.name]})"))
+            else:
+                seen[gang.name] = f"$.{kind}[{i}]"
+    pods: dict[str, str] = {}
+    for i, gang in enumerate(rnd.running):
+        for j, pod in enumerate(gang.pods):
+            if pod.name in pods:
+                out.append((f"$.running[{i}].pods[{j}].name", f"duplicate pod name {pod.name!r} (also {pods[pod.name]})"))
+            else:
+                pods[pod.name] = f"$.running[{i}].pods[{j}]"
+    return out
+
+
+def _check_gangs(rnd: Round) -> list[Problem]:
+    out: list[Problem] = []
+    queues = {q.name for q in rnd.queues}
+    levels = [*rnd.cluster.topology_levels, NODE_LEVEL]
+    gangs: list[tuple[str, RunningGang | PendingGang]] = [
+        *((f"$.running[{i}]", g) for i, g in enumerate(rnd.running)),
+        *((f"$.pending[{i}]", g) for i, g in enumerate(rnd.pending)),
+    ]
+    for path, gang in gangs:
+        if queues and gang.queue not in queues:
+            out.append((f"{path}.queue", f"unknown queue {gang.queue!r} (queues: {sorted(queues)})"))
+        for j, role in enumerate(gang.roles):
+            if role.min_replicas is not None and role.min_replicas > role.replicas:
+                out.append(
+                    (f"{path}.roles[{j}].min_replicas", f"min_replicas {role.min_replicas} exceeds replicas {role.replicas}")
+                )
+        role_names = [r.name for r in gang.roles]
+        out += _duplicates(role_names, f"{path}.roles", "role")
+        total = gang.total_replicas
+        if gang.min_members is not None and gang.min_members > total:
+            out.append((f"{path}.min_members", f"min_members {gang.min_members} exceeds the {total} replicas of its roles"))
+        if gang.max_members is not None and gang.max_members < gang.minimum:
+            out.append((f"{path}.max_members", f"max_members {gang.max_members} is below the minimum {gang.minimum}"))
+        out += _check_topology_request(path, gang, levels)
+    return out
+
+
+def _check_topology_request(path: str, gang: RunningGang | PendingGang, levels: list[str]) -> list[Problem]:
+    out: list[Problem] = []
+    topo = gang.topology
+    if topo is None:
+        return out
+    for field in ("required", "preferred", "slice_level"):
+        level = getattr(topo, field)
+        if level is not None and level not in levels:
+            out.append((f"{path}.topology.{field}", f"unknown topology level {level!r} (levels: {levels})"))
+    if (topo.slice_level is None) != (topo.slice_size is None):
+        out.append((f"{path}.topology", "slice_level and slice_size go together"))
+    if topo.slice_level in levels and topo.slice_size:
+        for field in ("required", "preferred"):
+            level = getattr(topo, field)
+            if level in levels and levels.index(topo.slice_level) < levels.index(level):
+                out.append(
+                    (f"{path}.topology.slice_level", f"slice level {topo.slice_level!r} is broader than {field} level {level!r}")
+                )
+        size = topo.slice_size
+        low, high = gang.minimum, gang.maximum
+        if not any(m % size == 0 for m in range(max(low, 1), high + 1)):
+            out.append(
+                (f"{path}.topology.slice_size", f"no member count between {low} and {high} is a multiple of {size}")
+            )
+    return out
+
+
+def _check_running_pods(rnd: Round) -> list[Problem]:
+    out: list[Problem] = []
+    nodes = {n.name: n for n in rnd.cluster.nodes}
+    index = {n.name: i for i, n in enumerate(rnd.cluster.nodes)}
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for i, gang in enumerate(rnd.running):
+        roles = {r.name: r for r in gang.roles}
+        per_role: Counter[str] = Counter()
+        for j, pod in enumerate(gang.pods):
+            path = f"$.running[{i}].pods[{j}]"
+            if pod.node not in nodes:
+                out.append((f"{path}.node", f"pod {pod.name!r} is bound to node {pod.node!r}, which does not exist"))
+                continue
+            if pod.role not in roles:
+                out.append((f"{path}.role", f"unknown role {pod.role!r} (roles: {sorted(roles)})"))
+                continue
+            per_role[pod.role] += 1
+            for res, amount in roles[pod.role].requests.items():
+                used[pod.node][res] += amount
+        for j, role in enumerate(gang.roles):
+            if per_role[role.name] > role.replicas:
+                out.append(
+                    (f"$.running[{i}].roles[{j}].replicas", f"{per_role[role.name]} pods running, more than replicas {role.replicas}")
+                )
+        if sum(per_role.values()) == len(gang.pods) and len(gang.pods) < gang.minimum:
+            out.append(
+                (f"$.running[{i}].pods", f"{len(gang.pods)} pods running, fewer than the gang minimum {gang.minimum}")
+            )
+    for name, usage in used.items():
+        capacity = nodes[name].capacity
+        for res, amount in sorted(usage.items()):
+            if amount > capacity.get(res, 0):
+                out.append(
+                    (
+                        f"$.cluster.nodes[{index[name]}].capacity.{res}",
+                        f"running pods on node {name!r} request {human(amount, res)}, "
+                        f"more than its capacity {human(capacity.get(res, 0), res)}",
+                    )
+                )
+    return out

@@ -1,0 +1,201 @@
+"""The objective: what a plan is worth, defined once for the encoder and for scoring plans.
+
+Lexicographic, highest priority first (see docs/objective.md):
+
+1. **Priority tiers.** For each priority level, the value of the gangs that run at their
+   minimum size: pending gangs admitted and running gangs kept. A gang's value is its size in
+   GPU-equivalents (dominant share of a pod's requests, measured in "one GPU's share of the
+   cluster") times an urgency factor for waiting time and deadlines. A higher tier is never
+   traded for any amount of lower-tier value.
+2. **Secondary**, one weighted sum: elastic members above the minimum (+), GPU-hours lost to
+   preemption (-), extra domains at a gang's preferred topology level (-), and idle nodes
+   opened by new pods (-, keeps whole nodes free for big gangs still to come).
+
+All terms are integers in units of 1/SCALE so that CP-SAT works exactly.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+
+from gangopt.quantities import MILLI
+from gangopt.schema import PendingGang, Plan, Role, Round, RunningGang, Score, TierScore
+
+SCALE = 10
+"""Objective units per GPU-equivalent (and per GPU-hour, per domain, per node)."""
+
+
+@dataclass(frozen=True)
+class ObjectiveTerms:
+    """Integer objective coefficients of one round, shared by the encoder and :func:`score`."""
+
+    rnd: Round
+
+    @cached_property
+    def base_resource(self) -> str:
+        """The resource one "GPU-equivalent" is measured in: gpu when the cluster has any."""
+        totals = self.totals
+        for res in ("gpu", "cpu"):
+            if totals.get(res, 0) > 0:
+                return res
+        return max(totals, key=lambda r: totals[r]) if totals else "gpu"
+
+    @cached_property
+    def totals(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for node in self.rnd.cluster.nodes:
+            total.update(node.capacity)
+        return dict(total)
+
+    def pod_geq(self, role: Role) -> float:
+        """A pod's size in GPU-equivalents: its largest share of any resource, scaled so that
+        one GPU (or the base resource's unit) is 1. CPU-only pods count by their CPU share."""
+        base_total = self.totals.get(self.base_resource, 0)
+        if base_total <= 0:
+            return 1.0
+        units = base_total / MILLI
+        share = 0.0
+        for res, amount in role.requests.items():
+            total = self.totals.get(res, 0)
+            if total > 0:
+                share = max(share, amount / total)
+        return share * units
+
+    def pod_value(self, role: Role) -> int:
+        """Integer value of one pod of ``role`` (at least 1, so every pod counts)."""
+        return max(1, round(SCALE * self.pod_geq(role)))
+
+    def urgency(self, gang: PendingGang) -> float:
+        """1 + aging + deadline boost; running gangs have urgency 1."""
+        w = self.rnd.policy.weights
+        now = self.rnd.now
+        waited_hours = max(0.0, now - gang.submit_time) / 3600.0
+        factor = 1.0 + min(w.aging_cap, w.aging_per_hour * waited_hours)
+        if gang.deadline is not None and w.deadline_boost > 0:
+            slack = gang.deadline - now
+            if slack <= 0:
+                factor += w.deadline_boost
+            elif w.deadline_horizon > 0 and slack < w.deadline_horizon:
+                factor += w.deadline_boost * (1.0 - slack / w.deadline_horizon)
+        return factor
+
+    def min_pods(self, gang: PendingGang | RunningGang) -> dict[str, int]:
+        """Pods per role of the gang's minimum configuration (the cheapest roles fill any
+        gang-wide minimum above the role minimums)."""
+        counts = {r.name: gang.role_minimum(r) for r in gang.roles}
+        extra = gang.minimum - sum(counts.values())
+        for role in sorted(gang.roles, key=lambda r: (self.pod_value(r), r.name)):
+            take = min(extra, role.replicas - counts[role.name])
+            counts[role.name] += take
+            extra -= take
+        return counts
+
+    def tier_value(self, gang: PendingGang | RunningGang) -> int:
+        """Value of running ``gang`` at its minimum size, counted in its priority tier."""
+        roles = {r.name: r for r in gang.roles}
+        base = sum(n * self.pod_value(roles[name]) for name, n in self.min_pods(gang).items())
+        factor = self.urgency(gang) if isinstance(gang, PendingGang) else 1.0
+        return max(1, round(base * factor))
+
+    def growth_value(self, role: Role) -> int:
+        """Secondary value of one member above the minimum."""
+        return round(self.rnd.policy.weights.growth * self.pod_value(role))
+
+    def preemption_cost(self, gang: RunningGang) -> float:
+        """GPU-hours lost if the whole gang is evicted."""
+        if gang.preemption_cost is not None:
+            return gang.preemption_cost
+        roles = {r.name: r for r in gang.roles}
+        geq = sum(self.pod_geq(roles[p.role]) for p in gang.pods)
+        return geq * (gang.seconds_since_checkpoint + gang.restart_seconds) / 3600.0
+
+    def eviction_cost(self, gang: RunningGang) -> int:
+        """Integer secondary cost of evicting the whole gang (at least 1 per victim gang)."""
+        return max(1, round(SCALE * self.rnd.policy.weights.preemption * self.preemption_cost(gang)))
+
+    def pod_removal_cost(self, gang: RunningGang) -> int:
+        """Integer secondary cost per pod removed when shrinking (at least 1)."""
+        return max(1, round(self.eviction_cost(gang) / len(gang.pods)))
+
+    @property
+    def spread_cost(self) -> int:
+        return round(SCALE * self.rnd.policy.weights.spread)
+
+    @property
+    def open_node_cost(self) -> int:
+        return round(SCALE * self.rnd.policy.weights.fragmentation)
+
+
+def score(rnd: Round, plan: Plan, bounds: dict[int, float] | None = None, secondary_bound: float | None = None) -> Score:
+    """Evaluate ``plan`` on ``rnd`` from its placements alone (any solver's plan).
+
+    Assumes the plan is valid (see :mod:`gangopt.validation`); values are in GPU-equivalents.
+    """
+    terms = ObjectiveTerms(rnd)
+    tiers: Counter[int] = Counter()
+    secondary = 0
+    new_members: Counter[tuple[str, str]] = Counter((p.gang, p.role) for p in plan.placements)
+    removed: set[str] = {pod for pre in plan.preemptions for pod in pre.pods}
+    admitted = set(plan.admitted)
+    for gang in rnd.pending:
+        tiers[gang.priority] += 0
+        if gang.name not in admitted:
+            continue
+        tiers[gang.priority] += terms.tier_value(gang)
+        secondary += _surplus(terms, gang, {r.name: new_members[(gang.name, r.name)] for r in gang.roles})
+    for run in rnd.running:
+        tiers[run.priority] += 0
+        kept = Counter(p.role for p in run.pods if p.name not in removed)
+        if not kept:
+            secondary -= terms.eviction_cost(run)
+            continue
+        tiers[run.priority] += terms.tier_value(run)
+        members = {r.name: kept[r.name] + new_members[(run.name, r.name)] for r in run.roles}
+        secondary += _surplus(terms, run, members)
+        secondary -= terms.pod_removal_cost(run) * (len(run.pods) - sum(kept.values()))
+    secondary -= _spread_penalty(rnd, plan, terms) + _opened_nodes(rnd, plan) * terms.open_node_cost
+    bounds = bounds or {}
+    return Score(
+        tiers=[
+            TierScore(priority=p, value=tiers[p] / SCALE, bound=bounds.get(p, tiers[p] / SCALE))
+            for p in sorted(tiers, reverse=True)
+        ],
+        secondary=secondary / SCALE,
+        secondary_bound=secondary / SCALE if secondary_bound is None else secondary_bound,
+    )
+
+
+def _surplus(terms: ObjectiveTerms, gang: PendingGang | RunningGang, members: dict[str, int]) -> int:
+    minimum = terms.min_pods(gang)
+    roles = {r.name: r for r in gang.roles}
+    value = sum(terms.growth_value(roles[n]) * members[n] for n in members)
+    return value - sum(terms.growth_value(roles[n]) * minimum[n] for n in minimum)
+
+
+def _spread_penalty(rnd: Round, plan: Plan, terms: ObjectiveTerms) -> int:
+    from gangopt.topology import Topology
+
+    topo = Topology(rnd.cluster)
+    nodes_of: dict[str, set[str]] = {}
+    for p in plan.placements:
+        nodes_of.setdefault(p.gang, set()).add(p.node)
+    penalty = 0
+    for gang in rnd.pending:
+        if gang.topology is None or gang.topology.preferred is None or gang.name not in nodes_of:
+            continue
+        domains = {topo.domain(n, gang.topology.preferred) for n in nodes_of[gang.name]}
+        penalty += terms.spread_cost * (len(domains) - 1)
+    return penalty
+
+
+def _opened_nodes(rnd: Round, plan: Plan) -> int:
+    """Nodes with nothing running before the plan that get new pods."""
+    busy = {p.node for g in rnd.running for p in g.pods}
+    return len({p.node for p in plan.placements} - busy)
+
+
+def lexicographic_key(s: Score) -> tuple[float, ...]:
+    """A key that orders scores the way the objective does (bigger is better)."""
+    return (*(t.value for t in s.tiers), s.secondary)

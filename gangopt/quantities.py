@@ -1,0 +1,97 @@
+"""Kubernetes resource quantities, parsed exactly into integer milli-units.
+
+Every resource amount in gangopt is an ``int`` counting thousandths of the base unit
+(``"500m"`` cpu is 500, ``"2"`` gpu is 2000, ``"1Ki"`` memory is 1_024_000). One integer
+scale for every resource keeps arithmetic exact (no float drift in capacity checks) and lets
+the encoder divide by a per-resource GCD before handing numbers to CP-SAT.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+_SUFFIXES: dict[str, Decimal] = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+MILLI = 1000
+
+
+def parse_quantity(value: object) -> int:
+    """Parse ``"64Gi"``, ``"500m"``, ``"1.5"``, ``2`` or ``2.5`` into milli-units.
+
+    Raises ``ValueError`` with a readable message for anything else, including negative
+    amounts and amounts finer than one milli-unit (Kubernetes rounds those up; a scheduler
+    input that relies on that is almost always a typo).
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected a quantity, got {value!r}")
+    if isinstance(value, int):
+        number = Decimal(value)
+    elif isinstance(value, float):
+        number = Decimal(repr(value))
+    elif isinstance(value, str):
+        number = _parse_string(value.strip())
+    else:
+        raise ValueError(f"expected a quantity such as 8, '500m' or '64Gi', got {value!r}")
+    if number < 0:
+        raise ValueError(f"quantity must not be negative, got {value!r}")
+    milli = number * MILLI
+    if milli != milli.to_integral_value():
+        raise ValueError(f"quantity {value!r} is finer than one milli-unit")
+    return int(milli)
+
+
+def _parse_string(text: str) -> Decimal:
+    suffix = ""
+    for candidate in sorted(_SUFFIXES, key=len, reverse=True):
+        if candidate and text.endswith(candidate):
+            suffix = candidate
+            break
+    digits = text[: len(text) - len(suffix)] if suffix else text
+    try:
+        if not digits or digits.lower() in ("nan", "inf", "-inf", "infinity"):
+            raise InvalidOperation
+        number = Decimal(digits)
+    except InvalidOperation:
+        raise ValueError(f"cannot parse quantity {text!r} (expected e.g. '8', '500m', '64Gi')") from None
+    if not number.is_finite():
+        raise ValueError(f"cannot parse quantity {text!r}")
+    return number * _SUFFIXES[suffix]
+
+
+def format_quantity(milli: int, resource: str = "") -> str:
+    """Render milli-units back in the shortest exact Kubernetes notation."""
+    if milli % MILLI:
+        return f"{milli}m"
+    units = milli // MILLI
+    if resource == "memory" or resource.endswith("storage"):
+        for suffix in reversed(_BINARY):
+            scale = int(_SUFFIXES[suffix])
+            if units and units % scale == 0:
+                return f"{units // scale}{suffix}"
+    return str(units)
+
+
+def human(milli: int, resource: str) -> str:
+    """A short approximate rendering for messages: ``"48 gpu"``, ``"1.5 cpu"``, ``"512Gi memory"``."""
+    if resource == "memory":
+        gib = milli / MILLI / 2**30
+        return f"{gib:.4g}Gi memory"
+    value = milli / MILLI
+    return f"{value:.4g} {resource}"

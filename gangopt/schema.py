@@ -1,0 +1,395 @@
+"""The round (input) and the plan (output): the pydantic models at gangopt's boundary.
+
+Names follow Kubernetes habits so that users of Koordinator, Volcano, Kueue, YuniKorn or the
+Workload API find their concepts: see ``docs/schema.md`` (generated from these models) for the
+mapping. Every model forbids unknown fields, so a typo is an error naming its JSON path rather
+than a silently ignored setting.
+
+Resource amounts are parsed into integer milli-units (see :mod:`gangopt.quantities`).
+Cross-field rules (unique names, known nodes and levels, running pods within capacity, ...)
+are checked in :func:`Round._check_references`, which reports every problem with its path.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from gangopt.quantities import format_quantity, parse_quantity
+
+API_VERSION = "gangopt/v1"
+NODE_LEVEL = "node"
+"""The implicit finest topology level: every node is its own domain at level ``node``."""
+
+Quantity = Annotated[
+    int,
+    BeforeValidator(parse_quantity),
+    PlainSerializer(format_quantity, return_type=str),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^[0-9.]+(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"},
+                {"type": "number", "minimum": 0},
+            ],
+            "description": "Kubernetes quantity: 8, '500m', '64Gi'. Stored as milli-units.",
+        }
+    ),
+]
+Resources = Annotated[
+    dict[str, Quantity],
+    PlainSerializer(lambda amounts: {k: format_quantity(v, k) for k, v in amounts.items()}),
+]
+"""Resource name (``gpu``, ``cpu``, ``memory``, ``rdma/hca``, ...) to amount."""
+
+Name = Annotated[str, Field(min_length=1, max_length=253)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ----------------------------------------------------------------------------- cluster
+
+
+class Taint(_Model):
+    """A node taint. ``NoSchedule`` and ``NoExecute`` repel pods that do not tolerate them;
+    ``PreferNoSchedule`` is a preference and never makes a node ineligible."""
+
+    key: Name
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class Node(_Model):
+    """A schedulable machine. ``topology`` names the node's domain at every cluster level."""
+
+    name: Name
+    capacity: Resources = Field(description="Allocatable amount per resource.")
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    schedulable: bool = Field(True, description="False for cordoned nodes: no new pods land there.")
+    topology: dict[str, str] = Field(
+        default_factory=dict, description="Domain name per topology level, e.g. {'zone': 'z1', 'rack': 'r7'}."
+    )
+
+
+class Cluster(_Model):
+    """Nodes and the topology tree they sit in."""
+
+    topology_levels: list[Name] = Field(
+        default_factory=list,
+        description="Levels from broadest to narrowest, e.g. ['zone', 'block', 'rack']. "
+        "The level 'node' is implicit and always the narrowest.",
+    )
+    nodes: list[Node]
+
+
+# ----------------------------------------------------------------------------- gangs
+
+
+class Toleration(_Model):
+    """Kubernetes toleration. ``key=None`` with ``operator='Exists'`` tolerates every taint."""
+
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class MatchExpression(_Model):
+    """One term of a required node affinity; all terms of a role must hold."""
+
+    key: Name
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class Role(_Model):
+    """A pod set of a gang (e.g. 1 launcher, 16 workers): identical pods."""
+
+    name: Name = "worker"
+    replicas: int = Field(ge=1, description="Pods wanted (the most the role will run).")
+    min_replicas: int | None = Field(
+        None, ge=0, description="Fewest pods of this role the gang can run with (default: replicas)."
+    )
+    requests: Resources = Field(description="Per-pod resource requests.")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_affinity: list[MatchExpression] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
+class TopologyRequest(_Model):
+    """Where a gang's pods may sit, at the cluster's topology levels (or ``node``).
+
+    ``required``: all pods of the gang inside one domain of that level (hard).
+    ``preferred``: as few domains of that level as possible (soft; every extra domain costs).
+    ``slice_level``/``slice_size``: the pods split into groups of ``slice_size`` pods, each
+    group inside one domain of ``slice_level`` (Kueue pod-set slices, Volcano sub-groups).
+    """
+
+    required: str | None = None
+    preferred: str | None = None
+    slice_level: str | None = None
+    slice_size: int | None = Field(None, ge=1)
+
+
+class _GangSpec(_Model):
+    name: Name
+    queue: Name = "default"
+    priority: int = Field(0, description="Higher runs first; a gang only preempts strictly lower priorities.")
+    roles: list[Role] = Field(min_length=1)
+    min_members: int | None = Field(
+        None, ge=1, description="All-or-nothing threshold over all roles (default: sum of role minimums)."
+    )
+    max_members: int | None = Field(
+        None, ge=1, description="Elastic ceiling over all roles (default: sum of replicas)."
+    )
+    topology: TopologyRequest | None = None
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(r.replicas for r in self.roles)
+
+    def role_minimum(self, role: Role) -> int:
+        """Fewest pods of ``role``: its ``min_replicas``, else all of them when the gang sets no
+        ``min_members``, else none (only the gang-wide minimum binds, as Volcano's minMember)."""
+        if role.min_replicas is not None:
+            return role.min_replicas
+        return role.replicas if self.min_members is None else 0
+
+    @property
+    def minimum(self) -> int:
+        """Fewest pods the gang can run with."""
+        role_min = sum(self.role_minimum(r) for r in self.roles)
+        return max(role_min, self.min_members or 0)
+
+    @property
+    def maximum(self) -> int:
+        """Most pods the gang may run."""
+        return min(self.total_replicas, self.max_members or self.total_replicas)
+
+    @property
+    def elastic(self) -> bool:
+        return self.minimum < self.maximum
+
+
+class PendingGang(_GangSpec):
+    """A gang waiting to start: all ``minimum`` pods start together or none does."""
+
+    submit_time: float = Field(0.0, description="Seconds (any epoch, same as policy.now).")
+    deadline: float | None = Field(None, description="Latest wanted start time, same clock as submit_time.")
+    group: Name | None = Field(None, description="Gangs of one group start together or not at all.")
+
+
+class BoundPod(_Model):
+    """A pod of a running gang, already on a node."""
+
+    name: Name
+    role: Name = "worker"
+    node: Name
+
+
+class RunningGang(_GangSpec):
+    """A gang already running. It may be preempted (whole), shrunk (elastic, down to its
+    minimum) or grown (elastic, up to its maximum) by the plan."""
+
+    pods: list[BoundPod] = Field(min_length=1)
+    preemptible: bool = True
+    preemption_cost: float | None = Field(
+        None, ge=0, description="Cost of evicting the whole gang, in GPU-hours lost. "
+        "Default: GPUs x (seconds_since_checkpoint + restart_seconds) / 3600.",
+    )
+    seconds_since_checkpoint: float = Field(0.0, ge=0)
+    restart_seconds: float = Field(300.0, ge=0, description="Time to restart and reload a checkpoint.")
+
+
+# ----------------------------------------------------------------------------- queues, policy
+
+
+class Queue(_Model):
+    """A tenant queue with quotas (Kueue ClusterQueue / Koordinator ElasticQuota).
+
+    A queue may use ``nominal`` of a resource; inside a ``cohort`` it may borrow up to
+    ``borrowing_limit`` more (unlimited when the resource is not listed), as long as the whole
+    cohort stays within the sum of its members' nominal quotas. Resources not listed in
+    ``nominal`` are not limited.
+    """
+
+    name: Name
+    cohort: Name | None = None
+    nominal: Resources = Field(default_factory=dict)
+    borrowing_limit: Resources = Field(default_factory=dict)
+
+
+class Weights(_Model):
+    """Weights of the objective; see docs/objective.md for the exact formula."""
+
+    aging_per_hour: float = Field(0.1, ge=0, description="Value added per hour waited, as a fraction.")
+    aging_cap: float = Field(1.0, ge=0, description="Most value aging can add, as a fraction.")
+    deadline_boost: float = Field(1.0, ge=0, description="Value added to a gang at or near its deadline.")
+    deadline_horizon: float = Field(3600.0, ge=0, description="Seconds before a deadline the boost starts.")
+    preemption: float = Field(1.0, ge=0, description="Cost per GPU-hour lost by preemption.")
+    growth: float = Field(1.0, ge=0, description="Value per GPU of elastic members above the minimum.")
+    spread: float = Field(1.0, ge=0, description="Cost per extra domain at a gang's preferred level.")
+    fragmentation: float = Field(0.25, ge=0, description="Cost per idle node opened by new pods.")
+
+
+class Policy(_Model):
+    """How to solve this round."""
+
+    time_limit: float = Field(10.0, gt=0, description="Wall-clock seconds for the whole solve.")
+    seed: int = Field(0, ge=0)
+    workers: int = Field(1, ge=1, le=64, description="CP-SAT workers; 1 is deterministic and fastest on 2 cores.")
+    preemption: bool = Field(True, description="Whether running gangs may be preempted or shrunk.")
+    now: float | None = Field(None, description="Current time (default: latest submit_time).")
+    weights: Weights = Field(default_factory=Weights)
+
+
+class Round(_Model):
+    """One scheduling round: the cluster, what runs on it, what waits, and how to decide."""
+
+    api_version: Literal["gangopt/v1"] = API_VERSION
+    cluster: Cluster
+    queues: list[Queue] = Field(default_factory=list)
+    running: list[RunningGang] = Field(default_factory=list)
+    pending: list[PendingGang] = Field(default_factory=list)
+    policy: Policy = Field(default_factory=Policy)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> Round:
+        from gangopt.checks import check_round
+
+        problems = check_round(self)
+        if problems:
+            path, message = problems[0]
+            listing = "; ".join(f"{p}: {m}" for p, m in problems[:20])
+            raise PydanticCustomError(
+                "round_invalid",
+                "{listing}",
+                {"path": path, "message": message, "problems": problems, "listing": listing},
+            )
+        return self
+
+    @property
+    def now(self) -> float:
+        if self.policy.now is not None:
+            return self.policy.now
+        return max((g.submit_time for g in self.pending), default=0.0)
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+class Status(str, Enum):
+    """How the plan was obtained."""
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    FALLBACK = "fallback"
+    INFEASIBLE = "infeasible"
+
+
+class Placement(_Model):
+    """One new pod on one node."""
+
+    gang: str
+    role: str
+    pod: str = Field(description="Pod name: '<gang>-<role>-<index>' for new pods.")
+    node: str
+
+
+class Preemption(_Model):
+    """Running pods removed by the plan: a whole gang (``evict``) or elastic surplus (``shrink``)."""
+
+    gang: str
+    kind: Literal["evict", "shrink"]
+    pods: list[str]
+    nodes: list[str]
+    priority: int
+    cost: float = Field(description="GPU-hours lost (see RunningGang.preemption_cost).")
+    for_gangs: list[str] = Field(description="Higher-priority gangs that use the freed capacity.")
+
+
+class Resize(_Model):
+    """A running elastic gang that grows or shrinks."""
+
+    gang: str
+    from_members: int
+    to_members: int
+
+
+class Waiting(_Model):
+    """A pending gang left waiting, and why, in plain words."""
+
+    gang: str
+    code: Literal["capacity", "topology", "quota", "eligibility", "outranked", "group", "policy"]
+    reasons: list[str]
+
+
+class TierScore(_Model):
+    """Value admitted at one priority level (see docs/objective.md)."""
+
+    priority: int
+    value: float
+    bound: float
+
+
+class Score(_Model):
+    """The lexicographic objective: tiers from the highest priority down, then the rest."""
+
+    tiers: list[TierScore] = Field(default_factory=list)
+    secondary: float = 0.0
+    secondary_bound: float = 0.0
+
+
+class Stats(_Model):
+    """What the pipeline did and how long each step took."""
+
+    nodes: int = 0
+    nodes_pruned: int = 0
+    node_classes: int = 0
+    gangs: int = 0
+    gangs_pruned: int = 0
+    variables: int = 0
+    constraints: int = 0
+    stages: int = 0
+    prefilter_seconds: float = 0.0
+    build_seconds: float = 0.0
+    solve_seconds: float = 0.0
+    total_seconds: float = 0.0
+
+
+class Plan(_Model):
+    """The decision for one round."""
+
+    api_version: Literal["gangopt/v1"] = API_VERSION
+    status: Status
+    solver: str = "cpsat"
+    message: str = ""
+    score: Score = Field(default_factory=Score)
+    gap: float | None = Field(None, description="Relative gap to the proven bound (0 = optimal).")
+    admitted: list[str] = Field(default_factory=list, description="Pending gangs started by this plan.")
+    placements: list[Placement] = Field(default_factory=list)
+    preemptions: list[Preemption] = Field(default_factory=list)
+    resizes: list[Resize] = Field(default_factory=list)
+    waiting: list[Waiting] = Field(default_factory=list)
+    stats: Stats = Field(default_factory=Stats)
+
+
+def json_schemas() -> dict[str, Any]:
+    """The JSON Schemas of the round and the plan, as ``gangopt schema`` prints them."""
+    return {
+        "round": Round.model_json_schema(mode="validation"),
+        "plan": Plan.model_json_schema(mode="serialization"),
+    }
