@@ -1,0 +1,607 @@
+"""The CP-SAT model of one round, over node classes (see docs/model.md for the equations).
+
+Decisions:
+
+- ``y[g]``: pending gang g starts (all-or-nothing).
+- ``x[role, k]``: new pods of a role on nodes of class k (pending gangs and running gangs
+  that grow).
+- ``alive[v]``: a running gang that may lose pods keeps running; ``kept[v, role, k]``: its
+  pods kept on class k.
+- ``z[k, p]``: nodes of class k filled with packing pattern p. A class of several nodes with
+  more than one pod shape (or preemptible pods) needs patterns, because a sum over nodes does
+  not say whether the pods pack on each node; a one-node class uses plain capacity rows.
+- topology: ``w[g, d]`` the one domain of a required level, ``u[g, d]`` domains used at a
+  preferred level, ``s[g, d]`` slices in a domain.
+
+The objective is lexicographic (see :mod:`gangopt.objective`); :class:`Encoding` keeps each
+priority tier and the secondary terms as separate linear expressions, and
+:mod:`gangopt.solving` optimizes them in stages.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from gangopt.objective import ObjectiveTerms
+from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector
+from gangopt.schema import PendingGang, RunningGang
+
+MAX_PATTERNS = 48
+"""Patterns per class before the class is split into one-node classes (exact, but larger)."""
+
+Expr = cp_model.LinearExprT
+Terms = list[tuple[cp_model.IntVar, int]]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """How one node of a class is filled: candidate pods kept, and pod slots per shape."""
+
+    kept: tuple[int, ...]
+    """Per candidate entry of the class (sorted order), pods kept on the node."""
+    slots: tuple[int, ...]
+    """Per shape of the class, how many new pods of that shape the node takes."""
+
+
+@dataclass
+class ClassModel:
+    """What the model holds for one node class."""
+
+    cls: NodeClass
+    keys: list[RoleKey]
+    shapes: list[tuple[int, ...]] = field(default_factory=list)
+    patterns: list[Pattern] = field(default_factory=list)
+    z: list[cp_model.IntVar] = field(default_factory=list)
+    entries: list[tuple[int, str]] = field(default_factory=list)
+    """Candidate (running gang, role) entries on this class, in pattern order."""
+
+
+@dataclass
+class Encoding:
+    """The model and the variables the solver and the expansion read back."""
+
+    model: cp_model.CpModel
+    pre: Prefiltered
+    terms: ObjectiveTerms
+    y: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    alive: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    x: dict[tuple[RoleKey, int], cp_model.IntVar] = field(default_factory=dict)
+    kept: dict[tuple[int, str, int], cp_model.IntVar] = field(default_factory=dict)
+    classes: list[ClassModel] = field(default_factory=list)
+    tiers: dict[int, Terms] = field(default_factory=dict)
+    tier_constant: dict[int, int] = field(default_factory=dict)
+    secondary: Terms = field(default_factory=list)
+    secondary_constant: int = 0
+
+    def ub(self, var: cp_model.IntVar) -> int:
+        domain = var.proto.domain  # a C++ repeated field: negative indexes do not work
+        return int(domain[len(domain) - 1])
+
+    def lb(self, var: cp_model.IntVar) -> int:
+        return int(var.proto.domain[0])
+
+
+def encode(pre: Prefiltered) -> Encoding:
+    """Build the CP-SAT model of ``pre``; see the module docstring."""
+    enc = Encoding(model=cp_model.CpModel(), pre=pre, terms=ObjectiveTerms(pre.rnd))
+    _split_big_pattern_classes(enc)
+    _gang_variables(enc)
+    for k, cm in enumerate(enc.classes):
+        _class_variables(enc, k, cm)
+    _capacity(enc)
+    _gang_rules(enc)
+    _running_rules(enc)
+    _topology(enc)
+    _quotas(enc)
+    _aggregate_rows(enc)
+    _objective(enc)
+    return enc
+
+
+# ----------------------------------------------------------------------------- classes
+
+
+def _keys_on(pre: Prefiltered, k: int) -> list[RoleKey]:
+    return [key for key, fit in pre.fits.items() if fit[k] > 0 and _kept_key(pre, key)]
+
+
+def _kept_key(pre: Prefiltered, key: RoleKey) -> bool:
+    return key.gang in (pre.pending if key.kind == "pending" else pre.growers)
+
+
+def _split_big_pattern_classes(enc: Encoding) -> None:
+    """Build each class's patterns; a class whose patterns explode becomes one-node classes."""
+    pre = enc.pre
+    new_classes: list[NodeClass] = []
+    origin: list[int] = []
+    for k, cls in enumerate(pre.classes):
+        cm = ClassModel(cls=cls, keys=_keys_on(pre, k))
+        _make_patterns(enc, cm)
+        if cls.size > 1 and len(cm.patterns) > MAX_PATTERNS:
+            for node in cls.nodes:
+                new_classes.append(
+                    NodeClass(nodes=[node], free=cls.free, candidates=cls.candidates, domains=cls.domains, idle=cls.idle)
+                )
+                origin.append(k)
+        else:
+            new_classes.append(cls)
+            origin.append(k)
+    if len(new_classes) != len(pre.classes):
+        index = np.array(origin, dtype=np.int64)
+        pre.classes = new_classes
+        pre.fits = {key: fit[index] for key, fit in pre.fits.items()}
+    for k, cls in enumerate(pre.classes):
+        cm = ClassModel(cls=cls, keys=_keys_on(pre, k))
+        _make_patterns(enc, cm)
+        enc.classes.append(cm)
+
+
+def _needs_patterns(cm: ClassModel, shapes: list[tuple[int, ...]]) -> bool:
+    return cm.cls.size > 1 and (len(shapes) > 1 or bool(cm.cls.candidates))
+
+
+def _make_patterns(enc: Encoding, cm: ClassModel) -> None:
+    pre = enc.pre
+    shapes = sorted({tuple(pre.requests[key].tolist()) for key in cm.keys}, reverse=True)
+    cm.shapes = shapes
+    cm.entries = sorted(cm.cls.candidates)
+    cm.patterns = []
+    if not _needs_patterns(cm, shapes):
+        return
+    cand_req = [
+        request_vector(_role(pre.rnd.running[gi], name), pre.resources) for gi, name in cm.entries
+    ]
+    ranges = [range(cm.cls.candidates[e] + 1) for e in cm.entries]
+    shape_arr = [np.array(s, dtype=np.int64) for s in shapes]
+    for kept in itertools.product(*ranges):
+        room = cm.cls.free.copy()
+        for count, req in zip(kept, cand_req, strict=True):
+            room -= count * req
+        for slots in _maximal_fills(room, shape_arr):
+            cm.patterns.append(Pattern(kept=tuple(kept), slots=slots))
+            if len(cm.patterns) > MAX_PATTERNS:
+                return
+    if cm.cls.idle:
+        empty = Pattern(kept=(), slots=tuple(0 for _ in shapes))
+        if empty not in cm.patterns:
+            cm.patterns.append(empty)
+
+
+def _maximal_fills(room: np.ndarray, shapes: list[np.ndarray]) -> list[tuple[int, ...]]:
+    """Every multiset of shapes that fits in ``room`` and leaves no room for one more pod."""
+    out: list[tuple[int, ...]] = []
+
+    def fits(rest: np.ndarray, shape: np.ndarray) -> bool:
+        return bool((shape <= rest).all())
+
+    def walk(i: int, rest: np.ndarray, counts: list[int]) -> None:
+        if len(out) > MAX_PATTERNS:
+            return
+        if i == len(shapes):
+            if not any(fits(rest, s) for s in shapes):
+                out.append(tuple(counts))
+            return
+        shape = shapes[i]
+        positive = shape > 0
+        most = int((rest[positive] // shape[positive]).min()) if positive.any() else 0
+        for n in range(most, -1, -1):
+            walk(i + 1, rest - n * shape, [*counts, n])
+
+    walk(0, room, [])
+    return out
+
+
+def _role(gang: PendingGang | RunningGang, name: str) -> object:
+    return next(r for r in gang.roles if r.name == name)
+
+
+# ----------------------------------------------------------------------------- variables
+
+
+def _gang_variables(enc: Encoding) -> None:
+    m, pre = enc.model, enc.pre
+    for gi in pre.pending:
+        enc.y[gi] = m.new_bool_var(f"y[{pre.rnd.pending[gi].name}]")
+    for gi in sorted(set(pre.candidates) | set(pre.growers)):
+        gang = pre.rnd.running[gi]
+        if gi in pre.candidates:
+            enc.alive[gi] = m.new_bool_var(f"alive[{gang.name}]")
+        else:
+            enc.alive[gi] = m.new_constant(1)
+
+
+def _current(gang: RunningGang, role_name: str) -> int:
+    return sum(1 for p in gang.pods if p.role == role_name)
+
+
+def _class_variables(enc: Encoding, k: int, cm: ClassModel) -> None:
+    m, pre = enc.model, enc.pre
+    for key in cm.keys:
+        gang = pre.gang(key.kind, key.gang)
+        role = gang.roles[key.role]
+        room = role.replicas - (_current(gang, role.name) if isinstance(gang, RunningGang) else 0)
+        ub = int(min(room, pre.fits[key][k] * cm.cls.size))
+        if ub > 0:
+            enc.x[(key, k)] = m.new_int_var(0, ub, f"x[{gang.name}.{role.name},{k}]")
+    for (gi, name), count in cm.cls.candidates.items():
+        if gi in enc.alive:
+            enc.kept[(gi, name, k)] = m.new_int_var(0, count * cm.cls.size, f"kept[{gi}.{name},{k}]")
+            m.add(enc.kept[(gi, name, k)] <= count * cm.cls.size * enc.alive[gi])
+    cm.z = [m.new_int_var(0, cm.cls.size, f"z[{k},{p}]") for p in range(len(cm.patterns))]
+
+
+def _x_of(enc: Encoding, key: RoleKey) -> list[tuple[int, cp_model.IntVar]]:
+    return [(k, var) for (kk, k), var in enc.x.items() if kk == key]
+
+
+# ----------------------------------------------------------------------------- constraints
+
+
+def _capacity(enc: Encoding) -> None:
+    """Exact per-node capacity: plain rows on one-node classes, a pod count on classes of one
+    shape, patterns on the rest."""
+    m, pre = enc.model, enc.pre
+    for k, cm in enumerate(enc.classes):
+        new = [(key, enc.x[(key, k)]) for key in cm.keys if (key, k) in enc.x]
+        kept = [(e, enc.kept[(e[0], e[1], k)]) for e in cm.entries if (e[0], e[1], k) in enc.kept]
+        if cm.patterns:
+            _pattern_rows(enc, cm, new, kept)
+        elif cm.cls.size == 1:
+            _node_rows(enc, cm, new, kept)
+        elif new:
+            shape = pre.requests[new[0][0]]
+            positive = shape > 0
+            per_node = int((cm.cls.free[positive] // shape[positive]).min()) if positive.any() else 1 << 30
+            m.add(sum(var for _, var in new) <= per_node * cm.cls.size)
+
+
+def _pattern_rows(
+    enc: Encoding,
+    cm: ClassModel,
+    new: list[tuple[RoleKey, cp_model.IntVar]],
+    kept: list[tuple[tuple[int, str], cp_model.IntVar]],
+) -> None:
+    """Nodes of the class are split among patterns; pods of a shape use that shape's slots."""
+    m, pre = enc.model, enc.pre
+    m.add(sum(cm.z) == cm.cls.size)
+    for s, shape in enumerate(cm.shapes):
+        users = [var for key, var in new if tuple(pre.requests[key].tolist()) == shape]
+        slots = [(z, p.slots[s]) for p, z in zip(cm.patterns, cm.z, strict=True) if p.slots and p.slots[s]]
+        if users:
+            m.add(sum(users) <= sum(c * z for z, c in slots))
+    for entry, var in kept:
+        i = cm.entries.index(entry)
+        m.add(var == sum(p.kept[i] * z for p, z in zip(cm.patterns, cm.z, strict=True) if p.kept and p.kept[i]))
+
+
+def _node_rows(
+    enc: Encoding,
+    cm: ClassModel,
+    new: list[tuple[RoleKey, cp_model.IntVar]],
+    kept: list[tuple[tuple[int, str], cp_model.IntVar]],
+) -> None:
+    """One node: per resource, new pods plus kept candidate pods within the fixed free room."""
+    m, pre = enc.model, enc.pre
+    for r in range(len(pre.resources)):
+        row = [(var, int(pre.requests[key][r])) for key, var in new]
+        row += [(var, int(request_vector(_role_obj(enc, e[0], e[1]), pre.resources)[r])) for e, var in kept]
+        row = [(v, c) for v, c in row if c]
+        if row:
+            expr = cp_model.LinearExpr.weighted_sum([v for v, _ in row], [c for _, c in row])
+            m.add(expr <= int(cm.cls.free[r]))
+
+
+def _role_obj(enc: Encoding, gi: int, name: str):  # type: ignore[no-untyped-def]
+    return next(r for r in enc.pre.rnd.running[gi].roles if r.name == name)
+
+
+def _gang_rules(enc: Encoding) -> None:
+    """All-or-nothing with elastic bounds, per gang and per role; gang groups together."""
+    m, pre = enc.model, enc.pre
+    groups: dict[str, list[int]] = defaultdict(list)
+    for gi in pre.pending:
+        gang = pre.rnd.pending[gi]
+        y = enc.y[gi]
+        total: list[cp_model.IntVar] = []
+        for ri, role in enumerate(gang.roles):
+            xs = [var for _, var in _x_of(enc, RoleKey("pending", gi, ri))]
+            total += xs
+            m.add(sum(xs) >= gang.role_minimum(role) * y)
+            m.add(sum(xs) <= role.replicas * y)
+        m.add(sum(total) >= gang.minimum * y)
+        m.add(sum(total) <= gang.maximum * y)
+        if gang.group:
+            groups[gang.group].append(gi)
+    for members in groups.values():
+        for gi in members[1:]:
+            m.add(enc.y[gi] == enc.y[members[0]])
+
+
+def members(enc: Encoding, gi: int, role_name: str) -> tuple[list[cp_model.IntVar], int, int]:
+    """Pods of running gang ``gi``'s role after the plan: (variables summed, constant, stranded)
+    where stranded pods count only while the gang stays alive."""
+    pre = enc.pre
+    gang = pre.rnd.running[gi]
+    ri = next(i for i, r in enumerate(gang.roles) if r.name == role_name)
+    grow = [var for _, var in _x_of(enc, RoleKey("running", gi, ri))]
+    if gi in pre.candidates:
+        kept = [var for (g, name, _), var in enc.kept.items() if g == gi and name == role_name]
+        stranded = pre.stranded.get(gi, {}).get(role_name, 0)
+        return kept + grow, 0, stranded
+    return grow, _current(gang, role_name), 0
+
+
+def _running_rules(enc: Encoding) -> None:
+    """A running gang ends with 0 pods or within its bounds; losing pods needs a reason."""
+    m, pre = enc.model, enc.pre
+    for gi, alive in enc.alive.items():
+        gang = pre.rnd.running[gi]
+        everything: list[cp_model.LinearExprT] = []
+        for role in gang.roles:
+            vars_, const, stranded = members(enc, gi, role.name)
+            expr = sum(vars_) + const + stranded * alive
+            everything.append(expr)
+            m.add(expr >= gang.role_minimum(role) * alive)
+            m.add(expr <= role.replicas * alive)
+        m.add(sum(everything) >= gang.minimum * alive)
+        m.add(sum(everything) <= gang.maximum * alive)
+        if gi in pre.candidates:
+            _victim_needs_beneficiary(enc, gi)
+
+
+def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
+    """A gang loses pods only if a strictly higher-priority pod lands where it runs."""
+    m, pre = enc.model, enc.pre
+    gang = pre.rnd.running[gi]
+    kept = [var for (g, _, _), var in enc.kept.items() if g == gi]
+    stranded = sum(pre.stranded.get(gi, {}).values())
+    victim = m.new_bool_var(f"victim[{gang.name}]")
+    m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
+    hosts = {k for (g, _, k) in enc.kept if g == gi}
+    helpers = [
+        var
+        for (key, k), var in enc.x.items()
+        if k in hosts and pre.gang(key.kind, key.gang).priority > gang.priority
+    ]
+    if helpers:
+        m.add(victim <= sum(helpers))
+    else:
+        m.add(victim == 0)
+
+
+def _domain_of(cm: ClassModel, level: str) -> str:
+    return cm.cls.domains[level]
+
+
+def _topology(enc: Encoding) -> None:
+    """Required level: one domain; preferred: count domains used; slices: multiples."""
+    m, pre = enc.model, enc.pre
+    for gi in pre.pending:
+        gang = pre.rnd.pending[gi]
+        topo = gang.topology
+        if topo is None:
+            continue
+        xs = [(k, var) for (key, k), var in enc.x.items() if key.kind == "pending" and key.gang == gi]
+        if topo.required:
+            allowed = set(pre.required_domains.get(gi, []))
+            by_domain: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+            for k, var in xs:
+                d = _domain_of(enc.classes[k], topo.required)
+                if d in allowed:
+                    by_domain[d].append(var)
+                else:
+                    m.add(var == 0)
+            w = {d: m.new_bool_var(f"w[{gang.name},{d}]") for d in sorted(by_domain)}
+            m.add(sum(w.values()) == enc.y[gi])
+            for d, vars_ in by_domain.items():
+                m.add(sum(vars_) <= gang.maximum * w[d])
+        if topo.preferred:
+            by_domain = defaultdict(list)
+            for k, var in xs:
+                by_domain[_domain_of(enc.classes[k], topo.preferred)].append(var)
+            u = {d: m.new_bool_var(f"u[{gang.name},{d}]") for d in sorted(by_domain)}
+            for d, vars_ in by_domain.items():
+                m.add(sum(vars_) <= gang.maximum * u[d])
+            if u:
+                m.add(sum(u.values()) >= enc.y[gi])
+                enc.secondary += [(var, -enc.terms.spread_cost) for var in u.values()]
+                enc.secondary.append((enc.y[gi], enc.terms.spread_cost))
+        if topo.slice_level and topo.slice_size:
+            by_domain = defaultdict(list)
+            for k, var in xs:
+                by_domain[_domain_of(enc.classes[k], topo.slice_level)].append(var)
+            for d, vars_ in sorted(by_domain.items()):
+                s = m.new_int_var(0, gang.maximum // topo.slice_size, f"s[{gang.name},{d}]")
+                m.add(sum(vars_) == topo.slice_size * s)
+
+
+def _quotas(enc: Encoding) -> None:
+    """Queue and cohort limits; usage already over a limit may stay but not grow."""
+    rnd, pre = enc.pre.rnd, enc.pre
+    if not rnd.queues:
+        return
+    usage: dict[tuple[str, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
+    const: dict[tuple[str, str], int] = defaultdict(int)
+    before: dict[tuple[str, str], int] = defaultdict(int)
+    for (key, _), var in enc.x.items():
+        gang = pre.gang(key.kind, key.gang)
+        for res, amount in gang.roles[key.role].requests.items():
+            usage[(gang.queue, res)].append((var, amount))
+    for gi, gang in enumerate(rnd.running):
+        for role in gang.roles:
+            count = _current(gang, role.name)
+            for res, amount in role.requests.items():
+                before[(gang.queue, res)] += amount * count
+            if gi not in pre.candidates:
+                for res, amount in role.requests.items():
+                    const[(gang.queue, res)] += amount * count
+                continue
+            vars_, _, stranded = members(enc, gi, role.name)
+            kept_vars = [v for v in vars_ if (v.name or "").startswith("kept[")]
+            for res, amount in role.requests.items():
+                usage[(gang.queue, res)] += [(v, amount) for v in kept_vars]
+                if stranded:
+                    usage[(gang.queue, res)].append((enc.alive[gi], amount * stranded))
+    for queue in rnd.queues:
+        for res, nominal in queue.nominal.items():
+            if queue.cohort is None:
+                limit = nominal
+            elif res in queue.borrowing_limit:
+                limit = nominal + queue.borrowing_limit[res]
+            else:
+                continue
+            _limit_row(enc, [(queue.name, res)], usage, const, before, limit)
+    cohorts: dict[str, list[str]] = defaultdict(list)
+    for queue in rnd.queues:
+        if queue.cohort:
+            cohorts[queue.cohort].append(queue.name)
+    for names in cohorts.values():
+        members_ = [q for q in rnd.queues if q.name in names]
+        shared = set.intersection(*(set(q.nominal) for q in members_))
+        for res in sorted(shared):
+            total = sum(q.nominal[res] for q in members_)
+            _limit_row(enc, [(n, res) for n in names], usage, const, before, total)
+
+
+def _limit_row(
+    enc: Encoding,
+    cells: list[tuple[str, str]],
+    usage: dict[tuple[str, str], list[tuple[cp_model.IntVar, int]]],
+    const: dict[tuple[str, str], int],
+    before: dict[tuple[str, str], int],
+    limit: int,
+) -> None:
+    terms = [t for c in cells for t in usage.get(c, [])]
+    fixed = sum(const.get(c, 0) for c in cells)
+    was = sum(before.get(c, 0) for c in cells)
+    bound = max(limit, was) - fixed
+    if terms:
+        enc.model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [a for _, a in terms]) <= bound)
+
+
+def _aggregate_rows(enc: Encoding) -> None:
+    """Redundant capacity rows per resource over the cluster and each domain: the LP relaxation
+    does not find these by itself, and they let CP-SAT prove bounds (optimization-notes §2)."""
+    pre = enc.pre
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for k, cm in enumerate(enc.classes):
+        groups[("cluster", "")].append(k)
+        for level, name in cm.cls.domains.items():
+            groups[(level, name)].append(k)
+    for members_ in groups.values():
+        if len(members_) < 2:
+            continue
+        for r, _ in enumerate(pre.resources):
+            vars_: list[cp_model.IntVar] = []
+            coeffs: list[int] = []
+            cap = 0
+            for k in members_:
+                cm = enc.classes[k]
+                cap += int(cm.cls.free[r]) * cm.cls.size
+                for key in cm.keys:
+                    if (key, k) in enc.x and pre.requests[key][r]:
+                        vars_.append(enc.x[(key, k)])
+                        coeffs.append(int(pre.requests[key][r]))
+                for gi, name in cm.entries:
+                    if (gi, name, k) in enc.kept:
+                        amount = int(request_vector(_role_obj(enc, gi, name), pre.resources)[r])
+                        if amount:
+                            vars_.append(enc.kept[(gi, name, k)])
+                            coeffs.append(amount)
+            if vars_:
+                enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) <= cap)
+
+
+# ----------------------------------------------------------------------------- objective
+
+
+def _objective(enc: Encoding) -> None:
+    """Fill the tier and secondary terms (maximized; costs enter negated)."""
+    pre, terms = enc.pre, enc.terms
+    rnd = pre.rnd
+    for gi, gang in enumerate(rnd.pending):
+        enc.tiers.setdefault(gang.priority, [])
+        enc.tier_constant.setdefault(gang.priority, 0)
+        if gi in enc.y:
+            enc.tiers[gang.priority].append((enc.y[gi], terms.tier_value(gang)))
+            _growth_terms(enc, gang, "pending", gi, enc.y[gi])
+    for gi, gang in enumerate(rnd.running):
+        enc.tiers.setdefault(gang.priority, [])
+        enc.tier_constant.setdefault(gang.priority, 0)
+        if gi in pre.candidates:
+            enc.tiers[gang.priority].append((enc.alive[gi], terms.tier_value(gang)))
+            _eviction_terms(enc, gi)
+        else:
+            enc.tier_constant[gang.priority] += terms.tier_value(gang)
+        if gi in enc.alive:
+            _growth_terms(enc, gang, "running", gi, enc.alive[gi])
+        else:
+            enc.secondary_constant += _static_surplus(enc, gang)
+    _opened_nodes(enc)
+
+
+def _static_surplus(enc: Encoding, gang: RunningGang) -> int:
+    minimum = enc.terms.min_pods(gang)
+    return sum(enc.terms.growth_value(r) * (_current(gang, r.name) - minimum[r.name]) for r in gang.roles)
+
+
+def _growth_terms(
+    enc: Encoding, gang: PendingGang | RunningGang, kind: str, gi: int, on: cp_model.IntVar
+) -> None:
+    """Members above the minimum: + growth value each (as members - minimum * on)."""
+    minimum = enc.terms.min_pods(gang)
+    for ri, role in enumerate(gang.roles):
+        value = enc.terms.growth_value(role)
+        if value == 0:
+            continue
+        if kind == "pending":
+            vars_ = [var for _, var in _x_of(enc, RoleKey("pending", gi, ri))]
+            const, stranded = 0, 0
+        else:
+            vars_, const, stranded = members(enc, gi, role.name)
+        enc.secondary += [(v, value) for v in vars_]
+        enc.secondary_constant += value * const
+        enc.secondary.append((on, value * (stranded - minimum[role.name])))
+
+
+def _eviction_terms(enc: Encoding, gi: int) -> None:
+    """Cost per pod removed, and the whole-gang cost when it is evicted (see objective.py)."""
+    gang = enc.pre.rnd.running[gi]
+    per_pod = enc.terms.pod_removal_cost(gang)
+    whole = enc.terms.eviction_cost(gang)
+    current = len(gang.pods)
+    kept = [var for (g, _, _), var in enc.kept.items() if g == gi]
+    stranded = sum(enc.pre.stranded.get(gi, {}).values())
+    # -(per_pod * (current - kept_all) + (whole - per_pod * current) * (1 - alive))
+    enc.secondary += [(v, per_pod) for v in kept]
+    enc.secondary.append((enc.alive[gi], per_pod * stranded + (whole - per_pod * current)))
+    enc.secondary_constant -= per_pod * current + (whole - per_pod * current)
+
+
+def _opened_nodes(enc: Encoding) -> None:
+    """Idle nodes that receive new pods cost ``open_node_cost`` each."""
+    cost = enc.terms.open_node_cost
+    if cost == 0:
+        return
+    m = enc.model
+    for k, cm in enumerate(enc.classes):
+        if not cm.cls.idle:
+            continue
+        xs = [enc.x[(key, k)] for key in cm.keys if (key, k) in enc.x]
+        if not xs:
+            continue
+        if cm.patterns:
+            empty = [z for p, z in zip(cm.patterns, cm.z, strict=True) if not any(p.slots)]
+            if empty:
+                enc.secondary.append((empty[0], cost))
+                enc.secondary_constant -= cost * cm.cls.size
+            continue
+        per_node = max(1, min(int(enc.pre.fits[key][k]) for key in cm.keys if (key, k) in enc.x))
+        opened = m.new_int_var(0, cm.cls.size, f"open[{k}]")
+        m.add(sum(xs) <= per_node * opened)
+        enc.secondary.append((opened, -cost))

@@ -1,0 +1,281 @@
+"""From class-level counts to concrete nodes and pod names; then the last repairs.
+
+The model decides "3 pods of gang g on class k" and "pattern p on 2 of its nodes"; this module
+turns that into "pod g-worker-0 on node n7", deterministically (nodes in input order, gangs by
+priority then name). Afterwards :func:`reprieve` puts back any preempted gang or pod that still
+fits, so a plan never evicts what it does not use, even when the solver stopped early.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gangopt.objective import ObjectiveTerms
+from gangopt.prefilter import Prefiltered, RoleKey, request_vector
+from gangopt.schema import Placement, Preemption, Resize, Round, RunningGang
+
+
+@dataclass
+class Decision:
+    """A solver's answer at node level, before it becomes a :class:`~gangopt.schema.Plan`."""
+
+    admitted: set[str] = field(default_factory=set)
+    new_pods: list[tuple[str, str, str]] = field(default_factory=list)
+    """(gang, role, node) per new pod."""
+    removed: set[str] = field(default_factory=set)
+    """Names of running pods the plan removes."""
+
+
+@dataclass
+class ClassValues:
+    """Solver values at class level."""
+
+    admitted: set[int]
+    alive: dict[int, bool]
+    x: dict[tuple[RoleKey, int], int]
+    kept: dict[tuple[int, str, int], int]
+    z: dict[int, list[int]]
+
+
+def expand(pre: Prefiltered, classes: list, values: ClassValues) -> Decision:  # type: ignore[type-arg]
+    """Place class-level counts on concrete nodes (see module docstring)."""
+    rnd = pre.rnd
+    decision = Decision(admitted={rnd.pending[g].name for g in values.admitted})
+    pods_on = _running_pods_by_node(rnd, pre)
+    for k, cm in enumerate(classes):
+        per_node_kept, per_node_slots = _node_layout(pre, cm, k, values)
+        for node_pos, node in enumerate(cm.cls.nodes):
+            for (gi, role_name), keep in per_node_kept[node_pos].items():
+                if gi in values.alive and not values.alive[gi]:
+                    keep = 0
+                names = pods_on[(node, gi, role_name)]
+                decision.removed.update(names[keep:])
+        _place_new(pre, cm, k, values, per_node_slots, decision)
+    for gi, alive in values.alive.items():
+        if not alive:
+            decision.removed.update(p.name for p in rnd.running[gi].pods)
+    return decision
+
+
+def _running_pods_by_node(rnd: Round, pre: Prefiltered) -> dict[tuple[int, int, str], list[str]]:
+    out: dict[tuple[int, int, str], list[str]] = defaultdict(list)
+    for gi, gang in enumerate(rnd.running):
+        for pod in sorted(gang.pods, key=lambda p: p.name):
+            out[(pre.topo.node_index[pod.node], gi, pod.role)].append(pod.name)
+    return out
+
+
+def _node_layout(
+    pre: Prefiltered, cm, k: int, values: ClassValues  # type: ignore[no-untyped-def]
+) -> tuple[list[dict[tuple[int, str], int]], list[list[int] | None]]:
+    """Per node of the class: candidate pods kept, and new-pod slots per shape (None = any)."""
+    size = cm.cls.size
+    kept: list[dict[tuple[int, str], int]] = [dict(cm.cls.candidates) for _ in range(size)]
+    if cm.patterns:
+        slots: list[list[int] | None] = []
+        counts = values.z.get(k, [0] * len(cm.patterns))
+        for p, n in zip(cm.patterns, counts, strict=True):
+            for _ in range(n):
+                pos = len(slots)
+                if p.kept:
+                    kept[pos] = {e: p.kept[i] for i, e in enumerate(cm.entries)}
+                slots.append(list(p.slots))
+        return kept, slots
+    if size == 1:
+        for e in cm.entries:
+            if (e[0], e[1], k) in values.kept:
+                kept[0][e] = values.kept[(e[0], e[1], k)]
+        return kept, [None]
+    if not cm.shapes:
+        return kept, [None] * size
+    shape = np.array(cm.shapes[0], dtype=np.int64)
+    positive = shape > 0
+    per_node = int((cm.cls.free[positive] // shape[positive]).min()) if positive.any() else 1 << 30
+    return kept, [[per_node] for _ in range(size)]
+
+
+def _place_new(pre: Prefiltered, cm, k: int, values: ClassValues, slots: list[list[int] | None], decision: Decision) -> None:  # type: ignore[no-untyped-def]
+    keys = sorted(
+        (key for key in cm.keys if values.x.get((key, k), 0) > 0),
+        key=lambda key: (-pre.gang(key.kind, key.gang).priority, pre.gang(key.kind, key.gang).name, key.role),
+    )
+    for key in keys:
+        gang = pre.gang(key.kind, key.gang)
+        role = gang.roles[key.role]
+        shape_index = cm.shapes.index(tuple(pre.requests[key].tolist())) if cm.shapes else 0
+        need = values.x[(key, k)]
+        for pos, node in enumerate(cm.cls.nodes):
+            if need == 0:
+                break
+            free = slots[pos]
+            take = need if free is None else min(need, free[shape_index if len(free) > 1 else 0])
+            if take <= 0:
+                continue
+            if free is not None:
+                free[shape_index if len(free) > 1 else 0] -= take
+            decision.new_pods += [(gang.name, role.name, pre.topo.node_names[node])] * take
+            need -= take
+        if need:
+            raise RuntimeError(f"internal: {need} pods of {gang.name}.{role.name} found no slot in class {k}")
+
+
+def to_plan_parts(rnd: Round, decision: Decision) -> tuple[list[Placement], list[Preemption], list[Resize]]:
+    """Name new pods, group removed pods per gang, and list resizes."""
+    placements = _name_pods(rnd, decision.new_pods)
+    preemptions = _preemptions(rnd, decision, placements)
+    resizes = _resizes(rnd, decision, placements)
+    return placements, preemptions, resizes
+
+
+def _name_pods(rnd: Round, new_pods: list[tuple[str, str, str]]) -> list[Placement]:
+    taken = {p.name for g in rnd.running for p in g.pods}
+    counters: Counter[tuple[str, str]] = Counter()
+    out = []
+    for gang, role, node in sorted(new_pods):
+        while True:
+            name = f"{gang}-{role}-{counters[(gang, role)]}"
+            counters[(gang, role)] += 1
+            if name not in taken:
+                break
+        taken.add(name)
+        out.append(Placement(gang=gang, role=role, pod=name, node=node))
+    return out
+
+
+def _priorities(rnd: Round) -> dict[str, int]:
+    return {g.name: g.priority for g in [*rnd.pending, *rnd.running]}
+
+
+def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) -> list[Preemption]:
+    prio = _priorities(rnd)
+    by_node: dict[str, set[str]] = defaultdict(set)
+    for p in placements:
+        by_node[p.node].add(p.gang)
+    terms = ObjectiveTerms(rnd)
+    out = []
+    for gang in rnd.running:
+        gone = [p for p in gang.pods if p.name in decision.removed]
+        if not gone:
+            continue
+        evict = len(gone) == len(gang.pods)
+        nodes = sorted({p.node for p in gone})
+        helped = sorted(
+            {b for p in gang.pods for b in by_node.get(p.node, set()) if prio[b] > gang.priority}
+        )
+        cost = terms.preemption_cost(gang) * (1.0 if evict else len(gone) / len(gang.pods))
+        out.append(
+            Preemption(
+                gang=gang.name,
+                kind="evict" if evict else "shrink",
+                pods=sorted(p.name for p in gone),
+                nodes=nodes,
+                priority=gang.priority,
+                cost=round(cost, 6),
+                for_gangs=helped,
+            )
+        )
+    return out
+
+
+def _resizes(rnd: Round, decision: Decision, placements: list[Placement]) -> list[Resize]:
+    grown = Counter(p.gang for p in placements)
+    out = []
+    for gang in rnd.running:
+        removed = sum(1 for p in gang.pods if p.name in decision.removed)
+        if removed == len(gang.pods):
+            continue
+        after = len(gang.pods) - removed + grown[gang.name]
+        if after != len(gang.pods):
+            out.append(Resize(gang=gang.name, from_members=len(gang.pods), to_members=after))
+    return out
+
+
+# ----------------------------------------------------------------------------- reprieve
+
+
+def reprieve(rnd: Round, decision: Decision) -> Decision:
+    """Put back removed running pods that still fit (capacity and quota), most valuable first.
+
+    Whole evicted gangs come back whole or not at all; a shrunk gang gets pods back one by one.
+    This makes "nothing is evicted that the plan does not use" hold for every plan, optimal or
+    not, and costs nothing when the solver already proved optimality.
+    """
+    resources = sorted({r for n in rnd.cluster.nodes for r in n.capacity} | {r for g in [*rnd.running, *rnd.pending] for ro in g.roles for r in ro.requests})
+    index = {n.name: i for i, n in enumerate(rnd.cluster.nodes)}
+    cap = np.array([[n.capacity.get(r, 0) for r in resources] for n in rnd.cluster.nodes], dtype=np.int64)
+    used = np.zeros_like(cap)
+    usage: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(resources), dtype=np.int64))
+    req_of: dict[tuple[str, str], np.ndarray] = {}
+    queue_of: dict[str, str] = {}
+    for gang in [*rnd.running, *rnd.pending]:
+        queue_of[gang.name] = gang.queue
+        for role in gang.roles:
+            req_of[(gang.name, role.name)] = request_vector(role, resources)
+    for gang in rnd.running:
+        for pod in gang.pods:
+            if pod.name not in decision.removed:
+                used[index[pod.node]] += req_of[(gang.name, pod.role)]
+                usage[gang.queue] += req_of[(gang.name, pod.role)]
+    for gang_name, role, node in decision.new_pods:
+        used[index[node]] += req_of[(gang_name, role)]
+        usage[queue_of[gang_name]] += req_of[(gang_name, role)]
+    limits = _quota_check(rnd, resources)
+    terms = ObjectiveTerms(rnd)
+    victims = [g for g in rnd.running if any(p.name in decision.removed for p in g.pods)]
+    victims.sort(key=lambda g: (-g.priority, -terms.preemption_cost(g), g.name))
+    for gang in victims:
+        gone = [p for p in gang.pods if p.name in decision.removed]
+        whole = len(gone) == len(gang.pods)
+        groups = [gone] if whole else [[p] for p in gone]
+        for pods in groups:
+            add = np.zeros_like(cap)
+            for pod in pods:
+                add[index[pod.node]] += req_of[(gang.name, pod.role)]
+            extra = add.sum(axis=0)
+            if (used + add <= cap).all() and limits(usage, gang.queue, extra):
+                used += add
+                usage[gang.queue] += extra
+                decision.removed.difference_update(p.name for p in pods)
+    return decision
+
+
+def _quota_check(rnd: Round, resources: list[str]):  # type: ignore[no-untyped-def]
+    """A function telling whether adding ``extra`` to ``queue`` keeps every quota."""
+    queues = {q.name: q for q in rnd.queues}
+    before: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(resources), dtype=np.int64))
+    for gang in rnd.running:
+        for pod in gang.pods:
+            role = next(r for r in gang.roles if r.name == pod.role)
+            before[gang.queue] += request_vector(role, resources)
+
+    def ok(usage: dict[str, np.ndarray], queue: str, extra: np.ndarray) -> bool:
+        q = queues.get(queue)
+        if q is None:
+            return True
+        members = [m for m in rnd.queues if q.cohort and m.cohort == q.cohort]
+        for r, res in enumerate(resources):
+            if extra[r] == 0 or res not in q.nominal:
+                continue
+            after = usage[queue][r] + extra[r]
+            if q.cohort is None:
+                limit: int | None = q.nominal[res]
+            else:
+                limit = q.nominal[res] + q.borrowing_limit[res] if res in q.borrowing_limit else None
+            if limit is not None and after > max(limit, before[queue][r]):
+                return False
+            if q.cohort and all(res in m.nominal for m in members):
+                total = sum(usage[m.name][r] for m in members) + extra[r]
+                was = sum(before[m.name][r] for m in members)
+                if total > max(sum(m.nominal[res] for m in members), was):
+                    return False
+        return True
+
+    return ok
+
+
+def running_members(gang: RunningGang, decision: Decision) -> int:
+    """Pods ``gang`` keeps after ``decision`` (not counting growth)."""
+    return sum(1 for p in gang.pods if p.name not in decision.removed)

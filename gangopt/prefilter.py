@@ -1,0 +1,513 @@
+"""Vectorized prefilter: prune what cannot matter, and group nodes into equivalence classes.
+
+Everything here is numpy over nodes (no Python loop over nodes per gang), because it runs on
+every round of clusters with thousands of nodes:
+
+1. Node arrays: capacity, usage of running pods that must stay ("fixed"), and pods of running
+   gangs that could be preempted or shrunk ("candidates", priced per priority level).
+2. Eligibility masks, one per distinct (selector, affinity, tolerations) signature.
+3. Equivalence classes: nodes with the same fixed free capacity, eligibility, candidate pods,
+   idleness and domain at the finest topology level any gang cares about. The CP-SAT model is
+   built over classes, so it grows with classes, not nodes.
+4. Per gang and role, how many pods fit on one node of each class (with every allowed
+   preemption); gangs that cannot fit even so, or not within one domain of their required
+   level, or not within their quota, are pruned with the reason recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gangopt.quantities import human
+from gangopt.schema import NODE_LEVEL, PendingGang, Role, Round, RunningGang
+from gangopt.topology import Topology
+
+BIG = 1 << 30
+"""Pods of a role that requests nothing fit without bound; capped by replicas later."""
+
+
+@dataclass(frozen=True)
+class RoleKey:
+    """A role of a gang: ``kind`` is 'pending' or 'running', ``gang`` its index in that list."""
+
+    kind: str
+    gang: int
+    role: int
+
+
+@dataclass
+class NodeClass:
+    """Interchangeable nodes: same fixed free capacity, eligibility, candidate pods and domain."""
+
+    nodes: list[int]
+    free: np.ndarray
+    """Per resource, capacity minus pods that stay whatever happens (milli-units)."""
+    candidates: dict[tuple[int, str], int]
+    """(running gang index, role name) -> pods of that preemptible gang on *each* node."""
+    domains: dict[str, str]
+    """Domain name per topology level (levels finer than the finest relevant one omitted)."""
+    idle: bool
+    """Nothing runs on these nodes before the round."""
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass
+class Pruned:
+    """Why a gang was left out before the model: a waiting code and plain words."""
+
+    code: str
+    reason: str
+
+
+@dataclass
+class Prefiltered:
+    """The round reduced to what the CP-SAT model needs."""
+
+    rnd: Round
+    topo: Topology
+    resources: list[str]
+    classes: list[NodeClass]
+    pending: list[int]
+    """Indexes of pending gangs kept for the model."""
+    candidates: list[int]
+    """Indexes of running gangs that may lose pods (preemptible, and someone outranks them)."""
+    growers: list[int]
+    """Indexes of running elastic gangs that may gain pods."""
+    fits: dict[RoleKey, np.ndarray]
+    """Pods of one role that fit on one node of each class (0 = not eligible), per class."""
+    eligible_anywhere: dict[RoleKey, bool]
+    """Whether the role is eligible on some node at all (to tell eligibility from capacity)."""
+    requests: dict[RoleKey, np.ndarray]
+    required_domains: dict[RoleKey | int, list[str]] = field(default_factory=dict)
+    pruned: dict[str, Pruned] = field(default_factory=dict)
+    stranded: dict[int, dict[str, int]] = field(default_factory=dict)
+    """Candidate gang -> pods per role on nodes left out of the model (kept iff the gang stays)."""
+    relevant_level: str | None = None
+    nodes_pruned: int = 0
+    seconds: float = 0.0
+
+    def gang(self, kind: str, index: int) -> PendingGang | RunningGang:
+        return self.rnd.pending[index] if kind == "pending" else self.rnd.running[index]
+
+
+def resource_names(rnd: Round) -> list[str]:
+    """Every resource named by a node or a request, gpu first, then alphabetical."""
+    names: set[str] = set()
+    for node in rnd.cluster.nodes:
+        names.update(node.capacity)
+    for gang in [*rnd.pending, *rnd.running]:
+        for role in gang.roles:
+            names.update(role.requests)
+    return sorted(names, key=lambda r: (r != "gpu", r))
+
+
+def request_vector(role: Role, resources: list[str]) -> np.ndarray:
+    return np.array([role.requests.get(r, 0) for r in resources], dtype=np.int64)
+
+
+def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
+    """Run every prefilter step on ``rnd``; see the module docstring."""
+    start = time.perf_counter()
+    topo = topo or Topology(rnd.cluster)
+    resources = resource_names(rnd)
+    capacity = np.array([[n.capacity.get(r, 0) for r in resources] for n in rnd.cluster.nodes], dtype=np.int64)
+    capacity = capacity.reshape(len(rnd.cluster.nodes), len(resources))
+    candidates, growers = _movable_running(rnd)
+    fixed_used, cand_pods = _running_usage(rnd, topo, resources, set(candidates))
+    masks, role_signature = _eligibility(rnd, topo, growers)
+    level = _relevant_level(rnd, growers)
+    busy = np.zeros(len(topo.node_names), dtype=bool)
+    for gang in rnd.running:
+        for pod in gang.pods:
+            busy[topo.node_index[pod.node]] = True
+    classes = _classes(topo, capacity - fixed_used, masks, cand_pods, level, busy)
+    pre = Prefiltered(
+        rnd=rnd,
+        topo=topo,
+        resources=resources,
+        classes=classes,
+        pending=list(range(len(rnd.pending))),
+        candidates=candidates,
+        growers=growers,
+        fits={},
+        eligible_anywhere={},
+        requests={},
+        relevant_level=level,
+    )
+    class_masks = np.array([[m[c.nodes[0]] for m in masks] for c in classes], dtype=bool).reshape(len(classes), len(masks))
+    _fit_counts(pre, class_masks, role_signature)
+    _prune_gangs(pre)
+    _drop_useless_classes(pre)
+    pre.seconds = time.perf_counter() - start
+    return pre
+
+
+def _movable_running(rnd: Round) -> tuple[list[int], list[int]]:
+    """Running gangs that may lose pods (preemptible and outranked by someone who may want
+    their room) and those that may gain pods (elastic, below their maximum)."""
+    growers = [i for i, g in enumerate(rnd.running) if len(g.pods) < g.maximum]
+    if not rnd.policy.preemption:
+        return [], growers
+    top = max([g.priority for g in rnd.pending] + [rnd.running[i].priority for i in growers], default=None)
+    if top is None:
+        return [], growers
+    candidates = [i for i, g in enumerate(rnd.running) if g.preemptible and g.priority < top]
+    return candidates, growers
+
+
+def _running_usage(
+    rnd: Round, topo: Topology, resources: list[str], candidates: set[int]
+) -> tuple[np.ndarray, dict[int, dict[tuple[int, str], int]]]:
+    """Usage of pods that stay whatever happens, and candidate pods per node."""
+    n = len(topo.node_names)
+    fixed = np.zeros((n, len(resources)), dtype=np.int64)
+    cand: dict[int, dict[tuple[int, str], int]] = defaultdict(lambda: defaultdict(int))
+    for gi, gang in enumerate(rnd.running):
+        reqs = {r.name: request_vector(r, resources) for r in gang.roles}
+        for pod in gang.pods:
+            node = topo.node_index[pod.node]
+            if gi in candidates:
+                cand[node][(gi, pod.role)] += 1
+            else:
+                fixed[node] += reqs[pod.role]
+    return fixed, {k: dict(v) for k, v in cand.items()}
+
+
+def _signature(role: Role) -> tuple[object, ...]:
+    return (
+        tuple(sorted(role.node_selector.items())),
+        tuple((e.key, e.operator, tuple(e.values)) for e in role.node_affinity),
+        tuple((t.key, t.operator, t.value, t.effect) for t in role.tolerations),
+    )
+
+
+def _eligibility(
+    rnd: Round, topo: Topology, growers: list[int]
+) -> tuple[list[np.ndarray], dict[RoleKey, int]]:
+    """One boolean node mask per distinct eligibility signature, and each role's signature.
+
+    Running gangs with a required topology level may only grow inside their current domain,
+    which makes their mask specific to them.
+    """
+    nodes = rnd.cluster.nodes
+    schedulable = np.array([n.schedulable for n in nodes], dtype=bool)
+    label_columns: dict[str, np.ndarray] = {}
+
+    def column(key: str) -> np.ndarray:
+        if key not in label_columns:
+            label_columns[key] = np.array([n.labels.get(key) for n in nodes], dtype=object)
+        return label_columns[key]
+
+    hard_taints = sorted({(t.key, t.value, t.effect) for n in nodes for t in n.taints if t.effect != "PreferNoSchedule"})
+    taint_index = {t: i for i, t in enumerate(hard_taints)}
+    incidence = np.zeros((len(nodes), len(hard_taints)), dtype=bool)
+    for i, node in enumerate(nodes):
+        for t in node.taints:
+            if t.effect != "PreferNoSchedule":
+                incidence[i, taint_index[(t.key, t.value, t.effect)]] = True
+
+    def mask_for(role: Role) -> np.ndarray:
+        mask = schedulable.copy()
+        for key, value in role.node_selector.items():
+            mask &= column(key) == value
+        for expr in role.node_affinity:
+            col = column(expr.key)
+            present = col != None  # noqa: E711 - elementwise comparison on an object array
+            if expr.operator == "Exists":
+                mask &= present
+            elif expr.operator == "DoesNotExist":
+                mask &= ~present
+            else:
+                inside = np.isin(col, np.array(expr.values, dtype=object))
+                mask &= (present & inside) if expr.operator == "In" else ~(present & inside)
+        if hard_taints:
+            tolerated = np.array([_tolerates(role, t) for t in hard_taints], dtype=bool)
+            mask &= ~incidence[:, ~tolerated].any(axis=1)
+        return mask
+
+    masks: list[np.ndarray] = []
+    by_signature: dict[tuple[object, ...], int] = {}
+    role_signature: dict[RoleKey, int] = {}
+    for kind, gangs in (("pending", list(enumerate(rnd.pending))), ("running", [(i, rnd.running[i]) for i in growers])):
+        for gi, gang in gangs:
+            restrict = _growth_domain(rnd, topo, gang) if kind == "running" else None
+            for ri, role in enumerate(gang.roles):
+                sig = (_signature(role), restrict)
+                if sig not in by_signature:
+                    mask = mask_for(role)
+                    if restrict is not None:
+                        level, domain = restrict
+                        codes, names = topo.codes(level)
+                        mask &= codes == names.index(domain)
+                    by_signature[sig] = len(masks)
+                    masks.append(mask)
+                role_signature[RoleKey(kind, gi, ri)] = by_signature[sig]
+    return masks, role_signature
+
+
+def _tolerates(role: Role, taint: tuple[str, str, str]) -> bool:
+    key, value, effect = taint
+    for tol in role.tolerations:
+        if tol.effect is not None and tol.effect != effect:
+            continue
+        if tol.key is None and tol.operator == "Exists":
+            return True
+        if tol.key == key and (tol.operator == "Exists" or tol.value == value):
+            return True
+    return False
+
+
+def _growth_domain(rnd: Round, topo: Topology, gang: PendingGang | RunningGang) -> tuple[str, str] | None:
+    """For a running gang with a required level: the one domain its pods are in."""
+    if not isinstance(gang, RunningGang) or gang.topology is None or gang.topology.required is None:
+        return None
+    level = gang.topology.required
+    domains = {topo.domain(p.node, level) for p in gang.pods}
+    return (level, domains.pop()) if len(domains) == 1 else (level, "")
+
+
+def _relevant_level(rnd: Round, growers: list[int]) -> str | None:
+    """The finest topology level any gang's request mentions (classes must not span it)."""
+    levels = [*rnd.cluster.topology_levels, NODE_LEVEL]
+    used: set[str] = set()
+    for gang in [*rnd.pending, *(rnd.running[i] for i in growers)]:
+        if gang.topology is not None:
+            used.update(x for x in (gang.topology.required, gang.topology.preferred, gang.topology.slice_level) if x)
+    return max(used, key=levels.index) if used else None
+
+
+def _classes(
+    topo: Topology,
+    fixed_free: np.ndarray,
+    masks: list[np.ndarray],
+    cand_pods: dict[int, dict[tuple[int, str], int]],
+    level: str | None,
+    busy: np.ndarray,
+) -> list[NodeClass]:
+    """Group nodes by the key described in the module docstring (np.unique over a key matrix)."""
+    n = len(topo.node_names)
+    signatures: dict[tuple[tuple[tuple[int, str], int], ...], int] = {(): 0}
+    cand_id = np.zeros(n, dtype=np.int64)
+    for node, pods in cand_pods.items():
+        cand_id[node] = signatures.setdefault(tuple(sorted(pods.items())), len(signatures))
+    domain = topo.codes(level)[0] if level else np.zeros(n, dtype=np.int64)
+    columns = [fixed_free, cand_id[:, None], domain[:, None], busy[:, None].astype(np.int64)]
+    if masks:
+        columns.append(np.stack(masks, axis=1).astype(np.int64))
+    key = np.concatenate(columns, axis=1)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(first, kind="stable")
+    members: list[list[int]] = [[] for _ in range(len(first))]
+    for node, k in enumerate(inverse.tolist()):
+        members[k].append(node)
+    levels = topo.levels[: topo.depth(level) + 1] if level else []
+    classes = []
+    for k in order.tolist():
+        rep = members[k][0]
+        name = topo.node_names[rep]
+        classes.append(
+            NodeClass(
+                nodes=members[k],
+                free=fixed_free[rep].copy(),
+                candidates=dict(cand_pods.get(rep, {})),
+                domains={lv: topo.domain(name, lv) for lv in levels},
+                idle=not bool(busy[rep]),
+            )
+        )
+    return classes
+
+
+def reclaimable(pre: Prefiltered, priority: int) -> np.ndarray:
+    """Per class and resource, what one node offers a gang of ``priority``: fixed free
+    capacity plus the pods of candidate gangs of strictly lower priority."""
+    out = np.array([c.free for c in pre.classes], dtype=np.int64).reshape(len(pre.classes), len(pre.resources))
+    for k, cls in enumerate(pre.classes):
+        for (gi, role_name), count in cls.candidates.items():
+            gang = pre.rnd.running[gi]
+            if gang.priority >= priority:
+                out[k] -= count * request_vector(_role(gang, role_name), pre.resources)
+    return out
+
+
+def _role(gang: PendingGang | RunningGang, name: str) -> Role:
+    return next(r for r in gang.roles if r.name == name)
+
+
+def _fit_counts(pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[RoleKey, int]) -> None:
+    """Pods per node of each class, per role, with the preemptions its priority allows."""
+    by_priority: dict[int, np.ndarray] = {}
+    for key, sig in role_signature.items():
+        gang = pre.gang(key.kind, key.gang)
+        role = gang.roles[key.role]
+        if gang.priority not in by_priority:
+            by_priority[gang.priority] = reclaimable(pre, gang.priority)
+        room = by_priority[gang.priority]
+        req = request_vector(role, pre.resources)
+        pre.requests[key] = req
+        pre.eligible_anywhere[key] = bool(class_masks[:, sig].any())
+        positive = req > 0
+        if positive.any():
+            per_res = np.where(positive, np.maximum(room, 0) // np.where(positive, req, 1), BIG)
+            fit = per_res.min(axis=1)
+        else:
+            fit = np.full(len(pre.classes), BIG, dtype=np.int64)
+        pre.fits[key] = np.where(class_masks[:, sig], np.minimum(fit, role.replicas), 0).astype(np.int64)
+
+
+def _prune_gangs(pre: Prefiltered) -> None:
+    """Drop pending gangs that cannot reach their minimum, and growers that cannot grow."""
+    sizes = np.array([c.size for c in pre.classes], dtype=np.int64)
+    rnd = pre.rnd
+    for gi, gang in enumerate(rnd.pending):
+        verdict = _pending_verdict(pre, gi, gang, sizes)
+        if verdict is not None:
+            pre.pruned[gang.name] = verdict
+    _prune_groups(pre)
+    pre.pending = [i for i, g in enumerate(rnd.pending) if g.name not in pre.pruned]
+    pre.growers = [
+        gi
+        for gi in pre.growers
+        if any(
+            (pre.fits[RoleKey("running", gi, ri)] > 0).any() and rnd.running[gi].roles[ri].replicas > _count(rnd, gi, ri)
+            for ri in range(len(rnd.running[gi].roles))
+        )
+    ]
+
+
+def _count(rnd: Round, gi: int, ri: int) -> int:
+    gang = rnd.running[gi]
+    return sum(1 for p in gang.pods if p.role == gang.roles[ri].name)
+
+
+def _pending_verdict(pre: Prefiltered, gi: int, gang: PendingGang, sizes: np.ndarray) -> Pruned | None:
+    """None if the gang may fit; else why not (eligibility, capacity, topology, quota)."""
+    keys = [RoleKey("pending", gi, ri) for ri in range(len(gang.roles))]
+    for key, role in zip(keys, gang.roles, strict=True):
+        if gang.role_minimum(role) > 0 and not (pre.fits[key] > 0).any():
+            return Pruned("eligibility" if not _any_eligible(pre, key) else "capacity", _no_room(pre, gang, role))
+    totals = [np.minimum(sizes * pre.fits[k], role.replicas) for k, role in zip(keys, gang.roles, strict=True)]
+    if not _reaches_minimum(gang, [int(t.sum()) for t in totals]):
+        return Pruned(
+            "capacity",
+            f"needs {_demand(pre, gang)} for {gang.minimum} pods; the whole cluster offers room for "
+            f"{sum(int(t.sum()) for t in totals)} even after preempting lower priority",
+        )
+    quota = _quota_verdict(pre, gang)
+    if quota is not None:
+        return quota
+    level = gang.topology.required if gang.topology else None
+    if level is None:
+        return None
+    names = sorted({c.domains[level] for c in pre.classes})
+    domain_of = np.array([names.index(c.domains[level]) for c in pre.classes], dtype=np.int64)
+    per_node_sizes = sizes
+    feasible: list[str] = []
+    best = 0
+    for d, name in enumerate(names):
+        inside = domain_of == d
+        counts = [int(np.minimum((per_node_sizes * pre.fits[k])[inside].sum(), r.replicas)) for k, r in zip(keys, gang.roles, strict=True)]
+        best = max(best, sum(counts))
+        if _reaches_minimum(gang, counts):
+            feasible.append(name)
+    if not feasible:
+        return Pruned(
+            "topology",
+            f"needs {gang.minimum} pods ({_demand(pre, gang)}) within one {level}; the best {level} has room "
+            f"for {best} even after preempting lower priority",
+        )
+    pre.required_domains[gi] = feasible
+    return None
+
+
+def _reaches_minimum(gang: PendingGang | RunningGang, counts: list[int]) -> bool:
+    if any(c < gang.role_minimum(r) for c, r in zip(counts, gang.roles, strict=True)):
+        return False
+    return sum(counts) >= gang.minimum
+
+
+def _any_eligible(pre: Prefiltered, key: RoleKey) -> bool:
+    """Whether the role passes selectors and taints somewhere (to tell eligibility from capacity)."""
+    return pre.eligible_anywhere[key]
+
+
+def _no_room(pre: Prefiltered, gang: PendingGang, role: Role) -> str:
+    wants = ", ".join(human(v, r) for r, v in sorted(role.requests.items()) if v)
+    extra = ""
+    if role.node_selector:
+        extra = f" matching {role.node_selector}"
+    return f"role {role.name!r}: no node{extra} has room for one pod ({wants or 'no requests'}), even after preempting lower priority"
+
+
+def _demand(pre: Prefiltered, gang: PendingGang | RunningGang) -> str:
+    from gangopt.objective import ObjectiveTerms
+
+    counts = ObjectiveTerms(pre.rnd).min_pods(gang)
+    totals: dict[str, int] = defaultdict(int)
+    for role in gang.roles:
+        for res, amount in role.requests.items():
+            totals[res] += amount * counts[role.name]
+    main = [r for r in ("gpu",) if totals.get(r)] or sorted(r for r in totals if totals[r])[:1]
+    return ", ".join(human(totals[r], r) for r in main) or "no resources"
+
+
+def _quota_verdict(pre: Prefiltered, gang: PendingGang) -> Pruned | None:
+    """A gang whose minimum alone exceeds its queue's hard limit can never start."""
+    queues = {q.name: q for q in pre.rnd.queues}
+    queue = queues.get(gang.queue)
+    if queue is None:
+        return None
+    from gangopt.objective import ObjectiveTerms
+
+    counts = ObjectiveTerms(pre.rnd).min_pods(gang)
+    for res, nominal in queue.nominal.items():
+        need = sum(r.requests.get(res, 0) * counts[r.name] for r in gang.roles)
+        if queue.cohort is None:
+            limit = nominal
+        else:
+            cohort_total = sum(q.nominal.get(res, 0) for q in pre.rnd.queues if q.cohort == queue.cohort)
+            limit = min(nominal + queue.borrowing_limit[res], cohort_total) if res in queue.borrowing_limit else cohort_total
+        if need > limit:
+            return Pruned("quota", f"queue {queue.name!r}: needs {human(need, res)}, more than its limit {human(limit, res)}")
+    return None
+
+
+def _prune_groups(pre: Prefiltered) -> None:
+    """A gang group starts whole or not at all: one pruned member prunes the rest."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for gang in pre.rnd.pending:
+        if gang.group:
+            groups[gang.group].append(gang.name)
+    for group, names in groups.items():
+        blocked = [n for n in names if n in pre.pruned]
+        if not blocked:
+            continue
+        for name in names:
+            if name not in pre.pruned:
+                pre.pruned[name] = Pruned("group", f"gang group {group!r} cannot start: {', '.join(blocked)} cannot fit")
+
+
+def _drop_useless_classes(pre: Prefiltered) -> None:
+    """Remove classes no kept role can use; their candidate pods become 'stranded'."""
+    keys = [RoleKey("pending", gi, ri) for gi in pre.pending for ri in range(len(pre.rnd.pending[gi].roles))]
+    keys += [RoleKey("running", gi, ri) for gi in pre.growers for ri in range(len(pre.rnd.running[gi].roles))]
+    if keys:
+        useful = np.stack([pre.fits[k] > 0 for k in keys]).any(axis=0)
+    else:
+        useful = np.zeros(len(pre.classes), dtype=bool)
+    keep = np.flatnonzero(useful)
+    for k in np.flatnonzero(~useful).tolist():
+        cls = pre.classes[k]
+        pre.nodes_pruned += cls.size
+        for (gi, role_name), count in cls.candidates.items():
+            stranded = pre.stranded.setdefault(gi, defaultdict(int))
+            stranded[role_name] += count * cls.size
+    pre.classes = [pre.classes[k] for k in keep.tolist()]
+    pre.fits = {key: fit[keep] for key, fit in pre.fits.items()}
