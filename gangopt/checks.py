@@ -124,6 +124,8 @@ def _check_gangs(rnd: Round) -> list[Problem]:
         role_names = [r.name for r in gang.roles]
         out += _duplicates(role_names, f"{path}.roles", "role")
         total = gang.total_replicas
+        if gang.minimum == 0:
+            out.append((f"{path}.min_members", "the gang may run with 0 pods: set min_members or a role's min_replicas to 1 or more"))
         if gang.min_members is not None and gang.min_members > total:
             out.append((f"{path}.min_members", f"min_members {gang.min_members} exceeds the {total} replicas of its roles"))
         if gang.max_members is not None and gang.max_members < gang.minimum:

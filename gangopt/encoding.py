@@ -60,6 +60,13 @@ class ClassModel:
     entries: list[tuple[int, str]] = field(default_factory=list)
     """Candidate (running gang, role) entries on this class, in pattern order."""
 
+    def pods_per_node(self, shape: np.ndarray) -> int:
+        """How many pods of ``shape`` one node of the class takes (ignoring candidate pods)."""
+        positive = shape > 0
+        if not positive.any():
+            return 1 << 30
+        return int((self.cls.free[positive] // shape[positive]).min())
+
 
 @dataclass
 class Encoding:
@@ -254,9 +261,7 @@ def _capacity(enc: Encoding) -> None:
         elif cm.cls.size == 1:
             _node_rows(enc, cm, new, kept)
         elif new:
-            shape = pre.requests[new[0][0]]
-            positive = shape > 0
-            per_node = int((cm.cls.free[positive] // shape[positive]).min()) if positive.any() else 1 << 30
+            per_node = cm.pods_per_node(pre.requests[new[0][0]])
             m.add(sum(var for _, var in new) <= per_node * cm.cls.size)
 
 
@@ -352,6 +357,27 @@ def _running_rules(enc: Encoding) -> None:
         m.add(sum(everything) <= gang.maximum * alive)
         if gi in pre.candidates:
             _victim_needs_beneficiary(enc, gi)
+            _grow_or_shrink(enc, gi)
+
+
+def _grow_or_shrink(enc: Encoding, gi: int) -> None:
+    """A running gang either keeps all its pods (and may grow) or loses some (and does not
+    grow): losing a pod and gaining one would just move it, at a restart's cost. Gangs split
+    in slices keep all pods or none."""
+    m, pre = enc.model, enc.pre
+    gang = pre.rnd.running[gi]
+    kept = [var for (g, _, _), var in enc.kept.items() if g == gi]
+    stranded = sum(pre.stranded.get(gi, {}).values())
+    kept_all = sum(kept) + stranded * enc.alive[gi]
+    if gang.topology is not None and gang.topology.slice_level is not None:
+        m.add(kept_all == len(gang.pods) * enc.alive[gi])
+        return
+    grow = [var for (key, _), var in enc.x.items() if key.kind == "running" and key.gang == gi]
+    if not grow:
+        return
+    growing = m.new_bool_var(f"growing[{gang.name}]")
+    m.add(sum(grow) <= sum(enc.ub(v) for v in grow) * growing)
+    m.add(kept_all >= len(gang.pods) * growing)
 
 
 def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
@@ -601,7 +627,10 @@ def _opened_nodes(enc: Encoding) -> None:
                 enc.secondary.append((empty[0], cost))
                 enc.secondary_constant -= cost * cm.cls.size
             continue
-        per_node = max(1, min(int(enc.pre.fits[key][k]) for key in cm.keys if (key, k) in enc.x))
+        if cm.cls.size == 1:
+            per_node = sum(enc.ub(v) for v in xs)
+        else:
+            per_node = cm.pods_per_node(np.array(cm.shapes[0], dtype=np.int64))
         opened = m.new_int_var(0, cm.cls.size, f"open[{k}]")
         m.add(sum(xs) <= per_node * opened)
         enc.secondary.append((opened, -cost))

@@ -91,9 +91,7 @@ def _node_layout(
         return kept, [None]
     if not cm.shapes:
         return kept, [None] * size
-    shape = np.array(cm.shapes[0], dtype=np.int64)
-    positive = shape > 0
-    per_node = int((cm.cls.free[positive] // shape[positive]).min()) if positive.any() else 1 << 30
+    per_node = cm.pods_per_node(np.array(cm.shapes[0], dtype=np.int64))
     return kept, [[per_node] for _ in range(size)]
 
 

@@ -152,7 +152,7 @@ def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
 def _movable_running(rnd: Round) -> tuple[list[int], list[int]]:
     """Running gangs that may lose pods (preemptible and outranked by someone who may want
     their room) and those that may gain pods (elastic, below their maximum)."""
-    growers = [i for i, g in enumerate(rnd.running) if len(g.pods) < g.maximum]
+    growers = [i for i, g in enumerate(rnd.running) if len(g.pods) < g.maximum and not _sliced(g)]
     if not rnd.policy.preemption:
         return [], growers
     top = max([g.priority for g in rnd.pending] + [rnd.running[i].priority for i in growers], default=None)
@@ -160,6 +160,11 @@ def _movable_running(rnd: Round) -> tuple[list[int], list[int]]:
         return [], growers
     candidates = [i for i, g in enumerate(rnd.running) if g.preemptible and g.priority < top]
     return candidates, growers
+
+
+def _sliced(gang: RunningGang) -> bool:
+    """Running gangs split in slices are never resized: a resize would have to move whole slices."""
+    return gang.topology is not None and gang.topology.slice_level is not None
 
 
 def _running_usage(

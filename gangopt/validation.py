@@ -1,10 +1,61 @@
-"""Independent plan validator. (Under construction by a teammate.)"""
+"""Independent plan validator: does a plan keep every rule of docs/plan-semantics.md?
+
+This module deliberately shares no code with the encoder. It recomputes, in plain Python
+over the round and the plan, what the cluster looks like after the plan (kept running pods
+plus new pods) and checks each rule on that picture. A solver that mis-encodes a rule then
+produces a plan this module rejects, instead of two copies of one bug agreeing with each other.
+
+Rules (see docs/rules.md for the peer-scheduler bug behind each one):
+``all_or_nothing``, ``capacity``, ``eligibility``, ``topology``, ``preemption``, ``quota``,
+``stability`` and ``consistency`` (names in the plan refer to the round and agree with each other).
+
+Every message names the gang, node, pod and resource concretely, so a failing plan can be
+debugged from the message alone.
+"""
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import combinations, islice
 
-from gangopt.schema import Plan, Round
+from gangopt.quantities import format_quantity
+from gangopt.schema import (
+    NODE_LEVEL,
+    BoundPod,
+    MatchExpression,
+    Node,
+    PendingGang,
+    Placement,
+    Plan,
+    Preemption,
+    Role,
+    Round,
+    RunningGang,
+    Taint,
+    Toleration,
+)
+
+Gang = PendingGang | RunningGang
+Amounts = Mapping[str, int]
+"""Resource name -> milli-units."""
+
+RULES = (
+    "all_or_nothing",
+    "capacity",
+    "eligibility",
+    "topology",
+    "preemption",
+    "quota",
+    "stability",
+    "consistency",
+)
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+"""Taint effects that make a node ineligible; ``PreferNoSchedule`` is only a preference."""
+MAX_SLICE_REPRIEVES = 2000
+"""Most pod combinations tried when asking whether part of a sliced shrink was needless."""
 
 
 @dataclass(frozen=True)
@@ -18,4 +69,823 @@ class Violation:
 
 
 def validate(rnd: Round, plan: Plan) -> list[Violation]:
-    raise NotImplementedError
+    """Every violation of the plan contract by ``plan`` for ``rnd`` (empty when valid).
+
+    Checks run in the order of :data:`RULES`; each reports every problem it finds rather
+    than stopping at the first, so one run lists all of a solver's mistakes.
+    """
+    ctx = _Context(rnd, plan)
+    out: list[Violation] = []
+    for check in _CHECKS:
+        out.extend(check(ctx))
+    return out
+
+
+def _qty(milli: int, resource: str) -> str:
+    """An exact amount in Kubernetes notation ("8", "500m", "64Gi"), for messages."""
+    return format_quantity(milli, resource)
+
+
+def _domain(node: Node, level: str) -> str:
+    """The node's domain at ``level``; at the implicit level ``node`` that is the node itself."""
+    return node.name if level == NODE_LEVEL else node.topology[level]
+
+
+# ----------------------------------------------------------------------------- the picture after the plan
+
+
+class _Context:
+    """The round and the plan, indexed once, and the cluster state the plan leads to.
+
+    Placements naming an unknown gang, role or node are reported by the consistency check
+    and left out of everything else (they cannot be located); preemption entries are
+    reduced to the pods that really belong to the named running gang.
+    """
+
+    def __init__(self, rnd: Round, plan: Plan) -> None:
+        self.rnd = rnd
+        self.plan = plan
+        self.nodes: dict[str, Node] = {n.name: n for n in rnd.cluster.nodes}
+        self.pending: dict[str, PendingGang] = {g.name: g for g in rnd.pending}
+        self.running: dict[str, RunningGang] = {g.name: g for g in rnd.running}
+        self.admitted: set[str] = {name for name in plan.admitted if name in self.pending}
+
+    def gang(self, name: str) -> Gang | None:
+        """The pending or running gang of that name, if any."""
+        return self.pending.get(name) or self.running.get(name)
+
+    def role(self, gang: str, role: str) -> Role | None:
+        """The role of that name in that gang, if both exist."""
+        spec = self.gang(gang)
+        if spec is None:
+            return None
+        return next((r for r in spec.roles if r.name == role), None)
+
+    @cached_property
+    def new(self) -> list[Placement]:
+        """Placements that can be located: known gang, role and node."""
+        return [p for p in self.plan.placements if self.role(p.gang, p.role) is not None and p.node in self.nodes]
+
+    @cached_property
+    def new_by_gang(self) -> dict[str, list[Placement]]:
+        out: dict[str, list[Placement]] = defaultdict(list)
+        for p in self.new:
+            out[p.gang].append(p)
+        return out
+
+    @cached_property
+    def removed(self) -> dict[str, set[str]]:
+        """Per running gang, the names of its pods that the plan's preemptions remove."""
+        out: dict[str, set[str]] = defaultdict(set)
+        for pre in self.plan.preemptions:
+            gang = self.running.get(pre.gang)
+            if gang is None:
+                continue
+            own = {p.name for p in gang.pods}
+            out[gang.name].update(pod for pod in pre.pods if pod in own)
+        return out
+
+    def kept(self, gang: RunningGang) -> list[BoundPod]:
+        """Pods of a running gang that the plan leaves in place."""
+        gone = self.removed.get(gang.name, set())
+        return [p for p in gang.pods if p.name not in gone]
+
+    def lost(self, gang: RunningGang) -> list[BoundPod]:
+        """Pods of a running gang that the plan removes."""
+        gone = self.removed.get(gang.name, set())
+        return [p for p in gang.pods if p.name in gone]
+
+    def evicted(self, gang: RunningGang) -> bool:
+        """Whether the plan removes every pod of the running gang."""
+        return not self.kept(gang)
+
+    def requests(self, gang: str, role: str) -> Amounts:
+        spec = self.role(gang, role)
+        return spec.requests if spec is not None else {}
+
+    def members(self, gang: Gang) -> Counter[str]:
+        """Pods per role after the plan: new pods, plus kept pods for a running gang."""
+        count: Counter[str] = Counter(p.role for p in self.new_by_gang.get(gang.name, []))
+        if isinstance(gang, RunningGang):
+            count.update(p.role for p in self.kept(gang))
+        return count
+
+    def pod_nodes(self, gang: Gang) -> list[str]:
+        """Node of every pod the gang has after the plan (kept and new)."""
+        nodes = [p.node for p in self.new_by_gang.get(gang.name, [])]
+        if isinstance(gang, RunningGang):
+            nodes += [p.node for p in self.kept(gang)]
+        return nodes
+
+    @cached_property
+    def kept_on_node(self) -> dict[str, Counter[str]]:
+        out: dict[str, Counter[str]] = defaultdict(Counter)
+        for gang in self.rnd.running:
+            for pod in self.kept(gang):
+                out[pod.node].update(self.requests(gang.name, pod.role))
+        return out
+
+    @cached_property
+    def new_on_node(self) -> dict[str, Counter[str]]:
+        out: dict[str, Counter[str]] = defaultdict(Counter)
+        for p in self.new:
+            out[p.node].update(self.requests(p.gang, p.role))
+        return out
+
+    def used_on_node(self, node: str) -> Counter[str]:
+        """Requests on ``node`` after the plan."""
+        return self.kept_on_node.get(node, Counter()) + self.new_on_node.get(node, Counter())
+
+    @cached_property
+    def queue_before(self) -> dict[str, Counter[str]]:
+        """Per queue, the requests of all running pods before the plan."""
+        out: dict[str, Counter[str]] = defaultdict(Counter)
+        for gang in self.rnd.running:
+            for pod in gang.pods:
+                out[gang.queue].update(self.requests(gang.name, pod.role))
+        return out
+
+    @cached_property
+    def queue_after(self) -> dict[str, Counter[str]]:
+        """Per queue, the requests of kept running pods and new pods after the plan."""
+        out: dict[str, Counter[str]] = defaultdict(Counter)
+        for gang in self.rnd.running:
+            for pod in self.kept(gang):
+                out[gang.queue].update(self.requests(gang.name, pod.role))
+        for p in self.new:
+            spec = self.gang(p.gang)
+            if spec is not None:
+                out[spec.queue].update(self.requests(p.gang, p.role))
+        return out
+
+
+# ----------------------------------------------------------------------------- rule 1: all_or_nothing
+
+
+def _check_all_or_nothing(ctx: _Context) -> list[Violation]:
+    """Partial gangs hold resources without running (Volcano #3373, scheduler-plugins #713):
+    a gang runs with at least its minimum, per role too, or not at all."""
+    out: list[Violation] = []
+    for gang in ctx.rnd.pending:
+        out += _pending_members(ctx, gang)
+    out += _groups(ctx)
+    for run in ctx.rnd.running:
+        out += _running_members(ctx, run)
+    return out
+
+
+def _pending_members(ctx: _Context, gang: PendingGang) -> list[Violation]:
+    """An admitted gang starts between its minimum and maximum; an unadmitted one starts nothing."""
+    count = ctx.members(gang)
+    total = sum(count.values())
+    if gang.name not in ctx.admitted:
+        if total == 0:
+            return []
+        return [_v("all_or_nothing", f"gang {gang.name}: not admitted but has {total} new pods", gang.name)]
+    out = _bounds(gang, count, f"admitted gang {gang.name}")
+    return out
+
+
+def _running_members(ctx: _Context, run: RunningGang) -> list[Violation]:
+    """A running gang keeps 0 pods (evicted, and then gets no new ones) or stays within bounds."""
+    count = ctx.members(run)
+    if ctx.evicted(run):
+        new = len(ctx.new_by_gang.get(run.name, []))
+        if new == 0:
+            return []
+        return [_v("all_or_nothing", f"running gang {run.name}: evicted but gets {new} new pods", run.name)]
+    return _bounds(run, count, f"running gang {run.name} after the plan")
+
+
+def _bounds(gang: Gang, count: Counter[str], what: str) -> list[Violation]:
+    """Member count against the gang-wide minimum/maximum and every role's minimum/replicas."""
+    out: list[Violation] = []
+    total = sum(count.values())
+    if total < gang.minimum:
+        out.append(_v("all_or_nothing", f"{what}: {total} pods < minimum {gang.minimum}", gang.name))
+    if total > gang.maximum:
+        out.append(_v("all_or_nothing", f"{what}: {total} pods > maximum {gang.maximum}", gang.name))
+    for role in gang.roles:
+        n, low = count[role.name], gang.role_minimum(role)
+        if n < low:
+            out.append(_v("all_or_nothing", f"{what}: role {role.name} has {n} pods < role minimum {low}", gang.name))
+        if n > role.replicas:
+            out.append(
+                _v("all_or_nothing", f"{what}: role {role.name} has {n} pods > replicas {role.replicas}", gang.name)
+            )
+    return out
+
+
+def _groups(ctx: _Context) -> list[Violation]:
+    """Gangs of one group start together or not at all (Koordinator #872 interleaving deadlock)."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for gang in ctx.rnd.pending:
+        if gang.group is not None:
+            groups[gang.group].append(gang.name)
+    out: list[Violation] = []
+    for group, names in groups.items():
+        started = [n for n in names if n in ctx.admitted]
+        if started and len(started) < len(names):
+            waiting = [n for n in names if n not in ctx.admitted]
+            out.append(
+                _v("all_or_nothing", f"group {group}: {', '.join(started)} admitted but {', '.join(waiting)} not")
+            )
+    return out
+
+
+# ----------------------------------------------------------------------------- rule 2: capacity
+
+
+def _check_capacity(ctx: _Context) -> list[Violation]:
+    """No node is overcommitted (Kueue #14570 double-booked a node): kept + new <= capacity."""
+    out: list[Violation] = []
+    for node in ctx.rnd.cluster.nodes:
+        kept, new = ctx.kept_on_node.get(node.name, Counter()), ctx.new_on_node.get(node.name, Counter())
+        for res in sorted(set(kept) | set(new)):
+            used, cap = kept[res] + new[res], node.capacity.get(res, 0)
+            if used > cap:
+                out.append(
+                    _v(
+                        "capacity",
+                        f"node {node.name}: {res} {_qty(used, res)} > capacity {_qty(cap, res)} "
+                        f"(kept {_qty(kept[res], res)}, new {_qty(new[res], res)})",
+                        node=node.name,
+                    )
+                )
+    return out
+
+
+# ----------------------------------------------------------------------------- rule 3: eligibility
+
+
+def _check_eligibility(ctx: _Context) -> list[Violation]:
+    """New pods only on nodes they may use: schedulable, selector, affinity, taints."""
+    out: list[Violation] = []
+    for p in ctx.new:
+        role = ctx.role(p.gang, p.role)
+        assert role is not None  # ctx.new holds located placements only
+        for reason in ineligibility(ctx.nodes[p.node], role):
+            out.append(_v("eligibility", f"pod {p.pod} of gang {p.gang} on node {p.node}: {reason}", p.gang, p.node))
+    return out
+
+
+def ineligibility(node: Node, role: Role) -> list[str]:
+    """Why a pod of ``role`` may not be placed on ``node`` (empty when it may)."""
+    reasons: list[str] = []
+    if not node.schedulable:
+        reasons.append("node is cordoned (schedulable=false)")
+    for key, want in role.node_selector.items():
+        if node.labels.get(key) != want:
+            have = node.labels.get(key)
+            reasons.append(
+                f"node_selector {key}={want} but node has {key}={have}"
+                if have is not None
+                else f"node_selector {key}={want} but node has no label {key}"
+            )
+    for term in role.node_affinity:
+        if not affinity_holds(term, node.labels):
+            reasons.append(f"node_affinity {_term(term)} does not hold (node {term.key}={node.labels.get(term.key)})")
+    for taint in node.taints:
+        if taint.effect in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in role.tolerations):
+            reasons.append(f"taint {taint.key}={taint.value}:{taint.effect} is not tolerated")
+    return reasons
+
+
+def affinity_holds(term: MatchExpression, labels: Mapping[str, str]) -> bool:
+    """Kubernetes node-affinity semantics: ``NotIn`` and ``DoesNotExist`` hold on absent labels."""
+    value = labels.get(term.key)
+    if term.operator == "In":
+        return value is not None and value in term.values
+    if term.operator == "NotIn":
+        return value is None or value not in term.values
+    if term.operator == "Exists":
+        return value is not None
+    return value is None  # DoesNotExist
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes ``ToleratesTaint``: an empty key matches every key (with ``Exists``, every
+    taint), ``Exists`` matches any value, ``Equal`` the same value, no effect every effect."""
+    if toleration.effect is not None and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return toleration.value == taint.value
+
+
+def _term(term: MatchExpression) -> str:
+    values = f" [{', '.join(term.values)}]" if term.values else ""
+    return f"{term.key} {term.operator}{values}"
+
+
+# ----------------------------------------------------------------------------- rule 4: topology
+
+
+def _check_topology(ctx: _Context) -> list[Violation]:
+    """Hard topology holds after the plan (Volcano #4533: preemptor spread across domains)."""
+    out: list[Violation] = []
+    gangs: list[Gang] = [*ctx.rnd.pending, *ctx.rnd.running]
+    for gang in gangs:
+        if gang.topology is None or not _placement_changed(ctx, gang):
+            continue
+        nodes = [ctx.nodes[n] for n in ctx.pod_nodes(gang)]
+        out += _required_domain(gang, nodes, ctx)
+        out += _slices(gang, nodes)
+    return out
+
+
+def _placement_changed(ctx: _Context, gang: Gang) -> bool:
+    """Pending gangs with new pods; running gangs that grow or shrink (not evicted). A running
+    gang the plan leaves alone is not blamed for how its input placement looks."""
+    new = bool(ctx.new_by_gang.get(gang.name))
+    if isinstance(gang, PendingGang):
+        return new
+    return not ctx.evicted(gang) and (new or bool(ctx.lost(gang)))
+
+
+def _required_domain(gang: Gang, nodes: list[Node], ctx: _Context) -> list[Violation]:
+    """All pods of the gang in one domain of the required level (checked when the gang gets new pods)."""
+    level = gang.topology.required if gang.topology else None
+    if level is None or not ctx.new_by_gang.get(gang.name):
+        return []
+    by_domain: dict[str, list[str]] = defaultdict(list)
+    for node in nodes:
+        by_domain[_domain(node, level)].append(node.name)
+    if len(by_domain) <= 1:
+        return []
+    spread = "; ".join(f"{d}: {len(ns)} pods on {', '.join(sorted(set(ns)))}" for d, ns in sorted(by_domain.items()))
+    return [
+        _v(
+            "topology",
+            f"gang {gang.name}: required {level} but pods span {len(by_domain)} domains ({spread})",
+            gang.name,
+        )
+    ]
+
+
+def _slices(gang: Gang, nodes: list[Node]) -> list[Violation]:
+    """In every domain of the slice level, the gang's pod count is a multiple of the slice size."""
+    topo = gang.topology
+    if topo is None or topo.slice_level is None or not topo.slice_size:
+        return []
+    count = Counter(_domain(n, topo.slice_level) for n in nodes)
+    return [
+        _v(
+            "topology",
+            f"gang {gang.name}: {n} pods in {topo.slice_level} {d}, not a multiple of slice size {topo.slice_size}",
+            gang.name,
+        )
+        for d, n in sorted(count.items())
+        if n % topo.slice_size
+    ]
+
+
+# ----------------------------------------------------------------------------- rule 5: preemption
+
+
+def _check_preemption(ctx: _Context) -> list[Violation]:
+    """Preemption is gang-aware, priority-ordered, local and necessary (Volcano #3595,
+    Kueue #5243 / #13662): see :func:`_preemption_entry`."""
+    out: list[Violation] = []
+    for pre in ctx.plan.preemptions:
+        victim = ctx.running.get(pre.gang)
+        if victim is not None and ctx.lost(victim):
+            out += _preemption_entry(ctx, pre, victim)
+    return out
+
+
+def _preemption_entry(ctx: _Context, pre: Preemption, victim: RunningGang) -> list[Violation]:
+    """One victim: allowed by policy, preemptible, for strictly higher priorities, whose new
+    pods land where the victim was, and not reprievable."""
+    name, lost = victim.name, ctx.lost(victim)
+    out: list[Violation] = []
+    if not ctx.rnd.policy.preemption:
+        out.append(_v("preemption", f"gang {name}: loses {len(lost)} pods but policy.preemption is false", name))
+    if not victim.preemptible:
+        out.append(_v("preemption", f"gang {name}: loses {len(lost)} pods but is not preemptible", name))
+    out += _beneficiaries(ctx, pre, victim, lost)
+    out += _reprieves(ctx, victim, lost)
+    return out
+
+
+def _beneficiaries(ctx: _Context, pre: Preemption, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:
+    """Every gang in ``for_gangs`` outranks the victim and starts pods; one of them uses a victim node."""
+    name = victim.name
+    if not pre.for_gangs:
+        return [_v("preemption", f"gang {name}: preempted for no gang (for_gangs is empty)", name)]
+    out: list[Violation] = []
+    for other in pre.for_gangs:
+        spec = ctx.gang(other)
+        if spec is None:
+            continue  # reported by the consistency check
+        if spec.priority <= victim.priority:
+            out.append(
+                _v(
+                    "preemption",
+                    f"gang {name} (priority {victim.priority}) preempted for gang {other} of "
+                    f"priority {spec.priority}, not strictly higher",
+                    name,
+                )
+            )
+        if not ctx.new_by_gang.get(other):
+            out.append(_v("preemption", f"gang {name}: preempted for gang {other}, which gets no new pods", name))
+    victim_nodes = {p.node for p in lost}
+    users = [o for o in pre.for_gangs if any(p.node in victim_nodes for p in ctx.new_by_gang.get(o, []))]
+    if not users:
+        out.append(
+            _v(
+                "preemption",
+                f"gang {name}: none of {', '.join(pre.for_gangs)} has a new pod on its nodes "
+                f"{', '.join(sorted(victim_nodes))}",
+                name,
+            )
+        )
+    return out
+
+
+def _reprieves(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:
+    """Nothing is preempted that the plan does not need: an evicted gang must not fit back whole,
+    a shrunk gang must not take back any one pod (any one slice, for sliced gangs)."""
+    name = victim.name
+    if ctx.evicted(victim):
+        if _fits_back(ctx, victim, lost):
+            return [
+                _v(
+                    "preemption",
+                    f"gang {name}: evicted, but all {len(lost)} pods fit back on "
+                    f"{', '.join(sorted({p.node for p in lost}))} within capacity and quota",
+                    name,
+                )
+            ]
+        return []
+    for pods in _reprieve_candidates(ctx, victim, lost):
+        if _fits_back(ctx, victim, pods):
+            names = ", ".join(p.name for p in pods)
+            nodes = ", ".join(sorted({p.node for p in pods}))
+            return [
+                _v(
+                    "preemption",
+                    f"gang {name}: shrunk, but pod {names} fits back on {nodes} within capacity and quota",
+                    name,
+                    pods[0].node,
+                )
+            ]
+    return []
+
+
+def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> Iterable[list[BoundPod]]:
+    """Pods that could be given back together: each single pod, or for a sliced gang each set of
+    ``slice_size`` lost pods of one slice domain (a single pod back would break its slices)."""
+    topo = victim.topology
+    if topo is None or topo.slice_level is None or not topo.slice_size or topo.slice_size == 1:
+        return ([p] for p in lost)
+    level, size = topo.slice_level, topo.slice_size
+    by_domain: dict[str, list[BoundPod]] = defaultdict(list)
+    for pod in lost:
+        by_domain[_domain(ctx.nodes[pod.node], level)].append(pod)
+    combos = (list(c) for pods in by_domain.values() for c in combinations(pods, size))
+    return islice(combos, MAX_SLICE_REPRIEVES)
+
+
+def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod]) -> bool:
+    """Whether ``pods`` of the victim could stay where they were on top of the plan: capacity
+    on their nodes and every quota of the victim's queue and cohort still hold."""
+    per_node: dict[str, Counter[str]] = defaultdict(Counter)
+    total: Counter[str] = Counter()
+    for pod in pods:
+        amounts = ctx.requests(victim.name, pod.role)
+        per_node[pod.node].update(amounts)
+        total.update(amounts)
+    for node, extra in per_node.items():
+        used, cap = ctx.used_on_node(node), ctx.nodes[node].capacity
+        if any(used[r] + a > cap.get(r, 0) for r, a in extra.items() if a):
+            return False
+    return not any(
+        _scope_over(ctx, scope, extra={victim.queue: total})
+        for scope in _quota_scopes(ctx.rnd)
+        if victim.queue in scope.queues and total[scope.resource]
+    )
+
+
+# ----------------------------------------------------------------------------- rule 6: quota
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """One quota limit: the queues it sums over, the resource, and the limit in milli-units."""
+
+    label: str
+    queues: frozenset[str]
+    resource: str
+    limit: int
+
+
+def _quota_scopes(rnd: Round) -> list[_Scope]:
+    """Every limit of the round: per queue ``nominal (+ borrowing_limit in a cohort)``, and per
+    cohort the members' total nominal. Unlisted resources (and, in a cohort, unlisted borrowing
+    limits) are unlimited; a cohort sums only members that list the resource in ``nominal``."""
+    scopes: list[_Scope] = []
+    cohorts: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    for q in rnd.queues:
+        for res, nominal in sorted(q.nominal.items()):
+            if q.cohort is None:
+                scopes.append(_Scope(f"queue {q.name}", frozenset([q.name]), res, nominal))
+                continue
+            cohorts[(q.cohort, res)].append((q.name, nominal))
+            if res in q.borrowing_limit:
+                limit = nominal + q.borrowing_limit[res]
+                scopes.append(_Scope(f"queue {q.name} (nominal + borrowing limit)", frozenset([q.name]), res, limit))
+    for (cohort, res), members in sorted(cohorts.items()):
+        queues = frozenset(name for name, _ in members)
+        scopes.append(_Scope(f"cohort {cohort}", queues, res, sum(n for _, n in members)))
+    return scopes
+
+
+def _scope_over(ctx: _Context, scope: _Scope, extra: Mapping[str, Amounts] | None = None) -> bool:
+    """Whether usage after the plan (plus ``extra`` per queue) breaks the scope's limit. Usage
+    already over the limit before the round is tolerated while the plan does not raise it."""
+    after, before = _scope_usage(ctx, scope, extra)
+    return after > max(scope.limit, before)
+
+
+def _scope_usage(ctx: _Context, scope: _Scope, extra: Mapping[str, Amounts] | None = None) -> tuple[int, int]:
+    """Usage of the scope's resource after the plan (plus ``extra``) and before the round."""
+    res = scope.resource
+    after = sum(ctx.queue_after.get(q, Counter())[res] for q in scope.queues)
+    after += sum((extra or {}).get(q, {}).get(res, 0) for q in scope.queues)
+    before = sum(ctx.queue_before.get(q, Counter())[res] for q in scope.queues)
+    return after, before
+
+
+def _check_quota(ctx: _Context) -> list[Violation]:
+    """Queues stay within quota (Kueue ClusterQueue / Koordinator ElasticQuota semantics)."""
+    out: list[Violation] = []
+    for scope in _quota_scopes(ctx.rnd):
+        if not _scope_over(ctx, scope):
+            continue
+        after, before = _scope_usage(ctx, scope)
+        res = scope.resource
+        note = f", above {_qty(before, res)} before the round" if before > scope.limit else ""
+        out.append(_v("quota", f"{scope.label}: {res} {_qty(after, res)} > limit {_qty(scope.limit, res)}{note}"))
+    return out
+
+
+# ----------------------------------------------------------------------------- rule 7: stability
+
+
+def _check_stability(ctx: _Context) -> list[Violation]:
+    """Running pods that are not preempted stay on their node under their name: no new pod
+    reuses a kept pod's name, and no role of a running gang loses pods and gains others."""
+    kept: dict[str, tuple[str, BoundPod]] = {}
+    for gang in ctx.rnd.running:
+        for pod in ctx.kept(gang):
+            kept[pod.name] = (gang.name, pod)
+    out: list[Violation] = []
+    for p in ctx.plan.placements:
+        if p.pod in kept:
+            owner, pod = kept[p.pod]
+            out.append(
+                _v(
+                    "stability",
+                    f"pod {p.pod} of running gang {owner} stays on node {pod.node}, "
+                    f"but the plan places it again on node {p.node}",
+                    owner,
+                    p.node,
+                )
+            )
+    for run in ctx.rnd.running:
+        out += _moves(ctx, run)
+    return out
+
+
+def _moves(ctx: _Context, run: RunningGang) -> list[Violation]:
+    """Removing pods of a role and adding pods to the same role moves (or renames) them."""
+    if ctx.evicted(run):
+        return []  # reported by all_or_nothing when it grows
+    lost = Counter(p.role for p in ctx.lost(run))
+    new = Counter(p.role for p in ctx.new_by_gang.get(run.name, []))
+    return [
+        _v(
+            "stability",
+            f"running gang {run.name}: role {role} loses {lost[role]} pods and gains {new[role]} new ones (moves pods)",
+            run.name,
+        )
+        for role in sorted(set(lost) & set(new))
+    ]
+
+
+# ----------------------------------------------------------------------------- consistency
+
+
+def _check_consistency(ctx: _Context) -> list[Violation]:
+    """Every name in the plan refers to the round, and the plan's lists agree with each other."""
+    return [
+        *_placement_names(ctx),
+        *_pod_names(ctx),
+        *_admission_lists(ctx),
+        *_preemption_lists(ctx),
+        *_resize_list(ctx),
+    ]
+
+
+def _placement_names(ctx: _Context) -> list[Violation]:
+    """Placements name a known gang, one of its roles, and a known node."""
+    out: list[Violation] = []
+    for p in ctx.plan.placements:
+        spec = ctx.gang(p.gang)
+        if spec is None:
+            out.append(_v("consistency", f"pod {p.pod}: unknown gang {p.gang}", p.gang))
+        elif ctx.role(p.gang, p.role) is None:
+            roles = ", ".join(r.name for r in spec.roles)
+            out.append(_v("consistency", f"pod {p.pod}: gang {p.gang} has no role {p.role} (roles: {roles})", p.gang))
+        if p.node not in ctx.nodes:
+            out.append(_v("consistency", f"pod {p.pod} of gang {p.gang}: unknown node {p.node}", p.gang, p.node))
+    return out
+
+
+def _pod_names(ctx: _Context) -> list[Violation]:
+    """New pod names are unique, do not reuse a preempted pod's name (a kept pod's name is a
+    stability violation), and follow ``{gang}-{role}-{i}`` with the lowest free indices."""
+    out: list[Violation] = []
+    taken: dict[str, str] = {pod.name: g.name for g in ctx.rnd.running for pod in g.pods}
+    removed = {pod for pods in ctx.removed.values() for pod in pods}
+    for name, n in sorted(Counter(p.pod for p in ctx.plan.placements).items()):
+        if n > 1:
+            out.append(_v("consistency", f"pod name {name} is placed {n} times"))
+    for p in ctx.plan.placements:
+        if p.pod in removed:
+            out.append(
+                _v(
+                    "consistency",
+                    f"new pod {p.pod} of gang {p.gang} reuses the name of a preempted pod of gang {taken[p.pod]}",
+                    p.gang,
+                    p.node,
+                )
+            )
+    for gang, placements in ctx.new_by_gang.items():
+        out += _naming(gang, placements, set(taken))
+    return out
+
+
+def _naming(gang: str, placements: list[Placement], taken: set[str]) -> list[Violation]:
+    """Per role, k new pods are named by the k lowest indices whose name no running pod has."""
+    by_role: dict[str, list[str]] = defaultdict(list)
+    for p in placements:
+        by_role[p.role].append(p.pod)
+    out: list[Violation] = []
+    for role, names in by_role.items():
+        free = (f"{gang}-{role}-{i}" for i in range(len(taken) + len(names) + 1))
+        expected = list(islice((n for n in free if n not in taken), len(names)))
+        if sorted(set(names)) != sorted(expected):
+            out.append(
+                _v(
+                    "consistency",
+                    f"gang {gang} role {role}: new pods named {', '.join(sorted(names))}, "
+                    f"expected {', '.join(expected)}",
+                    gang,
+                )
+            )
+    return out
+
+
+def _admission_lists(ctx: _Context) -> list[Violation]:
+    """Each pending gang is admitted or waiting, exactly once; nothing else is listed there."""
+    out: list[Violation] = []
+    admitted = Counter(ctx.plan.admitted)
+    waiting = Counter(w.gang for w in ctx.plan.waiting)
+    for label, listed in (("admitted", admitted), ("waiting", waiting)):
+        for name, n in sorted(listed.items()):
+            if name not in ctx.pending:
+                what = "a running gang" if name in ctx.running else "an unknown gang"
+                out.append(_v("consistency", f"{label} lists {what} {name}", name))
+            elif n > 1:
+                out.append(_v("consistency", f"{label} lists gang {name} {n} times", name))
+    for name in ctx.pending:
+        if admitted[name] and waiting[name]:
+            out.append(_v("consistency", f"gang {name} is both admitted and waiting", name))
+        elif not admitted[name] and not waiting[name]:
+            out.append(_v("consistency", f"pending gang {name} is neither admitted nor waiting", name))
+    for w in ctx.plan.waiting:
+        if not any(r.strip() for r in w.reasons):
+            out.append(_v("consistency", f"waiting gang {w.gang} ({w.code}) gives no reason", w.gang))
+    return out
+
+
+def _preemption_lists(ctx: _Context) -> list[Violation]:
+    """One entry per running victim, naming its own pods and their nodes, its priority, an
+    ``evict`` only for all pods and a ``shrink`` only for some, and known beneficiaries."""
+    out: list[Violation] = []
+    for name, n in sorted(Counter(pre.gang for pre in ctx.plan.preemptions).items()):
+        if n > 1:
+            out.append(_v("consistency", f"preemptions list gang {name} {n} times", name))
+    for pre in ctx.plan.preemptions:
+        victim = ctx.running.get(pre.gang)
+        if victim is None:
+            what = "pending gang" if pre.gang in ctx.pending else "unknown gang"
+            out.append(_v("consistency", f"preemption of {what} {pre.gang}", pre.gang))
+            continue
+        out += _preemption_entry_fields(ctx, pre, victim)
+    return out
+
+
+def _preemption_entry_fields(ctx: _Context, pre: Preemption, victim: RunningGang) -> list[Violation]:
+    """The fields of one preemption entry against the victim as the round describes it."""
+    name, pods = victim.name, {p.name: p for p in victim.pods}
+    out = [
+        _v("consistency", f"preemption of gang {name} lists pod {pod}, which is not one of its pods", name)
+        for pod in pre.pods
+        if pod not in pods
+    ]
+    out += [
+        _v("consistency", f"preemption of gang {name} lists pod {pod} {n} times", name)
+        for pod, n in sorted(Counter(pre.pods).items())
+        if n > 1
+    ]
+    listed = {pods[p].node for p in pre.pods if p in pods}
+    if set(pre.nodes) != listed:
+        out.append(
+            _v(
+                "consistency",
+                f"preemption of gang {name} lists nodes {', '.join(sorted(set(pre.nodes)))}, "
+                f"but its listed pods are on {', '.join(sorted(listed))}",
+                name,
+            )
+        )
+    lost = len({p for p in pre.pods if p in pods})
+    if pre.kind == "evict" and lost < len(pods):
+        out.append(_v("consistency", f"eviction of gang {name} lists {lost} of its {len(pods)} pods, not all", name))
+    if pre.kind == "shrink" and lost == len(pods):
+        out.append(_v("consistency", f"shrink of gang {name} removes all {lost} pods (that is an evict)", name))
+    if pre.priority != victim.priority:
+        out.append(
+            _v(
+                "consistency",
+                f"preemption of gang {name} says priority {pre.priority}, gang has {victim.priority}",
+                name,
+            )
+        )
+    if not pre.cost >= 0:
+        out.append(_v("consistency", f"preemption of gang {name} has cost {pre.cost}, not a non-negative number", name))
+    for other in pre.for_gangs:
+        if ctx.gang(other) is None:
+            out.append(_v("consistency", f"preemption of gang {name} is for unknown gang {other}", name))
+    return out
+
+
+def _resize_list(ctx: _Context) -> list[Violation]:
+    """Exactly the running gangs whose member count changes (evicted gangs optional, to 0) have
+    one resize, from their running pod count to their count after the plan."""
+    out: list[Violation] = []
+    resizes: dict[str, int] = Counter(r.gang for r in ctx.plan.resizes)
+    for r in ctx.plan.resizes:
+        run = ctx.running.get(r.gang)
+        if run is None:
+            what = "pending gang" if r.gang in ctx.pending else "unknown gang"
+            out.append(_v("consistency", f"resize of {what} {r.gang}", r.gang))
+            continue
+        after = sum(ctx.members(run).values())
+        if resizes[r.gang] > 1:
+            out.append(_v("consistency", f"resizes list gang {r.gang} {resizes[r.gang]} times", r.gang))
+        if (r.from_members, r.to_members) != (len(run.pods), after):
+            out.append(
+                _v(
+                    "consistency",
+                    f"resize of gang {r.gang} says {r.from_members} -> {r.to_members}, "
+                    f"the plan does {len(run.pods)} -> {after}",
+                    r.gang,
+                )
+            )
+        elif after == len(run.pods):
+            out.append(_v("consistency", f"resize of gang {r.gang} does not change its {after} members", r.gang))
+    for run in ctx.rnd.running:
+        after = sum(ctx.members(run).values())
+        if after != len(run.pods) and not ctx.evicted(run) and not resizes[run.name]:
+            out.append(
+                _v(
+                    "consistency",
+                    f"gang {run.name} goes from {len(run.pods)} to {after} members without a resize entry",
+                    run.name,
+                )
+            )
+    return out
+
+
+# ----------------------------------------------------------------------------- plumbing
+
+
+def _v(rule: str, message: str, gang: str | None = None, node: str | None = None) -> Violation:
+    return Violation(rule=rule, message=message, gang=gang, node=node)
+
+
+_CHECKS: tuple[Callable[[_Context], list[Violation]], ...] = (
+    _check_all_or_nothing,
+    _check_capacity,
+    _check_eligibility,
+    _check_topology,
+    _check_preemption,
+    _check_quota,
+    _check_stability,
+    _check_consistency,
+)
