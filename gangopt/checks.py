@@ -14,7 +14,7 @@ from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL
 
 if TYPE_CHECKING:
-    from gangopt.schema import Round, RunningGang, PendingGang
+    from gangopt.schema import PendingGang, Round, RunningGang
 
 Problem = tuple[str, str]
 
@@ -99,7 +99,9 @@ def _check_names(rnd: Round) -> list[Problem]:
     for i, gang in enumerate(rnd.running):
         for j, pod in enumerate(gang.pods):
             if pod.name in pods:
-                out.append((f"$.running[{i}].pods[{j}].name", f"duplicate pod name {pod.name!r} (also {pods[pod.name]})"))
+                out.append(
+                    (f"$.running[{i}].pods[{j}].name", f"duplicate pod name {pod.name!r} (also {pods[pod.name]})")
+                )
             else:
                 pods[pod.name] = f"$.running[{i}].pods[{j}]"
     return out
@@ -119,15 +121,25 @@ def _check_gangs(rnd: Round) -> list[Problem]:
         for j, role in enumerate(gang.roles):
             if role.min_replicas is not None and role.min_replicas > role.replicas:
                 out.append(
-                    (f"{path}.roles[{j}].min_replicas", f"min_replicas {role.min_replicas} exceeds replicas {role.replicas}")
+                    (
+                        f"{path}.roles[{j}].min_replicas",
+                        f"min_replicas {role.min_replicas} exceeds replicas {role.replicas}",
+                    )
                 )
         role_names = [r.name for r in gang.roles]
         out += _duplicates(role_names, f"{path}.roles", "role")
         total = gang.total_replicas
         if gang.minimum == 0:
-            out.append((f"{path}.min_members", "the gang may run with 0 pods: set min_members or a role's min_replicas to 1 or more"))
+            out.append(
+                (
+                    f"{path}.min_members",
+                    "the gang may run with 0 pods: set min_members or a role's min_replicas to 1 or more",
+                )
+            )
         if gang.min_members is not None and gang.min_members > total:
-            out.append((f"{path}.min_members", f"min_members {gang.min_members} exceeds the {total} replicas of its roles"))
+            out.append(
+                (f"{path}.min_members", f"min_members {gang.min_members} exceeds the {total} replicas of its roles")
+            )
         if gang.max_members is not None and gang.max_members < gang.minimum:
             out.append((f"{path}.max_members", f"max_members {gang.max_members} is below the minimum {gang.minimum}"))
         out += _check_topology_request(path, gang, levels)
@@ -150,7 +162,10 @@ def _check_topology_request(path: str, gang: RunningGang | PendingGang, levels: 
             level = getattr(topo, field)
             if level in levels and levels.index(topo.slice_level) < levels.index(level):
                 out.append(
-                    (f"{path}.topology.slice_level", f"slice level {topo.slice_level!r} is broader than {field} level {level!r}")
+                    (
+                        f"{path}.topology.slice_level",
+                        f"slice level {topo.slice_level!r} is broader than {field} level {level!r}",
+                    )
                 )
         size = topo.slice_size
         low, high = gang.minimum, gang.maximum
@@ -183,7 +198,10 @@ def _check_running_pods(rnd: Round) -> list[Problem]:
         for j, role in enumerate(gang.roles):
             if per_role[role.name] > role.replicas:
                 out.append(
-                    (f"$.running[{i}].roles[{j}].replicas", f"{per_role[role.name]} pods running, more than replicas {role.replicas}")
+                    (
+                        f"$.running[{i}].roles[{j}].replicas",
+                        f"{per_role[role.name]} pods running, more than replicas {role.replicas}",
+                    )
                 )
         if sum(per_role.values()) == len(gang.pods) and len(gang.pods) < gang.minimum:
             out.append(

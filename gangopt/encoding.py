@@ -28,7 +28,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from gangopt.objective import ObjectiveTerms
-from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector
+from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector, role_named
 from gangopt.schema import PendingGang, RunningGang
 
 MAX_PATTERNS = 48
@@ -132,7 +132,9 @@ def _split_big_pattern_classes(enc: Encoding) -> None:
         if cls.size > 1 and len(cm.patterns) > MAX_PATTERNS:
             for node in cls.nodes:
                 new_classes.append(
-                    NodeClass(nodes=[node], free=cls.free, candidates=cls.candidates, domains=cls.domains, idle=cls.idle)
+                    NodeClass(
+                        nodes=[node], free=cls.free, candidates=cls.candidates, domains=cls.domains, idle=cls.idle
+                    )
                 )
                 origin.append(k)
         else:
@@ -160,9 +162,7 @@ def _make_patterns(enc: Encoding, cm: ClassModel) -> None:
     cm.patterns = []
     if not _needs_patterns(cm, shapes):
         return
-    cand_req = [
-        request_vector(_role(pre.rnd.running[gi], name), pre.resources) for gi, name in cm.entries
-    ]
+    cand_req = [request_vector(role_named(pre.rnd.running[gi], name), pre.resources) for gi, name in cm.entries]
     ranges = [range(cm.cls.candidates[e] + 1) for e in cm.entries]
     shape_arr = [np.array(s, dtype=np.int64) for s in shapes]
     for kept in itertools.product(*ranges):
@@ -201,10 +201,6 @@ def _maximal_fills(room: np.ndarray, shapes: list[np.ndarray]) -> list[tuple[int
 
     walk(0, room, [])
     return out
-
-
-def _role(gang: PendingGang | RunningGang, name: str) -> object:
-    return next(r for r in gang.roles if r.name == name)
 
 
 # ----------------------------------------------------------------------------- variables
@@ -294,15 +290,13 @@ def _node_rows(
     m, pre = enc.model, enc.pre
     for r in range(len(pre.resources)):
         row = [(var, int(pre.requests[key][r])) for key, var in new]
-        row += [(var, int(request_vector(_role_obj(enc, e[0], e[1]), pre.resources)[r])) for e, var in kept]
+        row += [
+            (var, int(request_vector(role_named(pre.rnd.running[e[0]], e[1]), pre.resources)[r])) for e, var in kept
+        ]
         row = [(v, c) for v, c in row if c]
         if row:
             expr = cp_model.LinearExpr.weighted_sum([v for v, _ in row], [c for _, c in row])
             m.add(expr <= int(cm.cls.free[r]))
-
-
-def _role_obj(enc: Encoding, gi: int, name: str):  # type: ignore[no-untyped-def]
-    return next(r for r in enc.pre.rnd.running[gi].roles if r.name == name)
 
 
 def _gang_rules(enc: Encoding) -> None:
@@ -390,9 +384,7 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for (g, _, k) in enc.kept if g == gi}
     helpers = [
-        var
-        for (key, k), var in enc.x.items()
-        if k in hosts and pre.gang(key.kind, key.gang).priority > gang.priority
+        var for (key, k), var in enc.x.items() if k in hosts and pre.gang(key.kind, key.gang).priority > gang.priority
     ]
     if helpers:
         m.add(victim <= sum(helpers))
@@ -535,7 +527,7 @@ def _aggregate_rows(enc: Encoding) -> None:
                         coeffs.append(int(pre.requests[key][r]))
                 for gi, name in cm.entries:
                     if (gi, name, k) in enc.kept:
-                        amount = int(request_vector(_role_obj(enc, gi, name), pre.resources)[r])
+                        amount = int(request_vector(role_named(pre.rnd.running[gi], name), pre.resources)[r])
                         if amount:
                             vars_.append(enc.kept[(gi, name, k)])
                             coeffs.append(amount)
@@ -556,19 +548,25 @@ def _objective(enc: Encoding) -> None:
         if gi in enc.y:
             enc.tiers[gang.priority].append((enc.y[gi], terms.tier_value(gang)))
             _growth_terms(enc, gang, "pending", gi, enc.y[gi])
-    for gi, gang in enumerate(rnd.running):
-        enc.tiers.setdefault(gang.priority, [])
-        enc.tier_constant.setdefault(gang.priority, 0)
-        if gi in pre.candidates:
-            enc.tiers[gang.priority].append((enc.alive[gi], terms.tier_value(gang)))
-            _eviction_terms(enc, gi)
-        else:
-            enc.tier_constant[gang.priority] += terms.tier_value(gang)
-        if gi in enc.alive:
-            _growth_terms(enc, gang, "running", gi, enc.alive[gi])
-        else:
-            enc.secondary_constant += _static_surplus(enc, gang)
+    for gi, run in enumerate(rnd.running):
+        _running_objective(enc, gi, run)
     _opened_nodes(enc)
+
+
+def _running_objective(enc: Encoding, gi: int, gang: RunningGang) -> None:
+    """A running gang's tier value (kept alive) and its secondary terms."""
+    pre, terms = enc.pre, enc.terms
+    enc.tiers.setdefault(gang.priority, [])
+    enc.tier_constant.setdefault(gang.priority, 0)
+    if gi in pre.candidates:
+        enc.tiers[gang.priority].append((enc.alive[gi], terms.tier_value(gang)))
+        _eviction_terms(enc, gi)
+    else:
+        enc.tier_constant[gang.priority] += terms.tier_value(gang)
+    if gi in enc.alive:
+        _growth_terms(enc, gang, "running", gi, enc.alive[gi])
+    else:
+        enc.secondary_constant += _static_surplus(enc, gang)
 
 
 def _static_surplus(enc: Encoding, gang: RunningGang) -> int:
@@ -576,9 +574,7 @@ def _static_surplus(enc: Encoding, gang: RunningGang) -> int:
     return sum(enc.terms.growth_value(r) * (_current(gang, r.name) - minimum[r.name]) for r in gang.roles)
 
 
-def _growth_terms(
-    enc: Encoding, gang: PendingGang | RunningGang, kind: str, gi: int, on: cp_model.IntVar
-) -> None:
+def _growth_terms(enc: Encoding, gang: PendingGang | RunningGang, kind: str, gi: int, on: cp_model.IntVar) -> None:
     """Members above the minimum: + growth value each (as members - minimum * on)."""
     minimum = enc.terms.min_pods(gang)
     for ri, role in enumerate(gang.roles):

@@ -74,5 +74,7 @@ def parse_json_text(model: type[M], text: str, source: str = "input") -> M:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise InputError([Problem("$", f"malformed JSON: {error.msg} at line {error.lineno} column {error.colno}")], source) from None
+        raise InputError(
+            [Problem("$", f"malformed JSON: {error.msg} at line {error.lineno} column {error.colno}")], source
+        ) from None
     return parse_model(model, data, source)

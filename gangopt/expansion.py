@@ -9,10 +9,12 @@ fits, so a plan never evicts what it does not use, even when the solver stopped 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from gangopt.encoding import ClassModel
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, RoleKey, request_vector
 from gangopt.schema import Placement, Preemption, Resize, Round, RunningGang
@@ -40,7 +42,7 @@ class ClassValues:
     z: dict[int, list[int]]
 
 
-def expand(pre: Prefiltered, classes: list, values: ClassValues) -> Decision:  # type: ignore[type-arg]
+def expand(pre: Prefiltered, classes: list[ClassModel], values: ClassValues) -> Decision:
     """Place class-level counts on concrete nodes (see module docstring)."""
     rnd = pre.rnd
     decision = Decision(admitted={rnd.pending[g].name for g in values.admitted})
@@ -69,7 +71,10 @@ def _running_pods_by_node(rnd: Round, pre: Prefiltered) -> dict[tuple[int, int, 
 
 
 def _node_layout(
-    pre: Prefiltered, cm, k: int, values: ClassValues  # type: ignore[no-untyped-def]
+    pre: Prefiltered,
+    cm: ClassModel,
+    k: int,
+    values: ClassValues,
 ) -> tuple[list[dict[tuple[int, str], int]], list[list[int] | None]]:
     """Per node of the class: candidate pods kept, and new-pod slots per shape (None = any)."""
     size = cm.cls.size
@@ -95,7 +100,9 @@ def _node_layout(
     return kept, [[per_node] for _ in range(size)]
 
 
-def _place_new(pre: Prefiltered, cm, k: int, values: ClassValues, slots: list[list[int] | None], decision: Decision) -> None:  # type: ignore[no-untyped-def]
+def _place_new(
+    pre: Prefiltered, cm: ClassModel, k: int, values: ClassValues, slots: list[list[int] | None], decision: Decision
+) -> None:
     keys = sorted(
         (key for key in cm.keys if values.x.get((key, k), 0) > 0),
         key=lambda key: (-pre.gang(key.kind, key.gang).priority, pre.gang(key.kind, key.gang).name, key.role),
@@ -160,9 +167,7 @@ def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) ->
             continue
         evict = len(gone) == len(gang.pods)
         nodes = sorted({p.node for p in gone})
-        helped = sorted(
-            {b for p in gang.pods for b in by_node.get(p.node, set()) if prio[b] > gang.priority}
-        )
+        helped = sorted({b for p in gang.pods for b in by_node.get(p.node, set()) if prio[b] > gang.priority})
         cost = terms.preemption_cost(gang) * (1.0 if evict else len(gone) / len(gang.pods))
         out.append(
             Preemption(
@@ -201,7 +206,10 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
     This makes "nothing is evicted that the plan does not use" hold for every plan, optimal or
     not, and costs nothing when the solver already proved optimality.
     """
-    resources = sorted({r for n in rnd.cluster.nodes for r in n.capacity} | {r for g in [*rnd.running, *rnd.pending] for ro in g.roles for r in ro.requests})
+    resources = sorted(
+        {r for n in rnd.cluster.nodes for r in n.capacity}
+        | {r for g in [*rnd.running, *rnd.pending] for ro in g.roles for r in ro.requests}
+    )
     index = {n.name: i for i, n in enumerate(rnd.cluster.nodes)}
     cap = np.array([[n.capacity.get(r, 0) for r in resources] for n in rnd.cluster.nodes], dtype=np.int64)
     used = np.zeros_like(cap)
@@ -217,9 +225,9 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
             if pod.name not in decision.removed:
                 used[index[pod.node]] += req_of[(gang.name, pod.role)]
                 usage[gang.queue] += req_of[(gang.name, pod.role)]
-    for gang_name, role, node in decision.new_pods:
-        used[index[node]] += req_of[(gang_name, role)]
-        usage[queue_of[gang_name]] += req_of[(gang_name, role)]
+    for gang_name, role_name, node in decision.new_pods:
+        used[index[node]] += req_of[(gang_name, role_name)]
+        usage[queue_of[gang_name]] += req_of[(gang_name, role_name)]
     limits = _quota_check(rnd, resources)
     terms = ObjectiveTerms(rnd)
     victims = [g for g in rnd.running if any(p.name in decision.removed for p in g.pods)]
@@ -240,7 +248,7 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
     return decision
 
 
-def _quota_check(rnd: Round, resources: list[str]):  # type: ignore[no-untyped-def]
+def _quota_check(rnd: Round, resources: list[str]) -> Callable[[dict[str, np.ndarray], str, np.ndarray], bool]:
     """A function telling whether adding ``extra`` to ``queue`` keeps every quota."""
     queues = {q.name: q for q in rnd.queues}
     before: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(resources), dtype=np.int64))

@@ -128,7 +128,9 @@ class ObjectiveTerms:
         return round(SCALE * self.rnd.policy.weights.fragmentation)
 
 
-def score(rnd: Round, plan: Plan, bounds: dict[int, float] | None = None, secondary_bound: float | None = None) -> Score:
+def score(
+    rnd: Round, plan: Plan, bounds: dict[int, float] | None = None, secondary_bound: float | None = None
+) -> Score:
     """Evaluate ``plan`` on ``rnd`` from its placements alone (any solver's plan).
 
     Assumes the plan is valid (see :mod:`gangopt.validation`); values are in GPU-equivalents.

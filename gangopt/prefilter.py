@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gangopt.quantities import human
-from gangopt.schema import NODE_LEVEL, PendingGang, Role, Round, RunningGang
+from gangopt.schema import NODE_LEVEL, PendingGang, Role, Round, RunningGang, WaitingCode
 from gangopt.topology import Topology
 
 BIG = 1 << 30
@@ -62,7 +62,7 @@ class NodeClass:
 class Pruned:
     """Why a gang was left out before the model: a waiting code and plain words."""
 
-    code: str
+    code: WaitingCode
     reason: str
 
 
@@ -141,7 +141,9 @@ def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
         requests={},
         relevant_level=level,
     )
-    class_masks = np.array([[m[c.nodes[0]] for m in masks] for c in classes], dtype=bool).reshape(len(classes), len(masks))
+    class_masks = np.array([[m[c.nodes[0]] for m in masks] for c in classes], dtype=bool).reshape(
+        len(classes), len(masks)
+    )
     _fit_counts(pre, class_masks, role_signature)
     _prune_gangs(pre)
     _drop_useless_classes(pre)
@@ -193,9 +195,7 @@ def _signature(role: Role) -> tuple[object, ...]:
     )
 
 
-def _eligibility(
-    rnd: Round, topo: Topology, growers: list[int]
-) -> tuple[list[np.ndarray], dict[RoleKey, int]]:
+def _eligibility(rnd: Round, topo: Topology, growers: list[int]) -> tuple[list[np.ndarray], dict[RoleKey, int]]:
     """One boolean node mask per distinct eligibility signature, and each role's signature.
 
     Running gangs with a required topology level may only grow inside their current domain,
@@ -210,7 +210,9 @@ def _eligibility(
             label_columns[key] = np.array([n.labels.get(key) for n in nodes], dtype=object)
         return label_columns[key]
 
-    hard_taints = sorted({(t.key, t.value, t.effect) for n in nodes for t in n.taints if t.effect != "PreferNoSchedule"})
+    hard_taints = sorted(
+        {(t.key, t.value, t.effect) for n in nodes for t in n.taints if t.effect != "PreferNoSchedule"}
+    )
     taint_index = {t: i for i, t in enumerate(hard_taints)}
     incidence = np.zeros((len(nodes), len(hard_taints)), dtype=bool)
     for i, node in enumerate(nodes):
@@ -338,11 +340,12 @@ def reclaimable(pre: Prefiltered, priority: int) -> np.ndarray:
         for (gi, role_name), count in cls.candidates.items():
             gang = pre.rnd.running[gi]
             if gang.priority >= priority:
-                out[k] -= count * request_vector(_role(gang, role_name), pre.resources)
+                out[k] -= count * request_vector(role_named(gang, role_name), pre.resources)
     return out
 
 
-def _role(gang: PendingGang | RunningGang, name: str) -> Role:
+def role_named(gang: PendingGang | RunningGang, name: str) -> Role:
+    """The role called ``name`` (running pods name their role)."""
     return next(r for r in gang.roles if r.name == name)
 
 
@@ -381,7 +384,8 @@ def _prune_gangs(pre: Prefiltered) -> None:
         gi
         for gi in pre.growers
         if any(
-            (pre.fits[RoleKey("running", gi, ri)] > 0).any() and rnd.running[gi].roles[ri].replicas > _count(rnd, gi, ri)
+            (pre.fits[RoleKey("running", gi, ri)] > 0).any()
+            and rnd.running[gi].roles[ri].replicas > _count(rnd, gi, ri)
             for ri in range(len(rnd.running[gi].roles))
         )
     ]
@@ -418,7 +422,10 @@ def _pending_verdict(pre: Prefiltered, gi: int, gang: PendingGang, sizes: np.nda
     best = 0
     for d, name in enumerate(names):
         inside = domain_of == d
-        counts = [int(np.minimum((per_node_sizes * pre.fits[k])[inside].sum(), r.replicas)) for k, r in zip(keys, gang.roles, strict=True)]
+        counts = [
+            int(np.minimum((per_node_sizes * pre.fits[k])[inside].sum(), r.replicas))
+            for k, r in zip(keys, gang.roles, strict=True)
+        ]
         best = max(best, sum(counts))
         if _reaches_minimum(gang, counts):
             feasible.append(name)
@@ -448,7 +455,10 @@ def _no_room(pre: Prefiltered, gang: PendingGang, role: Role) -> str:
     extra = ""
     if role.node_selector:
         extra = f" matching {role.node_selector}"
-    return f"role {role.name!r}: no node{extra} has room for one pod ({wants or 'no requests'}), even after preempting lower priority"
+    return (
+        f"role {role.name!r}: no node{extra} has room for one pod ({wants or 'no requests'}), "
+        "even after preempting lower priority"
+    )
 
 
 def _demand(pre: Prefiltered, gang: PendingGang | RunningGang) -> str:
@@ -478,9 +488,15 @@ def _quota_verdict(pre: Prefiltered, gang: PendingGang) -> Pruned | None:
             limit = nominal
         else:
             cohort_total = sum(q.nominal.get(res, 0) for q in pre.rnd.queues if q.cohort == queue.cohort)
-            limit = min(nominal + queue.borrowing_limit[res], cohort_total) if res in queue.borrowing_limit else cohort_total
+            limit = (
+                min(nominal + queue.borrowing_limit[res], cohort_total)
+                if res in queue.borrowing_limit
+                else cohort_total
+            )
         if need > limit:
-            return Pruned("quota", f"queue {queue.name!r}: needs {human(need, res)}, more than its limit {human(limit, res)}")
+            return Pruned(
+                "quota", f"queue {queue.name!r}: needs {human(need, res)}, more than its limit {human(limit, res)}"
+            )
     return None
 
 
@@ -496,17 +512,18 @@ def _prune_groups(pre: Prefiltered) -> None:
             continue
         for name in names:
             if name not in pre.pruned:
-                pre.pruned[name] = Pruned("group", f"gang group {group!r} cannot start: {', '.join(blocked)} cannot fit")
+                pre.pruned[name] = Pruned(
+                    "group", f"gang group {group!r} cannot start: {', '.join(blocked)} cannot fit"
+                )
 
 
 def _drop_useless_classes(pre: Prefiltered) -> None:
     """Remove classes no kept role can use; their candidate pods become 'stranded'."""
     keys = [RoleKey("pending", gi, ri) for gi in pre.pending for ri in range(len(pre.rnd.pending[gi].roles))]
     keys += [RoleKey("running", gi, ri) for gi in pre.growers for ri in range(len(pre.rnd.running[gi].roles))]
+    useful = np.zeros(len(pre.classes), dtype=bool)
     if keys:
-        useful = np.stack([pre.fits[k] > 0 for k in keys]).any(axis=0)
-    else:
-        useful = np.zeros(len(pre.classes), dtype=bool)
+        useful = np.asarray(np.stack([pre.fits[k] > 0 for k in keys]).any(axis=0), dtype=bool)
     keep = np.flatnonzero(useful)
     for k in np.flatnonzero(~useful).tolist():
         cls = pre.classes[k]

@@ -34,7 +34,7 @@ def waiting_reasons(rnd: Round, plan: Plan, pre: Prefiltered | None = None) -> l
     for gang in waiting:
         if gang.name in pre.pruned:
             pruned = pre.pruned[gang.name]
-            out.append(Waiting(gang=gang.name, code=pruned.code, reasons=[pruned.reason]))  # type: ignore[arg-type]
+            out.append(Waiting(gang=gang.name, code=pruned.code, reasons=[pruned.reason]))
             continue
         out.append(_after_plan(rnd, gang, free, users, prio, admitted))
     return out
@@ -84,14 +84,21 @@ def _after_plan(
     need = max(need, min((r.requests.get(main, 0) for r in gang.roles), default=0) * gang.minimum)
     have = sum(max(0, free[n].get(main, 0)) for n in eligible)
     where = f" within one {gang.topology.required}" if gang.topology and gang.topology.required else ""
-    text = f"needs {human(need, main)} for {gang.minimum} pods{where}; eligible nodes have {human(have, main)} free after this plan"
+    text = (
+        f"needs {human(need, main)} for {gang.minimum} pods{where}; "
+        f"eligible nodes have {human(have, main)} free after this plan"
+    )
     if rivals:
-        names = ", ".join(rivals[:MAX_NAMES]) + (f" and {len(rivals) - MAX_NAMES} more" if len(rivals) > MAX_NAMES else "")
+        names = ", ".join(rivals[:MAX_NAMES]) + (
+            f" and {len(rivals) - MAX_NAMES} more" if len(rivals) > MAX_NAMES else ""
+        )
         return Waiting(gang=gang.name, code="outranked", reasons=[f"{text}; its capacity went to {names}"])
     quota = _quota_text(rnd, gang)
     if quota:
         return Waiting(gang=gang.name, code="quota", reasons=[quota])
-    return Waiting(gang=gang.name, code="capacity", reasons=[f"{text} (fragmented, or held by pods it may not preempt)"])
+    return Waiting(
+        gang=gang.name, code="capacity", reasons=[f"{text} (fragmented, or held by pods it may not preempt)"]
+    )
 
 
 def _eligible_nodes(rnd: Round, gang: PendingGang) -> list[str]:

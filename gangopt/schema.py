@@ -12,7 +12,7 @@ are checked in :func:`Round._check_references`, which reports every problem with
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -207,7 +207,9 @@ class RunningGang(_GangSpec):
     pods: list[BoundPod] = Field(min_length=1)
     preemptible: bool = True
     preemption_cost: float | None = Field(
-        None, ge=0, description="Cost of evicting the whole gang, in GPU-hours lost. "
+        None,
+        ge=0,
+        description="Cost of evicting the whole gang, in GPU-hours lost. "
         "Default: GPUs x (seconds_since_checkpoint + restart_seconds) / 3600.",
     )
     seconds_since_checkpoint: float = Field(0.0, ge=0)
@@ -259,7 +261,7 @@ class Policy(_Model):
 class Round(_Model):
     """One scheduling round: the cluster, what runs on it, what waits, and how to decide."""
 
-    api_version: Literal["gangopt/v1"] = API_VERSION
+    api_version: Literal["gangopt/v1"] = "gangopt/v1"
     cluster: Cluster
     queues: list[Queue] = Field(default_factory=list)
     running: list[RunningGang] = Field(default_factory=list)
@@ -291,7 +293,7 @@ class Round(_Model):
 # ----------------------------------------------------------------------------- plan
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """How the plan was obtained."""
 
     OPTIMAL = "optimal"
@@ -329,11 +331,14 @@ class Resize(_Model):
     to_members: int
 
 
+WaitingCode = Literal["capacity", "topology", "quota", "eligibility", "outranked", "group", "policy"]
+
+
 class Waiting(_Model):
     """A pending gang left waiting, and why, in plain words."""
 
     gang: str
-    code: Literal["capacity", "topology", "quota", "eligibility", "outranked", "group", "policy"]
+    code: WaitingCode
     reasons: list[str]
 
 
@@ -373,7 +378,7 @@ class Stats(_Model):
 class Plan(_Model):
     """The decision for one round."""
 
-    api_version: Literal["gangopt/v1"] = API_VERSION
+    api_version: Literal["gangopt/v1"] = "gangopt/v1"
     status: Status
     solver: str = "cpsat"
     message: str = ""

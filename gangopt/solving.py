@@ -59,13 +59,22 @@ def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cps
 def _solve_cpsat(rnd: Round, start: float) -> Plan:
     deadline = start + rnd.policy.time_limit
     pre = prefilter(rnd)
-    stats = {"prefilter_seconds": pre.seconds, "nodes": len(rnd.cluster.nodes), "nodes_pruned": pre.nodes_pruned,
-             "gangs": len(rnd.pending), "gangs_pruned": len(pre.pruned)}
+    stats = {
+        "prefilter_seconds": pre.seconds,
+        "nodes": len(rnd.cluster.nodes),
+        "nodes_pruned": pre.nodes_pruned,
+        "gangs": len(rnd.pending),
+        "gangs_pruned": len(pre.pruned),
+    }
     t0 = time.perf_counter()
     enc = encode(pre)
     proto = enc.model.proto
-    stats.update(build_seconds=time.perf_counter() - t0, node_classes=len(enc.classes),
-                 variables=len(proto.variables), constraints=len(proto.constraints))
+    stats.update(
+        build_seconds=time.perf_counter() - t0,
+        node_classes=len(enc.classes),
+        variables=len(proto.variables),
+        constraints=len(proto.constraints),
+    )
     t1 = time.perf_counter()
     stages = _stages(enc)
     _hint_with_greedy(enc, rnd)
@@ -75,7 +84,12 @@ def _solve_cpsat(rnd: Round, start: float) -> Plan:
         from gangopt.baselines import greedy
 
         plan = greedy(rnd)
-        plan = plan.model_copy(update={"status": Status.FALLBACK, "message": message or "CP-SAT found no plan in time; greedy plan returned"})
+        plan = plan.model_copy(
+            update={
+                "status": Status.FALLBACK,
+                "message": message or "CP-SAT found no plan in time; greedy plan returned",
+            }
+        )
         return _finish(rnd, plan, None, Stats(**stats, total_seconds=time.perf_counter() - start))
     decision = reprieve(rnd, expand(pre, enc.classes, values))
     plan = _plan_from_decision(rnd, pre, decision, stage_status, message)
@@ -177,7 +191,7 @@ def _run_stages(enc: Encoding, stages: list[Stage], deadline: float) -> tuple[Cl
             status = Status.FEASIBLE
             message = "time limit reached; best plan found so far"
         values = _read_values(enc, solver)
-        _fix_and_hint(enc, solver, vars_, coeffs, int(round(stage.value)))
+        _fix_and_hint(enc, solver, vars_, coeffs, round(stage.value))
     if values is None and not stages:
         values = ClassValues(admitted=set(), alive={g: True for g in enc.alive}, x={}, kept={}, z={})
     return values, status, message
@@ -201,11 +215,13 @@ def _read_values(enc: Encoding, solver: cp_model.CpSolver) -> ClassValues:
     )
 
 
-def _fix_and_hint(enc: Encoding, solver: cp_model.CpSolver, vars_: list[cp_model.IntVar], coeffs: list[int], value: int) -> None:
+def _fix_and_hint(
+    enc: Encoding, solver: cp_model.CpSolver, vars_: list[cp_model.IntVar], coeffs: list[int], value: int
+) -> None:
     """Keep this stage's optimum for the next stages, and start them from this solution."""
     model = enc.model
     model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) >= value)
-    model.clear_hints()
+    model.clear_hints()  # type: ignore[no-untyped-call]
     proto = model.proto
     solution = solver.response_proto.solution
     proto.solution_hint.vars.extend(range(len(solution)))
@@ -264,7 +280,10 @@ def _finish(
 
         details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])
         fallback = greedy(rnd).model_copy(
-            update={"status": Status.FALLBACK, "message": f"internal: CP-SAT plan failed validation ({details}); greedy plan returned"}
+            update={
+                "status": Status.FALLBACK,
+                "message": f"internal: CP-SAT plan failed validation ({details}); greedy plan returned",
+            }
         )
         return _finish(rnd, fallback, None, stats, pre)
     if violations:

@@ -60,7 +60,12 @@ def rounds(draw: st.DrawFn, max_nodes: int = 8, max_pending: int = 6, max_runnin
     }
     if use_queues:
         data["queues"] = [
-            {"name": "team-a", "cohort": "all", "nominal": {"gpu": draw(st.integers(4, 24))}, "borrowing_limit": {"gpu": 8}},
+            {
+                "name": "team-a",
+                "cohort": "all",
+                "nominal": {"gpu": draw(st.integers(4, 24))},
+                "borrowing_limit": {"gpu": 8},
+            },
             {"name": "team-b", "cohort": "all", "nominal": {"gpu": draw(st.integers(4, 24))}},
         ]
     return Round.model_validate(data)
