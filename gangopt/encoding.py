@@ -84,6 +84,8 @@ class Encoding:
     tier_constant: dict[int, int] = field(default_factory=dict)
     secondary: Terms = field(default_factory=list)
     secondary_constant: int = 0
+    fifo: Terms = field(default_factory=list)
+    """Last tie-break: among otherwise equal plans, start the gangs that came first."""
 
     def ub(self, var: cp_model.IntVar) -> int:
         domain = var.proto.domain  # a C++ repeated field: negative indexes do not work
@@ -551,6 +553,13 @@ def _objective(enc: Encoding) -> None:
     for gi, run in enumerate(rnd.running):
         _running_objective(enc, gi, run)
     _opened_nodes(enc)
+    _fifo(enc)
+
+
+def _fifo(enc: Encoding) -> None:
+    """Weight n for the oldest pending gang down to 1 for the newest (submit time, then name)."""
+    order = sorted(enc.y, key=lambda gi: (enc.pre.rnd.pending[gi].submit_time, enc.pre.rnd.pending[gi].name))
+    enc.fifo = [(enc.y[gi], len(order) - rank) for rank, gi in enumerate(order)]
 
 
 def _running_objective(enc: Encoding, gi: int, gang: RunningGang) -> None:

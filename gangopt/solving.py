@@ -28,13 +28,16 @@ STAGE_LIMIT = 1 << 50
 """Largest objective range one CP-SAT stage may carry (keeps LP scaling sane)."""
 
 
+Part = int | str
+"""A piece of the lexicographic objective: a priority tier (int), 'secondary' or 'fifo'."""
+
+
 @dataclass
 class Stage:
     """One objective of the lexicographic sequence."""
 
-    priorities: list[int]
-    """Tiers in this stage, highest first (empty for the secondary stage)."""
-    secondary: bool
+    parts: list[Part]
+    """What this stage optimizes, most important first."""
     weights: list[int]
     value: float = 0.0
     bound: float = 0.0
@@ -99,22 +102,27 @@ def _solve_cpsat(rnd: Round, start: float) -> Plan:
 # ----------------------------------------------------------------------------- stages
 
 
-def _tier_range(enc: Encoding, priority: int) -> int:
-    return sum(abs(c) * enc.ub(v) for v, c in enc.tiers[priority])
+def _part_terms(enc: Encoding, part: Part) -> list[tuple[cp_model.IntVar, int]]:
+    if part == "secondary":
+        return enc.secondary
+    if part == "fifo":
+        return enc.fifo
+    assert isinstance(part, int)
+    return enc.tiers[part]
 
 
-def _secondary_range(enc: Encoding) -> int:
-    return sum(abs(c) * max(abs(enc.ub(v)), abs(enc.lb(v))) for v, c in enc.secondary)
+def _part_range(enc: Encoding, part: Part) -> int:
+    return sum(abs(c) * max(abs(enc.ub(v)), abs(enc.lb(v))) for v, c in _part_terms(enc, part))
 
 
 def _stages(enc: Encoding) -> list[Stage]:
-    """Group tiers (highest first) into stages whose weighted ranges fit STAGE_LIMIT."""
-    priorities = [p for p in sorted(enc.tiers, reverse=True) if enc.tiers[p]]
-    parts: list[tuple[int | None, int]] = [(p, _tier_range(enc, p)) for p in priorities]
-    if enc.secondary:
-        parts.append((None, _secondary_range(enc)))
+    """Group the parts (tiers highest first, then secondary, then the FIFO tie-break) into
+    stages whose weighted ranges fit STAGE_LIMIT."""
+    order: list[Part] = [p for p in sorted(enc.tiers, reverse=True) if enc.tiers[p]]
+    order += [p for p in ("secondary", "fifo") if _part_terms(enc, p)]
+    parts = [(p, _part_range(enc, p)) for p in order]
     stages: list[Stage] = []
-    group: list[tuple[int | None, int]] = []
+    group: list[tuple[Part, int]] = []
     for part in parts:
         if group and _weighted_range([*group, part]) > STAGE_LIMIT:
             stages.append(_make_stage(group))
@@ -125,14 +133,15 @@ def _stages(enc: Encoding) -> list[Stage]:
     return stages
 
 
-def _weighted_range(group: list[tuple[int | None, int]]) -> int:
+def _weighted_range(group: list[tuple[Part, int]]) -> int:
     total = 0
     for _, rng in reversed(group):
         total = total + (total + 1) * rng
     return total
 
 
-def _make_stage(group: list[tuple[int | None, int]]) -> Stage:
+def _make_stage(group: list[tuple[Part, int]]) -> Stage:
+    """Weights make the stage lexicographic: each part outweighs everything after it."""
     weights: list[int] = []
     below = 0
     for _, rng in reversed(group):
@@ -140,21 +149,14 @@ def _make_stage(group: list[tuple[int | None, int]]) -> Stage:
         weights.append(weight)
         below += weight * rng
     weights.reverse()
-    return Stage(
-        priorities=[p for p, _ in group if p is not None],
-        secondary=group[-1][0] is None,
-        weights=weights,
-    )
+    return Stage(parts=[p for p, _ in group], weights=weights)
 
 
 def _stage_expr(enc: Encoding, stage: Stage) -> tuple[list[cp_model.IntVar], list[int]]:
     vars_: list[cp_model.IntVar] = []
     coeffs: list[int] = []
-    parts: list[list[tuple[cp_model.IntVar, int]]] = [enc.tiers[p] for p in stage.priorities]
-    if stage.secondary:
-        parts.append(enc.secondary)
-    for weight, terms in zip(stage.weights, parts, strict=True):
-        for var, coeff in terms:
+    for weight, part in zip(stage.weights, stage.parts, strict=True):
+        for var, coeff in _part_terms(enc, part):
             vars_.append(var)
             coeffs.append(weight * coeff)
     return vars_, coeffs
@@ -293,7 +295,11 @@ def _finish(
 
 
 def _bounds(solved: tuple[list[Stage], Encoding] | None) -> tuple[dict[int, float], float | None, float | None]:
-    """Per-tier bounds and the overall gap from the stages (None when no CP-SAT ran)."""
+    """Per-tier bounds and the overall gap from the stages (None when no CP-SAT ran).
+
+    A stage proven optimal bounds every part at its value. Otherwise the stage bound bounds its
+    first part (divided by its weight) and the later parts only by their own ranges.
+    """
     if solved is None:
         return {}, None, None
     stages, enc = solved
@@ -301,18 +307,13 @@ def _bounds(solved: tuple[list[Stage], Encoding] | None) -> tuple[dict[int, floa
     secondary_bound: float | None = None
     gap = 0.0
     for stage in stages:
-        value, bound = stage.value, stage.bound
-        gap = max(gap, abs(bound - value) / max(1.0, abs(value)))
-        if not stage.priorities:
-            secondary_bound = (bound + enc.secondary_constant) / SCALE
-            continue
-        top = stage.priorities[0]
-        const = enc.tier_constant.get(top, 0)
+        gap = max(gap, abs(stage.bound - stage.value) / max(1.0, abs(stage.value)))
         if stage.optimal:
             continue
-        bounds[top] = (bound // stage.weights[0] + const) / SCALE
-        for p in stage.priorities[1:]:
-            bounds[p] = (_tier_range(enc, p) + enc.tier_constant.get(p, 0)) / SCALE
-        if stage.secondary:
-            secondary_bound = (_secondary_range(enc) + enc.secondary_constant) / SCALE
+        for i, part in enumerate(stage.parts):
+            top = stage.bound // stage.weights[0] if i == 0 else _part_range(enc, part)
+            if isinstance(part, int):
+                bounds[part] = (top + enc.tier_constant.get(part, 0)) / SCALE
+            elif part == "secondary":
+                secondary_bound = (top + enc.secondary_constant) / SCALE
     return bounds, secondary_bound, gap

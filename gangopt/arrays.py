@@ -1,0 +1,492 @@
+"""The round as numpy arrays: free capacity, eligibility masks, fit counts, quota limits.
+
+Shared by the greedy baseline (:mod:`gangopt.baselines`) and usable by the prefilter. Every
+function is vectorized over nodes: Python loops run over nodes only once, when the arrays are
+built, never per pod or per gang.
+
+Conventions
+-----------
+* **Rows are nodes**, in the round's input order: row ``i`` is ``rnd.cluster.nodes[i]``.
+* **Columns are resources**, in the order :func:`resource_names` returns (sorted names).
+* **Amounts are int64 milli-units**, exactly as the schema stores them. Nothing is a float, so
+  ``free // request`` is the exact number of pods that fit and no comparison drifts.
+* A *role* answers for **one pod** of that role: its request vector, its eligible nodes.
+
+Typical use::
+
+    resources = resource_names(rnd)
+    free = capacity_matrix(rnd, resources) - running_usage(rnd, resources)
+    elig = Eligibility(rnd)
+    role = rnd.pending[0].roles[0]
+    fits = fit_counts(free, request_vector(role.requests, resources))   # pods per node
+    fits[~elig.mask(role)] = 0                                           # only where allowed
+    some = fit_counts(free, request, rows=elig.indices(role))           # eligible rows only
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gangopt.schema import NODE_LEVEL, MatchExpression, Role, Round, Taint, Toleration
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+IndexArray = npt.NDArray[np.intp]
+
+UNBOUNDED = 1 << 40
+"""Fit count of a pod that requests nothing: more than any gang needs, small enough that a
+cumulative sum over a million nodes stays far from int64 overflow."""
+
+FIRST_WINDOW = 256
+"""Candidates :func:`first_fit` examines first; each further window is four times larger."""
+
+REPELLING_EFFECTS = ("NoSchedule", "NoExecute")
+"""Taint effects that make a node ineligible (``PreferNoSchedule`` is only a preference)."""
+
+
+# ----------------------------------------------------------------------------- resources
+
+
+def resource_names(rnd: Round) -> list[str]:
+    """Every resource the round mentions (node capacities, role requests, queue quotas), sorted.
+
+    This is the column order of every matrix in this module.
+    """
+    names: set[str] = set()
+    for node in rnd.cluster.nodes:
+        names.update(node.capacity)
+    for gang in (*rnd.running, *rnd.pending):
+        for role in gang.roles:
+            names.update(role.requests)
+    for queue in rnd.queues:
+        names.update(queue.nominal)
+        names.update(queue.borrowing_limit)
+    return sorted(names)
+
+
+def request_vector(requests: Mapping[str, int], resources: Sequence[str]) -> IntArray:
+    """A requests mapping (e.g. ``role.requests``) as a vector over ``resources``.
+
+    Raises ``KeyError`` naming the resource if ``requests`` mentions one not in ``resources``
+    (use :func:`resource_names` of the same round and this cannot happen).
+    """
+    column = {name: i for i, name in enumerate(resources)}
+    vec = np.zeros(len(resources), dtype=np.int64)
+    for name, amount in requests.items():
+        if name not in column:
+            raise KeyError(f"resource {name!r} is not among the columns {list(resources)}")
+        vec[column[name]] = amount
+    return vec
+
+
+def node_index(rnd: Round) -> dict[str, int]:
+    """Node name -> row."""
+    return {node.name: i for i, node in enumerate(rnd.cluster.nodes)}
+
+
+def capacity_matrix(rnd: Round, resources: Sequence[str]) -> IntArray:
+    """Allocatable capacity, shape ``(nodes, resources)``; 0 where a node lacks a resource.
+
+    Fortran-ordered (each resource column contiguous; see :func:`fit_counts`), like every
+    node matrix of this module; ``copy(order="K")`` keeps that order."""
+    column = {name: i for i, name in enumerate(resources)}
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[int] = []
+    for i, node in enumerate(rnd.cluster.nodes):
+        for name, amount in node.capacity.items():
+            if name in column:
+                rows.append(i)
+                cols.append(column[name])
+                vals.append(amount)
+    out = np.zeros((len(rnd.cluster.nodes), len(resources)), dtype=np.int64, order="F")
+    out[np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)] = np.asarray(vals, dtype=np.int64)
+    return out
+
+
+def running_usage(rnd: Round, resources: Sequence[str]) -> IntArray:
+    """Requests of all running pods per node, shape ``(nodes, resources)`` (before the plan)."""
+    index = node_index(rnd)
+    out = np.zeros((len(rnd.cluster.nodes), len(resources)), dtype=np.int64, order="F")
+    for gang in rnd.running:
+        reqs = {role.name: request_vector(role.requests, resources) for role in gang.roles}
+        if not gang.pods:
+            continue
+        nodes = np.fromiter((index[p.node] for p in gang.pods), dtype=np.intp, count=len(gang.pods))
+        rows = np.stack([reqs[p.role] for p in gang.pods])
+        np.add.at(out, nodes, rows)
+    return out
+
+
+def free_capacity(rnd: Round, resources: Sequence[str]) -> IntArray:
+    """Capacity minus running usage, shape ``(nodes, resources)`` (never negative for a valid round)."""
+    return capacity_matrix(rnd, resources) - running_usage(rnd, resources)
+
+
+def fit_counts(free: IntArray, request: IntArray, cap: int | None = None, rows: IndexArray | None = None) -> IntArray:
+    """How many pods of ``request`` fit on each row of ``free``: min over the requested
+    resources of ``free // request``.
+
+    ``free`` is ``(n, resources)``, ``request`` is ``(resources,)``; with ``rows``, only those
+    rows are computed (in that order), without copying the sub-matrix. A pod that requests
+    nothing fits :data:`UNBOUNDED` times. Negative free amounts count as 0. ``cap`` bounds
+    every count (pass the pods still needed to keep cumulative sums small).
+
+    Works column by column with a scalar divisor, so it is fastest when ``free`` is
+    Fortran-ordered (``np.asfortranarray``): each column is then one contiguous array.
+    """
+    counts: IntArray | None = None
+    for j in np.flatnonzero(request > 0).tolist():
+        column = free[:, j] if rows is None else free[:, j].take(rows)
+        quotient = column // request[j]
+        if counts is None:
+            counts = quotient
+        else:
+            np.minimum(counts, quotient, out=counts)
+    if counts is None:
+        counts = np.full(free.shape[0] if rows is None else rows.size, UNBOUNDED, dtype=np.int64)
+    else:
+        np.maximum(counts, 0, out=counts)
+    if cap is not None:
+        np.minimum(counts, cap, out=counts)
+    return counts
+
+
+def first_fit(
+    free: IntArray, candidates: IndexArray, request: IntArray, count: int, *, partial: bool = False
+) -> tuple[IndexArray, IntArray] | None:
+    """Place ``count`` pods of ``request`` first-fit on the rows ``candidates`` (in that order)
+    of ``free``, filling each row before moving on. **Mutates** ``free`` (subtracts what it
+    placed) and returns ``(rows, pods_per_row)`` for the rows that got pods.
+
+    Returns ``None`` (and leaves ``free`` untouched) when fewer than ``count`` pods fit, unless
+    ``partial``: then it places as many as fit (possibly none). One cumulative sum over the
+    fit counts finds the cut: no Python loop over nodes.
+    """
+    empty = (np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64))
+    if count <= 0:
+        return empty
+    # Look at growing windows of candidates: a gang that fits early never scans the cluster.
+    pieces: list[IntArray] = []
+    seen, found, window = 0, 0, FIRST_WINDOW
+    while seen < candidates.size and found < count:
+        part = fit_counts(free, request, cap=count, rows=candidates[seen : seen + window])
+        pieces.append(part)
+        found += int(part.sum())
+        seen += window
+        window *= 4
+    if not pieces:
+        return empty if partial else None
+    fits = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+    candidates = candidates[: fits.size]
+    cum = np.cumsum(fits)
+    total = int(cum[-1])
+    if total < count:
+        if not partial:
+            return None
+        count = total
+        if count == 0:
+            return empty
+    cut = int(np.searchsorted(cum, count))
+    take = fits[: cut + 1].copy()
+    take[cut] -= int(cum[cut]) - count
+    rows = candidates[: cut + 1]
+    used = take > 0
+    rows, take = rows[used], take[used]
+    free[rows] -= take[:, None] * request[None, :]
+    return rows, take
+
+
+# ----------------------------------------------------------------------------- topology
+
+
+def domain_codes(rnd: Round, level: str) -> tuple[IntArray, list[str]]:
+    """Per node, the index of its domain at ``level``; and the domain names, numbered in
+    first-seen node order (the same numbering as :meth:`gangopt.topology.Topology.codes`,
+    without building the graph). At level ``node`` every node is its own domain."""
+    if level == NODE_LEVEL:
+        names = [n.name for n in rnd.cluster.nodes]
+        return np.arange(len(names), dtype=np.int64), names
+    seen: dict[str, int] = {}
+    codes = np.fromiter(
+        (seen.setdefault(n.topology[level], len(seen)) for n in rnd.cluster.nodes),
+        dtype=np.int64,
+        count=len(rnd.cluster.nodes),
+    )
+    return codes, list(seen)
+
+
+def domain_members(codes: IntArray, n_domains: int) -> list[IndexArray]:
+    """For codes from :func:`domain_codes`, the rows of each domain, each in input order."""
+    order = np.argsort(codes, kind="stable").astype(np.intp)
+    bounds = np.searchsorted(codes[order], np.arange(n_domains + 1))
+    return [order[bounds[d] : bounds[d + 1]] for d in range(n_domains)]
+
+
+# ----------------------------------------------------------------------------- eligibility
+
+
+class LabelColumns:
+    """Node labels as one integer column per label key: the code of the node's value, or -1
+    where the node lacks the key. Selector and affinity tests become array comparisons."""
+
+    def __init__(self, rnd: Round) -> None:
+        self.size = len(rnd.cluster.nodes)
+        self._values: dict[str, dict[str, int]] = defaultdict(dict)
+        entries: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+        for i, node in enumerate(rnd.cluster.nodes):
+            for key, value in node.labels.items():
+                codes = self._values[key]
+                rows, vals = entries[key]
+                rows.append(i)
+                vals.append(codes.setdefault(value, len(codes)))
+        self._columns: dict[str, IntArray] = {}
+        for key, (rows, vals) in entries.items():
+            column = np.full(self.size, -1, dtype=np.int64)
+            column[np.asarray(rows, dtype=np.intp)] = np.asarray(vals, dtype=np.int64)
+            self._columns[key] = column
+
+    def column(self, key: str) -> IntArray:
+        """Value codes of ``key`` per node (-1: no such label). Do not modify."""
+        if key not in self._columns:
+            return np.full(self.size, -1, dtype=np.int64)
+        return self._columns[key]
+
+    def isin(self, key: str, values: Sequence[str]) -> BoolArray:
+        """Nodes whose label ``key`` has one of ``values`` (False where the label is absent)."""
+        known = self._values.get(key, {})
+        codes = [known[v] for v in values if v in known]
+        if not codes:
+            return np.zeros(self.size, dtype=np.bool_)
+        return np.isin(self.column(key), np.asarray(codes, dtype=np.int64))
+
+    def exists(self, key: str) -> BoolArray:
+        """Nodes that have the label ``key``."""
+        return self.column(key) >= 0
+
+    def matches(self, term: MatchExpression) -> BoolArray:
+        """Nodes where a required node-affinity term holds (Kubernetes semantics: ``NotIn``
+        and ``DoesNotExist`` hold where the label is absent)."""
+        if term.operator == "In":
+            return self.isin(term.key, term.values)
+        if term.operator == "NotIn":
+            return ~self.isin(term.key, term.values)
+        if term.operator == "Exists":
+            return self.exists(term.key)
+        return ~self.exists(term.key)  # DoesNotExist
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes ``ToleratesTaint``: no effect matches every effect; an empty key matches every
+    key; ``Exists`` matches any value, ``Equal`` only the same value."""
+    if toleration.effect is not None and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    return toleration.operator == "Exists" or toleration.value == taint.value
+
+
+RoleSignature = tuple[
+    tuple[tuple[str, str], ...],
+    tuple[tuple[str, str, tuple[str, ...]], ...],
+    tuple[tuple[str | None, str, str, str | None], ...],
+]
+
+
+def role_signature(role: Role) -> RoleSignature:
+    """The placement constraints of a role as a hashable key: roles with equal signatures have
+    equal eligibility masks (requests are not part of it)."""
+    return (
+        tuple(sorted(role.node_selector.items())),
+        tuple((t.key, t.operator, tuple(t.values)) for t in role.node_affinity),
+        tuple((t.key, t.operator, t.value, t.effect) for t in role.tolerations),
+    )
+
+
+class Eligibility:
+    """Which nodes a pod of each role may use (rule 3 of docs/plan-semantics.md): schedulable,
+    labels matching ``node_selector`` and every ``node_affinity`` term, and every
+    ``NoSchedule``/``NoExecute`` taint tolerated.
+
+    Built once per round (labels become :class:`LabelColumns`, each distinct repelling taint
+    one node mask); :meth:`mask` is then computed once per distinct :func:`role_signature`
+    and cached, so thousands of gangs with a handful of constraint sets cost a handful of masks.
+    """
+
+    def __init__(self, rnd: Round) -> None:
+        self.size = len(rnd.cluster.nodes)
+        self.schedulable: BoolArray = np.fromiter(
+            (n.schedulable for n in rnd.cluster.nodes), dtype=np.bool_, count=self.size
+        )
+        self.labels = LabelColumns(rnd)
+        rows: dict[Taint, list[int]] = defaultdict(list)
+        for i, node in enumerate(rnd.cluster.nodes):
+            for taint in node.taints:
+                if taint.effect in REPELLING_EFFECTS:
+                    rows[taint].append(i)
+        self.taints: dict[Taint, BoolArray] = {}
+        for taint, idx in rows.items():
+            mask = np.zeros(self.size, dtype=np.bool_)
+            mask[np.asarray(idx, dtype=np.intp)] = True
+            self.taints[taint] = mask
+        self._masks: dict[RoleSignature, BoolArray] = {}
+        self._indices: dict[RoleSignature, IndexArray] = {}
+
+    def mask(self, role: Role) -> BoolArray:
+        """Boolean mask over nodes where a pod of ``role`` may go (read-only, cached)."""
+        key = role_signature(role)
+        cached = self._masks.get(key)
+        if cached is not None:
+            return cached
+        mask = self.schedulable.copy()
+        for label, value in role.node_selector.items():
+            mask &= self.labels.isin(label, [value])
+        for term in role.node_affinity:
+            mask &= self.labels.matches(term)
+        for taint, nodes in self.taints.items():
+            if not any(tolerates(t, taint) for t in role.tolerations):
+                mask &= ~nodes
+        mask.flags.writeable = False
+        self._masks[key] = mask
+        return mask
+
+    def indices(self, role: Role) -> IndexArray:
+        """Rows of the eligible nodes, ascending (read-only, cached)."""
+        key = role_signature(role)
+        cached = self._indices.get(key)
+        if cached is None:
+            cached = np.flatnonzero(self.mask(role)).astype(np.intp)
+            cached.flags.writeable = False
+            self._indices[key] = cached
+        return cached
+
+    def explain(self, role: Role) -> str:
+        """Why no node is eligible for ``role``, naming the first constraint that empties the
+        node set (e.g. ``"no schedulable node has label gpu-type=h100"``)."""
+        mask = self.schedulable.copy()
+        if not mask.any():
+            return "every node is cordoned"
+        for label, value in role.node_selector.items():
+            mask &= self.labels.isin(label, [value])
+            if not mask.any():
+                return f"no schedulable node has label {label}={value}"
+        for term in role.node_affinity:
+            mask &= self.labels.matches(term)
+            if not mask.any():
+                values = f" {list(term.values)}" if term.values else ""
+                return f"no schedulable node satisfies node affinity {term.key} {term.operator}{values}"
+        if mask.any() and not self.mask(role).any():
+            return "every matching node has a NoSchedule/NoExecute taint the role does not tolerate"
+        return "no node is eligible"
+
+
+def eligibility_mask(rnd: Round, role: Role) -> BoolArray:
+    """One-off form of :meth:`Eligibility.mask`; build an :class:`Eligibility` to reuse masks."""
+    return Eligibility(rnd).mask(role)
+
+
+# ----------------------------------------------------------------------------- quotas
+
+
+@dataclass(frozen=True)
+class QuotaLimits:
+    """Every quota limit of a round (the Queue semantics of :class:`gangopt.schema.Queue`) as
+    ``C`` linear constraints over per-queue usage: constraint ``c`` sums resource
+    ``resource[c]`` over the queues with ``members[q, c]`` and bounds it by ``limit[c]``.
+
+    * a queue without cohort: its own usage <= nominal, per resource listed in ``nominal``;
+    * a queue in a cohort, per resource in ``nominal`` *and* ``borrowing_limit``: its usage <=
+      nominal + borrowing limit (no borrowing limit: no per-queue bound);
+    * a cohort, per resource: usage of the members that list the resource in ``nominal`` <=
+      the sum of their nominal amounts.
+
+    Resources a queue does not list are unlimited for it. Gangs of queues not in
+    ``rnd.queues`` are unlimited. Usage already over a limit before the round is tolerated as
+    long as the plan does not raise it: use :meth:`effective_limit` for that.
+    """
+
+    queues: list[str]
+    members: BoolArray
+    """Shape ``(queues, C)``."""
+    resource: IndexArray
+    """Shape ``(C,)``: column of the resource each constraint bounds."""
+    limit: IntArray
+    """Shape ``(C,)``, milli-units."""
+    labels: list[str]
+    """Per constraint, a name for messages: ``"queue a"``, ``"cohort c"``."""
+
+    @property
+    def size(self) -> int:
+        return len(self.labels)
+
+    def queue_row(self, queue: str) -> int | None:
+        """Row of ``queue`` in :attr:`members`, or None if the round does not define it."""
+        try:
+            return self.queues.index(queue)
+        except ValueError:
+            return None
+
+    def pod_usage(self, queue: str, request: IntArray) -> IntArray:
+        """What one pod of ``request`` in ``queue`` adds to each constraint, shape ``(C,)``."""
+        row = self.queue_row(queue)
+        if row is None:
+            return np.zeros(self.size, dtype=np.int64)
+        return np.where(self.members[row], request[self.resource], 0).astype(np.int64)
+
+    def usage(self, per_queue: IntArray) -> IntArray:
+        """Constraint usage, shape ``(C,)``, from per-queue usage of shape ``(queues, resources)``."""
+        if self.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        out: IntArray = np.where(self.members, per_queue[:, self.resource], 0).sum(axis=0).astype(np.int64)
+        return out
+
+    def effective_limit(self, before: IntArray) -> IntArray:
+        """``max(limit, usage before the round)``: the bound a plan must keep per constraint."""
+        return np.maximum(self.limit, before)
+
+
+def quota_limits(rnd: Round, resources: Sequence[str]) -> QuotaLimits:
+    """The :class:`QuotaLimits` of ``rnd`` (columns as in ``resources``)."""
+    column = {name: i for i, name in enumerate(resources)}
+    queues = [q.name for q in rnd.queues]
+    specs: list[tuple[list[int], int, int, str]] = []
+    cohorts: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for qi, q in enumerate(rnd.queues):
+        for res, nominal in sorted(q.nominal.items()):
+            if q.cohort is None:
+                specs.append(([qi], column[res], nominal, f"queue {q.name}"))
+                continue
+            cohorts[(q.cohort, res)].append((qi, nominal))
+            if res in q.borrowing_limit:
+                specs.append(([qi], column[res], nominal + q.borrowing_limit[res], f"queue {q.name}"))
+    for (cohort, res), members in sorted(cohorts.items()):
+        specs.append(([qi for qi, _ in members], column[res], sum(n for _, n in members), f"cohort {cohort}"))
+    members_matrix = np.zeros((len(queues), len(specs)), dtype=np.bool_)
+    for c, (rows, _, _, _) in enumerate(specs):
+        members_matrix[rows, c] = True
+    return QuotaLimits(
+        queues=queues,
+        members=members_matrix,
+        resource=np.asarray([s[1] for s in specs], dtype=np.intp),
+        limit=np.asarray([s[2] for s in specs], dtype=np.int64),
+        labels=[s[3] for s in specs],
+    )
+
+
+def queue_usage(rnd: Round, resources: Sequence[str], queues: Sequence[str]) -> IntArray:
+    """Requests of all running pods per queue, shape ``(len(queues), resources)``; gangs of
+    queues not in ``queues`` are not counted."""
+    row = {name: i for i, name in enumerate(queues)}
+    out = np.zeros((len(queues), len(resources)), dtype=np.int64)
+    for gang in rnd.running:
+        if gang.queue not in row:
+            continue
+        reqs = {role.name: request_vector(role.requests, resources) for role in gang.roles}
+        for pod in gang.pods:
+            out[row[gang.queue]] += reqs[pod.role]
+    return out
