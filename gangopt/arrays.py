@@ -18,9 +18,10 @@ Typical use::
     free = capacity_matrix(rnd, resources) - running_usage(rnd, resources)
     elig = Eligibility(rnd)
     role = rnd.pending[0].roles[0]
-    fits = fit_counts(free, request_vector(role.requests, resources))   # pods per node
-    fits[~elig.mask(role)] = 0                                           # only where allowed
-    some = fit_counts(free, request, rows=elig.indices(role))           # eligible rows only
+    request = request_vector(role.requests, resources)
+    fits = fit_counts(free, request)                      # pods per node
+    fits[~elig.mask(role)] = 0                            # only where allowed
+    some = fit_counts(free, request, rows=elig.indices(role))   # or: eligible rows only
 """
 
 from __future__ import annotations
@@ -140,6 +141,8 @@ def fit_counts(free: IntArray, request: IntArray, cap: int | None = None, rows: 
     Works column by column with a scalar divisor, so it is fastest when ``free`` is
     Fortran-ordered (``np.asfortranarray``): each column is then one contiguous array.
     """
+    if rows is not None and 4 * rows.size > free.shape[0]:
+        return fit_counts(free, request, cap).take(rows)  # contiguous columns beat many gathers
     counts: IntArray | None = None
     for j in np.flatnonzero(request > 0).tolist():
         column = free[:, j] if rows is None else free[:, j].take(rows)

@@ -160,7 +160,7 @@ class _Greedy:
         self.terms = ObjectiveTerms(rnd)
         self.res = resource_names(rnd)
         self.cap = capacity_matrix(rnd, self.res)
-        self.free = self.cap - running_usage(rnd, self.res)
+        self.free: IntArray = np.asfortranarray(self.cap - running_usage(rnd, self.res))
         self.totals = self.cap.sum(axis=0)
         self.elig = Eligibility(rnd)
         self.quota = quota_limits(rnd, self.res)
@@ -788,7 +788,8 @@ class _Greedy:
             return None
         topo = g.spec.topology
         constrained = topo is not None and (topo.required is not None or g.slice_size > 0)
-        if topo is not None and constrained and self._place(self.free.copy(order="K"), g, counts, topology=False) is not None:
+        loose = constrained and self._place(self.free.copy(order="K"), g, counts, topology=False) is not None
+        if topo is not None and loose:
             if topo.required is not None:
                 return "topology", f"no single {topo.required} has room for its {sum(counts)} pods{preempt}"
             return "topology", (
@@ -821,7 +822,9 @@ class _Greedy:
                 it = iter(names)
                 for node, k in pods:
                     for _ in range(k):
-                        placements.append(Placement(gang=name, role=role.name, pod=next(it), node=nodes[node]))
+                        placements.append(
+                            Placement.model_construct(gang=name, role=role.name, pod=next(it), node=nodes[node])
+                        )
             for _, node, _ in self.allocs[name]:
                 if not users[node] or users[node][-1] != name:
                     users[node].append(name)

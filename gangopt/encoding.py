@@ -385,13 +385,26 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     victim = m.new_bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for (g, _, k) in enc.kept if g == gi}
-    helpers = [
-        var for (key, k), var in enc.x.items() if k in hosts and pre.gang(key.kind, key.gang).priority > gang.priority
-    ]
+    helpers_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    for (key, k), var in enc.x.items():
+        if k in hosts and pre.gang(key.kind, key.gang).priority > gang.priority:
+            helpers_on[k].append(var)
+    helpers = [v for vs in helpers_on.values() for v in vs]
     if helpers:
         m.add(victim <= sum(helpers))
     else:
         m.add(victim == 0)
+    # A shrink removes pods on particular classes: each of those needs its own beneficiary.
+    for k in sorted(hosts):
+        cm = enc.classes[k]
+        kept_k = [enc.kept[(gi, name, k)] for (g, name) in cm.entries if g == gi and (gi, name, k) in enc.kept]
+        full = sum(count for (g, _), count in cm.cls.candidates.items() if g == gi) * cm.cls.size
+        if not helpers_on.get(k):
+            m.add(sum(kept_k) >= full * enc.alive[gi])
+            continue
+        helped = m.new_bool_var(f"helped[{gang.name},{k}]")
+        m.add(sum(kept_k) >= full * enc.alive[gi] - full * helped)
+        m.add(helped <= sum(helpers_on[k]))
 
 
 def _domain_of(cm: ClassModel, level: str) -> str:

@@ -82,7 +82,9 @@ def _node_layout(
     if cm.patterns:
         slots: list[list[int] | None] = []
         counts = values.z.get(k, [0] * len(cm.patterns))
-        for p, n in zip(cm.patterns, counts, strict=True):
+        # Nodes that lose pods come first, so the high-priority pods placed first land there.
+        layout = sorted(zip(cm.patterns, counts, strict=True), key=lambda pc: sum(pc[0].kept))
+        for p, n in layout:
             for _ in range(n):
                 pos = len(slots)
                 if p.kept:

@@ -99,13 +99,13 @@ def _admitted(rnd: Round, plan: Plan, gangs: dict[str, PendingGang | RunningGang
     for name in plan.admitted:
         gang = gangs.get(name)
         members = len(nodes_of[name])
-        wanted = "?" if gang is None else (
-            str(gang.minimum) if gang.minimum == gang.maximum else f"{gang.minimum}-{gang.maximum}"
+        wanted = (
+            "?"
+            if gang is None
+            else (str(gang.minimum) if gang.minimum == gang.maximum else f"{gang.minimum}-{gang.maximum}")
         )
         used = sorted(set(nodes_of[name]))
-        domains = " ".join(
-            f"{level}:{len({topo[n].get(level, '?') for n in used if n in topo})}" for level in levels
-        )
+        domains = " ".join(f"{level}:{len({topo[n].get(level, '?') for n in used if n in topo})}" for level in levels)
         rows.append(
             [
                 name,

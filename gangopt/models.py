@@ -335,7 +335,11 @@ def philly_vc_cluster(vc_sizes: Mapping[str, int], rack_size: int = 16, racks_pe
             block, r = divmod(rack, racks_per_block)
             topology = {"zone": "z0", "block": f"z0-b{block}", "rack": f"z0-b{block}-r{r}"}
             spec = NodeSpec(
-                name=f"philly-{vc}-n{i}", gpus=8, cpu_milli=96_000, memory="512Gi", gpu_model="philly-24GB",
+                name=f"philly-{vc}-n{i}",
+                gpus=8,
+                cpu_milli=96_000,
+                memory="512Gi",
+                gpu_model="philly-24GB",
                 extra_labels={PHILLY_VC_LABEL: vc},
             )
             out.append(_node(spec, topology, synthetic=True))

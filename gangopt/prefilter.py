@@ -9,8 +9,8 @@ every round of clusters with thousands of nodes:
 3. Equivalence classes: nodes with the same fixed free capacity, eligibility, candidate pods,
    idleness and domain at the finest topology level any gang cares about. The CP-SAT model is
    built over classes, so it grows with classes, not nodes.
-4. Per gang and role, how many pods fit on one node of each class (with every allowed
-   preemption); gangs that cannot fit even so, or not within one domain of their required
+4. Per gang and role, how many pods fit on one node of each class (if every candidate
+   pod made room); gangs that cannot fit even so, or not within one domain of their required
    level, or not within their quota, are pruned with the reason recorded.
 """
 
@@ -332,32 +332,21 @@ def _classes(
     return classes
 
 
-def reclaimable(pre: Prefiltered, priority: int) -> np.ndarray:
-    """Per class and resource, what one node offers a gang of ``priority``: fixed free
-    capacity plus the pods of candidate gangs of strictly lower priority."""
-    out = np.array([c.free for c in pre.classes], dtype=np.int64).reshape(len(pre.classes), len(pre.resources))
-    for k, cls in enumerate(pre.classes):
-        for (gi, role_name), count in cls.candidates.items():
-            gang = pre.rnd.running[gi]
-            if gang.priority >= priority:
-                out[k] -= count * request_vector(role_named(gang, role_name), pre.resources)
-    return out
-
-
 def role_named(gang: PendingGang | RunningGang, name: str) -> Role:
     """The role called ``name`` (running pods name their role)."""
     return next(r for r in gang.roles if r.name == name)
 
 
 def _fit_counts(pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[RoleKey, int]) -> None:
-    """Pods per node of each class, per role, with the preemptions its priority allows."""
-    by_priority: dict[int, np.ndarray] = {}
+    """Pods per node of each class, per role, if every candidate pod made room.
+
+    Not only the role's own lower-priority victims: once a higher-priority gang evicts a whole
+    gang, the rest of the freed room may go to anyone, so a tighter bound would cut plans off.
+    """
+    room = np.array([c.free for c in pre.classes], dtype=np.int64).reshape(len(pre.classes), len(pre.resources))
     for key, sig in role_signature.items():
         gang = pre.gang(key.kind, key.gang)
         role = gang.roles[key.role]
-        if gang.priority not in by_priority:
-            by_priority[gang.priority] = reclaimable(pre, gang.priority)
-        room = by_priority[gang.priority]
         req = request_vector(role, pre.resources)
         pre.requests[key] = req
         pre.eligible_anywhere[key] = bool(class_masks[:, sig].any())
@@ -407,7 +396,7 @@ def _pending_verdict(pre: Prefiltered, gi: int, gang: PendingGang, sizes: np.nda
         return Pruned(
             "capacity",
             f"needs {_demand(pre, gang)} for {gang.minimum} pods; the whole cluster offers room for "
-            f"{sum(int(t.sum()) for t in totals)} even after preempting lower priority",
+            f"{sum(int(t.sum()) for t in totals)} even after every allowed preemption",
         )
     quota = _quota_verdict(pre, gang)
     if quota is not None:
@@ -433,7 +422,7 @@ def _pending_verdict(pre: Prefiltered, gi: int, gang: PendingGang, sizes: np.nda
         return Pruned(
             "topology",
             f"needs {gang.minimum} pods ({_demand(pre, gang)}) within one {level}; the best {level} has room "
-            f"for {best} even after preempting lower priority",
+            f"for {best} even after every allowed preemption",
         )
     pre.required_domains[gi] = feasible
     return None
@@ -457,7 +446,7 @@ def _no_room(pre: Prefiltered, gang: PendingGang, role: Role) -> str:
         extra = f" matching {role.node_selector}"
     return (
         f"role {role.name!r}: no node{extra} has room for one pod ({wants or 'no requests'}), "
-        "even after preempting lower priority"
+        "even after every allowed preemption"
     )
 
 
