@@ -211,7 +211,7 @@ class _Greedy:
         self.rp_start = np.asarray(starts, dtype=np.intp)
         role_rows = np.asarray(roles, dtype=np.intp)
         r, c = len(self.res), self.quota.size
-        self.rp_rows = np.zeros((len(nodes), r), dtype=np.int64)
+        self.rp_rows = np.zeros((len(nodes), r), dtype=np.int64, order="F")
         self.rp_q = np.zeros((len(nodes), c), dtype=np.int64)
         self.rp_role = role_rows
         for gi, g in enumerate(self.running):
@@ -623,7 +623,7 @@ class _Greedy:
         def attempt(k: int) -> _Try | None:
             end = int(starts[k])
             work = self.free.copy(order="K")
-            np.add.at(work, self.rp_node[flat[:end]], self.rp_rows[flat[:end]])
+            _scatter_add(work, self.rp_node[flat[:end]], self.rp_rows[flat[:end]])
             return self._attempt(gangs, counts, work, self.used - freed_quota[end])
 
         n_units = len(starts) - 1
@@ -685,7 +685,7 @@ class _Greedy:
         for u in np.flatnonzero(~retained & ~unit_evict).tolist():
             if int(unit_victim[u]) in evicting:
                 pods = flat[starts[u] : starts[u + 1]]
-                np.add.at(work, self.rp_node[pods], self.rp_rows[pods])
+                _scatter_add(work, self.rp_node[pods], self.rp_rows[pods])
                 used -= self.rp_q[pods].sum(axis=0)
                 retained[u] = True
         by_victim: dict[int, list[int]] = defaultdict(list)
@@ -866,6 +866,13 @@ class _Greedy:
             resizes=resizes,
             waiting=self.waiting,
         )
+
+
+def _scatter_add(matrix: IntArray, rows: IndexArray, values: IntArray) -> None:
+    """``matrix[rows] += values`` with repeated rows summed, one column at a time (much faster
+    than a 2-D ``np.add.at`` on a Fortran-ordered matrix)."""
+    for j in range(matrix.shape[1]):
+        np.add.at(matrix[:, j], rows, values[:, j])
 
 
 def _pod_names(gang: str, role: str, k: int, taken: set[str]) -> list[str]:

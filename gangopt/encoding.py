@@ -85,6 +85,14 @@ class Encoding:
     secondary: Terms = field(default_factory=list)
     secondary_constant: int = 0
     fifo: Terms = field(default_factory=list)
+    # Indexes over x and kept, filled as variables are made (the model is built in one pass
+    # over them; scanning all of x per gang would make the build quadratic).
+    x_of_role: dict[RoleKey, list[tuple[int, cp_model.IntVar]]] = field(default_factory=lambda: defaultdict(list))
+    x_of_gang: dict[tuple[str, int], list[tuple[int, cp_model.IntVar]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    x_on_class: dict[int, list[tuple[RoleKey, cp_model.IntVar]]] = field(default_factory=lambda: defaultdict(list))
+    kept_of_gang: dict[int, list[tuple[str, int, cp_model.IntVar]]] = field(default_factory=lambda: defaultdict(list))
     """Last tie-break: among otherwise equal plans, start the gangs that came first."""
 
     def ub(self, var: cp_model.IntVar) -> int:
@@ -232,16 +240,22 @@ def _class_variables(enc: Encoding, k: int, cm: ClassModel) -> None:
         room = role.replicas - (_current(gang, role.name) if isinstance(gang, RunningGang) else 0)
         ub = int(min(room, pre.fits[key][k] * cm.cls.size))
         if ub > 0:
-            enc.x[(key, k)] = m.new_int_var(0, ub, f"x[{gang.name}.{role.name},{k}]")
+            var = m.new_int_var(0, ub, f"x[{gang.name}.{role.name},{k}]")
+            enc.x[(key, k)] = var
+            enc.x_of_role[key].append((k, var))
+            enc.x_of_gang[(key.kind, key.gang)].append((k, var))
+            enc.x_on_class[k].append((key, var))
     for (gi, name), count in cm.cls.candidates.items():
         if gi in enc.alive:
-            enc.kept[(gi, name, k)] = m.new_int_var(0, count * cm.cls.size, f"kept[{gi}.{name},{k}]")
-            m.add(enc.kept[(gi, name, k)] <= count * cm.cls.size * enc.alive[gi])
+            var = m.new_int_var(0, count * cm.cls.size, f"kept[{gi}.{name},{k}]")
+            enc.kept[(gi, name, k)] = var
+            enc.kept_of_gang[gi].append((name, k, var))
+            m.add(var <= count * cm.cls.size * enc.alive[gi])
     cm.z = [m.new_int_var(0, cm.cls.size, f"z[{k},{p}]") for p in range(len(cm.patterns))]
 
 
 def _x_of(enc: Encoding, key: RoleKey) -> list[tuple[int, cp_model.IntVar]]:
-    return [(k, var) for (kk, k), var in enc.x.items() if kk == key]
+    return enc.x_of_role.get(key, [])
 
 
 # ----------------------------------------------------------------------------- constraints
@@ -331,7 +345,7 @@ def members(enc: Encoding, gi: int, role_name: str) -> tuple[list[cp_model.IntVa
     ri = next(i for i, r in enumerate(gang.roles) if r.name == role_name)
     grow = [var for _, var in _x_of(enc, RoleKey("running", gi, ri))]
     if gi in pre.candidates:
-        kept = [var for (g, name, _), var in enc.kept.items() if g == gi and name == role_name]
+        kept = [var for name, _, var in enc.kept_of_gang.get(gi, []) if name == role_name]
         stranded = pre.stranded.get(gi, {}).get(role_name, 0)
         return kept + grow, 0, stranded
     return grow, _current(gang, role_name), 0
@@ -362,13 +376,13 @@ def _grow_or_shrink(enc: Encoding, gi: int) -> None:
     in slices keep all pods or none."""
     m, pre = enc.model, enc.pre
     gang = pre.rnd.running[gi]
-    kept = [var for (g, _, _), var in enc.kept.items() if g == gi]
+    kept = [var for _, _, var in enc.kept_of_gang.get(gi, [])]
     stranded = sum(pre.stranded.get(gi, {}).values())
     kept_all = sum(kept) + stranded * enc.alive[gi]
     if gang.topology is not None and gang.topology.slice_level is not None:
         m.add(kept_all == len(gang.pods) * enc.alive[gi])
         return
-    grow = [var for (key, _), var in enc.x.items() if key.kind == "running" and key.gang == gi]
+    grow = [var for _, var in enc.x_of_gang.get(("running", gi), [])]
     if not grow:
         return
     growing = m.new_bool_var(f"growing[{gang.name}]")
@@ -380,15 +394,16 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     """A gang loses pods only if a strictly higher-priority pod lands where it runs."""
     m, pre = enc.model, enc.pre
     gang = pre.rnd.running[gi]
-    kept = [var for (g, _, _), var in enc.kept.items() if g == gi]
+    kept = [var for _, _, var in enc.kept_of_gang.get(gi, [])]
     stranded = sum(pre.stranded.get(gi, {}).values())
     victim = m.new_bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
-    hosts = {k for (g, _, k) in enc.kept if g == gi}
+    hosts = {k for _, k, _ in enc.kept_of_gang.get(gi, [])}
     helpers_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
-    for (key, k), var in enc.x.items():
-        if k in hosts and pre.gang(key.kind, key.gang).priority > gang.priority:
-            helpers_on[k].append(var)
+    for k in hosts:
+        for key, var in enc.x_on_class.get(k, []):
+            if pre.gang(key.kind, key.gang).priority > gang.priority:
+                helpers_on[k].append(var)
     helpers = [v for vs in helpers_on.values() for v in vs]
     if helpers:
         m.add(victim <= sum(helpers))
@@ -419,7 +434,7 @@ def _topology(enc: Encoding) -> None:
         topo = gang.topology
         if topo is None:
             continue
-        xs = [(k, var) for (key, k), var in enc.x.items() if key.kind == "pending" and key.gang == gi]
+        xs = enc.x_of_gang.get(("pending", gi), [])
         if topo.required:
             allowed = set(pre.required_domains.get(gi, []))
             by_domain: dict[str, list[cp_model.IntVar]] = defaultdict(list)
@@ -518,9 +533,13 @@ def _limit_row(
 
 
 def _aggregate_rows(enc: Encoding) -> None:
-    """Redundant capacity rows per resource over the cluster and each domain: the LP relaxation
-    does not find these by itself, and they let CP-SAT prove bounds (optimization-notes §2)."""
+    """Redundant capacity rows for the main resource over the cluster and each domain: the LP
+    relaxation does not find these by itself, and they let CP-SAT prove bounds
+    (optimization-notes §2). A row that cannot bind (all demand fits) is left out."""
     pre = enc.pre
+    if not pre.resources:
+        return
+    r = 0  # resources are sorted gpu first
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for k, cm in enumerate(enc.classes):
         groups[("cluster", "")].append(k)
@@ -529,25 +548,24 @@ def _aggregate_rows(enc: Encoding) -> None:
     for members_ in groups.values():
         if len(members_) < 2:
             continue
-        for r, _ in enumerate(pre.resources):
-            vars_: list[cp_model.IntVar] = []
-            coeffs: list[int] = []
-            cap = 0
-            for k in members_:
-                cm = enc.classes[k]
-                cap += int(cm.cls.free[r]) * cm.cls.size
-                for key in cm.keys:
-                    if (key, k) in enc.x and pre.requests[key][r]:
-                        vars_.append(enc.x[(key, k)])
-                        coeffs.append(int(pre.requests[key][r]))
-                for gi, name in cm.entries:
-                    if (gi, name, k) in enc.kept:
-                        amount = int(request_vector(role_named(pre.rnd.running[gi], name), pre.resources)[r])
-                        if amount:
-                            vars_.append(enc.kept[(gi, name, k)])
-                            coeffs.append(amount)
-            if vars_:
-                enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) <= cap)
+        vars_: list[cp_model.IntVar] = []
+        coeffs: list[int] = []
+        cap = 0
+        for k in members_:
+            cm = enc.classes[k]
+            cap += int(cm.cls.free[r]) * cm.cls.size
+            for key, var in enc.x_on_class.get(k, []):
+                if pre.requests[key][r]:
+                    vars_.append(var)
+                    coeffs.append(int(pre.requests[key][r]))
+            for gi, name in cm.entries:
+                if (gi, name, k) in enc.kept:
+                    amount = int(request_vector(role_named(pre.rnd.running[gi], name), pre.resources)[r])
+                    if amount:
+                        vars_.append(enc.kept[(gi, name, k)])
+                        coeffs.append(amount)
+        if vars_ and sum(c * enc.ub(v) for v, c in zip(vars_, coeffs, strict=True)) > cap:
+            enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) <= cap)
 
 
 # ----------------------------------------------------------------------------- objective
@@ -619,7 +637,7 @@ def _eviction_terms(enc: Encoding, gi: int) -> None:
     per_pod = enc.terms.pod_removal_cost(gang)
     whole = enc.terms.eviction_cost(gang)
     current = len(gang.pods)
-    kept = [var for (g, _, _), var in enc.kept.items() if g == gi]
+    kept = [var for _, _, var in enc.kept_of_gang.get(gi, [])]
     stranded = sum(enc.pre.stranded.get(gi, {}).values())
     # -(per_pod * (current - kept_all) + (whole - per_pod * current) * (1 - alive))
     enc.secondary += [(v, per_pod) for v in kept]

@@ -16,16 +16,25 @@ from typing import Literal
 
 from ortools.sat.python import cp_model
 
+from gangopt.baselines import greedy
 from gangopt.encoding import Encoding, encode
 from gangopt.expansion import ClassValues, Decision, expand, reprieve, to_plan_parts
+from gangopt.hints import COMPLETION_SECONDS, warm_start
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import waiting_reasons
 from gangopt.schema import Plan, Policy, Round, Stats, Status
 
 SolverName = Literal["cpsat", "greedy"]
-STAGE_LIMIT = 1 << 50
-"""Largest objective range one CP-SAT stage may carry (keeps LP scaling sane)."""
+STAGE_LIMIT = 1 << 24
+"""Largest weighted objective range one CP-SAT stage may carry. Small on purpose: measured on
+a 128-node round, one stage per large tier found far better plans in the same time than one
+stage carrying every tier with weights near 2^40 (which wrecks the LP's scaling)."""
+DETERMINISTIC_SHARE = 0.3
+"""CP-SAT's deterministic time limit, as a share of a stage's wall-clock budget. One worker
+stopped by deterministic time gives the same plan on every run; measured here, a second of
+wall time buys 0.3 to 0.5 deterministic units, so the deterministic limit normally binds first
+and the wall-clock limit is the safety net."""
 
 
 Part = int | str
@@ -42,6 +51,7 @@ class Stage:
     value: float = 0.0
     bound: float = 0.0
     optimal: bool = False
+    ran: bool = False
 
 
 def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cpsat") -> Plan:
@@ -50,8 +60,6 @@ def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cps
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
     if solver == "greedy":
-        from gangopt.baselines import greedy
-
         plan = greedy(rnd)
         return _finish(rnd, plan, None, Stats(total_seconds=time.perf_counter() - start))
     if solver != "cpsat":
@@ -80,14 +88,12 @@ def _solve_cpsat(rnd: Round, start: float) -> Plan:
     )
     t1 = time.perf_counter()
     stages = _stages(enc)
-    _hint_with_greedy(enc, rnd)
+    baseline = greedy(rnd, growth="deferred")
+    warm_start(enc, baseline, min(COMPLETION_SECONDS, 0.2 * max(0.0, deadline - time.perf_counter())))
     values, stage_status, message = _run_stages(enc, stages, deadline)
     stats.update(solve_seconds=time.perf_counter() - t1, stages=len(stages))
     if values is None:
-        from gangopt.baselines import greedy
-
-        plan = greedy(rnd)
-        plan = plan.model_copy(
+        plan = baseline.model_copy(
             update={
                 "status": Status.FALLBACK,
                 "message": message or "CP-SAT found no plan in time; greedy plan returned",
@@ -186,6 +192,7 @@ def _run_stages(enc: Encoding, stages: list[Stage], deadline: float) -> tuple[Cl
                 return None, Status.FALLBACK, f"CP-SAT stage {i + 1} ended {solver.status_name(result)}"
             status, message = Status.FEASIBLE, f"stage {i + 1} found nothing better in time"
             break
+        stage.ran = True
         stage.value = solver.objective_value
         stage.bound = solver.best_objective_bound
         stage.optimal = result == cp_model.OPTIMAL
@@ -202,6 +209,7 @@ def _run_stages(enc: Encoding, stages: list[Stage], deadline: float) -> tuple[Cl
 def _configure(solver: cp_model.CpSolver, policy: Policy, seconds: float) -> None:
     params = solver.parameters
     params.max_time_in_seconds = max(0.01, seconds)
+    params.max_deterministic_time = max(0.005, DETERMINISTIC_SHARE * seconds)
     params.num_workers = policy.workers
     params.random_seed = policy.seed
     params.log_search_progress = False
@@ -228,22 +236,6 @@ def _fix_and_hint(
     solution = solver.response_proto.solution
     proto.solution_hint.vars.extend(range(len(solution)))
     proto.solution_hint.values.extend(list(solution))
-
-
-def _hint_with_greedy(enc: Encoding, rnd: Round) -> None:
-    """Start CP-SAT from the greedy plan: gangs it admits and running gangs it keeps."""
-    try:
-        from gangopt.baselines import greedy
-    except ImportError:  # pragma: no cover - baselines ship with the package
-        return
-    plan = greedy(rnd)
-    admitted = set(plan.admitted)
-    evicted = {p.gang for p in plan.preemptions if p.kind == "evict"}
-    for gi, var in enc.y.items():
-        enc.model.add_hint(var, rnd.pending[gi].name in admitted)
-    for gi, var in enc.alive.items():
-        if gi in enc.pre.candidates:
-            enc.model.add_hint(var, rnd.running[gi].name not in evicted)
 
 
 # ----------------------------------------------------------------------------- plan
@@ -273,13 +265,13 @@ def _finish(
     from gangopt.validation import validate
 
     waiting = waiting_reasons(rnd, plan, pre)
-    bounds, secondary_bound, gap = _bounds(solved)
+    bounds, secondary_bound, first_open = _bounds(solved)
     plan = plan.model_copy(update={"waiting": waiting, "stats": stats})
-    plan = plan.model_copy(update={"score": score(rnd, plan, bounds, secondary_bound), "gap": gap})
+    plan = plan.model_copy(update={"score": score(rnd, plan, bounds, secondary_bound)})
+    if solved is not None:
+        plan = plan.model_copy(update={"gap": _gap(plan, first_open)})
     violations = validate(rnd, plan)
     if violations and plan.solver != "greedy":
-        from gangopt.baselines import greedy
-
         details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])
         fallback = greedy(rnd).model_copy(
             update={
@@ -294,26 +286,41 @@ def _finish(
     return plan
 
 
-def _bounds(solved: tuple[list[Stage], Encoding] | None) -> tuple[dict[int, float], float | None, float | None]:
-    """Per-tier bounds and the overall gap from the stages (None when no CP-SAT ran).
+def _bounds(solved: tuple[list[Stage], Encoding] | None) -> tuple[dict[int, float], float | None, Stage | None]:
+    """Per-tier bounds, the secondary bound, and the first stage not proven optimal.
 
     A stage proven optimal bounds every part at its value. Otherwise the stage bound bounds its
-    first part (divided by its weight) and the later parts only by their own ranges.
+    first part (divided by its weight) and the later parts only by their own ranges; a stage
+    the time limit never reached is bounded by its ranges alone.
     """
     if solved is None:
         return {}, None, None
     stages, enc = solved
     bounds: dict[int, float] = {}
     secondary_bound: float | None = None
-    gap = 0.0
+    first_open: Stage | None = None
     for stage in stages:
-        gap = max(gap, abs(stage.bound - stage.value) / max(1.0, abs(stage.value)))
         if stage.optimal:
             continue
+        first_open = first_open or stage
         for i, part in enumerate(stage.parts):
-            top = stage.bound // stage.weights[0] if i == 0 else _part_range(enc, part)
+            top = stage.bound // stage.weights[0] if i == 0 and stage.ran else _part_range(enc, part)
             if isinstance(part, int):
                 bounds[part] = (top + enc.tier_constant.get(part, 0)) / SCALE
             elif part == "secondary":
                 secondary_bound = (top + enc.secondary_constant) / SCALE
-    return bounds, secondary_bound, gap
+    return bounds, secondary_bound, first_open
+
+
+def _gap(plan: Plan, first_open: Stage | None) -> float:
+    """Lexicographic gap: the relative gap of the first part not proven optimal (the parts
+    before it are optimal, the ones after it only matter once it is)."""
+    if first_open is None:
+        return 0.0
+    if first_open.ran:
+        return abs(first_open.bound - first_open.value) / max(1.0, abs(first_open.value))
+    part = first_open.parts[0]
+    if isinstance(part, int):
+        tier = next(t for t in plan.score.tiers if t.priority == part)
+        return abs(tier.bound - tier.value) / max(1.0 / SCALE, abs(tier.value))
+    return abs(plan.score.secondary_bound - plan.score.secondary) / max(1.0 / SCALE, abs(plan.score.secondary))
