@@ -463,28 +463,37 @@ def _demand(pre: Prefiltered, gang: PendingGang | RunningGang) -> str:
 
 
 def _quota_verdict(pre: Prefiltered, gang: PendingGang) -> Pruned | None:
-    """A gang whose minimum alone exceeds its queue's hard limit can never start."""
-    queues = {q.name: q for q in pre.rnd.queues}
-    queue = queues.get(gang.queue)
+    """A gang whose minimum alone exceeds its queue's or cohort's hard limit can never start.
+    Limits already exceeded before the round count at their current usage (a plan may keep
+    such usage, so a gang may still start if lower-priority work in the queue makes way)."""
+    rnd = pre.rnd
+    queue = next((q for q in rnd.queues if q.name == gang.queue), None)
     if queue is None:
         return None
     from gangopt.objective import ObjectiveTerms
 
-    counts = ObjectiveTerms(pre.rnd).min_pods(gang)
+    counts = ObjectiveTerms(rnd).min_pods(gang)
+    before: dict[str, int] = defaultdict(int)
+    for run in rnd.running:
+        for pod in run.pods:
+            for res, amount in role_named(run, pod.role).requests.items():
+                before[f"{run.queue}/{res}"] += amount
+    cohort = [q for q in rnd.queues if queue.cohort and q.cohort == queue.cohort]
     for res, nominal in queue.nominal.items():
         need = sum(r.requests.get(res, 0) * counts[r.name] for r in gang.roles)
+        limits: list[int] = []
         if queue.cohort is None:
-            limit = nominal
+            limits.append(max(nominal, before[f"{queue.name}/{res}"]))
         else:
-            cohort_total = sum(q.nominal.get(res, 0) for q in pre.rnd.queues if q.cohort == queue.cohort)
-            limit = (
-                min(nominal + queue.borrowing_limit[res], cohort_total)
-                if res in queue.borrowing_limit
-                else cohort_total
-            )
-        if need > limit:
+            if res in queue.borrowing_limit:
+                limits.append(max(nominal + queue.borrowing_limit[res], before[f"{queue.name}/{res}"]))
+            if all(res in q.nominal for q in cohort):
+                total = sum(q.nominal[res] for q in cohort)
+                limits.append(max(total, sum(before[f"{q.name}/{res}"] for q in cohort)))
+        if limits and need > min(limits):
             return Pruned(
-                "quota", f"queue {queue.name!r}: needs {human(need, res)}, more than its limit {human(limit, res)}"
+                "quota",
+                f"queue {queue.name!r}: needs {human(need, res)}, more than its limit {human(min(limits), res)}",
             )
     return None
 
