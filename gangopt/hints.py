@@ -80,6 +80,7 @@ def complete(enc: Encoding, values: dict[int, int], seconds: float, seed: int) -
     solver = cp_model.CpSolver()
     solver.parameters.fix_variables_to_their_hinted_value = True
     solver.parameters.max_time_in_seconds = max(0.05, seconds)
+    solver.parameters.max_deterministic_time = max(0.02, seconds / 4)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     status = solver.solve(model)
@@ -88,17 +89,16 @@ def complete(enc: Encoding, values: dict[int, int], seconds: float, seed: int) -
     return list(solver.response_proto.solution)
 
 
-def warm_start(enc: Encoding, plan: Plan | None, seconds: float) -> str:
-    """Hint the model with the completed ``plan`` (else the trivial plan); says which."""
+def warm_start(enc: Encoding, plan: Plan | None, seconds: float) -> list[int] | None:
+    """Hint the model with the completed ``plan`` (else the trivial plan) and return that
+    solution, which is also the incumbent should CP-SAT find nothing better in time."""
     seed = enc.pre.rnd.policy.seed
     solution = complete(enc, plan_values(enc, plan), seconds, seed) if plan is not None else None
-    source = "greedy plan"
     if solution is None:
         solution = complete(enc, trivial_values(enc), seconds, seed)
-        source = "empty plan"
     if solution is None:
-        return "no hint"
+        return None
     enc.model.clear_hints()  # type: ignore[no-untyped-call]
     enc.model.proto.solution_hint.vars.extend(range(len(solution)))
     enc.model.proto.solution_hint.values.extend(solution)
-    return source
+    return solution

@@ -251,6 +251,12 @@ class Policy(_Model):
     """How to solve this round."""
 
     time_limit: float = Field(10.0, gt=0, description="Wall-clock seconds for the whole solve.")
+    work_limit: float | None = Field(
+        None,
+        gt=0,
+        description="CP-SAT deterministic work units for all stages (default: 0.3 x time_limit). "
+        "A solve that stops on work rather than on the wall clock gives the same plan on every run.",
+    )
     seed: int = Field(0, ge=0)
     workers: int = Field(1, ge=1, le=64, description="CP-SAT workers; 1 is deterministic and fastest on 2 cores.")
     preemption: bool = Field(True, description="Whether running gangs may be preempted or shrunk.")

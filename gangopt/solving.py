@@ -10,6 +10,7 @@ independent validator; a plan that does not is never returned (the greedy one is
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -20,7 +21,7 @@ from gangopt.baselines import greedy
 from gangopt.encoding import Encoding, encode
 from gangopt.expansion import ClassValues, Decision, expand, reprieve, to_plan_parts
 from gangopt.hints import COMPLETION_SECONDS, warm_start
-from gangopt.objective import SCALE, score
+from gangopt.objective import SCALE, lexicographic_key, score
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import waiting_reasons
 from gangopt.schema import Plan, Policy, Round, Stats, Status
@@ -88,9 +89,9 @@ def _solve_cpsat(rnd: Round, start: float) -> Plan:
     )
     t1 = time.perf_counter()
     stages = _stages(enc)
-    baseline = greedy(rnd, growth="deferred")
-    warm_start(enc, baseline, min(COMPLETION_SECONDS, 0.2 * max(0.0, deadline - time.perf_counter())))
-    values, stage_status, message = _run_stages(enc, stages, deadline)
+    baseline = _best_greedy(rnd)
+    start_solution = warm_start(enc, baseline, min(COMPLETION_SECONDS, 0.1 * rnd.policy.time_limit))
+    values, stage_status, message = _run_stages(enc, stages, deadline, start_solution)
     stats.update(solve_seconds=time.perf_counter() - t1, stages=len(stages))
     if values is None:
         plan = baseline.model_copy(
@@ -168,74 +169,134 @@ def _stage_expr(enc: Encoding, stage: Stage) -> tuple[list[cp_model.IntVar], lis
     return vars_, coeffs
 
 
-def _run_stages(enc: Encoding, stages: list[Stage], deadline: float) -> tuple[ClassValues | None, Status, str]:
-    """Optimize each stage in turn; the last stage's solution is the answer."""
+FIRST_STAGE_SHARE = 0.6
+"""Share of the remaining time a stage may use when later stages follow: earlier stages
+decide higher priorities, so they get more; time a stage does not use flows on."""
+
+
+def _run_stages(
+    enc: Encoding, stages: list[Stage], deadline: float, start: list[int] | None
+) -> tuple[ClassValues | None, Status, str]:
+    """Optimize each stage in turn, starting from the complete warm start ``start``.
+
+    Every full solution seen (the warm start and each stage's answer) stays in a pool; each
+    stage starts from the pooled solution that is best for it among those that keep the
+    earlier stages' optima. A stage that finds nothing better keeps that solution, so the
+    answer is never worse than the warm start, stage by stage.
+    """
     policy = enc.pre.rnd.policy
     solver = cp_model.CpSolver()
-    values: ClassValues | None = None
-    status = Status.OPTIMAL
-    message = ""
-    model = enc.model
-    if not stages:
-        stages = []
+    pool: list[list[int]] = [start] if start is not None else []
+    fixed: list[tuple[list[cp_model.IntVar], list[int], int]] = []
+    incumbent = start
+    status, message = Status.OPTIMAL, ""
+    wall_hit = False
+    # Work budgets derive from the policy, never from the clock, so that reruns agree.
+    work = policy.work_limit if policy.work_limit is not None else DETERMINISTIC_SHARE * policy.time_limit
+    work_used = 0.0
     for i, stage in enumerate(stages):
         remaining = deadline - time.perf_counter()
         if remaining <= 0.01:
             status, message = Status.FEASIBLE, f"time limit reached before stage {i + 1} of {len(stages)}"
             break
         vars_, coeffs = _stage_expr(enc, stage)
-        model.maximize(cp_model.LinearExpr.weighted_sum(vars_, coeffs))
-        _configure(solver, policy, remaining / (len(stages) - i) if i < len(stages) - 1 else remaining)
-        result = solver.solve(model)
-        if result not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            if values is None:
-                return None, Status.FALLBACK, f"CP-SAT stage {i + 1} ended {solver.status_name(result)}"
-            status, message = Status.FEASIBLE, f"stage {i + 1} found nothing better in time"
-            break
-        stage.ran = True
-        stage.value = solver.objective_value
-        stage.bound = solver.best_objective_bound
-        stage.optimal = result == cp_model.OPTIMAL
+        incumbent = _best_in_pool(pool, fixed, vars_, coeffs)
+        if incumbent is not None:
+            _hint(enc, incumbent)
+        enc.model.maximize(cp_model.LinearExpr.weighted_sum(vars_, coeffs))
+        last = i == len(stages) - 1
+        work_left = max(0.0, work - work_used)
+        _configure(solver, policy, work_left if last else work_left * FIRST_STAGE_SHARE, remaining)
+        result = solver.solve(enc.model)
+        work_used += solver.deterministic_time
+        wall_hit |= solver.wall_time >= solver.parameters.max_time_in_seconds * 0.99
+        before = _objective_at(incumbent, vars_, coeffs)
+        if result == cp_model.FEASIBLE and before is not None and solver.objective_value < before:
+            result = cp_model.UNKNOWN  # the pooled solution was better: keep it
+        if result in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            incumbent = list(solver.response_proto.solution)
+            pool.append(incumbent)
+            stage.ran, stage.optimal = True, result == cp_model.OPTIMAL
+            stage.value, stage.bound = solver.objective_value, solver.best_objective_bound
+        elif incumbent is not None:
+            stage.ran = True
+            stage.value = float(before or 0)
+            stage.bound = _proven_bound(enc, stage, solver, result)
+        else:
+            return None, Status.FALLBACK, f"CP-SAT stage {i + 1} ended {solver.status_name(result)}"
         if not stage.optimal:
-            status = Status.FEASIBLE
-            message = "time limit reached; best plan found so far"
-        values = _read_values(enc, solver)
-        _fix_and_hint(enc, solver, vars_, coeffs, round(stage.value))
-    if values is None and not stages:
-        values = ClassValues(admitted=set(), alive={g: True for g in enc.alive}, x={}, kept={}, z={})
-    return values, status, message
+            status, message = Status.FEASIBLE, "time limit reached; best plan found so far"
+        fixed.append((vars_, coeffs, round(stage.value)))
+        enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) >= round(stage.value))
+    if incumbent is None and not stages:
+        return ClassValues(admitted=set(), alive={g: True for g in enc.alive}, x={}, kept={}, z={}), status, ""
+    if wall_hit:
+        message += " (stopped by the wall clock, not the work limit: a rerun may differ)"
+    values = _values_from(enc, incumbent) if incumbent is not None else None
+    return values, status, message.strip()
 
 
-def _configure(solver: cp_model.CpSolver, policy: Policy, seconds: float) -> None:
+def _proven_bound(enc: Encoding, stage: Stage, solver: cp_model.CpSolver, result: cp_model.CpSolverStatus) -> float:
+    """The bound CP-SAT proved for a stage it did not improve; its ranges if it proved none."""
+    if result == cp_model.INFEASIBLE:  # cannot happen: the pooled solution is feasible
+        return stage.value
+    bound = solver.best_objective_bound
+    if result == cp_model.UNKNOWN or not math.isfinite(bound):  # UNKNOWN reports no bound
+        bound = float(sum(w * _part_range(enc, p) for w, p in zip(stage.weights, stage.parts, strict=True)))
+    return max(stage.value, bound)
+
+
+def _best_in_pool(
+    pool: list[list[int]],
+    fixed: list[tuple[list[cp_model.IntVar], list[int], int]],
+    vars_: list[cp_model.IntVar],
+    coeffs: list[int],
+) -> list[int] | None:
+    """The pooled solution best for this stage among those keeping every earlier optimum."""
+    keeps = [s for s in pool if all((_objective_at(s, v, c) or 0) >= value for v, c, value in fixed)]
+    return max(keeps, key=lambda s: _objective_at(s, vars_, coeffs) or 0, default=None)
+
+
+def _configure(solver: cp_model.CpSolver, policy: Policy, work: float, hard: float) -> None:
+    """The stage stops on deterministic ``work``, so reruns agree; the wall clock (``hard``:
+    all the time left) is only the safety net."""
     params = solver.parameters
-    params.max_time_in_seconds = max(0.01, seconds)
-    params.max_deterministic_time = max(0.005, DETERMINISTIC_SHARE * seconds)
+    params.max_time_in_seconds = max(0.01, hard)
+    params.max_deterministic_time = max(0.005, work)
     params.num_workers = policy.workers
     params.random_seed = policy.seed
     params.log_search_progress = False
 
 
-def _read_values(enc: Encoding, solver: cp_model.CpSolver) -> ClassValues:
+def _best_greedy(rnd: Round) -> Plan:
+    """The better (by the objective) of the two greedy variants: the warm start and fallback.
+    Starting from the better one is what makes CP-SAT's plan never worse than greedy's."""
+    eager, deferred = greedy(rnd), greedy(rnd, growth="deferred")
+    return max((deferred, eager), key=lambda p: lexicographic_key(score(rnd, p)))
+
+
+def _objective_at(solution: list[int] | None, vars_: list[cp_model.IntVar], coeffs: list[int]) -> int | None:
+    if solution is None:
+        return None
+    return sum(c * solution[v.index] for v, c in zip(vars_, coeffs, strict=True))
+
+
+def _values_from(enc: Encoding, solution: list[int]) -> ClassValues:
+    """The decisions in a full solution vector (indexed like the model's variables)."""
     return ClassValues(
-        admitted={g for g, v in enc.y.items() if solver.value(v)},
-        alive={g: bool(solver.value(v)) for g, v in enc.alive.items()},
-        x={key: int(solver.value(v)) for key, v in enc.x.items()},
-        kept={key: int(solver.value(v)) for key, v in enc.kept.items()},
-        z={k: [int(solver.value(z)) for z in cm.z] for k, cm in enumerate(enc.classes) if cm.z},
+        admitted={g for g, v in enc.y.items() if solution[v.index]},
+        alive={g: bool(solution[v.index]) for g, v in enc.alive.items()},
+        x={key: solution[v.index] for key, v in enc.x.items()},
+        kept={key: solution[v.index] for key, v in enc.kept.items()},
+        z={k: [solution[z.index] for z in cm.z] for k, cm in enumerate(enc.classes) if cm.z},
     )
 
 
-def _fix_and_hint(
-    enc: Encoding, solver: cp_model.CpSolver, vars_: list[cp_model.IntVar], coeffs: list[int], value: int
-) -> None:
-    """Keep this stage's optimum for the next stages, and start them from this solution."""
-    model = enc.model
-    model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) >= value)
-    model.clear_hints()  # type: ignore[no-untyped-call]
-    proto = model.proto
-    solution = solver.response_proto.solution
-    proto.solution_hint.vars.extend(range(len(solution)))
-    proto.solution_hint.values.extend(list(solution))
+def _hint(enc: Encoding, solution: list[int]) -> None:
+    """Start the next solve from ``solution`` (a complete assignment)."""
+    enc.model.clear_hints()  # type: ignore[no-untyped-call]
+    enc.model.proto.solution_hint.vars.extend(range(len(solution)))
+    enc.model.proto.solution_hint.values.extend(solution)
 
 
 # ----------------------------------------------------------------------------- plan

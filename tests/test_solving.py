@@ -70,12 +70,13 @@ def test_a_tight_time_limit_still_returns_a_valid_plan_and_says_so() -> None:
     assert plan.stats.total_seconds < 5.0
 
 
-def test_the_fallback_is_the_greedy_plan() -> None:
+def test_with_no_time_to_search_the_greedy_plan_comes_back_and_says_so() -> None:
     rnd = busy_round(nodes=32, gangs=20, time_limit=0.001)
     plan = gangopt.solve(rnd)
-    assert plan.status == Status.FALLBACK
-    assert plan.solver == "greedy"
-    assert "time limit" in plan.message or "CP-SAT" in plan.message
+    assert plan.status in (Status.FEASIBLE, Status.FALLBACK)
+    assert "time limit" in plan.message
+    greedy_admits = [set(greedy(rnd).admitted), set(greedy(rnd, growth="deferred").admitted)]
+    assert set(plan.admitted) in greedy_admits
     assert gangopt.validate(rnd, plan) == []
 
 
@@ -121,6 +122,8 @@ def test_foresight_places_the_big_gang_greedy_strands() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_same_round_and_seed_give_the_same_plan_on_busy_rounds(seed: int) -> None:
-    rnd = busy_round(nodes=48, gangs=30, seed=seed, time_limit=5.0)
+    """The work limit, not the wall clock, stops the search, so a loaded machine agrees too."""
+    rnd = busy_round(nodes=48, gangs=30, seed=seed, time_limit=120.0)
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"work_limit": 1.0})})
     first, second = gangopt.solve(rnd), gangopt.solve(rnd)
     assert first.model_dump(exclude={"stats"}) == second.model_dump(exclude={"stats"})
