@@ -1,4 +1,4 @@
-"""The ``gangopt`` command line: solve, validate, schema, explain.
+"""The ``gangopt`` command line: solve, validate, schema, explain, generate.
 
 Exit codes are a contract that scripts and schedulers wrapping gangopt rely on:
 
@@ -25,8 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gangopt.cli_simulate import add_parser as _add_simulate
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
+from gangopt.generate import SIZES, Spec, dump_round, generate
 from gangopt.io import load_plan, load_round
 from gangopt.schema import Policy, Round, json_schemas
 from gangopt.solving import solve
@@ -80,10 +82,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("which", nargs="?", choices=["round", "plan"], help="only this schema (default: both)")
     p.set_defaults(func=_cmd_schema)
 
+    p = sub.add_parser("generate", help="write a seeded benchmark round (issue 3 sizes S, M, L, XL)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--size",
+        choices=list(SIZES),
+        help="a benchmark size: " + ", ".join(f"{k} = {n:,} nodes / {g:,} gangs" for k, (n, g) in SIZES.items()),
+    )
+    which.add_argument("--nodes", type=int, metavar="N", help="number of 8-GPU nodes (with --gangs)")
+    p.add_argument("--gangs", type=int, metavar="G", help="pending gangs (default: the size's; required with --nodes)")
+    p.add_argument("--seed", type=int, default=0, metavar="K", help="random seed (default 0)")
+    p.add_argument("--contention", action="store_true", help="demand about twice the free GPUs, fragmented racks")
+    p.add_argument(
+        "--busy", type=float, metavar="F", help="share of GPUs already busy (default: 0.6-0.9 from the seed)"
+    )
+    p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="policy.time_limit (default 10)")
+    p.add_argument("-o", "--output", metavar="ROUND.json", help="write the round here (atomically) instead of stdout")
+    p.set_defaults(func=_cmd_generate)
+
     p = sub.add_parser("explain", help="print a human-readable summary of a plan")
     p.add_argument("round", metavar="ROUND.json")
     p.add_argument("plan", metavar="PLAN.json")
     p.set_defaults(func=_cmd_explain)
+
+    _add_simulate(sub)
     return parser
 
 
@@ -147,6 +169,29 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     schemas = json_schemas()
     document = schemas if args.which is None else schemas[args.which]
     _emit(json.dumps(document, indent=2) + "\n", None)
+    return EXIT_OK
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    if args.nodes is not None and args.gangs is None:
+        raise InputError([Problem("--gangs", "required with --nodes")], "arguments")
+    nodes, gangs = (args.nodes, args.gangs) if args.size is None else SIZES[args.size]
+    gangs = args.gangs if args.gangs is not None else gangs
+    try:
+        spec = Spec(
+            nodes=nodes,
+            gangs=gangs,
+            seed=args.seed,
+            contention=args.contention,
+            busy=args.busy,
+            time_limit=args.time_limit,
+        )
+    except ValueError as error:
+        flag = "--" + str(error).split(" ", 1)[0].replace("_", "-")
+        raise InputError([Problem(flag, str(error))], "arguments") from None
+    rnd, info = generate(spec)
+    _emit(dump_round(rnd), args.output)
+    print(f"generated: {info.line()}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -1,0 +1,37 @@
+"""The benchmark rounds and the end-to-end library call that every benchmark times."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import gangopt
+from gangopt.errors import parse_json_text
+from gangopt.generate import SIZES, dump_round, generate, size_spec
+from gangopt.schema import Plan, Policy, Round
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDER = list(SIZES)
+
+
+@cache
+def round_text(size: str, seed: int = 0, contention: bool = False) -> str:
+    """The round's JSON: the committed file for S and M (seed 0), else generated."""
+    path = ROOT / "instances" / f"scale-{size}.json"
+    if seed == 0 and not contention and path.exists():
+        return path.read_text(encoding="utf-8")
+    rnd, _ = generate(size_spec(size, seed=seed, contention=contention))
+    return dump_round(rnd)
+
+
+def end_to_end(text: str, solver: str = "cpsat", time_limit: float | None = None) -> tuple[Round, Plan]:
+    """What a caller pays: parse and validate the input, solve, validate the plan."""
+    rnd = parse_json_text(Round, text, "round")
+    policy = None
+    if time_limit is not None:
+        policy = Policy.model_validate({**rnd.policy.model_dump(), "time_limit": time_limit})
+    plan = gangopt.solve(rnd, policy, solver="greedy" if solver == "greedy" else "cpsat")
+    violations = gangopt.validate(rnd, plan)
+    if violations:
+        raise AssertionError(f"{solver} plan on a benchmark round is invalid: {violations[:3]}")
+    return rnd, plan

@@ -1,0 +1,160 @@
+"""``gangopt simulate``: replay a workload on a cluster with one policy and print a summary.
+
+Kept apart from :mod:`gangopt.cli` (which only registers it) so the command can grow (report
+folders, plots, sweeps) without touching the round-level commands. Same error contract: an
+unusable input raises :class:`~gangopt.errors.InputError` naming the JSON path or the flag,
+which the CLI prints and turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gangopt.errors import InputError, Problem, parse_model
+from gangopt.metrics import Metrics, compute_metrics, write_report
+from gangopt.models import load_cluster, parametric_cluster
+from gangopt.policies import POLICIES, make_policy
+from gangopt.schema import Cluster
+from gangopt.simulation import SimConfig, simulate
+from gangopt.workload import load_workload
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``simulate`` on the CLI's subparsers."""
+    p = sub.add_parser("simulate", help="replay a workload through rounds of a policy; print a summary table")
+    p.add_argument("workload", metavar="WORKLOAD.json", help="a workload (see instances/workloads/)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--cluster", metavar="CLUSTER.json", help="a cluster model (see models/)")
+    where.add_argument("--nodes", type=int, metavar="N", help="N identical 8-GPU nodes (96 CPUs, 1Ti), racks of 16")
+    p.add_argument(
+        "--select",
+        metavar="LABEL=VALUE",
+        action="append",
+        default=[],
+        help="use only the cluster's nodes with this label (repeatable), e.g. philly.vc=6214e9",
+    )
+    p.add_argument("--policy", choices=sorted(POLICIES), default="gangopt", help="default: gangopt")
+    p.add_argument("--horizon", type=float, metavar="S", help="stop at S seconds after the first arrival")
+    p.add_argument("--interval", type=float, default=60.0, metavar="S", help="rounds at most every S s (default 60)")
+    p.add_argument("--checkpoint", type=float, default=1800.0, metavar="S", help="checkpoint interval (default 1800)")
+    p.add_argument("--restart", type=float, default=0.0, metavar="S", help="restart time after preemption (default 0)")
+    p.add_argument("--time-limit", type=float, default=1.0, metavar="S", help="CP-SAT seconds per round (default 1)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="policy seed (default 0)")
+    p.add_argument("--no-preemption", action="store_true", help="never preempt or shrink running jobs")
+    p.add_argument("--out", metavar="DIR", help="write metrics.json/csv, jobs.csv, rounds.csv, timeline.csv here")
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
+    p.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def _cluster(args: argparse.Namespace) -> Cluster:
+    if args.nodes is not None:
+        if args.nodes < 1:
+            raise InputError([Problem("--nodes", f"must be >= 1, got {args.nodes}")], "arguments")
+        cluster = parametric_cluster(args.nodes)
+    else:
+        path = Path(args.cluster)
+        if not path.is_file():
+            raise InputError([Problem("$", f"cannot read {path}: no such file")], str(path))
+        try:
+            cluster = load_cluster(path)
+        except json.JSONDecodeError as error:
+            raise InputError([Problem("$", f"malformed JSON: {error.msg} at line {error.lineno}")], str(path)) from None
+    for term in args.select:
+        key, sep, value = term.partition("=")
+        if not sep or not key:
+            raise InputError([Problem("--select", f"expected LABEL=VALUE, got {term!r}")], "arguments")
+        nodes = [n for n in cluster.nodes if n.labels.get(key) == value]
+        if not nodes:
+            raise InputError([Problem("--select", f"no node has label {key}={value}")], "arguments")
+        cluster = parse_model(Cluster, {**cluster.model_dump(), "nodes": [n.model_dump() for n in nodes]}, "cluster")
+    return cluster
+
+
+def _config(args: argparse.Namespace) -> SimConfig:
+    checks = [
+        ("--horizon", args.horizon, args.horizon is None or args.horizon >= 0),
+        ("--interval", args.interval, args.interval >= 0),
+        ("--checkpoint", args.checkpoint, args.checkpoint > 0),
+        ("--restart", args.restart, args.restart >= 0),
+        ("--time-limit", args.time_limit, args.time_limit > 0),
+        ("--seed", args.seed, args.seed >= 0),
+    ]
+    problems = [Problem(flag, f"invalid value {value}") for flag, value, ok in checks if not ok]
+    if problems:
+        raise InputError(problems, "arguments")
+    return SimConfig(
+        interval=args.interval,
+        checkpoint_interval=args.checkpoint,
+        restart_seconds=args.restart,
+        horizon=args.horizon,
+        time_limit=args.time_limit,
+        seed=args.seed,
+        preemption=not args.no_preemption,
+        progress=args.progress,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    config = _config(args)
+    workload = load_workload(args.workload)
+    cluster = _cluster(args)
+    if workload.jobs and config.horizon is not None:
+        config = SimConfig(**{**config.__dict__, "horizon": workload.jobs[0].arrival + config.horizon})
+    result = simulate(workload, cluster, make_policy(args.policy), config, name=args.policy)
+    metrics = compute_metrics(result)
+    if args.out:
+        write_report(result, metrics, args.out)
+    text = json.dumps(metrics.model_dump(mode="json"), indent=2) + "\n" if args.json else table(metrics)
+    sys.stdout.write(text)
+    return 0
+
+
+def _hours(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def table(m: Metrics) -> str:
+    """The human-readable summary ``gangopt simulate`` prints."""
+    q = m.queueing_delay
+    lines = [
+        f"policy {m.policy}: {m.nodes} nodes, {m.gpus_total:g} GPUs; simulated {_hours(m.end_time - m.start_time)} "
+        f"in {m.wall_seconds:.1f}s ({m.jobs_per_second:.1f} jobs/s, {m.rounds} rounds)",
+        f"jobs        {m.jobs} total, {m.finished} finished, {m.running_at_end} running and "
+        f"{m.pending_at_end} pending at the end, {m.not_arrived} not arrived",
+        "",
+        f"{'queueing delay':<22}{'jobs':>7}{'mean':>9}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}",
+    ]
+
+    def row(label: str, s: Any) -> str:
+        return (
+            f"{label:<22}{s.count:>7}{_hours(s.mean):>9}{_hours(s.p50):>9}{_hours(s.p95):>9}"
+            f"{_hours(s.p99):>9}{_hours(s.max):>9}"
+        )
+
+    lines.append(row("all", q))
+    lines += [row(f"priority {p}", s) for p, s in m.queueing_delay_by_priority.items()]
+    if len(m.queueing_delay_by_queue) > 1:
+        lines += [row(f"queue {name}", s) for name, s in m.queueing_delay_by_queue.items()]
+    lines.append(row("JCT (finished)", m.jct))
+    lines += [
+        "",
+        f"unstarted jobs (delay counted to the end): {m.unstarted}",
+        f"GPU allocation           mean {m.gpus_allocated_mean:.1f} GPUs ({m.utilization_mean:.1%})",
+        f"idle but needed          {m.idle_needed_gpu_hours:.1f} GPU-hours "
+        f"(idle while jobs wait: {m.idle_while_waiting_gpu_hours:.1f})",
+        f"preemptions              {m.preemptions} ({m.jobs_preempted} jobs), {m.lost_gpu_hours:.1f} GPU-hours lost",
+        f"deadline misses          {m.deadline_misses} of {m.deadlines}",
+        f"solver time per round    mean {m.solver_seconds.mean * 1000:.1f} ms, p95 "
+        f"{m.solver_seconds.p95 * 1000:.1f} ms, max {m.solver_seconds.max * 1000:.1f} ms, "
+        f"total {m.solver_seconds_total:.1f} s",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,239 @@
+"""Metrics of one simulation: waits, completion times, allocation, preemption, solver time.
+
+:func:`compute_metrics` turns a :class:`~gangopt.simulation.SimulationResult` into a
+:class:`Metrics` model (JSON via pydantic, CSV via :func:`metrics_rows`);
+:func:`write_report` writes ``metrics.json``, ``metrics.csv``, ``jobs.csv``, ``rounds.csv``
+and ``timeline.csv`` into a folder.
+
+Definitions
+-----------
+* **Queueing delay** = first start - arrival, over every job that arrived. A job that never
+  started counts with its wait up to the end of the simulation (a lower bound, *censored*);
+  leaving it out would reward a policy for starving jobs. ``unstarted`` says how many.
+  Percentiles are numpy's linear interpolation (``p50`` of 1, 2, 3, 4 is 2.5).
+* **JCT** = finish - arrival, over finished jobs only.
+* **Allocation** is time-weighted over ``[start, end]`` of the simulation from the step
+  timeline: mean GPUs allocated and mean utilization (allocated / total).
+* **Idle but needed** GPU-hours = integral of ``min(free GPUs, GPUs the waiting jobs need at
+  their minimum)`` while some job waits: capacity that sits idle although demand exists
+  (fragmentation, topology, or head-of-line blocking). ``idle_while_waiting`` is the plain
+  integral of free GPUs while any job waits.
+* **Preemptions**: evictions counted per job; lost GPU-hours = GPUs held x time since the
+  last checkpoint at each eviction (see :mod:`gangopt.simulation`).
+* **Deadline misses**: jobs with a deadline whose first start is later than it, or that have
+  not started and the end of the simulation is past it.
+* **Solver time**: wall seconds of each policy call (rounds the simulator skipped are not counted).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from gangopt.simulation import JobRecord, SimulationResult, TimelinePoint
+
+
+class Summary(BaseModel):
+    """Count, mean and percentiles of a sample (all 0 when it is empty)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    count: int = 0
+    mean: float = 0.0
+    p50: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+    max: float = 0.0
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    if not values:
+        return Summary()
+    a = np.asarray(values, dtype=float)
+    p50, p95, p99 = np.percentile(a, [50, 95, 99])
+    return Summary(
+        count=len(a), mean=float(a.mean()), p50=float(p50), p95=float(p95), p99=float(p99), max=float(a.max())
+    )
+
+
+class Metrics(BaseModel):
+    """The measured outcome of one simulation; times in seconds, GPU amounts in GPUs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    policy: str
+    nodes: int
+    gpus_total: float
+    start_time: float
+    end_time: float
+    wall_seconds: float
+    jobs: int
+    arrived: int
+    finished: int
+    running_at_end: int
+    pending_at_end: int
+    not_arrived: int
+    unstarted: int
+    queueing_delay: Summary
+    queueing_delay_by_priority: dict[int, Summary]
+    queueing_delay_by_queue: dict[str, Summary]
+    jct: Summary
+    gpus_allocated_mean: float
+    utilization_mean: float
+    idle_needed_gpu_hours: float
+    idle_while_waiting_gpu_hours: float
+    preemptions: int
+    jobs_preempted: int
+    lost_gpu_hours: float
+    deadlines: int
+    deadline_misses: int
+    rounds: int
+    solver_seconds: Summary
+    solver_seconds_total: float
+    jobs_per_second: float
+    """Arrived jobs replayed per wall-clock second."""
+
+
+def _censored_delay(job: JobRecord, end: float) -> float:
+    return job.queueing_delay if job.queueing_delay is not None else max(0.0, end - job.arrival)
+
+
+def _integrals(timeline: Sequence[TimelinePoint], start: float, end: float, total: float) -> tuple[float, ...]:
+    """Time integrals (GPU-seconds) of allocated, idle-but-needed and idle-while-waiting GPUs."""
+    allocated = needed = waiting = 0.0
+    for i, point in enumerate(timeline):
+        a = max(point.time, start)
+        b = min(timeline[i + 1].time if i + 1 < len(timeline) else end, end)
+        if b <= a:
+            continue
+        span = b - a
+        free = max(0.0, total - point.gpus_allocated)
+        allocated += point.gpus_allocated * span
+        if point.pending > 0:
+            needed += min(free, point.pending_gpus) * span
+            waiting += free * span
+    return allocated, needed, waiting
+
+
+def compute_metrics(result: SimulationResult) -> Metrics:
+    """Summarize ``result`` (see the module docstring for every definition)."""
+    end = result.end_time
+    arrived = [j for j in result.jobs if j.state != "not_arrived"]
+    delays = [_censored_delay(j, end) for j in arrived]
+    by_priority: dict[int, list[float]] = defaultdict(list)
+    by_queue: dict[str, list[float]] = defaultdict(list)
+    for job, delay in zip(arrived, delays, strict=True):
+        by_priority[job.priority].append(delay)
+        by_queue[job.queue].append(delay)
+    finished = [j for j in arrived if j.state == "finished"]
+    span = max(0.0, end - result.start_time)
+    allocated, needed, waiting = _integrals(result.timeline, result.start_time, end, result.gpus_total)
+    with_deadline = [j for j in arrived if j.deadline is not None]
+    misses = sum(
+        1
+        for j in with_deadline
+        if j.deadline is not None
+        and ((j.first_start is not None and j.first_start > j.deadline) or (j.first_start is None and end > j.deadline))
+    )
+    solver = [r.solver_seconds for r in result.rounds]
+    mean_alloc = allocated / span if span > 0 else (result.timeline[-1].gpus_allocated if result.timeline else 0.0)
+    return Metrics(
+        policy=result.policy,
+        nodes=result.nodes,
+        gpus_total=result.gpus_total,
+        start_time=result.start_time,
+        end_time=end,
+        wall_seconds=result.wall_seconds,
+        jobs=len(result.jobs),
+        arrived=len(arrived),
+        finished=len(finished),
+        running_at_end=sum(1 for j in arrived if j.state == "running"),
+        pending_at_end=sum(1 for j in arrived if j.state == "pending"),
+        not_arrived=len(result.jobs) - len(arrived),
+        unstarted=sum(1 for j in arrived if j.first_start is None),
+        queueing_delay=summarize(delays),
+        queueing_delay_by_priority={p: summarize(v) for p, v in sorted(by_priority.items(), reverse=True)},
+        queueing_delay_by_queue={q: summarize(v) for q, v in sorted(by_queue.items())},
+        jct=summarize([j.jct for j in finished if j.jct is not None]),
+        gpus_allocated_mean=mean_alloc,
+        utilization_mean=mean_alloc / result.gpus_total if result.gpus_total > 0 else 0.0,
+        idle_needed_gpu_hours=needed / 3600.0,
+        idle_while_waiting_gpu_hours=waiting / 3600.0,
+        preemptions=sum(j.preemptions for j in arrived),
+        jobs_preempted=sum(1 for j in arrived if j.preemptions > 0),
+        lost_gpu_hours=sum(j.lost_gpu_hours for j in arrived),
+        deadlines=len(with_deadline),
+        deadline_misses=misses,
+        rounds=len(result.rounds),
+        solver_seconds=summarize(solver),
+        solver_seconds_total=float(sum(solver)),
+        jobs_per_second=len(arrived) / result.wall_seconds if result.wall_seconds > 0 else 0.0,
+    )
+
+
+# ----------------------------------------------------------------------------- export
+
+
+def metrics_rows(metrics: Metrics) -> list[tuple[str, Any]]:
+    """Flattened ``(metric, value)`` pairs, e.g. ``("queueing_delay.p95", 120.0)`` or
+    ``("queueing_delay_by_priority.2.mean", 3.5)``."""
+    rows: list[tuple[str, Any]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        else:
+            rows.append((prefix, value))
+
+    walk("", metrics.model_dump(mode="json"))
+    return rows
+
+
+def _csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def metrics_csv(metrics: Metrics) -> str:
+    return _csv(metrics_rows(metrics), ["metric", "value"])
+
+
+def records_csv(records: Sequence[Any], extra: Sequence[str] = ()) -> str:
+    """CSV of dataclass records (one row each); ``extra`` names properties to add as columns."""
+    if not records:
+        return ""
+    names = [f.name for f in dataclasses.fields(records[0])]
+    rows = ([getattr(r, n) for n in names] + [getattr(r, e) for e in extra] for r in records)
+    return _csv(([("" if v is None else v) for v in row] for row in rows), [*names, *extra])
+
+
+def write_report(result: SimulationResult, metrics: Metrics, folder: str | Path) -> list[Path]:
+    """Write metrics.json, metrics.csv, jobs.csv, rounds.csv and timeline.csv; returns the paths."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "metrics.json": json.dumps(metrics.model_dump(mode="json"), indent=2) + "\n",
+        "metrics.csv": metrics_csv(metrics),
+        "jobs.csv": records_csv(result.jobs, extra=("queueing_delay", "jct")),
+        "rounds.csv": records_csv(result.rounds),
+        "timeline.csv": records_csv(result.timeline),
+    }
+    paths = []
+    for name, text in files.items():
+        path = out / name
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    return paths

@@ -1,0 +1,614 @@
+"""Discrete-event replay of a workload on a cluster, one scheduling round at a time.
+
+Events are job **arrivals** and **completions**. A round runs at the time of an event, but at
+most once per ``interval`` seconds (default 60): an event within ``interval`` of the previous
+round waits for ``previous + interval``, and every event up to then is decided together (with
+``interval=0`` every distinct event time gets its own round). A round is skipped when no
+pending job waits and no running elastic job could grow: no policy can do anything then.
+
+Each round builds a :class:`~gangopt.schema.Round` (the cluster, every running job as a
+``RunningGang`` with its pods and time since its last checkpoint, every pending job as a
+``PendingGang`` with its original arrival as ``submit_time``), calls the policy
+(:data:`gangopt.policies.SchedulingPolicy`), checks the plan with :func:`gangopt.validate`
+(any violation raises :class:`SimulationError`) and applies it:
+
+* **admit**: the job starts on the placed pods;
+* **evict**: the job returns to pending and resumes later from its last checkpoint;
+* **shrink / grow** (elastic): the job checkpoints (no work lost) and continues with the new
+  member count.
+
+Modelled
+--------
+* **Speed-up**: a job with ``m`` of its ``M`` maximum members progresses at
+  ``(m / M) ** scaling_exponent`` of full speed; ``duration`` is the run time at ``M``.
+  ``scaling_exponent=1`` (default) is linear scaling up to the maximum.
+* **Checkpoints** every ``checkpoint_interval`` seconds (default 1800) of productive run time,
+  counted from the (re)start or the last resize (a resize is a checkpoint). A preemption loses
+  the work since the last checkpoint; ``lost GPU-hours`` = GPUs held x wall time since it.
+* **Restart**: after a preemption, the job makes no progress for ``restart_seconds``
+  (default 0) when it starts again; the same value is what the policy sees as
+  ``RunningGang.restart_seconds`` in its preemption cost.
+
+Left out
+--------
+Pod start-up latency, image pulls and node failures; job failures or early kills; network
+contention between co-located jobs; the time a policy takes does not delay the decision
+(solver time is recorded, not simulated); autoscaling. Jobs that can never fit stay pending
+and are reported unfinished.
+
+Determinism: the simulator draws no random numbers; with a deterministic policy (greedy,
+fifo_first_fit, or CP-SAT with one worker stopped by its deterministic limit) the same
+workload, cluster and settings give the same result.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gangopt.checks import check_round
+from gangopt.policies import SchedulingPolicy
+from gangopt.schema import (
+    BoundPod,
+    Cluster,
+    PendingGang,
+    Plan,
+    Policy,
+    Queue,
+    Round,
+    RunningGang,
+    Weights,
+)
+from gangopt.validation import validate
+from gangopt.workload import Job, Workload
+
+JobState = Literal["finished", "running", "pending", "not_arrived"]
+GPU = "gpu"
+
+
+class SimulationError(RuntimeError):
+    """The policy returned a plan that breaks a rule, or the simulator's own invariants broke."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulation settings; every modelling constant is here and in the module docstring."""
+
+    interval: float = 60.0
+    """Rounds run at most once per this many seconds; events in between are batched."""
+    checkpoint_interval: float = 1800.0
+    """Seconds of productive run time between checkpoints."""
+    restart_seconds: float = 0.0
+    """No-progress time when a preempted job starts again."""
+    scaling_exponent: float = 1.0
+    """Speed with m of M members = (m/M) ** exponent of full speed."""
+    horizon: float | None = None
+    """Stop at this time (seconds since the workload's start); None = until every job is done
+    or nothing can change."""
+    time_limit: float = 1.0
+    """``policy.time_limit`` of every round (CP-SAT's budget)."""
+    seed: int = 0
+    """``policy.seed`` of every round."""
+    preemption: bool = True
+    """``policy.preemption`` of every round."""
+    workers: int = 1
+    weights: Weights | None = None
+    queues: tuple[Queue, ...] = ()
+    """Tenant queues (quotas) of every round; jobs of unlisted queues are unlimited."""
+    check_rounds: bool = False
+    """Also run the round's cross-field checks on every round built (slower; tests use it)."""
+    progress: bool = False
+    """Show a progress bar on stderr."""
+
+    def __post_init__(self) -> None:
+        if self.interval < 0:
+            raise ValueError(f"interval must be >= 0, got {self.interval}")
+        if not self.checkpoint_interval > 0:
+            raise ValueError(f"checkpoint_interval must be > 0, got {self.checkpoint_interval}")
+        if self.restart_seconds < 0:
+            raise ValueError(f"restart_seconds must be >= 0, got {self.restart_seconds}")
+        if self.scaling_exponent < 0:
+            raise ValueError(f"scaling_exponent must be >= 0, got {self.scaling_exponent}")
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass
+class JobRecord:
+    """What happened to one job. Times are seconds since the workload's start."""
+
+    name: str
+    arrival: float
+    priority: int
+    queue: str
+    gpus: float
+    """GPUs at the job's maximum size."""
+    duration: float
+    deadline: float | None
+    state: JobState = "not_arrived"
+    first_start: float | None = None
+    finish: float | None = None
+    starts: int = 0
+    preemptions: int = 0
+    lost_gpu_hours: float = 0.0
+    waited: float = 0.0
+    """Total time pending (all waits, also after preemptions), up to the end for unstarted jobs."""
+
+    @property
+    def queueing_delay(self) -> float | None:
+        """First start minus arrival; None if the job never started."""
+        return None if self.first_start is None else self.first_start - self.arrival
+
+    @property
+    def jct(self) -> float | None:
+        """Finish minus arrival; None if unfinished."""
+        return None if self.finish is None else self.finish - self.arrival
+
+
+@dataclass
+class RoundRecord:
+    """One round: what the policy saw, how long it took, what it did."""
+
+    time: float
+    pending: int
+    running: int
+    solver_seconds: float
+    status: str
+    admitted: int
+    evicted: int
+    shrunk: int
+    grown: int
+    gpus_allocated: float
+    """After the plan."""
+    gpus_free: float
+    """After the plan, on schedulable nodes."""
+    pending_after: int
+    pending_gpus_after: float
+    """GPUs the jobs still waiting after the plan need at their minimum size."""
+
+
+@dataclass
+class TimelinePoint:
+    """State from ``time`` until the next point (a step function)."""
+
+    time: float
+    gpus_allocated: float
+    pending: int
+    pending_gpus: float
+    running: int
+
+
+@dataclass
+class SimulationResult:
+    """Everything a simulation produced; :mod:`gangopt.metrics` summarizes it."""
+
+    policy: str
+    config: SimConfig
+    nodes: int
+    gpus_total: float
+    start_time: float
+    end_time: float
+    wall_seconds: float
+    jobs: list[JobRecord]
+    rounds: list[RoundRecord]
+    timeline: list[TimelinePoint]
+
+    @property
+    def unfinished(self) -> list[JobRecord]:
+        """Jobs that arrived but did not finish by the end (running or pending)."""
+        return [j for j in self.jobs if j.state in ("running", "pending")]
+
+
+# ----------------------------------------------------------------------------- live state
+
+
+@dataclass
+class _Live:
+    job: Job
+    record: JobRecord
+    gpu_per_role: dict[str, float]
+    pending_gang: PendingGang
+    pods: list[BoundPod] = field(default_factory=list)
+    saved_work: float = 0.0
+    """Seconds of full-speed work saved by the last checkpoint (kept across preemptions)."""
+    work0: float = 0.0
+    seg_start: float = 0.0
+    prod_start: float = 0.0
+    rate: float = 0.0
+    pending_since: float = 0.0
+    version: int = 0
+    min_gpus: float = 0.0
+    """GPUs of the job's cheapest ``minimum`` pods (what it needs, at least, to start)."""
+
+    @property
+    def gpus_now(self) -> float:
+        return sum(self.gpu_per_role[p.role] for p in self.pods)
+
+    def work(self, t: float) -> float:
+        return self.work0 + self.rate * max(0.0, t - self.prod_start)
+
+    def checkpoint(self, t: float, interval: float) -> tuple[float, float]:
+        """(time, work) of the last checkpoint at or before ``t`` in the current run segment."""
+        if t < self.prod_start + interval:
+            return self.seg_start, self.work0
+        k = math.floor((t - self.prod_start) / interval)
+        return self.prod_start + k * interval, self.work0 + self.rate * k * interval
+
+    def finish_time(self) -> float:
+        if self.rate <= 0:
+            return math.inf
+        return self.prod_start + max(0.0, self.job.duration - self.work0) / self.rate
+
+
+def _pending_gang(job: Job) -> PendingGang:
+    return PendingGang(
+        name=job.name,
+        queue=job.queue,
+        priority=job.priority,
+        roles=job.roles,
+        min_members=job.min_members,
+        max_members=job.max_members,
+        topology=job.topology,
+        submit_time=job.arrival,
+        deadline=job.deadline,
+    )
+
+
+# ----------------------------------------------------------------------------- simulator
+
+
+class Simulator:
+    """One replay of ``workload`` on ``cluster`` under ``policy``. Use :func:`simulate`."""
+
+    def __init__(
+        self, workload: Workload, cluster: Cluster, policy: SchedulingPolicy, config: SimConfig, name: str
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.config = config
+        self.name = name
+        self.gpus_total = sum(n.capacity.get(GPU, 0) for n in cluster.nodes if n.schedulable) / 1000.0
+        order = sorted(range(len(workload.jobs)), key=lambda i: (workload.jobs[i].arrival, i))
+        self.live: list[_Live] = []
+        for i in order:
+            job = workload.jobs[i]
+            record = JobRecord(
+                name=job.name,
+                arrival=job.arrival,
+                priority=job.priority,
+                queue=job.queue,
+                gpus=job.gpus(),
+                duration=job.duration,
+                deadline=job.deadline,
+            )
+            per_role = {r.name: r.requests.get(GPU, 0) / 1000.0 for r in job.roles}
+            per_pod = sorted(per_role[r.name] for r in job.roles for _ in range(r.replicas))
+            lv = _Live(job, record, per_role, _pending_gang(job), min_gpus=sum(per_pod[: job.minimum]))
+            self.live.append(lv)
+        self.by_name = {lv.job.name: lv for lv in self.live}
+        self.next_arrival = 0
+        self.completions: list[tuple[float, int, int]] = []  # (time, live index, version)
+        self.index = {lv.job.name: k for k, lv in enumerate(self.live)}
+        self.pending: dict[str, _Live] = {}  # insertion order = arrival order (re-queued at the end)
+        self.running: dict[str, _Live] = {}
+        self.pending_gpus = 0.0
+        self.gpus_allocated = 0.0
+        self.rounds: list[RoundRecord] = []
+        self.timeline: list[TimelinePoint] = []
+        self.now = self.live[0].job.arrival if self.live else 0.0
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self) -> SimulationResult:
+        started = time.perf_counter()
+        bar = _progress(len(self.live), self.config.progress, self.name)
+        horizon = self.config.horizon
+        next_allowed = -math.inf
+        start_time = self.now
+        try:
+            while True:
+                event = self._next_event()
+                if event is None:
+                    break
+                at = max(event, next_allowed)
+                if horizon is not None and at > horizon:
+                    break
+                done = self._process_events(at)
+                if bar is not None and done:
+                    bar.update(done)
+                self.now = at
+                if self._round_needed():
+                    self._round(at)
+                    next_allowed = at + self.config.interval
+        finally:
+            if bar is not None:
+                bar.close()
+        end = horizon if horizon is not None else max(self.now, start_time)
+        if horizon is not None:
+            self._process_events(horizon)  # completions up to the horizon still count
+            end = horizon
+        self._close(end)
+        return SimulationResult(
+            policy=self.name,
+            config=self.config,
+            nodes=len(self.cluster.nodes),
+            gpus_total=self.gpus_total,
+            start_time=start_time,
+            end_time=end,
+            wall_seconds=time.perf_counter() - started,
+            jobs=[lv.record for lv in self.live],
+            rounds=self.rounds,
+            timeline=self.timeline,
+        )
+
+    def _next_event(self) -> float | None:
+        self._drop_stale()
+        times = []
+        if self.next_arrival < len(self.live):
+            times.append(self.live[self.next_arrival].job.arrival)
+        if self.completions:
+            times.append(self.completions[0][0])
+        return min(times) if times else None
+
+    def _drop_stale(self) -> None:
+        while self.completions:
+            _, k, version = self.completions[0]
+            lv = self.live[k]
+            if lv.record.state == "running" and lv.version == version:
+                return
+            heapq.heappop(self.completions)
+
+    def _process_events(self, until: float) -> int:
+        """Apply every completion and arrival at or before ``until``, in time order
+        (completions first on ties); returns the number of completions."""
+        finished = 0
+        while True:
+            self._drop_stale()
+            t_done = self.completions[0][0] if self.completions else math.inf
+            t_arrive = self.live[self.next_arrival].job.arrival if self.next_arrival < len(self.live) else math.inf
+            if min(t_done, t_arrive) > until:
+                return finished
+            if t_done <= t_arrive:
+                t, k, _ = heapq.heappop(self.completions)
+                self._complete(self.live[k], t)
+                finished += 1
+            else:
+                lv = self.live[self.next_arrival]
+                self.next_arrival += 1
+                lv.record.state = "pending"
+                lv.pending_since = t_arrive
+                self.pending[lv.job.name] = lv
+                self.pending_gpus += lv.min_gpus
+                self._mark(t_arrive)
+
+    def _complete(self, lv: _Live, t: float) -> None:
+        lv.record.state = "finished"
+        lv.record.finish = t
+        self.gpus_allocated -= lv.gpus_now
+        lv.pods = []
+        lv.version += 1
+        del self.running[lv.job.name]
+        self._mark(t)
+
+    def _round_needed(self) -> bool:
+        if self.pending:
+            return True
+        return any(lv.job.elastic and len(lv.pods) < lv.job.maximum for lv in self.running.values())
+
+    # ------------------------------------------------------------------ one round
+
+    def build_round(self, t: float) -> Round:
+        """The round the policy sees at time ``t``."""
+        running = [self._running_gang(lv, t) for lv in self.running.values()]
+        pending = [lv.pending_gang for lv in self.pending.values()]
+        cfg = self.config
+        policy_fields: dict[str, object] = {
+            "time_limit": cfg.time_limit,
+            "seed": cfg.seed,
+            "workers": cfg.workers,
+            "preemption": cfg.preemption,
+            "now": t,
+        }
+        if cfg.weights is not None:
+            policy_fields["weights"] = cfg.weights
+        policy = Policy.model_validate(policy_fields)
+        rnd = Round.model_construct(
+            cluster=self.cluster, queues=list(cfg.queues), running=running, pending=pending, policy=policy
+        )
+        if cfg.check_rounds:
+            problems = check_round(rnd)
+            if problems:
+                listing = "; ".join(f"{p}: {m}" for p, m in problems[:5])
+                raise SimulationError(f"internal: round at t={t} is invalid: {listing}")
+        return rnd
+
+    def _running_gang(self, lv: _Live, t: float) -> RunningGang:
+        since, _ = lv.checkpoint(t, self.config.checkpoint_interval)
+        job = lv.job
+        return RunningGang.model_construct(
+            name=job.name,
+            queue=job.queue,
+            priority=job.priority,
+            roles=job.roles,
+            min_members=job.min_members,
+            max_members=job.max_members,
+            topology=job.topology,
+            pods=list(lv.pods),
+            preemptible=job.preemptible,
+            preemption_cost=None,
+            seconds_since_checkpoint=max(0.0, t - since),
+            restart_seconds=self.config.restart_seconds,
+        )
+
+    def _round(self, t: float) -> None:
+        rnd = self.build_round(t)
+        clock = time.perf_counter()
+        plan = self.policy(rnd)
+        elapsed = time.perf_counter() - clock
+        violations = validate(rnd, plan)
+        if violations:
+            details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:5])
+            raise SimulationError(f"policy {self.name!r} broke {len(violations)} rule(s) at t={t}: {details}")
+        n_pending, n_running = len(rnd.pending), len(rnd.running)
+        evicted, shrunk, grown = self._apply(plan, t)
+        pending_gpus = self._pending_gpus()
+        self.rounds.append(
+            RoundRecord(
+                time=t,
+                pending=n_pending,
+                running=n_running,
+                solver_seconds=elapsed,
+                status=str(plan.status),
+                admitted=len(plan.admitted),
+                evicted=evicted,
+                shrunk=shrunk,
+                grown=grown,
+                gpus_allocated=self.gpus_allocated,
+                gpus_free=self.gpus_total - self.gpus_allocated,
+                pending_after=len(self.pending),
+                pending_gpus_after=pending_gpus,
+            )
+        )
+        self._mark(t)
+
+    def _apply(self, plan: Plan, t: float) -> tuple[int, int, int]:
+        evicted = shrunk = grown = 0
+        resized: set[str] = set()
+        for pre in plan.preemptions:
+            lv = self.running[pre.gang]
+            if pre.kind == "evict":
+                self._evict(lv, t)
+                evicted += 1
+            else:
+                gone = set(pre.pods)
+                self._checkpoint_now(lv, t)
+                self.gpus_allocated -= sum(lv.gpu_per_role[p.role] for p in lv.pods if p.name in gone)
+                lv.pods = [p for p in lv.pods if p.name not in gone]
+                resized.add(lv.job.name)
+                shrunk += 1
+        new_pods: dict[str, list[BoundPod]] = {}
+        for pl in plan.placements:
+            new_pods.setdefault(pl.gang, []).append(BoundPod(name=pl.pod, role=pl.role, node=pl.node))
+        admitted = set(plan.admitted)
+        for name in plan.admitted:
+            self._start(self.pending.pop(name), new_pods.get(name, []), t)
+        for name, pods in new_pods.items():
+            if name in admitted:
+                continue
+            lv = self.running[name]
+            if name not in resized:
+                self._checkpoint_now(lv, t)
+            lv.pods = lv.pods + pods
+            self.gpus_allocated += sum(lv.gpu_per_role[p.role] for p in pods)
+            resized.add(name)
+            grown += 1
+        for name in resized:
+            self._new_segment(self.running[name], t, stall=0.0)
+        for lv in self.running.values():
+            n = len(lv.pods)
+            if not lv.job.minimum <= n <= lv.job.maximum:
+                raise SimulationError(
+                    f"internal: job {lv.job.name} runs {n} pods, outside [{lv.job.minimum}, {lv.job.maximum}]"
+                )
+        return evicted, shrunk, grown
+
+    def _checkpoint_now(self, lv: _Live, t: float) -> None:
+        """A resize checkpoints first: the work done so far is kept."""
+        lv.saved_work = lv.work(t)
+
+    def _new_segment(self, lv: _Live, t: float, stall: float) -> None:
+        members = len(lv.pods)
+        lv.work0 = lv.saved_work
+        lv.seg_start = t
+        lv.prod_start = t + stall
+        lv.rate = (members / lv.job.maximum) ** self.config.scaling_exponent if members else 0.0
+        lv.version += 1
+        heapq.heappush(self.completions, (lv.finish_time(), self.index[lv.job.name], lv.version))
+
+    def _start(self, lv: _Live, pods: list[BoundPod], t: float) -> None:
+        rec = lv.record
+        self.pending_gpus -= lv.min_gpus
+        restarting = rec.starts > 0
+        rec.state = "running"
+        rec.starts += 1
+        if rec.first_start is None:
+            rec.first_start = t
+        rec.waited += t - lv.pending_since
+        lv.pods = pods
+        self.gpus_allocated += lv.gpus_now
+        self.running[lv.job.name] = lv
+        self._new_segment(lv, t, stall=self.config.restart_seconds if restarting else 0.0)
+
+    def _evict(self, lv: _Live, t: float) -> None:
+        since, saved = lv.checkpoint(t, self.config.checkpoint_interval)
+        rec = lv.record
+        rec.preemptions += 1
+        rec.lost_gpu_hours += lv.gpus_now * (t - since) / 3600.0
+        rec.state = "pending"
+        lv.saved_work = saved
+        self.gpus_allocated -= lv.gpus_now
+        lv.pods = []
+        lv.rate = 0.0
+        lv.version += 1
+        lv.pending_since = t
+        del self.running[lv.job.name]
+        self.pending[lv.job.name] = lv
+        self.pending_gpus += lv.min_gpus
+
+    def _pending_gpus(self) -> float:
+        return self.pending_gpus if self.pending else 0.0
+
+    def _mark(self, t: float) -> None:
+        point = TimelinePoint(
+            time=t,
+            gpus_allocated=self.gpus_allocated,
+            pending=len(self.pending),
+            pending_gpus=self._pending_gpus(),
+            running=len(self.running),
+        )
+        if self.timeline and self.timeline[-1].time == t:
+            self.timeline[-1] = point
+        else:
+            self.timeline.append(point)
+
+    def _close(self, end: float) -> None:
+        for lv in self.pending.values():
+            lv.record.waited += max(0.0, end - lv.pending_since)
+
+
+class _Bar:
+    def __init__(self, total: int, name: str) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=total, unit="job", desc=f"simulate {name}", file=sys.stderr, mininterval=0.5)
+
+    def update(self, n: int) -> None:
+        self._bar.update(n)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def _progress(total: int, enabled: bool, name: str) -> _Bar | None:
+    return _Bar(total, name) if enabled else None
+
+
+def simulate(
+    workload: Workload,
+    cluster: Cluster,
+    policy: SchedulingPolicy,
+    config: SimConfig | None = None,
+    *,
+    name: str | None = None,
+) -> SimulationResult:
+    """Replay ``workload`` on ``cluster``, deciding every round with ``policy``.
+
+    Raises :class:`SimulationError` if a plan breaks a rule of :func:`gangopt.validate`.
+    """
+    label = name or str(getattr(policy, "__name__", type(policy).__name__))
+    return Simulator(workload, cluster, policy, config or SimConfig(), label).run()

@@ -1,0 +1,337 @@
+"""Workloads: the jobs a simulation replays, and loaders from public traces.
+
+A :class:`Job` is what a user submits over time: an arrival time, how long it runs, its gang
+shape (roles with per-pod requests, the same :class:`~gangopt.schema.Role` a round uses), a
+priority, a queue, an elastic range and an optional deadline. A :class:`Workload` is a list of
+jobs plus where they came from: the source, its licence, and every assumption a loader made
+(the traces lack priorities, elasticity and deadlines, so those are *assigned*, and said so).
+
+Modelled
+--------
+* ``duration`` is the run time in seconds **with the job's maximum member count** (for the
+  traces: the size it really ran at). How it changes with fewer or more members, and what a
+  preemption costs, is the simulator's business (:mod:`gangopt.simulation`).
+* ``deadline`` is the latest wanted **start** time (the meaning of ``PendingGang.deadline``).
+
+Left out
+--------
+* Placement constraints beyond what a :class:`~gangopt.schema.Role` says; dependencies between
+  jobs; jobs that fail or are killed (the traces say nothing about status); user identities.
+
+Loaders take a path (or a text stream); the library never reads ``../shared`` on its own.
+``scripts/convert_workloads.py`` converts trace samples into ``instances/workloads/``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gangopt.errors import InputError, Problem, parse_json_text
+from gangopt.schema import Name, Role, TopologyRequest
+
+# ----------------------------------------------------------------------------- models
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Job(_Model):
+    """One job of a workload: a gang that arrives, waits, runs for a while and leaves."""
+
+    name: Name
+    arrival: float = Field(ge=0, description="Submission time, seconds since the workload's start.")
+    duration: float = Field(gt=0, description="Run time in seconds with the job's maximum member count.")
+    roles: list[Role] = Field(min_length=1)
+    priority: int = 0
+    queue: Name = "default"
+    min_members: int | None = Field(None, ge=1, description="Elastic floor over all roles (default: all pods).")
+    max_members: int | None = Field(None, ge=1, description="Elastic ceiling over all roles (default: all pods).")
+    deadline: float | None = Field(None, description="Latest wanted start time, same clock as arrival.")
+    preemptible: bool = True
+    topology: TopologyRequest | None = None
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(r.replicas for r in self.roles)
+
+    @property
+    def minimum(self) -> int:
+        """Fewest pods the job runs with (same rule as ``PendingGang.minimum``)."""
+        role_min = sum(
+            r.min_replicas if r.min_replicas is not None else (r.replicas if self.min_members is None else 0)
+            for r in self.roles
+        )
+        return max(role_min, self.min_members or 0)
+
+    @property
+    def maximum(self) -> int:
+        """Most pods the job runs with; ``duration`` is measured at this size."""
+        return min(self.total_replicas, self.max_members or self.total_replicas)
+
+    @property
+    def elastic(self) -> bool:
+        return self.minimum < self.maximum
+
+    def gpus(self, resource: str = "gpu") -> float:
+        """GPUs (whole units) of all pods at the maximum size."""
+        return sum(r.replicas * r.requests.get(resource, 0) for r in self.roles) / 1000.0
+
+    @model_validator(mode="after")
+    def _check(self) -> Job:
+        names = [r.name for r in self.roles]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate role names in {names}")
+        if self.min_members is not None and self.min_members > self.total_replicas:
+            raise ValueError(f"min_members {self.min_members} exceeds the {self.total_replicas} pods of the roles")
+        if self.minimum > self.maximum:
+            raise ValueError(f"minimum {self.minimum} exceeds maximum {self.maximum}")
+        if self.deadline is not None and self.deadline < self.arrival:
+            raise ValueError(f"deadline {self.deadline} is before arrival {self.arrival}")
+        return self
+
+
+class Workload(_Model):
+    """Jobs plus their provenance. ``assumptions`` lists every value that is not data."""
+
+    source: str = Field("", description="Where the jobs came from (trace, file, commit).")
+    licence: str = Field("", description="Licence of the underlying data.")
+    assumptions: list[str] = Field(default_factory=list)
+    jobs: list[Job]
+
+    @model_validator(mode="after")
+    def _unique(self) -> Workload:
+        seen: dict[str, int] = {}
+        for i, job in enumerate(self.jobs):
+            if job.name in seen:
+                raise ValueError(f"jobs[{i}]: duplicate job name {job.name!r} (first at index {seen[job.name]})")
+            seen[job.name] = i
+        return self
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read a workload JSON file; raises :class:`~gangopt.errors.InputError` naming JSON paths."""
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError([Problem("$", f"cannot read {source}: {error.strerror}")], str(source)) from None
+    return parse_json_text(Workload, text, str(source))
+
+
+def dump_workload(workload: Workload) -> str:
+    """Compact, deterministic JSON: one job per line (readable diffs, small files)."""
+    data = workload.model_dump(mode="json", exclude_defaults=True)
+    jobs = data.pop("jobs")
+    head = "".join(f"\n {json.dumps(k)}: {json.dumps(v, indent=1)}," for k, v in data.items())
+    lines = [json.dumps(j, separators=(",", ":")) for j in jobs]
+    return "{" + head + '\n "jobs": [\n' + ",\n".join(lines) + "\n]}\n"
+
+
+# ----------------------------------------------------------------------------- seeded assignment
+
+
+def unit_draw(seed: int, key: str, what: str) -> float:
+    """A uniform number in [0, 1) from ``(seed, key, what)``: stable across Python versions and
+    independent of row order (unlike ``random.Random`` consumed in sequence)."""
+    digest = hashlib.sha256(f"{seed}:{key}:{what}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+PRIORITY_LADDER: tuple[tuple[float, int], ...] = ((0.10, 2), (0.70, 1), (1.00, 0))
+"""Cumulative shares -> priority: 10 % high (2), 60 % normal (1), 30 % best effort (0)."""
+
+
+def assigned_priority(seed: int, key: str) -> int:
+    u = unit_draw(seed, key, "priority")
+    return next(p for share, p in PRIORITY_LADDER if u < share)
+
+
+# ----------------------------------------------------------------------------- Philly
+
+
+PHILLY_SOURCE = (
+    "Microsoft Philly trace (Jeon et al., ATC '19), per-job extract philly.csv by the Pollux authors "
+    "(petuum/adaptdl@de25dcc, simulator/traces/philly.csv)"
+)
+PHILLY_LICENCE = "CC BY 4.0 (Philly trace data, msr-fiddle/philly-traces); extract in an Apache-2.0 repository"
+GPUS_PER_NODE = 8
+
+
+def philly_roles(gpus: int, cpu_per_gpu: int = 12, memory_gib_per_gpu: int = 64) -> list[Role]:
+    """The gang for a job of ``gpus`` GPUs on 8-GPU servers.
+
+    ``n = ceil(gpus / 8)`` pods. When ``n`` divides ``gpus`` (every size in the trace: 1, 2,
+    4, 8, 12 = 2x6, 16, 24, 32, 64, 128) one role ``worker`` of ``n`` identical pods of
+    ``gpus / n`` GPUs; otherwise ``worker`` with ``n - 1`` pods of 8 GPUs and ``tail`` with one
+    pod of the rest. Each pod asks ``cpu_per_gpu`` CPUs and ``memory_gib_per_gpu`` GiB per GPU
+    (the Helios default node, 8 GPUs / 96 CPUs, divided evenly; memory assumed).
+    """
+    if gpus < 1:
+        raise ValueError(f"a Philly job needs at least one GPU, got {gpus}")
+
+    def req(g: int) -> dict[str, Any]:
+        return {"gpu": g, "cpu": g * cpu_per_gpu, "memory": f"{g * memory_gib_per_gpu}Gi"}
+
+    n = math.ceil(gpus / GPUS_PER_NODE)
+    if gpus % n == 0:
+        return [Role(name="worker", replicas=n, requests=req(gpus // n))]
+    return [
+        Role(name="worker", replicas=n - 1, requests=req(GPUS_PER_NODE)),
+        Role(name="tail", replicas=1, requests=req(gpus - GPUS_PER_NODE * (n - 1))),
+    ]
+
+
+def philly_jobs(
+    rows: Iterable[Mapping[str, str]],
+    vc: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    elastic_share: float = 0.5,
+    deadline_share: float = 0.1,
+    deadline_slack: float = 3600.0,
+) -> Workload:
+    """Pollux ``philly.csv`` rows (``timestamp,duration,num_gpus,gpu_time,cluster``) -> workload.
+
+    Rows of ``vc`` (all VCs when None) are sorted by submission time (ties: file order) and the
+    first ``limit`` kept. Arrival = seconds since the first kept submission; duration = the
+    trace's (sum of attempts; at least 1 s); gang from :func:`philly_roles`; queue = the VC.
+    Assigned by a seeded hash of the job name (documented in ``assumptions``): priority (10 %
+    2, 60 % 1, 30 % 0), elasticity (``elastic_share`` of multi-pod jobs may shrink to half
+    their pods, rounded up), deadlines (``deadline_share`` of jobs want to start within
+    ``deadline_slack`` seconds of arrival).
+    """
+    picked: list[tuple[datetime, int, Mapping[str, str]]] = []
+    for i, row in enumerate(rows):
+        if vc is not None and row["cluster"] != vc:
+            continue
+        picked.append((datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S"), i, row))
+    picked.sort(key=lambda item: (item[0], item[1]))
+    if limit is not None:
+        picked = picked[:limit]
+    jobs: list[Job] = []
+    origin = picked[0][0] if picked else None
+    width = max(5, len(str(len(picked))))
+    for k, (stamp, _, row) in enumerate(picked):
+        assert origin is not None
+        gpus = int(row["num_gpus"])
+        cluster = row["cluster"]
+        name = f"philly-{cluster}-{k:0{width}d}"
+        roles = philly_roles(gpus)
+        pods = sum(r.replicas for r in roles)
+        arrival = (stamp - origin).total_seconds()
+        min_members = None
+        if pods > 1 and unit_draw(seed, name, "elastic") < elastic_share:
+            min_members = math.ceil(pods / 2)
+        deadline = arrival + deadline_slack if unit_draw(seed, name, "deadline") < deadline_share else None
+        jobs.append(
+            Job(
+                name=name,
+                arrival=arrival,
+                duration=max(1.0, float(row["duration"])),
+                roles=roles,
+                priority=assigned_priority(seed, name),
+                queue=cluster,
+                min_members=min_members,
+                deadline=deadline,
+            )
+        )
+    where = f"VC {vc}" if vc is not None else "all VCs"
+    first = f", first submission {origin.isoformat(sep=' ')} (arrival 0)" if origin else ""
+    assumptions = [
+        f"selection: {where}, sorted by submission time, first {len(jobs)} jobs{first}",
+        "duration: the trace's run time (sum of attempts, gaps between retries dropped), at least 1 s; "
+        "jobs' failures and kills are not known and every job runs to its duration",
+        "gang: ceil(GPUs/8) pods; n identical pods of GPUs/n GPUs when n divides GPUs (every size in the trace), "
+        "else n-1 pods of 8 GPUs plus a 'tail' pod; per GPU 12 CPUs and 64Gi memory (assumed)",
+        "queue: the Philly VC (data)",
+        f"priority (assigned, seed {seed}): sha256 draw per job name; 10% priority 2, 60% priority 1, 30% priority 0",
+        f"elasticity (assigned, seed {seed}): {elastic_share:.0%} of multi-pod jobs may run with ceil(pods/2) pods; "
+        "single-pod jobs are never elastic",
+        f"deadlines (assigned, seed {seed}): {deadline_share:.0%} of jobs want to start within "
+        f"{deadline_slack:.0f} s of arrival",
+        "every job is preemptible (checkpointing is assumed; the simulator states the checkpoint interval)",
+    ]
+    return Workload(source=PHILLY_SOURCE, licence=PHILLY_LICENCE, assumptions=assumptions, jobs=jobs)
+
+
+def load_philly(path: str | Path, vc: str | None = None, limit: int | None = None, seed: int = 0) -> Workload:
+    """Read the Pollux Philly extract at ``path``; see :func:`philly_jobs` for every choice."""
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        return philly_jobs(csv.DictReader(f), vc=vc, limit=limit, seed=seed)
+
+
+# ----------------------------------------------------------------------------- Alibaba openb
+
+
+OPENB_SOURCE = (
+    "Alibaba cluster-trace-gpu-v2023 (openb; Weng et al., ATC '23), alibaba/clusterdata@7a6c496 "
+    "cluster-trace-gpu-v2023/csv"
+)
+OPENB_LICENCE = "no licence file; research or study use with attribution (repository README); not re-licensed"
+QOS_PRIORITY: dict[str, int] = {"Guaranteed": 2, "LS": 2, "Burstable": 1, "BE": 0}
+"""openb QoS class -> priority (the natural ladder Guaranteed/LS > Burstable > BE)."""
+
+
+def openb_jobs(rows: Iterable[Mapping[str, str]], limit: int | None = None) -> Workload:
+    """openb pod list rows -> one single-pod job per pod (the trace has no gangs).
+
+    Requests: ``cpu_milli`` -> cpu (milli), ``memory_mib`` -> memory (Mi), GPUs =
+    ``num_gpu * gpu_milli / 1000`` (a shared GPU becomes a fractional ``gpu`` request);
+    ``gpu_spec`` -> required node affinity on ``gpu.model``. Priority from QoS
+    (:data:`QOS_PRIORITY`). Arrival = ``creation_time``; duration = ``deletion_time`` minus
+    ``scheduled_time`` (``creation_time`` for never-scheduled pods), at least 1 s. The trace's
+    timeline describes an almost idle cluster: use these jobs for their **shapes**, not to size
+    a cluster (SOURCE.md).
+    """
+    jobs: list[Job] = []
+    for k, row in enumerate(rows):
+        if limit is not None and k >= limit:
+            break
+        gpu_milli = int(row["num_gpu"]) * int(row["gpu_milli"] or 0)
+        requests: dict[str, Any] = {"cpu": f"{int(row['cpu_milli'])}m", "memory": f"{int(row['memory_mib'])}Mi"}
+        if gpu_milli > 0:
+            requests["gpu"] = f"{gpu_milli}m"
+        affinity = []
+        spec = (row.get("gpu_spec") or "").strip()
+        if spec:
+            affinity.append({"key": "gpu.model", "operator": "In", "values": spec.split("|")})
+        role = Role.model_validate({"name": "worker", "replicas": 1, "requests": requests, "node_affinity": affinity})
+        created = float(row.get("creation_time") or 0)
+        began = float(row.get("scheduled_time") or created)
+        ended = float(row.get("deletion_time") or began + 1)
+        jobs.append(
+            Job(
+                name=row["name"],
+                arrival=created,
+                duration=max(1.0, ended - began),
+                roles=[role],
+                priority=QOS_PRIORITY.get(row.get("qos") or "", 0),
+                queue="default",
+            )
+        )
+    jobs.sort(key=lambda j: (j.arrival, j.name))
+    assumptions = [
+        "one single-pod job per pod row (the trace has no gangs); file order kept, then sorted by arrival",
+        "priority from QoS: Guaranteed/LS 2, Burstable 1, BE 0 (unknown: 0)",
+        "gpu request = num_gpu * gpu_milli / 1000 GPUs; gpu_spec becomes a required affinity on gpu.model",
+        "arrival = creation_time; duration = deletion_time - scheduled_time (creation_time if never scheduled), "
+        ">= 1 s; the timeline is a near-idle cluster's: use the shapes, not the timing, to size a cluster",
+        "no elasticity, no deadlines; every pod preemptible",
+    ]
+    return Workload(source=OPENB_SOURCE, licence=OPENB_LICENCE, assumptions=assumptions, jobs=jobs)
+
+
+def load_openb(path: str | Path, limit: int | None = None) -> Workload:
+    """Read an openb pod list CSV at ``path``; see :func:`openb_jobs`."""
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        return openb_jobs(csv.DictReader(f), limit=limit)

@@ -1,0 +1,136 @@
+"""Workload models and trace loaders, on small inline CSV fixtures."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from gangopt.errors import InputError
+from gangopt.workload import (
+    Job,
+    Workload,
+    dump_workload,
+    load_openb,
+    load_philly,
+    load_workload,
+    openb_jobs,
+    philly_jobs,
+    philly_roles,
+)
+
+PHILLY = """timestamp,duration,num_gpus,gpu_time,cluster
+2017-10-09 07:01:55,66.0,1,66.0,aaa
+2017-10-09 06:13:03,2951.0,12,35412.0,aaa
+2017-10-09 06:13:03,0.0,16,0.0,aaa
+2017-10-09 06:00:00,100.0,4,400.0,bbb
+2017-10-09 08:00:00,10.0,20,200.0,aaa
+"""
+
+OPENB = """name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+openb-pod-0001,6000,12288,1,460,,BE,Running,50,1050,60
+openb-pod-0000,12000,16384,2,1000,V100M16|V100M32,LS,Running,0,5000,0
+openb-pod-0002,4000,8192,0,0,,Burstable,Pending,70,900,
+"""
+
+
+def rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_philly_sorts_filters_and_shapes_gangs() -> None:
+    wl = philly_jobs(rows(PHILLY), vc="aaa")
+    assert [j.name for j in wl.jobs] == [f"philly-aaa-0000{i}" for i in range(4)]
+    # ties on the timestamp keep file order: the 12-GPU row comes before the 16-GPU row
+    assert [j.arrival for j in wl.jobs] == [0.0, 0.0, 2932.0, 6417.0]
+    assert [j.gpus() for j in wl.jobs] == [12, 16, 1, 20]
+    twelve, sixteen, one, twenty = wl.jobs
+    assert [(r.name, r.replicas, r.requests["gpu"]) for r in twelve.roles] == [("worker", 2, 6000)]
+    assert [(r.replicas, r.requests["gpu"]) for r in sixteen.roles] == [(2, 8000)]
+    assert sixteen.duration == 1.0  # zero durations are clamped to one second
+    assert [(r.replicas, r.requests["gpu"]) for r in one.roles] == [(1, 1000)]
+    assert [(r.name, r.replicas, r.requests["gpu"]) for r in twenty.roles] == [("worker", 2, 8000), ("tail", 1, 4000)]
+    assert one.roles[0].requests["cpu"] == 12000 and one.roles[0].requests["memory"] == 64 * 2**30 * 1000
+    assert all(j.queue == "aaa" for j in wl.jobs)
+    assert not one.elastic
+    assert "CC BY 4.0" in wl.licence and any("priority" in a for a in wl.assumptions)
+
+
+def test_philly_limit_all_vcs_and_seeded_assignment() -> None:
+    wl = philly_jobs(rows(PHILLY), limit=2)
+    assert [j.queue for j in wl.jobs] == ["bbb", "aaa"]
+    assert len(wl.jobs) == 2
+    again = philly_jobs(rows(PHILLY), limit=2)
+    assert again == wl
+    many = [f"2017-10-09 06:00:{s:02d},10.0,16,160.0,v" for s in range(60)]
+    big = philly_jobs(rows("timestamp,duration,num_gpus,gpu_time,cluster\n" + "\n".join(many)), seed=3)
+    assert {j.priority for j in big.jobs} == {0, 1, 2}
+    elastic = [j for j in big.jobs if j.elastic]
+    assert 0 < len(elastic) < 60 and all(j.minimum == 1 and j.maximum == 2 for j in elastic)
+    other = philly_jobs(rows("timestamp,duration,num_gpus,gpu_time,cluster\n" + "\n".join(many)), seed=4)
+    assert [j.priority for j in other.jobs] != [j.priority for j in big.jobs]
+
+
+def test_philly_roles_rejects_zero() -> None:
+    with pytest.raises(ValueError):
+        philly_roles(0)
+    assert sum(r.replicas for r in philly_roles(128)) == 16
+
+
+def test_openb_pods_become_single_pod_jobs() -> None:
+    wl = openb_jobs(rows(OPENB))
+    assert [j.name for j in wl.jobs] == ["openb-pod-0000", "openb-pod-0001", "openb-pod-0002"]
+    full, shared, cpu_only = wl.jobs
+    assert full.roles[0].requests["gpu"] == 2000 and full.priority == 2
+    assert full.roles[0].node_affinity[0].values == ["V100M16", "V100M32"]
+    assert shared.roles[0].requests["gpu"] == 460 and shared.priority == 0
+    assert shared.arrival == 50 and shared.duration == 990
+    assert "gpu" not in cpu_only.roles[0].requests and cpu_only.priority == 1
+    assert cpu_only.duration == 830  # never scheduled: deletion - creation
+
+
+def test_loaders_read_paths(tmp_path: Path) -> None:
+    (tmp_path / "p.csv").write_text(PHILLY)
+    (tmp_path / "o.csv").write_text(OPENB)
+    assert len(load_philly(tmp_path / "p.csv", vc="bbb").jobs) == 1
+    assert len(load_openb(tmp_path / "o.csv").jobs) == 3
+
+
+def test_dump_and_load_round_trip(tmp_path: Path) -> None:
+    wl = philly_jobs(rows(PHILLY))
+    path = tmp_path / "w.json"
+    path.write_text(dump_workload(wl))
+    assert load_workload(path) == wl
+
+
+def test_bad_workload_names_json_paths(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(
+        '{"jobs": [{"name": "a", "arrival": -1, "duration": 5, "roles": [{"replicas": 1, "requests": {}}]}]}'
+    )
+    with pytest.raises(InputError) as error:
+        load_workload(path)
+    assert error.value.problems[0].path == "$.jobs[0].arrival"
+    with pytest.raises(InputError):
+        load_workload(tmp_path / "missing.json")
+
+
+def test_job_and_workload_checks() -> None:
+    role = {"replicas": 2, "requests": {"gpu": 1}}
+    with pytest.raises(ValueError, match="duplicate job name"):
+        Workload.model_validate({"jobs": [{"name": "a", "arrival": 0, "duration": 1, "roles": [role]}] * 2})
+    with pytest.raises(ValueError, match="deadline"):
+        Job.model_validate({"name": "a", "arrival": 5, "duration": 1, "roles": [role], "deadline": 1})
+    job = Job.model_validate({"name": "a", "arrival": 0, "duration": 1, "roles": [role], "min_members": 1})
+    assert job.elastic and job.minimum == 1 and job.maximum == 2
+
+
+def test_shipped_philly_sample() -> None:
+    path = Path(__file__).resolve().parent.parent / "instances" / "workloads" / "philly-6214e9.json"
+    assert path.stat().st_size < 2_000_000
+    wl = load_workload(path)
+    assert len(wl.jobs) == 8000 and "CC BY 4.0" in wl.licence
+    assert all(j.queue == "6214e9" for j in wl.jobs)
+    assert [j.arrival for j in wl.jobs] == sorted(j.arrival for j in wl.jobs)
