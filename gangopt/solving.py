@@ -103,6 +103,16 @@ def _solve_cpsat(rnd: Round, start: float) -> Plan:
         return _finish(rnd, plan, None, Stats(**stats, total_seconds=time.perf_counter() - start))
     decision = reprieve(rnd, expand(pre, enc.classes, values))
     plan = _plan_from_decision(rnd, pre, decision, stage_status, message)
+    if lexicographic_key(score(rnd, plan)) < lexicographic_key(score(rnd, baseline)):
+        # Only when the warm start could not be used (e.g. its completion ran out of time on
+        # a loaded machine) and the search did not catch up: greedy is the better answer.
+        plan = baseline.model_copy(
+            update={
+                "status": Status.FALLBACK,
+                "message": f"CP-SAT did not reach the greedy plan in time. {message}".strip(),
+            }
+        )
+        return _finish(rnd, plan, None, Stats(**stats, total_seconds=time.perf_counter() - start))
     return _finish(rnd, plan, (stages, enc), Stats(**stats, total_seconds=time.perf_counter() - start), pre)
 
 
