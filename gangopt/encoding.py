@@ -95,11 +95,27 @@ class Encoding:
     kept_of_gang: dict[int, list[tuple[str, int, cp_model.IntVar]]] = field(default_factory=lambda: defaultdict(list))
     """Last tie-break: among otherwise equal plans, start the gangs that came first."""
 
+    bounds: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Variable index -> (lb, ub), recorded at creation: reading them back from the C++
+    proto costs microseconds per call, which adds up to seconds on large rounds."""
+
+    def int_var(self, lb: int, ub: int, name: str = "") -> cp_model.IntVar:
+        var = self.model.new_int_var(lb, ub, name)
+        self.bounds[var.index] = (lb, ub)
+        return var
+
+    def bool_var(self, name: str = "") -> cp_model.IntVar:
+        return self.int_var(0, 1, name)
+
     def ub(self, var: cp_model.IntVar) -> int:
+        if var.index in self.bounds:
+            return self.bounds[var.index][1]
         domain = var.proto.domain  # a C++ repeated field: negative indexes do not work
         return int(domain[len(domain) - 1])
 
     def lb(self, var: cp_model.IntVar) -> int:
+        if var.index in self.bounds:
+            return self.bounds[var.index][0]
         return int(var.proto.domain[0])
 
 
@@ -123,8 +139,13 @@ def encode(pre: Prefiltered) -> Encoding:
 # ----------------------------------------------------------------------------- classes
 
 
-def _keys_on(pre: Prefiltered, k: int) -> list[RoleKey]:
-    return [key for key, fit in pre.fits.items() if fit[k] > 0 and _kept_key(pre, key)]
+def _keys_by_class(pre: Prefiltered) -> list[list[RoleKey]]:
+    """For each class, the kept roles that fit there (one matrix pass, not a dict scan per class)."""
+    keys = [key for key in pre.fits if _kept_key(pre, key)]
+    if not keys or not pre.classes:
+        return [[] for _ in pre.classes]
+    fits = np.stack([pre.fits[key] for key in keys])
+    return [[keys[i] for i in np.flatnonzero(fits[:, k] > 0).tolist()] for k in range(len(pre.classes))]
 
 
 def _kept_key(pre: Prefiltered, key: RoleKey) -> bool:
@@ -134,30 +155,29 @@ def _kept_key(pre: Prefiltered, key: RoleKey) -> bool:
 def _split_big_pattern_classes(enc: Encoding) -> None:
     """Build each class's patterns; a class whose patterns explode becomes one-node classes."""
     pre = enc.pre
-    new_classes: list[NodeClass] = []
+    keys_by_class = _keys_by_class(pre)
+    models: list[ClassModel] = []
     origin: list[int] = []
     for k, cls in enumerate(pre.classes):
-        cm = ClassModel(cls=cls, keys=_keys_on(pre, k))
+        cm = ClassModel(cls=cls, keys=keys_by_class[k])
         _make_patterns(enc, cm)
         if cls.size > 1 and len(cm.patterns) > MAX_PATTERNS:
             for node in cls.nodes:
-                new_classes.append(
-                    NodeClass(
-                        nodes=[node], free=cls.free, candidates=cls.candidates, domains=cls.domains, idle=cls.idle
-                    )
+                single = NodeClass(
+                    nodes=[node], free=cls.free, candidates=cls.candidates, domains=cls.domains, idle=cls.idle
                 )
+                one = ClassModel(cls=single, keys=keys_by_class[k])
+                _make_patterns(enc, one)
+                models.append(one)
                 origin.append(k)
         else:
-            new_classes.append(cls)
+            models.append(cm)
             origin.append(k)
-    if len(new_classes) != len(pre.classes):
+    if len(models) != len(pre.classes):
         index = np.array(origin, dtype=np.int64)
-        pre.classes = new_classes
+        pre.classes = [cm.cls for cm in models]
         pre.fits = {key: fit[index] for key, fit in pre.fits.items()}
-    for k, cls in enumerate(pre.classes):
-        cm = ClassModel(cls=cls, keys=_keys_on(pre, k))
-        _make_patterns(enc, cm)
-        enc.classes.append(cm)
+    enc.classes = models
 
 
 def _needs_patterns(cm: ClassModel, shapes: list[tuple[int, ...]]) -> bool:
@@ -219,11 +239,11 @@ def _maximal_fills(room: np.ndarray, shapes: list[np.ndarray]) -> list[tuple[int
 def _gang_variables(enc: Encoding) -> None:
     m, pre = enc.model, enc.pre
     for gi in pre.pending:
-        enc.y[gi] = m.new_bool_var(f"y[{pre.rnd.pending[gi].name}]")
+        enc.y[gi] = enc.bool_var(f"y[{pre.rnd.pending[gi].name}]")
     for gi in sorted(set(pre.candidates) | set(pre.growers)):
         gang = pre.rnd.running[gi]
         if gi in pre.candidates:
-            enc.alive[gi] = m.new_bool_var(f"alive[{gang.name}]")
+            enc.alive[gi] = enc.bool_var(f"alive[{gang.name}]")
         else:
             enc.alive[gi] = m.new_constant(1)
 
@@ -240,18 +260,18 @@ def _class_variables(enc: Encoding, k: int, cm: ClassModel) -> None:
         room = role.replicas - (_current(gang, role.name) if isinstance(gang, RunningGang) else 0)
         ub = int(min(room, pre.fits[key][k] * cm.cls.size))
         if ub > 0:
-            var = m.new_int_var(0, ub, f"x[{gang.name}.{role.name},{k}]")
+            var = enc.int_var(0, ub)
             enc.x[(key, k)] = var
             enc.x_of_role[key].append((k, var))
             enc.x_of_gang[(key.kind, key.gang)].append((k, var))
             enc.x_on_class[k].append((key, var))
     for (gi, name), count in cm.cls.candidates.items():
         if gi in enc.alive:
-            var = m.new_int_var(0, count * cm.cls.size, f"kept[{gi}.{name},{k}]")
+            var = enc.int_var(0, count * cm.cls.size)
             enc.kept[(gi, name, k)] = var
             enc.kept_of_gang[gi].append((name, k, var))
             m.add(var <= count * cm.cls.size * enc.alive[gi])
-    cm.z = [m.new_int_var(0, cm.cls.size, f"z[{k},{p}]") for p in range(len(cm.patterns))]
+    cm.z = [enc.int_var(0, cm.cls.size) for _ in cm.patterns]
 
 
 def _x_of(enc: Encoding, key: RoleKey) -> list[tuple[int, cp_model.IntVar]]:
@@ -385,7 +405,7 @@ def _grow_or_shrink(enc: Encoding, gi: int) -> None:
     grow = [var for _, var in enc.x_of_gang.get(("running", gi), [])]
     if not grow:
         return
-    growing = m.new_bool_var(f"growing[{gang.name}]")
+    growing = enc.bool_var(f"growing[{gang.name}]")
     m.add(sum(grow) <= sum(enc.ub(v) for v in grow) * growing)
     m.add(kept_all >= len(gang.pods) * growing)
 
@@ -396,7 +416,7 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     gang = pre.rnd.running[gi]
     kept = [var for _, _, var in enc.kept_of_gang.get(gi, [])]
     stranded = sum(pre.stranded.get(gi, {}).values())
-    victim = m.new_bool_var(f"victim[{gang.name}]")
+    victim = enc.bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for _, k, _ in enc.kept_of_gang.get(gi, [])}
     helpers_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
@@ -417,7 +437,7 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
         if not helpers_on.get(k):
             m.add(sum(kept_k) >= full * enc.alive[gi])
             continue
-        helped = m.new_bool_var(f"helped[{gang.name},{k}]")
+        helped = enc.bool_var()
         m.add(sum(kept_k) >= full * enc.alive[gi] - full * helped)
         m.add(helped <= sum(helpers_on[k]))
 
@@ -444,7 +464,7 @@ def _topology(enc: Encoding) -> None:
                     by_domain[d].append(var)
                 else:
                     m.add(var == 0)
-            w = {d: m.new_bool_var(f"w[{gang.name},{d}]") for d in sorted(by_domain)}
+            w = {d: enc.bool_var() for d in sorted(by_domain)}
             m.add(sum(w.values()) == enc.y[gi])
             for d, vars_ in by_domain.items():
                 m.add(sum(vars_) <= gang.maximum * w[d])
@@ -452,7 +472,7 @@ def _topology(enc: Encoding) -> None:
             by_domain = defaultdict(list)
             for k, var in xs:
                 by_domain[_domain_of(enc.classes[k], topo.preferred)].append(var)
-            u = {d: m.new_bool_var(f"u[{gang.name},{d}]") for d in sorted(by_domain)}
+            u = {d: enc.bool_var() for d in sorted(by_domain)}
             for d, vars_ in by_domain.items():
                 m.add(sum(vars_) <= gang.maximum * u[d])
             if u:
@@ -463,8 +483,8 @@ def _topology(enc: Encoding) -> None:
             by_domain = defaultdict(list)
             for k, var in xs:
                 by_domain[_domain_of(enc.classes[k], topo.slice_level)].append(var)
-            for d, vars_ in sorted(by_domain.items()):
-                s = m.new_int_var(0, gang.maximum // topo.slice_size, f"s[{gang.name},{d}]")
+            for _domain, vars_ in sorted(by_domain.items()):
+                s = enc.int_var(0, gang.maximum // topo.slice_size)
                 m.add(sum(vars_) == topo.slice_size * s)
 
 
@@ -489,8 +509,8 @@ def _quotas(enc: Encoding) -> None:
                 for res, amount in role.requests.items():
                     const[(gang.queue, res)] += amount * count
                 continue
-            vars_, _, stranded = members(enc, gi, role.name)
-            kept_vars = [v for v in vars_ if (v.name or "").startswith("kept[")]
+            _, _, stranded = members(enc, gi, role.name)
+            kept_vars = [v for name, _, v in enc.kept_of_gang.get(gi, []) if name == role.name]
             for res, amount in role.requests.items():
                 usage[(gang.queue, res)] += [(v, amount) for v in kept_vars]
                 if stranded:
@@ -535,11 +555,32 @@ def _limit_row(
 def _aggregate_rows(enc: Encoding) -> None:
     """Redundant capacity rows for the main resource over the cluster and each domain: the LP
     relaxation does not find these by itself, and they let CP-SAT prove bounds
-    (optimization-notes §2). A row that cannot bind (all demand fits) is left out."""
+    (optimization-notes §2). A row that cannot bind (all demand fits) is left out.
+
+    Each class's part of a row (terms, capacity, most demand) is computed once and reused by
+    the cluster row and every domain row that contains the class.
+    """
     pre = enc.pre
     if not pre.resources:
         return
     r = 0  # resources are sorted gpu first
+    parts: list[tuple[list[cp_model.IntVar], list[int], int, int]] = []
+    for k, cm in enumerate(enc.classes):
+        vars_: list[cp_model.IntVar] = []
+        coeffs: list[int] = []
+        for key, var in enc.x_on_class.get(k, []):
+            amount = int(pre.requests[key][r])
+            if amount:
+                vars_.append(var)
+                coeffs.append(amount)
+        for gi, name in cm.entries:
+            var = enc.kept.get((gi, name, k))
+            amount = role_named(pre.rnd.running[gi], name).requests.get(pre.resources[r], 0)
+            if var is not None and amount:
+                vars_.append(var)
+                coeffs.append(amount)
+        most = sum(c * enc.ub(v) for v, c in zip(vars_, coeffs, strict=True))
+        parts.append((vars_, coeffs, int(cm.cls.free[r]) * cm.cls.size, most))
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for k, cm in enumerate(enc.classes):
         groups[("cluster", "")].append(k)
@@ -548,24 +589,12 @@ def _aggregate_rows(enc: Encoding) -> None:
     for members_ in groups.values():
         if len(members_) < 2:
             continue
-        vars_: list[cp_model.IntVar] = []
-        coeffs: list[int] = []
-        cap = 0
-        for k in members_:
-            cm = enc.classes[k]
-            cap += int(cm.cls.free[r]) * cm.cls.size
-            for key, var in enc.x_on_class.get(k, []):
-                if pre.requests[key][r]:
-                    vars_.append(var)
-                    coeffs.append(int(pre.requests[key][r]))
-            for gi, name in cm.entries:
-                if (gi, name, k) in enc.kept:
-                    amount = int(request_vector(role_named(pre.rnd.running[gi], name), pre.resources)[r])
-                    if amount:
-                        vars_.append(enc.kept[(gi, name, k)])
-                        coeffs.append(amount)
-        if vars_ and sum(c * enc.ub(v) for v, c in zip(vars_, coeffs, strict=True)) > cap:
-            enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) <= cap)
+        cap = sum(parts[k][2] for k in members_)
+        if sum(parts[k][3] for k in members_) <= cap:
+            continue
+        vars_ = [v for k in members_ for v in parts[k][0]]
+        coeffs = [c for k in members_ for c in parts[k][1]]
+        enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) <= cap)
 
 
 # ----------------------------------------------------------------------------- objective
@@ -667,6 +696,6 @@ def _opened_nodes(enc: Encoding) -> None:
             per_node = sum(enc.ub(v) for v in xs)
         else:
             per_node = cm.pods_per_node(np.array(cm.shapes[0], dtype=np.int64))
-        opened = m.new_int_var(0, cm.cls.size, f"open[{k}]")
+        opened = enc.int_var(0, cm.cls.size)
         m.add(sum(xs) <= per_node * opened)
         enc.secondary.append((opened, -cost))

@@ -211,6 +211,15 @@ def _run_stages(
             break
         vars_, coeffs = _stage_expr(enc, stage)
         incumbent = _best_in_pool(pool, fixed, vars_, coeffs)
+        ceiling = _ceiling(enc, vars_, coeffs)
+        if incumbent is not None and _objective_at(incumbent, vars_, coeffs) == ceiling:
+            # The incumbent already reaches the largest value this stage could take (e.g.
+            # every gang of these tiers starts): optimal without a solve.
+            stage.ran = stage.optimal = True
+            stage.value = stage.bound = float(ceiling)
+            fixed.append((vars_, coeffs, ceiling))
+            enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) >= ceiling)
+            continue
         if incumbent is not None:
             _hint(enc, incumbent)
         enc.model.maximize(cp_model.LinearExpr.weighted_sum(vars_, coeffs))
@@ -254,6 +263,11 @@ def _proven_bound(enc: Encoding, stage: Stage, solver: cp_model.CpSolver, result
     if result == cp_model.UNKNOWN or not math.isfinite(bound):  # UNKNOWN reports no bound
         bound = float(sum(w * _part_range(enc, p) for w, p in zip(stage.weights, stage.parts, strict=True)))
     return max(stage.value, bound)
+
+
+def _ceiling(enc: Encoding, vars_: list[cp_model.IntVar], coeffs: list[int]) -> int:
+    """The largest value the stage's objective could take, from variable bounds alone."""
+    return sum(c * (enc.ub(v) if c > 0 else enc.lb(v)) for v, c in zip(vars_, coeffs, strict=True))
 
 
 def _best_in_pool(
