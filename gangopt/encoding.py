@@ -574,10 +574,10 @@ def _aggregate_rows(enc: Encoding) -> None:
                 vars_.append(var)
                 coeffs.append(amount)
         for gi, name in cm.entries:
-            var = enc.kept.get((gi, name, k))
+            kept = enc.kept.get((gi, name, k))
             amount = role_named(pre.rnd.running[gi], name).requests.get(pre.resources[r], 0)
-            if var is not None and amount:
-                vars_.append(var)
+            if kept is not None and amount:
+                vars_.append(kept)
                 coeffs.append(amount)
         most = sum(c * enc.ub(v) for v, c in zip(vars_, coeffs, strict=True))
         parts.append((vars_, coeffs, int(cm.cls.free[r]) * cm.cls.size, most))
