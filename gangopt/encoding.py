@@ -252,9 +252,22 @@ def _current(gang: RunningGang, role_name: str) -> int:
     return sum(1 for p in gang.pods if p.role == role_name)
 
 
+def _outside_required_domain(pre: Prefiltered, key: RoleKey, cm: ClassModel) -> bool:
+    """Pods of a gang with a required level never go to a domain the prefilter ruled out."""
+    if key.kind != "pending":
+        return False
+    topo = pre.rnd.pending[key.gang].topology
+    if topo is None or topo.required is None:
+        return False
+    return cm.cls.domains[topo.required] not in pre.required_domains.get(key.gang, [])
+
+
 def _class_variables(enc: Encoding, k: int, cm: ClassModel) -> None:
+    """x for the roles that fit on the class, kept for its candidate pods, z for its patterns."""
     m, pre = enc.model, enc.pre
     for key in cm.keys:
+        if _outside_required_domain(pre, key, cm):
+            continue
         gang = pre.gang(key.kind, key.gang)
         role = gang.roles[key.role]
         room = role.replicas - (_current(gang, role.name) if isinstance(gang, RunningGang) else 0)

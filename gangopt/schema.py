@@ -260,6 +260,12 @@ class Policy(_Model):
     seed: int = Field(0, ge=0)
     workers: int = Field(1, ge=1, le=64, description="CP-SAT workers; 1 is deterministic and fastest on 2 cores.")
     preemption: bool = Field(True, description="Whether running gangs may be preempted or shrunk.")
+    hard_limit: bool = Field(
+        True,
+        description="Run CP-SAT in a child process that is killed shortly after time_limit, so the "
+        "call never overruns (the greedy plan is returned then). False solves in-process: less "
+        "overhead for many tiny rounds, but a model that overruns can block the caller.",
+    )
     now: float | None = Field(None, description="Current time (default: latest submit_time).")
     weights: Weights = Field(default_factory=Weights)
 

@@ -11,8 +11,11 @@ independent validator; a plan that does not is never returned (the greedy one is
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import time
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Literal
 
 from ortools.sat.python import cp_model
@@ -65,7 +68,64 @@ def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cps
         return _finish(rnd, plan, None, Stats(total_seconds=time.perf_counter() - start))
     if solver != "cpsat":
         raise ValueError(f"unknown solver {solver!r} (use 'cpsat' or 'greedy')")
+    if rnd.policy.hard_limit and "fork" in multiprocessing.get_all_start_methods():
+        return _solve_in_child(rnd, start)
     return _solve_cpsat(rnd, start)
+
+
+HARD_GRACE = 0.25
+"""Seconds (plus 5 % of the time limit) the child may run past the limit before it is killed."""
+
+
+def _solve_in_child(rnd: Round, start: float) -> Plan:
+    """Solve in a forked child; kill it if it overruns and answer with the greedy plan.
+
+    CP-SAT can run far past its own limits on large models (presolve, or-tools #5163), and
+    memory cannot be capped reliably (#1944): a process that can be killed is the only
+    guarantee (optimization-notes §3.6). The parent computes the greedy fallback meanwhile,
+    on the second core.
+    """
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_child_main, args=(rnd, start, sender), daemon=True)
+    child.start()
+    sender.close()
+    baseline = _best_greedy(rnd)
+    wait = start + rnd.policy.time_limit * 1.05 + HARD_GRACE - time.perf_counter()
+    try:
+        if receiver.poll(max(0.0, wait)):
+            kind, payload = receiver.recv()
+            child.join()
+            if kind == "plan":
+                assert isinstance(payload, Plan)
+                return payload
+            raise RuntimeError(f"CP-SAT child failed: {payload}")
+    except EOFError:
+        pass  # the child died without answering (e.g. out of memory): fall back below
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join()
+        receiver.close()
+    plan = baseline.model_copy(
+        update={
+            "status": Status.FALLBACK,
+            "message": f"CP-SAT did not return within the {rnd.policy.time_limit:g} s limit and was stopped; "
+            "greedy plan returned",
+        }
+    )
+    return _finish(rnd, plan, None, Stats(total_seconds=time.perf_counter() - start))
+
+
+def _child_main(rnd: Round, start: float, sender: Connection) -> None:
+    """Entry point of the solving child: send ("plan", Plan) or ("error", text), then exit."""
+    try:
+        sender.send(("plan", _solve_cpsat(rnd, start)))
+    except BaseException as error:
+        sender.send(("error", f"{type(error).__name__}: {error}"))
+    finally:
+        sender.close()
+        os._exit(0)  # no atexit handlers or buffered output of the parent's copy
 
 
 def _solve_cpsat(rnd: Round, start: float) -> Plan:
