@@ -267,6 +267,15 @@ class Policy(_Model):
         "overhead for many tiny rounds, but a model that overruns can block the caller.",
     )
     now: float | None = Field(None, description="Current time (default: latest submit_time).")
+    secondary_gap_limit: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Relative gap at which the search on the secondary terms (growth, preemption "
+        "cost, spread, fragmentation) and the FIFO tie-break stops. Priority tiers are always "
+        "searched to proven optimality or the time limit. The plan's gap reports what was proven. "
+        "0.01 makes large rounds much faster at a cost that only touches the secondary terms.",
+    )
     weights: Weights = Field(default_factory=Weights)
 
 

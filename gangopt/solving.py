@@ -286,6 +286,8 @@ def _run_stages(
         last = i == len(stages) - 1
         work_left = max(0.0, work - work_used)
         _configure(solver, policy, work_left if last else work_left * FIRST_STAGE_SHARE, remaining)
+        tiers_only = all(isinstance(part, int) for part in stage.parts)
+        solver.parameters.relative_gap_limit = 0.0 if tiers_only else policy.secondary_gap_limit
         result = solver.solve(enc.model)
         work_used += solver.deterministic_time
         wall_hit |= solver.wall_time >= solver.parameters.max_time_in_seconds * 0.99
@@ -295,8 +297,9 @@ def _run_stages(
         if result in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             incumbent = list(solver.response_proto.solution)
             pool.append(incumbent)
-            stage.ran, stage.optimal = True, result == cp_model.OPTIMAL
             stage.value, stage.bound = solver.objective_value, solver.best_objective_bound
+            # CP-SAT also says OPTIMAL when a gap limit stopped it: only a closed gap counts.
+            stage.ran, stage.optimal = True, result == cp_model.OPTIMAL and stage.bound <= stage.value
         elif incumbent is not None:
             stage.ran = True
             stage.value = float(before or 0)
@@ -304,7 +307,13 @@ def _run_stages(
         else:
             return None, Status.FALLBACK, f"CP-SAT stage {i + 1} ended {solver.status_name(result)}"
         if not stage.optimal:
-            status, message = Status.FEASIBLE, "time limit reached; best plan found so far"
+            within = result == cp_model.OPTIMAL and not any(isinstance(p, int) for p in stage.parts)
+            status = Status.FEASIBLE
+            message = message or (
+                f"secondary terms within the {policy.secondary_gap_limit:.2%} gap limit"
+                if within
+                else "time limit reached; best plan found so far"
+            )
         fixed.append((vars_, coeffs, round(stage.value)))
         enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) >= round(stage.value))
     if incumbent is None and not stages:
