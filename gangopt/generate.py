@@ -15,7 +15,8 @@ so the same :class:`Spec` always gives the same round, on any machine:
 3. **pending gangs** of 1 to 1,024 GPUs: sizes from the Microsoft Philly trace
    (``gangopt/data/philly_sizes.json``, made by ``scripts/size_mix.py``), see :func:`size_mix`.
    A share are elastic, multi-node ones ask for a required or preferred rack/block.
-4. **policy**: preemption on, ``now`` = the newest submit time.
+4. **policy**: preemption on, ``now`` = the newest submit time, secondary terms searched to a
+   0.5 % gap (the scale issue's M target; tiers are always searched to optimality).
 
 The size mix is the one modelling choice that needs care: Philly (2017) is 93 % one-GPU
 jobs with at most 128 GPUs, so a queue drawn from its job counts would ask for a small
@@ -318,7 +319,14 @@ def generate(spec: Spec) -> tuple[Round, Summary]:
         "cluster": cluster.model_dump(mode="json", exclude_defaults=True),
         "running": running,
         "pending": pending,
-        "policy": {"time_limit": spec.time_limit, "seed": 0, "workers": 1, "preemption": True, "now": now},
+        "policy": {
+            "time_limit": spec.time_limit,
+            "seed": 0,
+            "workers": 1,
+            "preemption": True,
+            "now": now,
+            "secondary_gap_limit": 0.005,
+        },
     }
     rnd = Round.model_validate(data)
     demand_gpus = sum(_gang_gpus(g) for g in pending)

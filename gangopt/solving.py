@@ -24,7 +24,7 @@ from gangopt.baselines import greedy
 from gangopt.encoding import Encoding, encode
 from gangopt.expansion import ClassValues, Decision, expand, reprieve, to_plan_parts
 from gangopt.hints import COMPLETION_SECONDS, warm_start
-from gangopt.objective import SCALE, lexicographic_key, score
+from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key, score
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import waiting_reasons
 from gangopt.schema import Plan, Policy, Round, Stats, Status
@@ -71,6 +71,25 @@ def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cps
     if rnd.policy.hard_limit and "fork" in multiprocessing.get_all_start_methods():
         return _solve_in_child(rnd, start)
     return _solve_cpsat(rnd, start)
+
+
+BUILD_SECONDS_PER_VARIABLE = 1e-4
+"""Measured model build cost per *estimated* variable on this project's 2-core machines
+(``instances/scale-M.json``: 58,658 estimated, 182,000 built after pattern classes split into
+single nodes, 5-6 s)."""
+BUILD_SHARE = 0.5
+"""A model whose estimated build takes more than this share of the time limit is not built."""
+
+
+def _estimated_variables(pre: Prefiltered) -> int:
+    """Pod-count variables the model would create (the bulk of it), from the fit table."""
+    kept = set(pre.pending)
+    growers = set(pre.growers)
+    return sum(
+        int((fit > 0).sum())
+        for key, fit in pre.fits.items()
+        if key.gang in (kept if key.kind == "pending" else growers)
+    )
 
 
 HARD_GRACE = 0.25
@@ -138,6 +157,16 @@ def _solve_cpsat(rnd: Round, start: float) -> Plan:
         "gangs": len(rnd.pending),
         "gangs_pruned": len(pre.pruned),
     }
+    estimate = _estimated_variables(pre)
+    if estimate * BUILD_SECONDS_PER_VARIABLE > BUILD_SHARE * rnd.policy.time_limit:
+        plan = _best_greedy(rnd).model_copy(
+            update={
+                "status": Status.FALLBACK,
+                "message": f"the model would have about {estimate:,} variables, too many to build and solve "
+                f"within the {rnd.policy.time_limit:g} s time limit; greedy plan returned",
+            }
+        )
+        return _finish(rnd, plan, None, Stats(**stats, total_seconds=time.perf_counter() - start), pre)
     t0 = time.perf_counter()
     enc = encode(pre)
     proto = enc.model.proto
@@ -420,10 +449,14 @@ def _finish(
 
     waiting = waiting_reasons(rnd, plan, pre)
     bounds, secondary_bound, first_open = _bounds(solved)
+    if solved is None:
+        bounds = _cheap_tier_bounds(rnd, pre or prefilter(rnd))
     plan = plan.model_copy(update={"waiting": waiting, "stats": stats})
     plan = plan.model_copy(update={"score": score(rnd, plan, bounds, secondary_bound)})
     if solved is not None:
         plan = plan.model_copy(update={"gap": _gap(plan, first_open)})
+    else:
+        plan = plan.model_copy(update={"gap": _tier_gap(plan)})
     violations = validate(rnd, plan)
     if violations and plan.solver != "greedy":
         details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])
@@ -438,6 +471,28 @@ def _finish(
         details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])
         raise RuntimeError(f"internal: greedy plan failed validation: {details}")
     return plan
+
+
+def _cheap_tier_bounds(rnd: Round, pre: Prefiltered) -> dict[int, float]:
+    """Per priority, the value if every gang the prefilter kept started and every running gang
+    stayed: a bound any plan respects, available without a model."""
+    terms = ObjectiveTerms(rnd)
+    ceiling: dict[int, int] = {}
+    for gi in pre.pending:
+        gang = rnd.pending[gi]
+        ceiling[gang.priority] = ceiling.get(gang.priority, 0) + terms.tier_value(gang)
+    for run in rnd.running:
+        ceiling[run.priority] = ceiling.get(run.priority, 0) + terms.tier_value(run)
+    return {p: v / SCALE for p, v in ceiling.items()}
+
+
+def _tier_gap(plan: Plan) -> float | None:
+    """Gap of the first priority tier below its bound; None when every tier reaches its bound
+    (then only the secondary terms could be improved, and no bound on them was computed)."""
+    for tier in plan.score.tiers:
+        if tier.value < tier.bound - 1e-9:
+            return (tier.bound - tier.value) / max(1.0 / SCALE, abs(tier.value))
+    return None
 
 
 def _bounds(solved: tuple[list[Stage], Encoding] | None) -> tuple[dict[int, float], float | None, Stage | None]:

@@ -127,3 +127,32 @@ def test_same_round_and_seed_give_the_same_plan_on_busy_rounds(seed: int) -> Non
     rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"work_limit": 1.0})})
     first, second = gangopt.solve(rnd), gangopt.solve(rnd)
     assert first.model_dump(exclude={"stats"}) == second.model_dump(exclude={"stats"})
+
+
+def test_a_solver_that_overruns_is_stopped_and_the_greedy_plan_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child process is killed shortly after the time limit, whatever CP-SAT does."""
+    import time
+
+    import gangopt.solving as solving
+
+    def stuck(rnd: Round, start: float) -> None:
+        time.sleep(30)
+
+    monkeypatch.setattr(solving, "_solve_cpsat", stuck)
+    rnd = busy_round(nodes=16, gangs=8, time_limit=0.5)
+    began = time.perf_counter()
+    plan = gangopt.solve(rnd)
+    assert time.perf_counter() - began < 3.0
+    assert plan.status == Status.FALLBACK
+    assert "did not return within" in plan.message
+    assert gangopt.validate(rnd, plan) == []
+
+
+def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bounds() -> None:
+    rnd = busy_round(nodes=64, gangs=40, time_limit=0.01)
+    plan = gangopt.solve(rnd)
+    assert plan.status == Status.FALLBACK
+    assert "too many to build" in plan.message
+    assert all(t.bound >= t.value for t in plan.score.tiers)
+    open_tiers = [t for t in plan.score.tiers if t.value < t.bound]
+    assert (plan.gap is None) == (not open_tiers)
