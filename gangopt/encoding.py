@@ -60,12 +60,22 @@ class ClassModel:
     entries: list[tuple[int, str]] = field(default_factory=list)
     """Candidate (running gang, role) entries on this class, in pattern order."""
 
-    def pods_per_node(self, shape: np.ndarray) -> int:
+    dims: list[int] = field(default_factory=list)
+    """Resources that can bind on this class; the others are implied by the GPU count (every
+    pod that could land here asks for no more of them per GPU than the class has per GPU)."""
+
+    def project(self, request: np.ndarray) -> tuple[int, ...]:
+        """A request seen through the binding resources: the pod's shape on this class."""
+        return tuple(int(request[d]) for d in self.dims)
+
+    def pods_per_node(self, shape: tuple[int, ...]) -> int:
         """How many pods of ``shape`` one node of the class takes (ignoring candidate pods)."""
-        positive = shape > 0
+        room = self.cls.free[self.dims]
+        req = np.array(shape, dtype=np.int64)
+        positive = req > 0
         if not positive.any():
             return 1 << 30
-        return int((self.cls.free[positive] // shape[positive]).min())
+        return int((room[positive] // req[positive]).min())
 
 
 @dataclass
@@ -119,10 +129,11 @@ class Encoding:
         return int(var.proto.domain[0])
 
 
-def encode(pre: Prefiltered) -> Encoding:
-    """Build the CP-SAT model of ``pre``; see the module docstring."""
+def encode(pre: Prefiltered, allowed: dict[RoleKey, set[int]] | None = None) -> Encoding:
+    """Build the CP-SAT model of ``pre``; see the module docstring. With ``allowed``, a role's
+    pods may only go to those classes (a restricted model, see :mod:`gangopt.neighbourhood`)."""
     enc = Encoding(model=cp_model.CpModel(), pre=pre, terms=ObjectiveTerms(pre.rnd))
-    _split_big_pattern_classes(enc)
+    _split_big_pattern_classes(enc, allowed)
     _gang_variables(enc)
     for k, cm in enumerate(enc.classes):
         _class_variables(enc, k, cm)
@@ -139,23 +150,28 @@ def encode(pre: Prefiltered) -> Encoding:
 # ----------------------------------------------------------------------------- classes
 
 
-def _keys_by_class(pre: Prefiltered) -> list[list[RoleKey]]:
-    """For each class, the kept roles that fit there (one matrix pass, not a dict scan per class)."""
+def _keys_by_class(pre: Prefiltered, allowed: dict[RoleKey, set[int]] | None) -> list[list[RoleKey]]:
+    """For each class, the kept roles that fit (and are allowed) there, in one matrix pass."""
     keys = [key for key in pre.fits if _kept_key(pre, key)]
     if not keys or not pre.classes:
         return [[] for _ in pre.classes]
-    fits = np.stack([pre.fits[key] for key in keys])
-    return [[keys[i] for i in np.flatnonzero(fits[:, k] > 0).tolist()] for k in range(len(pre.classes))]
+    fits = np.stack([pre.fits[key] for key in keys]) > 0
+    if allowed is not None:
+        mask = np.zeros_like(fits)
+        for i, key in enumerate(keys):
+            mask[i, sorted(allowed.get(key, set()))] = True
+        fits &= mask
+    return [[keys[i] for i in np.flatnonzero(fits[:, k]).tolist()] for k in range(len(pre.classes))]
 
 
 def _kept_key(pre: Prefiltered, key: RoleKey) -> bool:
     return key.gang in (pre.pending if key.kind == "pending" else pre.growers)
 
 
-def _split_big_pattern_classes(enc: Encoding) -> None:
+def _split_big_pattern_classes(enc: Encoding, allowed: dict[RoleKey, set[int]] | None) -> None:
     """Build each class's patterns; a class whose patterns explode becomes one-node classes."""
     pre = enc.pre
-    keys_by_class = _keys_by_class(pre)
+    keys_by_class = _keys_by_class(pre, allowed)
     models: list[ClassModel] = []
     origin: list[int] = []
     for k, cls in enumerate(pre.classes):
@@ -184,21 +200,36 @@ def _needs_patterns(cm: ClassModel, shapes: list[tuple[int, ...]]) -> bool:
     return cm.cls.size > 1 and (len(shapes) > 1 or bool(cm.cls.candidates))
 
 
+def _binding_dims(pre: Prefiltered, free: np.ndarray, items: list[np.ndarray]) -> list[int]:
+    """Resources that can bind: all but those whose per-GPU request never exceeds the class's
+    free amount per GPU, for every pod that may sit here. Then "the GPUs fit" implies "they
+    fit", so patterns need only the GPU count and stay few (exact, not a relaxation)."""
+    every = list(range(len(pre.resources)))
+    if not pre.resources or pre.resources[0] != "gpu" or free[0] <= 0 or not items:
+        return every
+    if any(item[0] <= 0 for item in items):
+        return every
+    stacked = np.stack(items)
+    dominated = (stacked[:, 1:] * free[0] <= free[1:] * stacked[:, :1]).all(axis=0)
+    return [0] + [r + 1 for r in range(len(pre.resources) - 1) if not dominated[r]]
+
+
 def _make_patterns(enc: Encoding, cm: ClassModel) -> None:
     pre = enc.pre
-    shapes = sorted({tuple(pre.requests[key].tolist()) for key in cm.keys}, reverse=True)
-    cm.shapes = shapes
     cm.entries = sorted(cm.cls.candidates)
+    cand_req = [request_vector(role_named(pre.rnd.running[gi], name), pre.resources) for gi, name in cm.entries]
+    cm.dims = _binding_dims(pre, cm.cls.free, [pre.requests[key] for key in cm.keys] + cand_req)
+    shapes = sorted({cm.project(pre.requests[key]) for key in cm.keys}, reverse=True)
+    cm.shapes = shapes
     cm.patterns = []
     if not _needs_patterns(cm, shapes):
         return
-    cand_req = [request_vector(role_named(pre.rnd.running[gi], name), pre.resources) for gi, name in cm.entries]
     ranges = [range(cm.cls.candidates[e] + 1) for e in cm.entries]
     shape_arr = [np.array(s, dtype=np.int64) for s in shapes]
     for kept in itertools.product(*ranges):
-        room = cm.cls.free.copy()
+        room = cm.cls.free[cm.dims].copy()
         for count, req in zip(kept, cand_req, strict=True):
-            room -= count * req
+            room -= count * req[cm.dims]
         for slots in _maximal_fills(room, shape_arr):
             cm.patterns.append(Pattern(kept=tuple(kept), slots=slots))
             if len(cm.patterns) > MAX_PATTERNS:
@@ -306,7 +337,7 @@ def _capacity(enc: Encoding) -> None:
         elif cm.cls.size == 1:
             _node_rows(enc, cm, new, kept)
         elif new:
-            per_node = cm.pods_per_node(pre.requests[new[0][0]])
+            per_node = cm.pods_per_node(cm.project(pre.requests[new[0][0]]))
             m.add(sum(var for _, var in new) <= per_node * cm.cls.size)
 
 
@@ -320,7 +351,7 @@ def _pattern_rows(
     m, pre = enc.model, enc.pre
     m.add(sum(cm.z) == cm.cls.size)
     for s, shape in enumerate(cm.shapes):
-        users = [var for key, var in new if tuple(pre.requests[key].tolist()) == shape]
+        users = [var for key, var in new if cm.project(pre.requests[key]) == shape]
         slots = [(z, p.slots[s]) for p, z in zip(cm.patterns, cm.z, strict=True) if p.slots and p.slots[s]]
         if users:
             m.add(sum(users) <= sum(c * z for z, c in slots))
@@ -705,10 +736,7 @@ def _opened_nodes(enc: Encoding) -> None:
                 enc.secondary.append((empty[0], cost))
                 enc.secondary_constant -= cost * cm.cls.size
             continue
-        if cm.cls.size == 1:
-            per_node = sum(enc.ub(v) for v in xs)
-        else:
-            per_node = cm.pods_per_node(np.array(cm.shapes[0], dtype=np.int64))
+        per_node = sum(enc.ub(v) for v in xs) if cm.cls.size == 1 else cm.pods_per_node(cm.shapes[0])
         opened = enc.int_var(0, cm.cls.size)
         m.add(sum(xs) <= per_node * opened)
         enc.secondary.append((opened, -cost))

@@ -98,7 +98,7 @@ def _node_layout(
         return kept, [None]
     if not cm.shapes:
         return kept, [None] * size
-    per_node = cm.pods_per_node(np.array(cm.shapes[0], dtype=np.int64))
+    per_node = cm.pods_per_node(cm.shapes[0])
     return kept, [[per_node] for _ in range(size)]
 
 
@@ -112,7 +112,7 @@ def _place_new(
     for key in keys:
         gang = pre.gang(key.kind, key.gang)
         role = gang.roles[key.role]
-        shape_index = cm.shapes.index(tuple(pre.requests[key].tolist())) if cm.shapes else 0
+        shape_index = cm.shapes.index(cm.project(pre.requests[key])) if cm.shapes else 0
         need = values.x[(key, k)]
         for pos, node in enumerate(cm.cls.nodes):
             if need == 0:

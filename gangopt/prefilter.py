@@ -522,12 +522,19 @@ def _drop_useless_classes(pre: Prefiltered) -> None:
     useful = np.zeros(len(pre.classes), dtype=bool)
     if keys:
         useful = np.asarray(np.stack([pre.fits[k] > 0 for k in keys]).any(axis=0), dtype=bool)
-    keep = np.flatnonzero(useful)
-    for k in np.flatnonzero(~useful).tolist():
+    drop_classes(pre, useful)
+
+
+def drop_classes(pre: Prefiltered, keep: np.ndarray) -> np.ndarray:
+    """Keep only the classes where ``keep`` is true; candidate pods on the others become
+    'stranded' (kept exactly when their gang stays). Returns the kept old indexes."""
+    kept = np.flatnonzero(keep)
+    for k in np.flatnonzero(~keep).tolist():
         cls = pre.classes[k]
         pre.nodes_pruned += cls.size
         for (gi, role_name), count in cls.candidates.items():
             stranded = pre.stranded.setdefault(gi, defaultdict(int))
             stranded[role_name] += count * cls.size
-    pre.classes = [pre.classes[k] for k in keep.tolist()]
-    pre.fits = {key: fit[keep] for key, fit in pre.fits.items()}
+    pre.classes = [pre.classes[k] for k in kept.tolist()]
+    pre.fits = {key: fit[kept] for key, fit in pre.fits.items()}
+    return kept
