@@ -301,6 +301,10 @@ class _Greedy:
         if result is None:
             self._wait(gangs, counts)
             return
+        self._commit(gangs, counts, result)
+
+    def _commit(self, gangs: list[_Gang], counts: list[list[int]], result: _Try) -> None:
+        """Apply a transaction that fits: its preemptions, its pods, then eager growth."""
         self.free, self.used = result.free, result.used
         for pods in result.removed:
             self.kept[pods] = False
@@ -617,7 +621,21 @@ class _Greedy:
         victims = lower[touches[lower]]
         if victims.size == 0:
             return None
-        flat, starts, unit_victim, unit_evict = self._units(victims)
+        return self._remove_then_fill(gangs, counts, *self._units(victims))
+
+    def _remove_then_fill(
+        self,
+        gangs: list[_Gang],
+        counts: list[list[int]],
+        flat: IndexArray,
+        starts: IndexArray,
+        unit_victim: IndexArray,
+        unit_evict: BoolArray,
+    ) -> _Try | None:
+        """The fewest leading removal units (pods ``flat[starts[u]:starts[u+1]]`` of unit ``u``)
+        that let the transaction fit, then reprieve in reverse order; None if none do."""
+        if len(starts) < 2:
+            return None
         freed_quota = np.vstack([np.zeros((1, self.quota.size), dtype=np.int64), np.cumsum(self.rp_q[flat], axis=0)])
 
         def attempt(k: int) -> _Try | None:

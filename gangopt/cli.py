@@ -30,6 +30,7 @@ from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
 from gangopt.generate import SIZES, Spec, dump_round, generate
 from gangopt.io import load_plan, load_round
+from gangopt.peers import SOLVERS as PEER_SOLVERS
 from gangopt.schema import Policy, Round, json_schemas
 from gangopt.solving import solve
 from gangopt.validation import validate
@@ -64,7 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("solve", help="decide one round and print the plan as JSON")
     p.add_argument("round", metavar="ROUND.json", help="the round to decide ('-' reads stdin)")
-    p.add_argument("--solver", choices=["cpsat", "greedy"], default="cpsat", help="default: cpsat")
+    p.add_argument(
+        "--solver",
+        choices=["cpsat", "greedy", *PEER_SOLVERS],
+        default="cpsat",
+        help="default: cpsat; the others emulate peer schedulers (docs/peers.md)",
+    )
     p.add_argument("--time-limit", type=float, metavar="S", help="wall-clock seconds (overrides policy.time_limit)")
     p.add_argument("--seed", type=int, metavar="N", help="random seed (overrides policy.seed)")
     p.add_argument("--workers", type=int, metavar="N", help="CP-SAT workers (overrides policy.workers)")

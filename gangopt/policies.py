@@ -5,8 +5,7 @@ the round (cluster, running and pending gangs, ``policy.now``, time limit, seed,
 and validates whatever plan comes back with :func:`gangopt.validate`, so a policy cannot cheat.
 A policy that keeps state between rounds (a back-off timer, a fair-share history, Slurm's
 reservations) is a class with ``__call__``; the registry holds *factories* so that every
-simulation starts from a fresh instance. Peer emulations (``koordinator_like``,
-``volcano_like``, ``kueue_like``, ``slurm_backfill_like``) will register here the same way.
+simulation starts from a fresh instance.
 
 Shipped:
 
@@ -17,12 +16,17 @@ Shipped:
   preemption: gangs start in arrival order, each first-fit (the greedy placement), and the
   first gang that does not fit blocks every later one (head-of-line blocking, like Kueue
   ``StrictFIFO`` or Slurm without backfill). Elastic gangs start at their maximum if it fits.
+* ``koordinator_like``, ``volcano_like``, ``kueue_like``, ``slurm_backfill_like``: emulations
+  of those schedulers' decision procedures (:mod:`gangopt.peers`, docs/peers.md).
+  ``slurm_backfill_like`` is stateful (it remembers when it started each job); without run
+  times it holds a blocked job's nodes (see :class:`gangopt.peers.SlurmBackfillLike`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from gangopt import peers
 from gangopt.baselines import greedy
 from gangopt.schema import Plan, Round, Waiting
 from gangopt.solving import solve
@@ -77,6 +81,10 @@ POLICIES: dict[str, PolicyFactory] = {
     "gangopt": lambda: gangopt_policy,
     "greedy": lambda: greedy_policy,
     "fifo_first_fit": lambda: fifo_first_fit,
+    "koordinator_like": lambda: peers.koordinator_like,
+    "volcano_like": lambda: peers.volcano_like,
+    "kueue_like": lambda: peers.kueue_like,
+    "slurm_backfill_like": lambda: peers.SlurmBackfillLike(),
 }
 """Policy name -> factory of a fresh policy instance."""
 

@@ -30,7 +30,10 @@ from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import waiting_reasons
 from gangopt.schema import Plan, Policy, Round, Stats, Status
 
-SolverName = Literal["cpsat", "greedy"]
+SolverName = Literal[
+    "cpsat", "greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit"
+]
+"""cpsat (the optimizer), greedy (the baseline), or an emulated peer scheduler (docs/peers.md)."""
 STAGE_LIMIT = 1 << 24
 """Largest weighted objective range one CP-SAT stage may carry. Small on purpose: measured on
 a 128-node round, one stage per large tier found far better plans in the same time than one
@@ -64,6 +67,12 @@ def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cps
     start = time.perf_counter()
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
+    if solver not in ("cpsat", "greedy"):
+        from gangopt.peers import SOLVERS, decide  # imported here: peers builds on this module's siblings
+
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver {solver!r} (use cpsat, greedy or one of {', '.join(SOLVERS)})")
+        return decide(rnd, solver, policy)
     if solver == "greedy":
         plan = greedy(rnd)
         return _finish(rnd, plan, None, Stats(total_seconds=time.perf_counter() - start))
