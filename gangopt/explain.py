@@ -82,7 +82,9 @@ def _header(plan: Plan) -> str:
 
 def _scores(plan: Plan) -> str:
     rows: list[list[object]] = [[t.priority, t.value, t.bound] for t in plan.score.tiers]
-    rows.append(["secondary", plan.score.secondary, plan.score.secondary_bound])
+    rows.append(
+        ["secondary", plan.score.secondary, "-" if plan.score.secondary_bound is None else plan.score.secondary_bound]
+    )
     return _section("Score per tier", table(["priority", "value", "bound"], rows))
 
 

@@ -165,7 +165,7 @@ def score(
             for p in sorted(tiers, reverse=True)
         ],
         secondary=secondary / SCALE,
-        secondary_bound=secondary / SCALE if secondary_bound is None else secondary_bound,
+        secondary_bound=secondary_bound,
     )
 
 

@@ -376,7 +376,9 @@ class Score(_Model):
 
     tiers: list[TierScore] = Field(default_factory=list)
     secondary: float = 0.0
-    secondary_bound: float = 0.0
+    secondary_bound: float | None = Field(
+        0.0, description="Proven bound on the secondary terms; null when none was proven."
+    )
 
 
 class Stats(_Model):

@@ -14,7 +14,7 @@ import math
 import multiprocessing
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Literal
 
@@ -60,6 +60,8 @@ class Stage:
     bound: float = 0.0
     optimal: bool = False
     ran: bool = False
+    part_values: list[int] = field(default_factory=list)
+    """Each part's value (model units, without constants) at the stage's answer."""
 
 
 def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cpsat") -> Plan:
@@ -216,15 +218,18 @@ def _solve_cpsat(rnd: Round, start: float) -> Plan:
     decision = reprieve(rnd, expand(pre, enc.classes, values))
     plan = _plan_from_decision(rnd, pre, decision, stage_status, message)
     if lexicographic_key(score(rnd, plan)) < lexicographic_key(score(rnd, baseline)):
-        # Only when the warm start could not be used (e.g. its completion ran out of time on
-        # a loaded machine) and the search did not catch up: greedy is the better answer.
+        # The class-level answer, put on nodes, scored below the greedy plan (the secondary
+        # terms see node-level detail the model only approximates), or the search never
+        # caught up with a warm start it could not use: the greedy plan is the answer, and
+        # CP-SAT's bounds (when the model was whole) still bound it.
         plan = baseline.model_copy(
             update={
-                "status": Status.FALLBACK,
-                "message": f"the greedy plan scores better than CP-SAT's best in time. {message}".strip(),
+                "status": Status.FEASIBLE if allowed is None else Status.FALLBACK,
+                "message": f"the greedy plan scores better than CP-SAT's own in time. {message}".strip(),
             }
         )
-        return _finish(rnd, plan, None, Stats(**stats, total_seconds=time.perf_counter() - start))
+        solved = (stages, enc) if allowed is None else None
+        return _finish(rnd, plan, solved, Stats(**stats, total_seconds=time.perf_counter() - start), pre)
     if allowed is not None:
         # Bounds of a restricted model do not bound the round: report the round's cheap ones.
         kept = sum(len(classes) for classes in allowed.values())
@@ -337,6 +342,7 @@ def _run_stages(
             # every gang of these tiers starts): optimal without a solve.
             stage.ran = stage.optimal = True
             stage.value = stage.bound = float(ceiling)
+            stage.part_values = [sum(c * incumbent[v.index] for v, c in _part_terms(enc, part)) for part in stage.parts]
             fixed.append((vars_, coeffs, ceiling))
             enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) >= ceiling)
             continue
@@ -374,6 +380,8 @@ def _run_stages(
                 if within
                 else "time limit reached; best plan found so far"
             )
+        if incumbent is not None:
+            stage.part_values = [sum(c * incumbent[v.index] for v, c in _part_terms(enc, part)) for part in stage.parts]
         fixed.append((vars_, coeffs, round(stage.value)))
         enc.model.add(cp_model.LinearExpr.weighted_sum(vars_, coeffs) >= round(stage.value))
     if incumbent is None and not stages:
@@ -479,15 +487,12 @@ def _finish(
     from gangopt.validation import validate
 
     waiting = waiting_reasons(rnd, plan, pre)
-    bounds, secondary_bound, first_open = _bounds(solved)
+    bounds, secondary_bound = _bounds(solved)
     if solved is None:
         bounds = _cheap_tier_bounds(rnd, pre or prefilter(rnd))
     plan = plan.model_copy(update={"waiting": waiting, "stats": stats})
     plan = plan.model_copy(update={"score": score(rnd, plan, bounds, secondary_bound)})
-    if solved is not None:
-        plan = plan.model_copy(update={"gap": _gap(plan, first_open)})
-    else:
-        plan = plan.model_copy(update={"gap": _tier_gap(plan)})
+    plan = plan.model_copy(update={"gap": _plan_gap(plan, secondary_bound is not None)})
     violations = validate(rnd, plan)
     if violations and plan.solver != "greedy":
         details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])
@@ -517,50 +522,47 @@ def _cheap_tier_bounds(rnd: Round, pre: Prefiltered) -> dict[int, float]:
     return {p: v / SCALE for p, v in ceiling.items()}
 
 
-def _tier_gap(plan: Plan) -> float | None:
-    """Gap of the first priority tier below its bound; None when every tier reaches its bound
-    (then only the secondary terms could be improved, and no bound on them was computed)."""
+def _ceiling_of(enc: Encoding, stage: Stage) -> float:
+    vars_, coeffs = _stage_expr(enc, stage)
+    return float(_ceiling(enc, vars_, coeffs))
+
+
+def _plan_gap(plan: Plan, secondary_known: bool) -> float | None:
+    """Lexicographic gap: the relative gap of the first part (tier, then the secondary terms)
+    below its bound; the parts before it are at their bounds, the ones after only matter once
+    it is. None when every tier is at its bound and nothing bounds the secondary terms."""
     for tier in plan.score.tiers:
         if tier.value < tier.bound - 1e-9:
             return (tier.bound - tier.value) / max(1.0 / SCALE, abs(tier.value))
-    return None
+    if not secondary_known or plan.score.secondary_bound is None:
+        return None
+    gap = plan.score.secondary_bound - plan.score.secondary
+    return max(0.0, gap) / max(1.0 / SCALE, abs(plan.score.secondary))
 
 
-def _bounds(solved: tuple[list[Stage], Encoding] | None) -> tuple[dict[int, float], float | None, Stage | None]:
-    """Per-tier bounds, the secondary bound, and the first stage not proven optimal.
+def _bounds(solved: tuple[list[Stage], Encoding] | None) -> tuple[dict[int, float], float | None]:
+    """Per-tier bounds and the secondary bound proven by the stages.
 
-    A stage proven optimal bounds every part at its value. Otherwise the stage bound bounds its
-    first part (divided by its weight) and the later parts only by their own ranges; a stage
-    the time limit never reached is bounded by its ranges alone.
+    A stage proven optimal bounds each of its parts at the value it reached. Otherwise the
+    stage bound bounds its first part (divided by its weight) and the later parts only by their
+    own ranges; a stage the time limit never reached is bounded by its ranges alone.
     """
     if solved is None:
-        return {}, None, None
+        return {}, None
     stages, enc = solved
     bounds: dict[int, float] = {}
     secondary_bound: float | None = None
-    first_open: Stage | None = None
     for stage in stages:
-        if stage.optimal:
-            continue
-        first_open = first_open or stage
         for i, part in enumerate(stage.parts):
-            top = stage.bound // stage.weights[0] if i == 0 and stage.ran else _part_range(enc, part)
+            proven = True
+            if stage.optimal and stage.part_values:
+                top = float(stage.part_values[i])
+            elif i == 0 and stage.ran and stage.bound < _ceiling_of(enc, stage):
+                top = float(stage.bound // stage.weights[0])
+            else:
+                top, proven = float(_part_range(enc, part)), False
             if isinstance(part, int):
                 bounds[part] = (top + enc.tier_constant.get(part, 0)) / SCALE
-            elif part == "secondary":
+            elif part == "secondary" and proven:
                 secondary_bound = (top + enc.secondary_constant) / SCALE
-    return bounds, secondary_bound, first_open
-
-
-def _gap(plan: Plan, first_open: Stage | None) -> float:
-    """Lexicographic gap: the relative gap of the first part not proven optimal (the parts
-    before it are optimal, the ones after it only matter once it is)."""
-    if first_open is None:
-        return 0.0
-    if first_open.ran:
-        return abs(first_open.bound - first_open.value) / max(1.0, abs(first_open.value))
-    part = first_open.parts[0]
-    if isinstance(part, int):
-        tier = next(t for t in plan.score.tiers if t.priority == part)
-        return abs(tier.bound - tier.value) / max(1.0 / SCALE, abs(tier.value))
-    return abs(plan.score.secondary_bound - plan.score.secondary) / max(1.0 / SCALE, abs(plan.score.secondary))
+    return bounds, secondary_bound
