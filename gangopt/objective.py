@@ -49,9 +49,21 @@ class ObjectiveTerms:
             total.update(node.capacity)
         return dict(total)
 
+    @cached_property
+    def _geq_cache(self) -> dict[int, tuple[Role, float]]:
+        return {}
+
     def pod_geq(self, role: Role) -> float:
         """A pod's size in GPU-equivalents: its largest share of any resource, scaled so that
         one GPU (or the base resource's unit) is 1. CPU-only pods count by their CPU share."""
+        hit = self._geq_cache.get(id(role))
+        if hit is not None and hit[0] is role:
+            return hit[1]
+        value = self._pod_geq(role)
+        self._geq_cache[id(role)] = (role, value)
+        return value
+
+    def _pod_geq(self, role: Role) -> float:
         base_total = self.totals.get(self.base_resource, 0)
         if base_total <= 0:
             return 1.0
@@ -179,7 +191,9 @@ def _surplus(terms: ObjectiveTerms, gang: PendingGang | RunningGang, members: di
 def _spread_penalty(rnd: Round, plan: Plan, terms: ObjectiveTerms) -> int:
     from gangopt.topology import Topology
 
-    topo = Topology(rnd.cluster)
+    if not any(g.topology and g.topology.preferred and g.name in plan.admitted for g in rnd.pending):
+        return 0
+    topo = Topology.of(rnd.cluster)
     nodes_of: dict[str, set[str]] = {}
     for p in plan.placements:
         nodes_of.setdefault(p.gang, set()).add(p.node)

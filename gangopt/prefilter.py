@@ -90,6 +90,8 @@ class Prefiltered:
     stranded: dict[int, dict[str, int]] = field(default_factory=dict)
     """Candidate gang -> pods per role on nodes left out of the model (kept iff the gang stays)."""
     relevant_level: str | None = None
+    domain_index: dict[str, tuple[list[str], np.ndarray]] = field(default_factory=dict)
+    """Per level: domain names and each class's domain (valid until classes change)."""
     nodes_pruned: int = 0
     seconds: float = 0.0
 
@@ -115,7 +117,7 @@ def request_vector(role: Role, resources: list[str]) -> np.ndarray:
 def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
     """Run every prefilter step on ``rnd``; see the module docstring."""
     start = time.perf_counter()
-    topo = topo or Topology(rnd.cluster)
+    topo = topo or Topology.of(rnd.cluster)
     resources = resource_names(rnd)
     capacity = np.array([[n.capacity.get(r, 0) for r in resources] for n in rnd.cluster.nodes], dtype=np.int64)
     capacity = capacity.reshape(len(rnd.cluster.nodes), len(resources))
@@ -404,20 +406,18 @@ def _pending_verdict(pre: Prefiltered, gi: int, gang: PendingGang, sizes: np.nda
     level = gang.topology.required if gang.topology else None
     if level is None:
         return None
-    names = sorted({c.domains[level] for c in pre.classes})
-    domain_of = np.array([names.index(c.domains[level]) for c in pre.classes], dtype=np.int64)
-    per_node_sizes = sizes
-    feasible: list[str] = []
-    best = 0
-    for d, name in enumerate(names):
-        inside = domain_of == d
-        counts = [
-            int(np.minimum((per_node_sizes * pre.fits[k])[inside].sum(), r.replicas))
+    names, domain_of = _domain_index(pre, level)
+    # Room per domain and role (bincount over classes), capped by replicas: one pass per role.
+    counts = np.stack(
+        [
+            np.minimum(np.bincount(domain_of, weights=sizes * pre.fits[k], minlength=len(names)), r.replicas)
             for k, r in zip(keys, gang.roles, strict=True)
         ]
-        best = max(best, sum(counts))
-        if _reaches_minimum(gang, counts):
-            feasible.append(name)
+    ).astype(np.int64)
+    role_min = np.array([gang.role_minimum(r) for r in gang.roles], dtype=np.int64)[:, None]
+    ok = (counts >= role_min).all(axis=0) & (counts.sum(axis=0) >= gang.minimum)
+    feasible = [names[d] for d in np.flatnonzero(ok).tolist()]
+    best = int(counts.sum(axis=0).max()) if len(names) else 0
     if not feasible:
         return Pruned(
             "topology",
@@ -426,6 +426,15 @@ def _pending_verdict(pre: Prefiltered, gi: int, gang: PendingGang, sizes: np.nda
         )
     pre.required_domains[gi] = feasible
     return None
+
+
+def _domain_index(pre: Prefiltered, level: str) -> tuple[list[str], np.ndarray]:
+    """Domain names at ``level`` and each class's domain index (cached per level)."""
+    if level not in pre.domain_index:
+        names = sorted({c.domains[level] for c in pre.classes})
+        position = {name: i for i, name in enumerate(names)}
+        pre.domain_index[level] = (names, np.array([position[c.domains[level]] for c in pre.classes], dtype=np.int64))
+    return pre.domain_index[level]
 
 
 def _reaches_minimum(gang: PendingGang | RunningGang, counts: list[int]) -> bool:
@@ -537,4 +546,5 @@ def drop_classes(pre: Prefiltered, keep: np.ndarray) -> np.ndarray:
             stranded[role_name] += count * cls.size
     pre.classes = [pre.classes[k] for k in kept.tolist()]
     pre.fits = {key: fit[kept] for key, fit in pre.fits.items()}
+    pre.domain_index.clear()
     return kept

@@ -486,10 +486,11 @@ def _finish(
     """Add waiting reasons, the score with bounds and gap, and stats; then validate."""
     from gangopt.validation import validate
 
+    pre = pre or prefilter(rnd)
     waiting = waiting_reasons(rnd, plan, pre)
     bounds, secondary_bound = _bounds(solved)
     if solved is None:
-        bounds = _cheap_tier_bounds(rnd, pre or prefilter(rnd))
+        bounds = _cheap_tier_bounds(rnd, pre)
     plan = plan.model_copy(update={"waiting": waiting, "stats": stats})
     plan = plan.model_copy(update={"score": score(rnd, plan, bounds, secondary_bound)})
     plan = plan.model_copy(update={"gap": _plan_gap(plan, secondary_bound is not None)})
