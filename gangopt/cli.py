@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gangopt.cli_capacity import add_parsers as _add_capacity
 from gangopt.cli_simulate import add_parser as _add_simulate
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_explain)
 
     _add_simulate(sub)
+    _add_capacity(sub)
     return parser
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from gangopt.errors import InputError, Problem, parse_model
-from gangopt.metrics import Metrics, compute_metrics, write_report
+from gangopt.metrics import Metrics, compute_metrics
 from gangopt.models import load_cluster, parametric_cluster
 from gangopt.policies import POLICIES, make_policy
+from gangopt.report import comparison_table, write_simulation_report
 from gangopt.schema import Cluster
 from gangopt.simulation import SimConfig, simulate
-from gangopt.workload import load_workload
+from gangopt.workload import Workload, load_workload
 
 
 def add_parser(sub: Any) -> None:
@@ -37,18 +38,52 @@ def add_parser(sub: Any) -> None:
         default=[],
         help="use only the cluster's nodes with this label (repeatable), e.g. philly.vc=6214e9",
     )
-    p.add_argument("--policy", choices=sorted(POLICIES), default="gangopt", help="default: gangopt")
+    p.add_argument(
+        "--policy",
+        choices=sorted(POLICIES),
+        action="append",
+        help="default: gangopt; repeat to compare policies on the same workload and cluster",
+    )
+    add_sim_options(p)
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="policy seed (default 0)")
     p.add_argument("--horizon", type=float, metavar="S", help="stop at S seconds after the first arrival")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write a report folder: metrics.json/csv, jobs/rounds/timeline CSVs, PNG plots, report.md",
+    )
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
+    p.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def add_sim_options(p: argparse.ArgumentParser) -> None:
+    """Simulation flags shared by ``simulate``, ``sweep`` and ``capacity``."""
+    p.add_argument("--first", type=int, metavar="N", help="replay only the workload's first N jobs (by arrival)")
     p.add_argument("--interval", type=float, default=60.0, metavar="S", help="rounds at most every S s (default 60)")
     p.add_argument("--checkpoint", type=float, default=1800.0, metavar="S", help="checkpoint interval (default 1800)")
     p.add_argument("--restart", type=float, default=0.0, metavar="S", help="restart time after preemption (default 0)")
     p.add_argument("--time-limit", type=float, default=1.0, metavar="S", help="CP-SAT seconds per round (default 1)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="policy seed (default 0)")
     p.add_argument("--no-preemption", action="store_true", help="never preempt or shrink running jobs")
-    p.add_argument("--out", metavar="DIR", help="write metrics.json/csv, jobs.csv, rounds.csv, timeline.csv here")
-    p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
-    p.add_argument("--progress", action="store_true", help="progress bar on stderr")
-    p.set_defaults(func=run)
+    p.add_argument(
+        "--validate",
+        choices=["always", "untrusted"],
+        default="always",
+        help="validate every plan (default), or skip plans gangopt.solve already validated (gangopt, greedy)",
+    )
+
+
+def load_sliced_workload(args: argparse.Namespace) -> Workload:
+    """The workload file, cut to its first ``--first`` jobs by arrival when given."""
+    workload = load_workload(args.workload)
+    if args.first is not None:
+        if args.first < 1:
+            raise InputError([Problem("--first", f"must be >= 1, got {args.first}")], "arguments")
+        order = sorted(range(len(workload.jobs)), key=lambda i: (workload.jobs[i].arrival, i))[: args.first]
+        jobs = [workload.jobs[i] for i in sorted(order)]
+        note = f"replayed: the first {len(jobs)} jobs by arrival (--first {args.first})"
+        workload = workload.model_copy(update={"jobs": jobs, "assumptions": [*workload.assumptions, note]})
+    return workload
 
 
 def _cluster(args: argparse.Namespace) -> Cluster:
@@ -77,12 +112,12 @@ def _cluster(args: argparse.Namespace) -> Cluster:
 
 def _config(args: argparse.Namespace) -> SimConfig:
     checks = [
-        ("--horizon", args.horizon, args.horizon is None or args.horizon >= 0),
+        ("--horizon", getattr(args, "horizon", None), getattr(args, "horizon", None) is None or args.horizon >= 0),
         ("--interval", args.interval, args.interval >= 0),
         ("--checkpoint", args.checkpoint, args.checkpoint > 0),
         ("--restart", args.restart, args.restart >= 0),
         ("--time-limit", args.time_limit, args.time_limit > 0),
-        ("--seed", args.seed, args.seed >= 0),
+        ("--seed", getattr(args, "seed", 0), getattr(args, "seed", 0) >= 0),
     ]
     problems = [Problem(flag, f"invalid value {value}") for flag, value, ok in checks if not ok]
     if problems:
@@ -91,25 +126,36 @@ def _config(args: argparse.Namespace) -> SimConfig:
         interval=args.interval,
         checkpoint_interval=args.checkpoint,
         restart_seconds=args.restart,
-        horizon=args.horizon,
+        horizon=getattr(args, "horizon", None),
         time_limit=args.time_limit,
-        seed=args.seed,
+        seed=getattr(args, "seed", 0),
         preemption=not args.no_preemption,
-        progress=args.progress,
+        progress=getattr(args, "progress", False),
+        validate=args.validate,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     config = _config(args)
-    workload = load_workload(args.workload)
+    workload = load_sliced_workload(args)
     cluster = _cluster(args)
     if workload.jobs and config.horizon is not None:
-        config = SimConfig(**{**config.__dict__, "horizon": workload.jobs[0].arrival + config.horizon})
-    result = simulate(workload, cluster, make_policy(args.policy), config, name=args.policy)
-    metrics = compute_metrics(result)
+        first = min(j.arrival for j in workload.jobs)
+        config = SimConfig(**{**config.__dict__, "horizon": first + config.horizon})
+    policies = list(dict.fromkeys(args.policy or ["gangopt"]))
+    runs = []
+    for name in policies:
+        result = simulate(workload, cluster, make_policy(name), config, name=name)
+        runs.append((result, compute_metrics(result)))
     if args.out:
-        write_report(result, metrics, args.out)
-    text = json.dumps(metrics.model_dump(mode="json"), indent=2) + "\n" if args.json else table(metrics)
+        write_simulation_report(args.out, runs)
+    if args.json:
+        dumped = [m.model_dump(mode="json") for _, m in runs]
+        text = json.dumps(dumped[0] if len(dumped) == 1 else dumped, indent=2) + "\n"
+    else:
+        text = "\n".join(table(m) for _, m in runs)
+        if len(runs) > 1:
+            text += "\n" + comparison_table([m for _, m in runs])
     sys.stdout.write(text)
     return 0
 

@@ -30,13 +30,14 @@ def waiting_reasons(rnd: Round, plan: Plan, pre: Prefiltered | None = None) -> l
     users: dict[str, set[str]] = defaultdict(set)
     for p in plan.placements:
         users[p.node].add(p.gang)
+    resources = resource_names(rnd)  # once per round, not once per waiting gang
     out = []
     for gang in waiting:
         if gang.name in pre.pruned:
             pruned = pre.pruned[gang.name]
             out.append(Waiting(gang=gang.name, code=pruned.code, reasons=[pruned.reason]))
             continue
-        out.append(_after_plan(rnd, gang, free, users, prio, admitted))
+        out.append(_after_plan(rnd, gang, free, users, prio, admitted, resources))
     return out
 
 
@@ -62,11 +63,12 @@ def _after_plan(
     users: dict[str, set[str]],
     prio: dict[str, int],
     admitted: set[str],
+    resources: list[str],
 ) -> Waiting:
     if gang.group:
         partners = [g.name for g in rnd.pending if g.group == gang.group and g.name != gang.name]
         if partners and not any(p in admitted for p in partners):
-            fits_alone = _fit_count(rnd, gang, free) >= gang.minimum
+            fits_alone = _fit_count(rnd, gang, free, resources) >= gang.minimum
             if fits_alone:
                 return Waiting(
                     gang=gang.name,
@@ -78,7 +80,6 @@ def _after_plan(
         {u for n in eligible for u in users.get(n, set()) if u != gang.name and prio[u] >= gang.priority},
         key=lambda u: (-prio[u], u),
     )
-    resources = resource_names(rnd)
     main = "gpu" if any(r.requests.get("gpu") for r in gang.roles) else resources[0] if resources else "gpu"
     need = sum(r.requests.get(main, 0) * gang.role_minimum(r) for r in gang.roles)
     need = max(need, min((r.requests.get(main, 0) for r in gang.roles), default=0) * gang.minimum)
@@ -112,8 +113,7 @@ def _eligible_nodes(rnd: Round, gang: PendingGang) -> list[str]:
     return out
 
 
-def _fit_count(rnd: Round, gang: PendingGang, free: dict[str, dict[str, int]]) -> int:
-    resources = resource_names(rnd)
+def _fit_count(rnd: Round, gang: PendingGang, free: dict[str, dict[str, int]], resources: list[str]) -> int:
     total = 0
     for role in gang.roles:
         req = request_vector(role, resources)

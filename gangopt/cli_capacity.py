@@ -1,0 +1,257 @@
+"""``gangopt sweep`` and ``gangopt capacity``: many replays, in parallel, and the cluster size
+that meets SLOs (see :mod:`gangopt.sweep` and :mod:`gangopt.capacity`).
+
+Registered by :mod:`gangopt.cli`; same error contract (bad flags -> exit 2, naming the flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from gangopt.capacity import (
+    CompactionResult,
+    Evaluator,
+    InflationResult,
+    brute_force,
+    peak_compaction,
+    peak_inflation,
+    peak_jobs,
+    peak_reference,
+    replay_compaction,
+    size_cluster,
+    slo_inflation,
+)
+from gangopt.cli_simulate import _config, add_sim_options, load_sliced_workload
+from gangopt.errors import InputError, Problem
+from gangopt.policies import POLICIES
+from gangopt.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
+from gangopt.slo import SLO, parse_slo
+from gangopt.sweep import ClusterSpec, NodeType, parse_node_shape, sweep
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``sweep`` and ``capacity`` on the CLI's subparsers."""
+    p = sub.add_parser("sweep", help="replay a workload for policies x cluster sizes x seeds, in parallel")
+    p.add_argument("workload", metavar="WORKLOAD.json")
+    p.add_argument("--policy", choices=sorted(POLICIES), action="append", help="repeatable (default: greedy)")
+    p.add_argument("--nodes", type=int, nargs="+", required=True, metavar="N", help="cluster sizes (node counts)")
+    _add_cluster_options(p)
+    _add_run_options(p)
+    p.add_argument("--slo", action="append", default=[], metavar="SLO", help="also report these SLOs per run")
+    p.set_defaults(func=run_sweep)
+
+    p = sub.add_parser("capacity", help="smallest cluster meeting SLOs; cluster compaction and workload inflation")
+    p.add_argument("workload", metavar="WORKLOAD.json")
+    p.add_argument(
+        "--slo",
+        action="append",
+        required=True,
+        metavar="SLO",
+        help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/slo.py)",
+    )
+    p.add_argument("--policy", choices=sorted(POLICIES), default="greedy", help="default: greedy")
+    _add_cluster_options(p)
+    _add_run_options(p)
+    p.add_argument(
+        "--seed-share",
+        type=float,
+        default=1.0,
+        metavar="Q",
+        help="share of seeds that must meet each SLO (default 1: every seed)",
+    )
+    p.add_argument("--min-nodes", type=int, default=1, metavar="N", help="smallest size searched (default 1)")
+    p.add_argument("--max-nodes", type=int, default=1024, metavar="N", help="largest size searched (default 1024)")
+    p.add_argument("--brute-force", action="store_true", help="evaluate every size from --min-nodes to --max-nodes")
+    p.add_argument(
+        "--compaction",
+        choices=["peak", "replay", "none"],
+        default="peak",
+        help="cluster compaction: peak snapshot packing (default), SLO replay (slow), or none",
+    )
+    p.add_argument("--inflation", choices=["peak", "replay", "none"], default="replay", help="default: replay")
+    p.add_argument("--repeats", type=int, default=5, metavar="K", help="node permutations for compaction (default 5)")
+    p.add_argument("--max-inflation", type=float, default=8.0, metavar="F", help="largest factor tried (default 8)")
+    p.set_defaults(func=run_capacity)
+
+
+def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--node-shape",
+        action="append",
+        default=[],
+        metavar="[NAME:]SPEC",
+        help="node type, e.g. 'gpu=8,cpu=96,memory=1Ti,model=H100,rack=16' (default); repeat for several types",
+    )
+    p.add_argument(
+        "--fixed", action="append", default=[], metavar="NAME=N", help="count of a node type that is not varied"
+    )
+    p.add_argument("--vary", metavar="NAME", help="the node type whose count is searched (default: the first)")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    add_sim_options(p)
+    p.add_argument("--seeds", type=int, default=1, metavar="K", help="seeds 0..K-1 (seed 0: the trace as is)")
+    p.add_argument(
+        "--jitter", type=float, default=600.0, metavar="S", help="seeds > 0 move arrivals by up to +-S s (default 600)"
+    )
+    p.add_argument("--workers", type=int, metavar="N", help="local processes (default: CPU count; 1 = in-process)")
+    p.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (pip install 'gangopt[dask]')")
+    p.add_argument("--out", metavar="DIR", help="write a report folder (CSV/JSON, PNG plots, report.md)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--progress", action="store_true", help="progress bars on stderr")
+
+
+def _spec(args: argparse.Namespace) -> ClusterSpec:
+    try:
+        types = tuple(parse_node_shape(t) for t in args.node_shape) or (NodeType(),)
+        fixed = []
+        for term in args.fixed:
+            name, eq, count = term.partition("=")
+            if not eq or not count.isdigit():
+                raise ValueError(f"--fixed expects NAME=N, got {term!r}")
+            fixed.append((name, int(count)))
+        return ClusterSpec(types, tuple(fixed), args.vary or types[0].name)
+    except ValueError as error:
+        raise InputError([Problem("--node-shape", str(error))], "arguments") from None
+
+
+def _slos(texts: list[str]) -> tuple[SLO, ...]:
+    problems, out = [], []
+    for text in texts:
+        try:
+            out.append(parse_slo(text))
+        except ValueError as error:
+            problems.append(Problem("--slo", str(error)))
+    if problems:
+        raise InputError(problems, "arguments")
+    return tuple(out)
+
+
+def _check(args: argparse.Namespace) -> None:
+    checks = [("--seeds", args.seeds >= 1), ("--jitter", args.jitter >= 0)]
+    if args.workers is not None:
+        checks.append(("--workers", args.workers >= 1))
+    problems = [Problem(flag, "invalid value") for flag, ok in checks if not ok]
+    if problems:
+        raise InputError(problems, "arguments")
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    _check(args)
+    config = _config(args)
+    workload = load_sliced_workload(args)
+    spec = _spec(args)
+    if any(n < 0 for n in args.nodes):
+        raise InputError([Problem("--nodes", "sizes must be >= 0")], "arguments")
+    outcomes = sweep(
+        workload,
+        args.policy or ["greedy"],
+        args.nodes,
+        range(args.seeds),
+        cluster=spec,
+        config=config,
+        jitter=args.jitter,
+        slos=_slos(args.slo),
+        workers=args.workers,
+        dask=args.dask,
+        progress=args.progress,
+    )
+    if args.out:
+        write_sweep_report(args.out, outcomes)
+    if args.json:
+        from gangopt.sweep import sweep_rows
+
+        sys.stdout.write(json.dumps(sweep_rows(outcomes), indent=2) + "\n")
+    else:
+        sys.stdout.write(sweep_table(outcomes))
+    return 0
+
+
+def run_capacity(args: argparse.Namespace) -> int:
+    _check(args)
+    if not 1 <= args.min_nodes <= args.max_nodes:
+        raise InputError([Problem("--min-nodes", "need 1 <= --min-nodes <= --max-nodes")], "arguments")
+    if not 0 < args.seed_share <= 1:
+        raise InputError([Problem("--seed-share", "must be in (0, 1]")], "arguments")
+    config = _config(args)
+    workload = load_sliced_workload(args)
+    spec = _spec(args)
+    slos = _slos(args.slo)
+    ev = Evaluator(
+        workload,
+        slos,
+        policy=args.policy,
+        cluster=spec,
+        config=config,
+        seeds=tuple(range(args.seeds)),
+        seed_share=args.seed_share,
+        jitter=args.jitter,
+        workers=args.workers,
+        dask=args.dask,
+        progress=args.progress,
+        keep_timeline=bool(args.out),
+    )
+
+    def step(verdicts: list[Any]) -> None:
+        if args.progress:
+            for v in verdicts:
+                print(f"capacity: {v.nodes} nodes {'meet' if v.meets else 'fail'}", file=sys.stderr)
+
+    if args.brute_force:
+        sizing = brute_force(ev, args.min_nodes, args.max_nodes)
+    else:
+        sizing = size_cluster(ev, args.min_nodes, args.max_nodes, on_step=step)
+    compaction: CompactionResult | None = None
+    inflation: InflationResult | None = None
+    extra: list[str] = []
+    if sizing.nodes is not None:
+        pack_limit = max(config.time_limit, 10.0)
+        if args.compaction == "peak":
+            t_peak, jobs = peak_jobs(workload)
+            reference = peak_reference(workload, spec, sizing.nodes, args.max_nodes, time_limit=pack_limit)
+            gpus = sum(j.gpus() for j in jobs)
+            extra.append(
+                f"peak demand (every job started on arrival): {len(jobs)} jobs, {gpus:g} GPUs at t={t_peak:.0f}s"
+            )
+            if reference is None:
+                extra.append(f"peak snapshot does not fit {args.max_nodes} nodes; no compaction")
+            else:
+                compaction = peak_compaction(workload, spec.build(reference), args.repeats, time_limit=pack_limit)
+        elif args.compaction == "replay":
+            compaction = replay_compaction(ev, sizing.nodes, args.repeats)
+        if args.inflation == "replay":
+            inflation = slo_inflation(ev, sizing.nodes, args.max_inflation)
+        elif args.inflation == "peak":
+            inflation = peak_inflation(workload, spec.build(sizing.nodes), args.max_inflation, time_limit=pack_limit)
+    describe = spec.describe(sizing.nodes) if sizing.nodes is not None else "none"
+    settings = {
+        "policy": args.policy,
+        "seeds": args.seeds,
+        "seed_share": args.seed_share,
+        "jitter_s": args.jitter,
+        "jobs": len(workload.jobs),
+        **{
+            k: v
+            for k, v in dataclasses.asdict(config).items()
+            if k in ("interval", "checkpoint_interval", "time_limit")
+        },
+    }
+    if args.out:
+        write_capacity_report(args.out, sizing, describe, settings, compaction, inflation, extra)
+    if args.json:
+        data = {
+            "nodes": sizing.nodes,
+            "cluster": describe,
+            "evaluated": {v.nodes: v.meets for v in sizing.evaluated},
+            "simulations": sizing.simulations,
+            "compaction": compaction.counts if compaction else None,
+            "inflation": inflation.factor if inflation else None,
+        }
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        sys.stdout.write(capacity_text(sizing, describe, compaction, inflation, extra))
+    return 0
