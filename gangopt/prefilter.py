@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gangopt import arrays
 from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL, PendingGang, Role, Round, RunningGang, WaitingCode
 from gangopt.topology import Topology
@@ -100,18 +101,14 @@ class Prefiltered:
 
 
 def resource_names(rnd: Round) -> list[str]:
-    """Every resource named by a node or a request, gpu first, then alphabetical."""
-    names: set[str] = set()
-    for node in rnd.cluster.nodes:
-        names.update(node.capacity)
-    for gang in [*rnd.pending, *rnd.running]:
-        for role in gang.roles:
-            names.update(role.requests)
-    return sorted(names, key=lambda r: (r != "gpu", r))
+    """Every resource the round names, gpu first (the encoder's aggregate rows and the
+    binding-resource test rely on that), then alphabetical."""
+    return sorted(arrays.resource_names(rnd), key=lambda r: (r != "gpu", r))
 
 
 def request_vector(role: Role, resources: list[str]) -> np.ndarray:
-    return np.array([role.requests.get(r, 0) for r in resources], dtype=np.int64)
+    """A role's per-pod requests as a vector over ``resources``."""
+    return arrays.request_vector(role.requests, resources)
 
 
 def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:

@@ -144,7 +144,9 @@ class TopologyRequest(_Model):
     slice_size: int | None = Field(None, ge=1)
 
 
-class _GangSpec(_Model):
+class GangSpec(_Model):
+    """What every gang has, pending or running (and every job of a workload)."""
+
     name: Name
     queue: Name = "default"
     priority: int = Field(0, description="Higher runs first; a gang only preempts strictly lower priorities.")
@@ -184,7 +186,7 @@ class _GangSpec(_Model):
         return self.minimum < self.maximum
 
 
-class PendingGang(_GangSpec):
+class PendingGang(GangSpec):
     """A gang waiting to start: all ``minimum`` pods start together or none does."""
 
     submit_time: float = Field(0.0, description="Seconds (any epoch, same as policy.now).")
@@ -200,7 +202,7 @@ class BoundPod(_Model):
     node: Name
 
 
-class RunningGang(_GangSpec):
+class RunningGang(GangSpec):
     """A gang already running. It may be preempted (whole), shrunk (elastic, down to its
     minimum) or grown (elastic, up to its maximum) by the plan."""
 

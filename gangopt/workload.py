@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gangopt.errors import InputError, Problem, parse_json_text
-from gangopt.schema import Name, Role, TopologyRequest
+from gangopt.schema import GangSpec, Role
 
 # ----------------------------------------------------------------------------- models
 
@@ -45,42 +45,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Job(_Model):
-    """One job of a workload: a gang that arrives, waits, runs for a while and leaves."""
+class Job(GangSpec):
+    """One job of a workload: a gang that arrives, waits, runs for a while and leaves.
+    Roles, minimum and maximum follow the same rules as a pending gang (:class:`GangSpec`)."""
 
-    name: Name
     arrival: float = Field(ge=0, description="Submission time, seconds since the workload's start.")
     duration: float = Field(gt=0, description="Run time in seconds with the job's maximum member count.")
-    roles: list[Role] = Field(min_length=1)
-    priority: int = 0
-    queue: Name = "default"
-    min_members: int | None = Field(None, ge=1, description="Elastic floor over all roles (default: all pods).")
-    max_members: int | None = Field(None, ge=1, description="Elastic ceiling over all roles (default: all pods).")
     deadline: float | None = Field(None, description="Latest wanted start time, same clock as arrival.")
     preemptible: bool = True
-    topology: TopologyRequest | None = None
-
-    @property
-    def total_replicas(self) -> int:
-        return sum(r.replicas for r in self.roles)
-
-    @property
-    def minimum(self) -> int:
-        """Fewest pods the job runs with (same rule as ``PendingGang.minimum``)."""
-        role_min = sum(
-            r.min_replicas if r.min_replicas is not None else (r.replicas if self.min_members is None else 0)
-            for r in self.roles
-        )
-        return max(role_min, self.min_members or 0)
-
-    @property
-    def maximum(self) -> int:
-        """Most pods the job runs with; ``duration`` is measured at this size."""
-        return min(self.total_replicas, self.max_members or self.total_replicas)
-
-    @property
-    def elastic(self) -> bool:
-        return self.minimum < self.maximum
 
     def gpus(self, resource: str = "gpu") -> float:
         """GPUs (whole units) of all pods at the maximum size."""
