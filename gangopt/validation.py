@@ -724,8 +724,9 @@ def _pod_names(ctx: _Context) -> list[Violation]:
                     p.node,
                 )
             )
+    taken_names = set(taken)  # built once: a copy per gang made large rounds quadratic
     for gang, placements in ctx.new_by_gang.items():
-        out += _naming(gang, placements, set(taken))
+        out += _naming(gang, placements, taken_names)
     return out
 
 
