@@ -157,7 +157,7 @@ class _Greedy:
     def __init__(self, rnd: Round, growth: Growth) -> None:
         self.rnd = rnd
         self.eager = growth == "eager"
-        self.terms = ObjectiveTerms(rnd)
+        self.terms = ObjectiveTerms.of(rnd)
         self.res = resource_names(rnd)
         self.cap = capacity_matrix(rnd, self.res)
         self.free: IntArray = np.asfortranarray(self.cap - running_usage(rnd, self.res))

@@ -132,7 +132,7 @@ class Encoding:
 def encode(pre: Prefiltered, allowed: dict[RoleKey, set[int]] | None = None) -> Encoding:
     """Build the CP-SAT model of ``pre``; see the module docstring. With ``allowed``, a role's
     pods may only go to those classes (a restricted model, see :mod:`gangopt.neighbourhood`)."""
-    enc = Encoding(model=cp_model.CpModel(), pre=pre, terms=ObjectiveTerms(pre.rnd))
+    enc = Encoding(model=cp_model.CpModel(), pre=pre, terms=ObjectiveTerms.of(pre.rnd))
     _split_big_pattern_classes(enc, allowed)
     _gang_variables(enc)
     for k, cm in enumerate(enc.classes):

@@ -161,7 +161,7 @@ def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) ->
     by_node: dict[str, set[str]] = defaultdict(set)
     for p in placements:
         by_node[p.node].add(p.gang)
-    terms = ObjectiveTerms(rnd)
+    terms = ObjectiveTerms.of(rnd)
     out = []
     for gang in rnd.running:
         gone = [p for p in gang.pods if p.name in decision.removed]
@@ -231,7 +231,7 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
         used[index[node]] += req_of[(gang_name, role_name)]
         usage[queue_of[gang_name]] += req_of[(gang_name, role_name)]
     limits = _quota_check(rnd, resources)
-    terms = ObjectiveTerms(rnd)
+    terms = ObjectiveTerms.of(rnd)
     victims = [g for g in rnd.running if any(p.name in decision.removed for p in g.pods)]
     victims.sort(key=lambda g: (-g.priority, -terms.preemption_cost(g), g.name))
     for gang in victims:

@@ -27,11 +27,32 @@ SCALE = 10
 """Objective units per GPU-equivalent (and per GPU-hour, per domain, per node)."""
 
 
+_TERMS: dict[int, ObjectiveTerms] = {}
+_TERMS_SIZE = 2  # rounds can be large: keep only the last few alive
+
+
 @dataclass(frozen=True)
 class ObjectiveTerms:
     """Integer objective coefficients of one round, shared by the encoder and :func:`score`."""
 
     rnd: Round
+
+    @classmethod
+    def of(cls, rnd: Round) -> ObjectiveTerms:
+        """The terms of ``rnd``, computed once per round object (rounds are immutable): a
+        round is scored several times (warm start, plan, fallback), each a full pass."""
+        hit = _TERMS.get(id(rnd))
+        if hit is not None and hit.rnd is rnd:
+            return hit
+        terms = cls(rnd)
+        if len(_TERMS) >= _TERMS_SIZE:
+            _TERMS.pop(next(iter(_TERMS)))
+        _TERMS[id(rnd)] = terms
+        return terms
+
+    @cached_property
+    def _tier_cache(self) -> dict[int, tuple[object, int]]:
+        return {}
 
     @cached_property
     def base_resource(self) -> str:
@@ -106,6 +127,14 @@ class ObjectiveTerms:
 
     def tier_value(self, gang: PendingGang | RunningGang) -> int:
         """Value of running ``gang`` at its minimum size, counted in its priority tier."""
+        hit = self._tier_cache.get(id(gang))
+        if hit is not None and hit[0] is gang:
+            return hit[1]
+        value = self._tier_value(gang)
+        self._tier_cache[id(gang)] = (gang, value)
+        return value
+
+    def _tier_value(self, gang: PendingGang | RunningGang) -> int:
         roles = {r.name: r for r in gang.roles}
         base = sum(n * self.pod_value(roles[name]) for name, n in self.min_pods(gang).items())
         factor = self.urgency(gang) if isinstance(gang, PendingGang) else 1.0
@@ -147,7 +176,7 @@ def score(
 
     Assumes the plan is valid (see :mod:`gangopt.validation`); values are in GPU-equivalents.
     """
-    terms = ObjectiveTerms(rnd)
+    terms = ObjectiveTerms.of(rnd)
     tiers: Counter[int] = Counter()
     secondary = 0
     new_members: Counter[tuple[str, str]] = Counter((p.gang, p.role) for p in plan.placements)

@@ -459,7 +459,7 @@ def _no_room(pre: Prefiltered, gang: PendingGang, role: Role) -> str:
 def _demand(pre: Prefiltered, gang: PendingGang | RunningGang) -> str:
     from gangopt.objective import ObjectiveTerms
 
-    counts = ObjectiveTerms(pre.rnd).min_pods(gang)
+    counts = ObjectiveTerms.of(pre.rnd).min_pods(gang)
     totals: dict[str, int] = defaultdict(int)
     for role in gang.roles:
         for res, amount in role.requests.items():
@@ -478,7 +478,7 @@ def _quota_verdict(pre: Prefiltered, gang: PendingGang) -> Pruned | None:
         return None
     from gangopt.objective import ObjectiveTerms
 
-    counts = ObjectiveTerms(rnd).min_pods(gang)
+    counts = ObjectiveTerms.of(rnd).min_pods(gang)
     before: dict[str, int] = defaultdict(int)
     for run in rnd.running:
         for pod in run.pods:

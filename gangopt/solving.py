@@ -526,7 +526,7 @@ def _finish(
 def _cheap_tier_bounds(rnd: Round, pre: Prefiltered) -> dict[int, float]:
     """Per priority, the value if every gang the prefilter kept started and every running gang
     stayed: a bound any plan respects, available without a model."""
-    terms = ObjectiveTerms(rnd)
+    terms = ObjectiveTerms.of(rnd)
     ceiling: dict[int, int] = {}
     for gi in pre.pending:
         gang = rnd.pending[gi]

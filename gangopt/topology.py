@@ -20,7 +20,7 @@ Domain = tuple[str, str]
 
 
 _CACHE: dict[int, tuple[Cluster, Topology]] = {}
-_CACHE_SIZE = 8
+_CACHE_SIZE = 2  # clusters can be large: keep only the last few alive
 
 
 class Topology:
