@@ -49,13 +49,14 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from gangopt.checks import check_round
 from gangopt.policies import SchedulingPolicy, gangopt_policy, greedy_policy
 from gangopt.schema import (
     BoundPod,
     Cluster,
+    GangSpec,
     PendingGang,
     Plan,
     Policy,
@@ -256,18 +257,13 @@ class _Live:
         return self.prod_start + max(0.0, self.job.duration - self.work0) / self.rate
 
 
+def _gang_fields(job: Job) -> dict[str, Any]:
+    """The fields a job shares with every gang (a Job is a GangSpec)."""
+    return {name: getattr(job, name) for name in GangSpec.model_fields}
+
+
 def _pending_gang(job: Job) -> PendingGang:
-    return PendingGang(
-        name=job.name,
-        queue=job.queue,
-        priority=job.priority,
-        roles=job.roles,
-        min_members=job.min_members,
-        max_members=job.max_members,
-        topology=job.topology,
-        submit_time=job.arrival,
-        deadline=job.deadline,
-    )
+    return PendingGang(**_gang_fields(job), submit_time=job.arrival, deadline=job.deadline)
 
 
 # ----------------------------------------------------------------------------- simulator
@@ -446,13 +442,7 @@ class Simulator:
         since, _ = lv.checkpoint(t, self.config.checkpoint_interval)
         job = lv.job
         return RunningGang.model_construct(
-            name=job.name,
-            queue=job.queue,
-            priority=job.priority,
-            roles=job.roles,
-            min_members=job.min_members,
-            max_members=job.max_members,
-            topology=job.topology,
+            **_gang_fields(job),
             pods=list(lv.pods),
             preemptible=job.preemptible,
             preemption_cost=None,
