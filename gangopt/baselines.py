@@ -386,7 +386,13 @@ class _Greedy:
         demand = np.asarray(counts, dtype=np.int64) @ g.reqs
         dominant = int(np.argmax(demand / np.maximum(self.totals, 1)))
         room = np.bincount(codes, weights=work[:, dominant], minlength=n_domains)
-        for d in candidates[np.argsort(room[candidates], kind="stable")].tolist():
+        order = candidates[np.argsort(room[candidates], kind="stable")]
+        if g.elastic and isinstance(g.spec, PendingGang):
+            # An elastic gang can only grow inside the domain it starts in: prefer domains
+            # with room for more members (best fit among equals), not the tightest one.
+            growth = self._domain_growth(work, g, codes, n_domains)[order]
+            order = order[np.argsort(-growth, kind="stable")]
+        for d in order.tolist():
             nodes = groups[d]
             rows = work[nodes]
             alloc = self._fill(rows, nodes, g, counts, sliced=sliced)
@@ -394,6 +400,17 @@ class _Greedy:
                 work[nodes] = rows
                 return alloc, d
         return None
+
+    def _domain_growth(self, work: IntArray, g: _Gang, codes: IntArray, n_domains: int) -> IntArray:
+        """Per domain, how many of the gang's members (up to its maximum) fit on ``work``: the
+        roles' fit counts, each capped at its replicas, summed."""
+        total = np.zeros(n_domains, dtype=np.int64)
+        for r, role in enumerate(g.spec.roles):
+            idx = g.idx[r]
+            fits = fit_counts(work, g.reqs[r], cap=role.replicas, rows=idx)
+            per_domain = np.bincount(codes[idx], weights=fits, minlength=n_domains).astype(np.int64)
+            total += np.minimum(per_domain, role.replicas)
+        return np.minimum(total, g.maximum)
 
     def _fill(
         self, rows: IntArray, nodes: IndexArray | None, g: _Gang, counts: list[int], *, sliced: bool

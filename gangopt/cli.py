@@ -29,7 +29,7 @@ from gangopt.cli_capacity import add_parsers as _add_capacity
 from gangopt.cli_simulate import add_parser as _add_simulate
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
-from gangopt.generate import SIZES, Spec, dump_round, generate
+from gangopt.generate import GAP_TARGETS, SIZES, Spec, dump_round, generate
 from gangopt.io import load_plan, load_round
 from gangopt.peers import SOLVERS as PEER_SOLVERS
 from gangopt.schema import Policy, Round, json_schemas
@@ -193,6 +193,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             contention=args.contention,
             busy=args.busy,
             time_limit=args.time_limit,
+            gap_limit=GAP_TARGETS[args.size] if args.size is not None else Spec.gap_limit,
         )
     except ValueError as error:
         flag = "--" + str(error).split(" ", 1)[0].replace("_", "-")

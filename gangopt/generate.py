@@ -68,6 +68,8 @@ HORIZON = 4 * 3600.0
 
 SIZES: dict[str, tuple[int, int]] = {"S": (128, 50), "M": (1024, 200), "L": (4096, 1000), "XL": (16384, 2000)}
 """Issue 3's rounds: name -> (nodes, pending gangs)."""
+GAP_TARGETS: dict[str, float] = {"S": 0.0, "M": 0.005, "L": 0.01, "XL": 0.02}
+"""Issue 3's gap target per size, written into each round's ``policy.gap_limit``."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Spec:
     preferred_share: float = 0.4
     """Of the multi-pod pending gangs: share with a preferred rack/block."""
     time_limit: float = 10.0
+    gap_limit: float = 0.005
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -106,6 +109,8 @@ class Spec:
             raise ValueError(f"rack_size must be >= 1, got {self.rack_size}")
         if self.time_limit <= 0:
             raise ValueError(f"time_limit must be > 0, got {self.time_limit}")
+        if not 0.0 <= self.gap_limit <= 1.0:
+            raise ValueError(f"gap_limit must be in [0, 1], got {self.gap_limit}")
 
 
 def size_spec(name: str, seed: int = 0, contention: bool = False) -> Spec:
@@ -114,7 +119,7 @@ def size_spec(name: str, seed: int = 0, contention: bool = False) -> Spec:
         nodes, gangs = SIZES[name.upper()]
     except KeyError:
         raise ValueError(f"unknown size {name!r} (sizes: {', '.join(SIZES)})") from None
-    return Spec(nodes=nodes, gangs=gangs, seed=seed, contention=contention)
+    return Spec(nodes=nodes, gangs=gangs, seed=seed, contention=contention, gap_limit=GAP_TARGETS[name.upper()])
 
 
 @dataclass
@@ -325,7 +330,7 @@ def generate(spec: Spec) -> tuple[Round, Summary]:
             "workers": 1,
             "preemption": True,
             "now": now,
-            "secondary_gap_limit": 0.005,
+            "gap_limit": spec.gap_limit,
         },
     }
     rnd = Round.model_validate(data)

@@ -269,14 +269,15 @@ class Policy(_Model):
         "overhead for many tiny rounds, but a model that overruns can block the caller.",
     )
     now: float | None = Field(None, description="Current time (default: latest submit_time).")
-    secondary_gap_limit: float = Field(
+    gap_limit: float = Field(
         0.0,
         ge=0,
         le=1,
-        description="Relative gap at which the search on the secondary terms (growth, preemption "
-        "cost, spread, fragmentation) and the FIFO tie-break stops. Priority tiers are always "
-        "searched to proven optimality or the time limit. The plan's gap reports what was proven. "
-        "0.01 makes large rounds much faster at a cost that only touches the secondary terms.",
+        description="Relative gap on the plan's total value (priority tiers plus secondary terms, "
+        "see Plan.gap) at which the search stops, once every priority tier is proven optimal. "
+        "Priority tiers are always searched to proven optimality or the time limit. 0 proves "
+        "optimality; 0.005 lets a greedy plan that meets the round's cheap bounds that closely be "
+        "returned without building a model, and makes large rounds much faster.",
     )
     weights: Weights = Field(default_factory=Weights)
 
@@ -379,7 +380,9 @@ class Score(_Model):
     tiers: list[TierScore] = Field(default_factory=list)
     secondary: float = 0.0
     secondary_bound: float | None = Field(
-        0.0, description="Proven bound on the secondary terms; null when none was proven."
+        0.0,
+        description="Proven bound on the secondary terms (from CP-SAT or the cheap bounds of "
+        "gangopt.bounds); null when none is known.",
     )
 
 
@@ -408,7 +411,12 @@ class Plan(_Model):
     solver: str = "cpsat"
     message: str = ""
     score: Score = Field(default_factory=Score)
-    gap: float | None = Field(None, description="Relative gap to the proven bound (0 = optimal).")
+    gap: float | None = Field(
+        None,
+        description="Relative gap of the plan's total value (tier values plus the secondary terms, "
+        "all in GPU-equivalents) to the sum of their proven bounds, divided by the total value: "
+        "0 = proven optimal. Per-part bounds are in score. Null when no bound is known.",
+    )
     admitted: list[str] = Field(default_factory=list, description="Pending gangs started by this plan.")
     placements: list[Placement] = Field(default_factory=list)
     preemptions: list[Preemption] = Field(default_factory=list)

@@ -423,7 +423,7 @@ class Simulator:
             # Thousands of short rounds: forking a killable child per round costs more than it
             # protects, and the secondary terms need not be proven to the last percent.
             "hard_limit": False,
-            "secondary_gap_limit": 0.01,
+            "gap_limit": 0.01,
         }
         if cfg.weights is not None:
             policy_fields["weights"] = cfg.weights

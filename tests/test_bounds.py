@@ -1,0 +1,104 @@
+"""Cheap bounds (gangopt.bounds) bound every valid plan, and let good greedy plans skip the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+
+import gangopt
+from gangopt.baselines import greedy
+from gangopt.bounds import cheap_bounds, reaches_ceilings, tier_ceilings
+from gangopt.io import load_round
+from gangopt.objective import SCALE, score
+from gangopt.prefilter import prefilter
+from gangopt.schema import Plan, Round, Status
+from tests.strategies import rounds
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def assert_bounded(rnd: Round, plan: Plan) -> None:
+    """The plan's tiers stay under the ceilings and its secondary under the cheap bound
+    (the tight one whenever the plan itself reaches every ceiling)."""
+    assert gangopt.validate(rnd, plan) == []
+    pre = prefilter(rnd)
+    ceilings = tier_ceilings(pre)
+    s = score(rnd, plan)
+    for tier in s.tiers:
+        assert tier.value <= ceilings.get(tier.priority, 0) / SCALE + 1e-9, tier
+    loose = cheap_bounds(pre, tiers_at_ceiling=False)
+    assert s.secondary <= loose.secondary / SCALE + 1e-9
+    if reaches_ceilings({t.priority: t.value for t in s.tiers}, ceilings):
+        tight = cheap_bounds(pre, tiers_at_ceiling=True)
+        assert tight.secondary <= loose.secondary
+        assert s.secondary <= tight.secondary / SCALE + 1e-9
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds())
+def test_cheap_bounds_bound_every_solvers_plan(rnd: Round) -> None:
+    for solver in ("cpsat", "greedy", "koordinator_like", "kueue_like", "fifo_first_fit"):
+        assert_bounded(rnd, gangopt.solve(rnd, solver=solver))  # type: ignore[arg-type]
+    assert_bounded(rnd, greedy(rnd, growth="deferred"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds())
+def test_plan_gap_never_claims_more_than_cpsat_proves(rnd: Round) -> None:
+    plan = gangopt.solve(rnd)
+    if plan.status == Status.OPTIMAL:
+        assert plan.gap == 0.0
+    assert plan.gap is not None and plan.gap >= 0.0
+    for tier in plan.score.tiers:
+        assert tier.value <= tier.bound + 1e-9
+    assert plan.score.secondary_bound is not None
+    assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
+
+
+def test_elastic_growth_is_bounded_by_the_room_in_its_required_domain() -> None:
+    # Two racks of one 8-GPU node; rack r0 half busy. A gang of 8-GPU pods that must stay in
+    # one rack can run 1 pod, never 2: the bound must see that, not the 12 free GPUs.
+    rnd = Round.model_validate(
+        {
+            "cluster": {
+                "topology_levels": ["rack"],
+                "nodes": [
+                    {"name": "a", "capacity": {"gpu": 8}, "topology": {"rack": "r0"}},
+                    {"name": "b", "capacity": {"gpu": 8}, "topology": {"rack": "r1"}},
+                ],
+            },
+            "running": [
+                {
+                    "name": "busy",
+                    "priority": 5,
+                    "preemptible": False,
+                    "roles": [{"replicas": 1, "requests": {"gpu": 4}}],
+                    "pods": [{"name": "busy-0", "node": "a"}],
+                }
+            ],
+            "pending": [
+                {
+                    "name": "elastic",
+                    "roles": [{"replicas": 2, "min_replicas": 1, "requests": {"gpu": 8}}],
+                    "topology": {"required": "rack"},
+                }
+            ],
+        }
+    )
+    pre = prefilter(rnd)
+    bounds = cheap_bounds(pre, tiers_at_ceiling=True)
+    plan = gangopt.solve(rnd)
+    assert plan.admitted == ["elastic"]
+    # Growth is impossible, so the bound is the plan's own value: one node opened.
+    assert bounds.secondary / SCALE == plan.score.secondary
+    assert plan.gap == 0.0
+
+
+def test_greedy_plan_within_the_gap_limit_needs_no_model() -> None:
+    rnd = load_round(ROOT / "instances" / "scale-M.json")
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert "no model needed" in plan.message
+    assert plan.stats.variables == 0
+    assert plan.gap is not None and 0 < plan.gap <= rnd.policy.gap_limit
