@@ -16,6 +16,8 @@ already meets them.
   fragmentation term.
 
 All values are in objective units (1/SCALE GPU-equivalents), like :mod:`gangopt.objective`.
+Sums over the whole cluster are taken in Python integers (``dtype=object``): memory in
+milli-bytes overflows int64 once a few thousand nodes are added up.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def _room_rows(solver: pywraplp.Solver, n: list[pywraplp.Variable], growth: _Gro
     """Rows of resource ``k``: total room, and pod counts per request size (scaled to 1)."""
     weight = np.array([int(r[k]) for r in growth.requests], dtype=np.int64)
     needs = [(count, int(req[k])) for count, req in growth.mandatory if req[k] > 0]
-    total = float(free.sum()) - sum(count * need for count, need in needs)
+    total = float(free.sum(dtype=object) - sum(count * need for count, need in needs))
     if total <= 0:
         for i in np.flatnonzero(weight > 0):
             n[i].SetUb(0.0)
@@ -259,16 +261,16 @@ def _by_amount(pre: Prefiltered, busy_free: np.ndarray, idle: np.ndarray) -> int
     """Idle nodes needed for the pending minimums' total demand beyond the busy nodes' room
     (less the minimums of running gangs whose pods may go, which stay somewhere busy)."""
     rnd = pre.rnd
-    room = busy_free.sum(axis=0)
+    room = busy_free.sum(axis=0, dtype=object)
     for gi, run in enumerate(rnd.running):
         if gi in set(pre.candidates) and run.elastic:
             room -= _minimum_demand(run, pre.resources)
-    demand = np.zeros(len(pre.resources), dtype=np.int64)
+    demand = np.zeros(len(pre.resources), dtype=object)
     for gi in pre.pending:
         demand += _minimum_demand(rnd.pending[gi], pre.resources)
-    short = np.maximum(0, demand - room)
-    largest = idle.max(axis=0)
-    needed = [math.ceil(short[k] / largest[k]) for k in range(len(short)) if short[k] > 0 and largest[k] > 0]
+    short = [max(0, int(d - r)) for d, r in zip(demand, room, strict=True)]
+    largest = [int(x) for x in idle.max(axis=0)]
+    needed = [-(-short[k] // largest[k]) for k in range(len(short)) if short[k] > 0 and largest[k] > 0]
     return max(needed, default=0)
 
 
@@ -289,19 +291,19 @@ def _by_shape(pods: list[tuple[int, np.ndarray]], busy_free: np.ndarray, idle: n
 def _minimum_demand(gang: PendingGang | RunningGang, resources: list[str]) -> np.ndarray:
     """The least the gang's smallest configuration requests, per resource: role minimums,
     and the rest of the gang-wide minimum at the cheapest role for that resource."""
-    total = np.zeros(len(resources), dtype=np.int64)
+    total = np.zeros(len(resources), dtype=object)
     for role in gang.roles:
-        total += gang.role_minimum(role) * request_vector(role, resources)
+        total += gang.role_minimum(role) * request_vector(role, resources).astype(object)
     extra = gang.minimum - sum(gang.role_minimum(r) for r in gang.roles)
     if extra > 0:
         cheapest = np.min(np.array([request_vector(r, resources) for r in gang.roles], dtype=np.int64), axis=0)
-        total += extra * cheapest
+        total += extra * cheapest.astype(object)
     return total
 
 
 def _current_demand(gang: RunningGang, resources: list[str]) -> np.ndarray:
     reqs = {r.name: request_vector(r, resources) for r in gang.roles}
-    total = np.zeros(len(resources), dtype=np.int64)
+    total = np.zeros(len(resources), dtype=object)
     for pod in gang.pods:
         total += reqs[pod.role]
     return total

@@ -102,3 +102,23 @@ def test_greedy_plan_within_the_gap_limit_needs_no_model() -> None:
     assert "no model needed" in plan.message
     assert plan.stats.variables == 0
     assert plan.gap is not None and 0 < plan.gap <= rnd.policy.gap_limit
+
+
+def test_bounds_add_up_memory_across_many_nodes_without_overflow() -> None:
+    # 12 nodes of 1 TiB: in milli-bytes their sum exceeds int64; the bound must still hold.
+    nodes = [{"name": f"n{i}", "capacity": {"gpu": 8, "memory": "1Ti"}} for i in range(12)]
+    rnd = Round.model_validate(
+        {
+            "cluster": {"nodes": nodes},
+            "pending": [
+                {
+                    "name": "elastic",
+                    "roles": [{"replicas": 12, "min_replicas": 1, "requests": {"gpu": 8, "memory": "512Gi"}}],
+                }
+            ],
+        }
+    )
+    plan = gangopt.solve(rnd)
+    assert len(plan.placements) == 12
+    assert_bounded(rnd, plan)
+    assert plan.gap == 0.0
