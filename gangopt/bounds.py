@@ -61,10 +61,27 @@ def tier_ceilings(pre: Prefiltered) -> dict[int, int]:
     return ceiling
 
 
+_CACHE: dict[tuple[int, bool], tuple[Prefiltered, CheapBounds]] = {}
+_CACHE_SIZE = 4  # prefiltered rounds can be large: keep only the last few alive
+
+
 def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
     """The round's cheap bounds. ``tiers_at_ceiling`` says that some plan reaches every tier
     ceiling, so that every optimal plan runs every kept gang at its minimum or more; the
-    secondary bound is then much tighter."""
+    secondary bound is then much tighter. Computed once per prefiltered round (a solve asks
+    for the greedy plan's, then the answer's)."""
+    key = (id(pre), tiers_at_ceiling)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is pre:
+        return hit[1]
+    bounds = _cheap_bounds(pre, tiers_at_ceiling)
+    if len(_CACHE) >= _CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = (pre, bounds)
+    return bounds
+
+
+def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
     ceilings = tier_ceilings(pre)
     secondary = _growth_bound(pre, tiers_at_ceiling)
     if tiers_at_ceiling:

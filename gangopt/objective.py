@@ -199,13 +199,22 @@ def score(
         secondary += _surplus(terms, run, members)
         secondary -= terms.pod_removal_cost(run) * (len(run.pods) - sum(kept.values()))
     secondary -= _spread_penalty(rnd, plan, terms) + _opened_nodes(rnd, plan) * terms.open_node_cost
-    bounds = bounds or {}
-    return Score(
+    unbounded = Score(
         tiers=[
-            TierScore(priority=p, value=tiers[p] / SCALE, bound=bounds.get(p, tiers[p] / SCALE))
-            for p in sorted(tiers, reverse=True)
+            TierScore(priority=p, value=tiers[p] / SCALE, bound=tiers[p] / SCALE) for p in sorted(tiers, reverse=True)
         ],
         secondary=secondary / SCALE,
+        secondary_bound=None,
+    )
+    return with_bounds(unbounded, bounds or {}, secondary_bound)
+
+
+def with_bounds(s: Score, bounds: dict[int, float], secondary_bound: float | None) -> Score:
+    """``s`` with these bounds (a tier without one is bounded by its own value): scoring a
+    plan is a pass over every gang, attaching bounds is not."""
+    return Score(
+        tiers=[TierScore(priority=t.priority, value=t.value, bound=bounds.get(t.priority, t.value)) for t in s.tiers],
+        secondary=s.secondary,
         secondary_bound=secondary_bound,
     )
 

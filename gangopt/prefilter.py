@@ -343,19 +343,22 @@ def _fit_counts(pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[
     gang, the rest of the freed room may go to anyone, so a tighter bound would cut plans off.
     """
     room = np.array([c.free for c in pre.classes], dtype=np.int64).reshape(len(pre.classes), len(pre.resources))
+    room = np.asfortranarray(np.maximum(room, 0))
+    anywhere = np.asarray(class_masks.any(axis=0), dtype=bool)
+    # Roles share a handful of shapes: one array per (requests, eligibility, replicas), shared
+    # read-only by every role that has it (16,384 nodes: 9,000 roles, a few hundred shapes).
+    by_shape: dict[tuple[bytes, int, int], np.ndarray] = {}
     for key, sig in role_signature.items():
-        gang = pre.gang(key.kind, key.gang)
-        role = gang.roles[key.role]
+        role = pre.gang(key.kind, key.gang).roles[key.role]
         req = request_vector(role, pre.resources)
         pre.requests[key] = req
-        pre.eligible_anywhere[key] = bool(class_masks[:, sig].any())
-        positive = req > 0
-        if positive.any():
-            per_res = np.where(positive, np.maximum(room, 0) // np.where(positive, req, 1), BIG)
-            fit = per_res.min(axis=1)
-        else:
-            fit = np.full(len(pre.classes), BIG, dtype=np.int64)
-        pre.fits[key] = np.where(class_masks[:, sig], np.minimum(fit, role.replicas), 0).astype(np.int64)
+        pre.eligible_anywhere[key] = bool(anywhere[sig])
+        shape = (req.tobytes(), sig, role.replicas)
+        fit = by_shape.get(shape)
+        if fit is None:
+            fit = np.where(class_masks[:, sig], arrays.fit_counts(room, req, cap=role.replicas), 0).astype(np.int64)
+            by_shape[shape] = fit
+        pre.fits[key] = fit
 
 
 def _prune_gangs(pre: Prefiltered) -> None:
@@ -526,8 +529,8 @@ def _drop_useless_classes(pre: Prefiltered) -> None:
     keys = [RoleKey("pending", gi, ri) for gi in pre.pending for ri in range(len(pre.rnd.pending[gi].roles))]
     keys += [RoleKey("running", gi, ri) for gi in pre.growers for ri in range(len(pre.rnd.running[gi].roles))]
     useful = np.zeros(len(pre.classes), dtype=bool)
-    if keys:
-        useful = np.asarray(np.stack([pre.fits[k] > 0 for k in keys]).any(axis=0), dtype=bool)
+    for fit in {id(pre.fits[k]): pre.fits[k] for k in keys}.values():  # shared arrays once
+        useful |= fit > 0
     drop_classes(pre, useful)
 
 
@@ -542,6 +545,10 @@ def drop_classes(pre: Prefiltered, keep: np.ndarray) -> np.ndarray:
             stranded = pre.stranded.setdefault(gi, defaultdict(int))
             stranded[role_name] += count * cls.size
     pre.classes = [pre.classes[k] for k in kept.tolist()]
-    pre.fits = {key: fit[kept] for key, fit in pre.fits.items()}
+    taken: dict[int, np.ndarray] = {}  # arrays shared among roles stay shared
+    for key, fit in pre.fits.items():
+        if id(fit) not in taken:
+            taken[id(fit)] = fit[kept]
+        pre.fits[key] = taken[id(fit)]
     pre.domain_index.clear()
     return kept

@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Literal
+from typing import Any, Literal
 
 from ortools.sat.python import cp_model
 
@@ -26,10 +26,10 @@ from gangopt.encoding import Encoding, encode
 from gangopt.expansion import ClassValues, Decision, expand, reprieve, to_plan_parts
 from gangopt.hints import COMPLETION_SECONDS, warm_start
 from gangopt.neighbourhood import restrict
-from gangopt.objective import SCALE, lexicographic_key, score
+from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import waiting_reasons
-from gangopt.schema import Plan, Policy, Round, Score, Stats, Status
+from gangopt.schema import Plan, Policy, Round, Score, Stats, Status, TierScore
 
 SolverName = Literal[
     "cpsat", "greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit"
@@ -81,8 +81,6 @@ def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cps
         return _finish(rnd, plan, None, Stats(total_seconds=time.perf_counter() - start))
     if solver != "cpsat":
         raise ValueError(f"unknown solver {solver!r} (use 'cpsat' or 'greedy')")
-    if rnd.policy.hard_limit and "fork" in multiprocessing.get_all_start_methods():
-        return _solve_in_child(rnd, start)
     return _solve_cpsat(rnd, start)
 
 
@@ -111,24 +109,25 @@ HARD_GRACE = 0.25
 """Seconds (plus 5 % of the time limit) the child may run past the limit before it is killed."""
 
 
-def _solve_in_child(rnd: Round, start: float) -> Plan:
-    """Solve in a forked child; kill it if it overruns and answer with the greedy plan.
+def _search_in_child(rnd: Round, start: float, pre: Prefiltered, baseline: Plan, stats: dict[str, Any]) -> Plan:
+    """Search in a forked child; kill it if it overruns and answer with the greedy plan.
 
     CP-SAT can run far past its own limits on large models (presolve, or-tools #5163), and
     memory cannot be capped reliably (#1944): a process that can be killed is the only
-    guarantee (optimization-notes §3.6). The parent computes the greedy fallback meanwhile,
-    on the second core.
+    guarantee (optimization-notes §3.6). The child inherits the prefiltered round and the
+    greedy plan (fork copies nothing up front); the parent explains and validates the greedy
+    fallback meanwhile, on the second core.
     """
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_child_main, args=(rnd, start, sender), daemon=True)
+    child = context.Process(target=_child_main, args=(rnd, start, pre, baseline, stats, sender), daemon=True)
     child.start()
     sender.close()
     # The complete fallback answer (explained and validated) is ready before the deadline, so
-    # a kill costs no time after it. One greedy run: the child computes both variants itself.
+    # a kill costs no time after it.
     fallback = _finish(
         rnd,
-        greedy(rnd).model_copy(
+        baseline.model_copy(
             update={
                 "status": Status.FALLBACK,
                 "message": f"CP-SAT did not return within the {rnd.policy.time_limit:g} s limit and was stopped; "
@@ -136,7 +135,8 @@ def _solve_in_child(rnd: Round, start: float) -> Plan:
             }
         ),
         None,
-        Stats(),
+        Stats(**stats),
+        pre,
     )
     wait = start + rnd.policy.time_limit * 1.05 + HARD_GRACE - time.perf_counter()
     try:
@@ -154,14 +154,16 @@ def _solve_in_child(rnd: Round, start: float) -> Plan:
             child.kill()
             child.join()
         receiver.close()
-    stats = fallback.stats.model_copy(update={"total_seconds": time.perf_counter() - start})
-    return fallback.model_copy(update={"stats": stats})
+    final = fallback.stats.model_copy(update={"total_seconds": time.perf_counter() - start})
+    return fallback.model_copy(update={"stats": final})
 
 
-def _child_main(rnd: Round, start: float, sender: Connection) -> None:
+def _child_main(
+    rnd: Round, start: float, pre: Prefiltered, baseline: Plan, stats: dict[str, Any], sender: Connection
+) -> None:
     """Entry point of the solving child: send ("plan", Plan) or ("error", text), then exit."""
     try:
-        sender.send(("plan", _solve_cpsat(rnd, start)))
+        sender.send(("plan", _search(rnd, start, pre, baseline, stats)))
     except BaseException as error:
         sender.send(("error", f"{type(error).__name__}: {error}"))
     finally:
@@ -175,21 +177,31 @@ nodes, explaining it and validating it."""
 
 
 def _solve_cpsat(rnd: Round, start: float) -> Plan:
-    deadline = start + rnd.policy.time_limit * SEARCH_SHARE
+    """Prefilter and greedy in this process; then the answer at once if the cheap bounds
+    prove the greedy plan good enough, else the CP-SAT search (in a child that can be killed,
+    with ``policy.hard_limit``)."""
     pre = prefilter(rnd)
-    stats = {
+    stats: dict[str, Any] = {
         "prefilter_seconds": pre.seconds,
         "nodes": len(rnd.cluster.nodes),
         "nodes_pruned": pre.nodes_pruned,
         "gangs": len(rnd.pending),
         "gangs_pruned": len(pre.pruned),
     }
-    estimate = _estimated_variables(pre)
-    budget = int(BUILD_SHARE * rnd.policy.time_limit / BUILD_SECONDS_PER_VARIABLE)
-    baseline = _best_greedy(rnd, pre)
-    proven = _proven_by_cheap_bounds(rnd, pre, baseline)
+    baseline, proven = _best_greedy(rnd, pre)
     if proven is not None:
         return _finish(rnd, proven, None, Stats(**stats, total_seconds=time.perf_counter() - start), pre)
+    if rnd.policy.hard_limit and "fork" in multiprocessing.get_all_start_methods():
+        return _search_in_child(rnd, start, pre, baseline, stats)
+    return _search(rnd, start, pre, baseline, stats)
+
+
+def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Plan, stats: dict[str, Any]) -> Plan:
+    """Build the CP-SAT model (whole, or restricted around ``baseline`` when too large to
+    build in time), run the stages from ``baseline`` and turn the answer into a plan."""
+    deadline = start + rnd.policy.time_limit * SEARCH_SHARE
+    estimate = _estimated_variables(pre)
+    budget = int(BUILD_SHARE * rnd.policy.time_limit / BUILD_SECONDS_PER_VARIABLE)
     allowed = None
     if estimate > budget:
         # Too large to model whole in time: model the neighbourhood of the greedy plan.
@@ -363,7 +375,7 @@ def _run_stages(
         last = i == len(stages) - 1
         work_left = max(0.0, work - work_used)
         _configure(solver, policy, work_left if last else work_left * FIRST_STAGE_SHARE, remaining)
-        _gap_limits(solver, enc, stages[:i], stage)
+        _gap_limits(solver, enc, stages[:i], stage, incumbent)
         result = solver.solve(enc.model)
         work_used += solver.deterministic_time
         wall_hit |= solver.wall_time >= solver.parameters.max_time_in_seconds * 0.99
@@ -383,10 +395,10 @@ def _run_stages(
         else:
             return None, Status.FALLBACK, f"CP-SAT stage {i + 1} ended {solver.status_name(result)}"
         if not stage.optimal:
-            within = result == cp_model.OPTIMAL and not any(isinstance(p, int) for p in stage.parts)
+            within = result == cp_model.OPTIMAL
             status = Status.FEASIBLE
             message = message or (
-                f"secondary terms stopped within the {policy.gap_limit:.2%} gap limit"
+                f"search stopped within the {policy.gap_limit:.2%} gap limit"
                 if within
                 else "time limit reached; best plan found so far"
             )
@@ -402,25 +414,41 @@ def _run_stages(
     return values, status, message.strip()
 
 
-def _gap_limits(solver: cp_model.CpSolver, enc: Encoding, done: list[Stage], stage: Stage) -> None:
-    """Tier stages run to proven optimality. The secondary stage may stop once what is left
-    is within ``policy.gap_limit`` of the total value: the tiers are fixed by then, so their
-    sum (from the stages before) sets the absolute gap allowed."""
+def _gap_limits(
+    solver: cp_model.CpSolver, enc: Encoding, done: list[Stage], stage: Stage, incumbent: list[int] | None
+) -> None:
+    """Let a stage stop once what is left is within ``policy.gap_limit`` (0: prove it).
+
+    A tier stage may stop when each of its tiers is within the limit of the incumbent's value
+    for it: an absolute gap of the limit times the smallest weighted tier value (a relative
+    gap on the weighted sum would let a heavy first tier hide the later ones). The secondary
+    stage may stop when what is left is within the limit of the total value; the tiers are
+    fixed by then, so their sum sets the absolute gap allowed."""
     params = solver.parameters
     params.relative_gap_limit = params.absolute_gap_limit = 0.0
     limit = enc.pre.rnd.policy.gap_limit
-    if any(isinstance(part, int) for part in stage.parts) or limit <= 0:
+    if limit <= 0:
         return
-    if stage.parts[0] != "secondary":
+    if stage.parts[0] == "fifo":
         params.relative_gap_limit = limit  # the FIFO tie-break: no value of its own
         return
-    tiers = sum(
-        value + enc.tier_constant.get(part, 0)
-        for s in done
-        for part, value in zip(s.parts, s.part_values, strict=False)
+    if stage.parts[0] == "secondary":
+        tiers = sum(
+            value + enc.tier_constant.get(part, 0)
+            for s in done
+            for part, value in zip(s.parts, s.part_values, strict=False)
+            if isinstance(part, int)
+        )
+        params.absolute_gap_limit = max(0.0, limit * tiers * stage.weights[0])
+        return
+    if incumbent is None:
+        return
+    smallest = min(
+        weight * (sum(c * incumbent[v.index] for v, c in _part_terms(enc, part)) + enc.tier_constant.get(part, 0))
+        for part, weight in zip(stage.parts, stage.weights, strict=True)
         if isinstance(part, int)
     )
-    params.absolute_gap_limit = max(0.0, limit * tiers * stage.weights[0])
+    params.absolute_gap_limit = max(0.0, limit * smallest)
 
 
 def _proven_bound(enc: Encoding, stage: Stage, solver: cp_model.CpSolver, result: cp_model.CpSolverStatus) -> float:
@@ -464,41 +492,59 @@ def _configure(solver: cp_model.CpSolver, policy: Policy, work: float, hard: flo
     params.log_search_progress = False
 
 
-def _best_greedy(rnd: Round, pre: Prefiltered) -> Plan:
-    """The better (by the objective) of the two greedy variants: the warm start and fallback.
-    Starting from the better one is what makes CP-SAT's plan never worse than greedy's. When
-    the first already reaches every tier's cheap bound, the second cannot beat it on a tier,
-    and is skipped (it costs seconds on the largest rounds)."""
+def _best_greedy(rnd: Round, pre: Prefiltered) -> tuple[Plan, Plan | None]:
+    """The better (by the objective) of the two greedy variants, and that plan marked as the
+    answer when the cheap bounds already prove it within ``policy.gap_limit`` (else None).
+
+    The better plan is CP-SAT's warm start and fallback: starting from it is what makes
+    CP-SAT's plan never worse than greedy's. The second variant is skipped when the first is
+    already proven good enough or reaches every tier's ceiling (it costs seconds on the
+    largest rounds)."""
     eager = greedy(rnd)
-    if reaches_ceilings(_tier_values(score(rnd, eager)), tier_ceilings(pre)):
-        return eager
+    eager_score = score(rnd, eager)
+    proven = _proven_by_cheap_bounds(rnd, pre, eager, eager_score)
+    if proven is not None or reaches_ceilings(_tier_values(eager_score), tier_ceilings(pre)):
+        return eager, proven
     deferred = greedy(rnd, growth="deferred")
-    return max((deferred, eager), key=lambda p: lexicographic_key(score(rnd, p)))
+    deferred_score = score(rnd, deferred)
+    if lexicographic_key(deferred_score) <= lexicographic_key(eager_score):
+        return eager, None
+    return deferred, _proven_by_cheap_bounds(rnd, pre, deferred, deferred_score)
 
 
-def _proven_by_cheap_bounds(rnd: Round, pre: Prefiltered, baseline: Plan) -> Plan | None:
-    """The greedy plan, when the cheap bounds already prove it within ``policy.gap_limit``
-    (every tier at its ceiling, the total within the limit): no model can do better enough
-    to be worth building. None otherwise."""
-    bounds = _cheap_bounds_for(rnd, pre, baseline)
-    if not reaches_ceilings(_tier_values(score(rnd, baseline)), bounds.tiers):
+def _proven_by_cheap_bounds(rnd: Round, pre: Prefiltered, plan: Plan, unbounded: Score) -> Plan | None:
+    """``plan`` (a greedy one, scored ``unbounded``) marked as the answer when the cheap
+    bounds prove it within ``policy.gap_limit``: every tier's own relative gap and the
+    total-value gap within the limit. No model is built then. None otherwise.
+
+    Checking every tier, not just the total, keeps the limit from hiding a high-priority gang
+    that could have started: at 16,384 nodes one 1,024-GPU gang is under 1 % of the total but
+    several percent of its tier."""
+    limit = rnd.policy.gap_limit
+    bounds = _cheap_bounds_for(pre, unbounded)
+    s = with_bounds(unbounded, bounds.tiers_in_units(), bounds.secondary / SCALE)
+    gap = _plan_gap(s)
+    if gap is None or gap > limit or any(_tier_gap(t) > limit for t in s.tiers):
         return None
-    gap = _plan_gap(score(rnd, baseline, bounds.tiers_in_units(), bounds.secondary / SCALE))
-    if gap is None or gap > rnd.policy.gap_limit:
-        return None
-    return baseline.model_copy(
+    return plan.model_copy(
         update={
             "status": Status.OPTIMAL if gap <= 0 else Status.FEASIBLE,
-            "message": f"greedy plan proven within {gap:.3%} of the round's cheap bounds "
-            f"(gap limit {rnd.policy.gap_limit:.2%}); no model needed",
+            "message": f"greedy plan proven within {gap:.3%} of the round's cheap bounds, every tier "
+            f"within {max((_tier_gap(t) for t in s.tiers), default=0.0):.3%} (gap limit {limit:.2%}); "
+            "no model needed",
         }
     )
 
 
-def _cheap_bounds_for(rnd: Round, pre: Prefiltered, plan: Plan) -> CheapBounds:
-    """The cheap bounds, tight on the secondary terms when ``plan`` shows that every tier's
-    ceiling can be reached (every optimal plan then runs every kept gang)."""
-    return cheap_bounds(pre, reaches_ceilings(_tier_values(score(rnd, plan)), tier_ceilings(pre)))
+def _tier_gap(tier: TierScore) -> float:
+    return max(0.0, tier.bound - tier.value) / max(1.0 / SCALE, abs(tier.value))
+
+
+def _cheap_bounds_for(pre: Prefiltered, unbounded: Score) -> CheapBounds:
+    """The cheap bounds, tight on the secondary terms when a plan scoring ``unbounded``
+    shows that every tier's ceiling can be reached (every optimal plan then runs every kept
+    gang)."""
+    return cheap_bounds(pre, reaches_ceilings(_tier_values(unbounded), tier_ceilings(pre)))
 
 
 def _tier_values(s: Score) -> dict[int, float]:
@@ -558,8 +604,9 @@ def _finish(
     pre = pre or prefilter(rnd)
     waiting = waiting_reasons(rnd, plan, pre)
     plan = plan.model_copy(update={"waiting": waiting, "stats": stats})
-    bounds, secondary_bound = _combined_bounds(_bounds(solved), _cheap_bounds_for(rnd, pre, plan))
-    plan = plan.model_copy(update={"score": score(rnd, plan, bounds, secondary_bound)})
+    unbounded = score(rnd, plan)
+    bounds, secondary_bound = _combined_bounds(_bounds(solved), _cheap_bounds_for(pre, unbounded))
+    plan = plan.model_copy(update={"score": with_bounds(unbounded, bounds, secondary_bound)})
     plan = plan.model_copy(update={"gap": _plan_gap(plan.score)})
     violations = validate(rnd, plan)
     if violations and plan.solver != "greedy":
