@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.rounds import end_to_end, round_text  # noqa: E402
+from bench.rounds import check_valid, end_to_end, round_text  # noqa: E402
 from gangopt.generate import SIZES  # noqa: E402
 from gangopt.objective import lexicographic_key  # noqa: E402
 from gangopt.schema import Plan, Round  # noqa: E402
@@ -49,6 +49,7 @@ def worker(path: str, runs: int, time_limit: float | None) -> dict[str, Any]:
             t0 = time.perf_counter()
             rnd, plan = end_to_end(text, solver, time_limit)
             times.append(time.perf_counter() - t0)
+            check_valid(rnd, plan, solver)
             prefilter.append(plan.stats.prefilter_seconds)
             print(f"  {solver} run {i + 1}/{runs}: {times[-1]:.2f} s ({plan.status})", file=sys.stderr, flush=True)
         plans[solver] = plan

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench.rounds import end_to_end, round_text
+from bench.rounds import check_valid, end_to_end, round_text
 from gangopt.errors import parse_json_text
 from gangopt.prefilter import prefilter
 from gangopt.schema import Round
@@ -30,6 +30,7 @@ def test_time_to_plan(benchmark: Any, size: str, solver: str) -> None:
     benchmark.extra_info["size"] = size
     rounds = 3 if solver == "cpsat" else 5
     rnd, plan = benchmark.pedantic(end_to_end, args=(text, solver), rounds=rounds, iterations=1)
+    check_valid(rnd, plan, solver)
     benchmark.extra_info.update(status=str(plan.status), gap=plan.gap, admitted=len(plan.admitted))
     assert plan.admitted or not rnd.pending or plan.waiting
     assert {w.gang for w in plan.waiting} | set(plan.admitted) == {g.name for g in rnd.pending}
