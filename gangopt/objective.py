@@ -114,9 +114,22 @@ class ObjectiveTerms:
                 factor += w.deadline_boost * (1.0 - slack / w.deadline_horizon)
         return factor
 
+    @cached_property
+    def _min_pods_cache(self) -> dict[int, tuple[object, dict[str, int]]]:
+        return {}
+
     def min_pods(self, gang: PendingGang | RunningGang) -> dict[str, int]:
         """Pods per role of the gang's minimum configuration (the cheapest roles fill any
-        gang-wide minimum above the role minimums)."""
+        gang-wide minimum above the role minimums). Asked for every gang each time a plan is
+        scored or bounded: computed once per gang (the caller must not modify the result)."""
+        hit = self._min_pods_cache.get(id(gang))
+        if hit is not None and hit[0] is gang:
+            return hit[1]
+        counts = self._min_pods(gang)
+        self._min_pods_cache[id(gang)] = (gang, counts)
+        return counts
+
+    def _min_pods(self, gang: PendingGang | RunningGang) -> dict[str, int]:
         counts = {r.name: gang.role_minimum(r) for r in gang.roles}
         extra = gang.minimum - sum(counts.values())
         for role in sorted(gang.roles, key=lambda r: (self.pod_value(r), r.name)):
