@@ -34,7 +34,7 @@ def philly_slice(n: int = JOBS) -> Workload:
 
 def replay(policy: str, validate: str) -> SimulationResult:
     config = SimConfig(validate=validate)  # type: ignore[arg-type]
-    return simulate(philly_slice(), parametric_cluster(NODES), make_policy(policy), config, name=policy)
+    return simulate(philly_slice(), parametric_cluster(NODES), make_policy(policy, philly_slice()), config, name=policy)
 
 
 @pytest.mark.parametrize("validate", ["always", "untrusted"])

@@ -18,8 +18,9 @@ Shipped:
   ``StrictFIFO`` or Slurm without backfill). Elastic gangs start at their maximum if it fits.
 * ``koordinator_like``, ``volcano_like``, ``kueue_like``, ``slurm_backfill_like``: emulations
   of those schedulers' decision procedures (:mod:`gangopt.peers`, docs/peers.md).
-  ``slurm_backfill_like`` is stateful (it remembers when it started each job); without run
-  times it holds a blocked job's nodes (see :class:`gangopt.peers.SlurmBackfillLike`).
+  ``slurm_backfill_like`` is stateful (it remembers when it started each job); in a replay
+  it is given the jobs' run times (:func:`make_policy`), without them it holds a blocked
+  job's nodes (see :class:`gangopt.peers.SlurmBackfillLike`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gangopt import peers
 from gangopt.baselines import greedy
 from gangopt.schema import Plan, Round, Waiting
 from gangopt.solving import solve
+from gangopt.workload import Workload
 
 SchedulingPolicy = Callable[[Round], Plan]
 PolicyFactory = Callable[[], SchedulingPolicy]
@@ -89,8 +91,14 @@ POLICIES: dict[str, PolicyFactory] = {
 """Policy name -> factory of a fresh policy instance."""
 
 
-def make_policy(name: str) -> SchedulingPolicy:
-    """A fresh instance of the policy called ``name``; ``ValueError`` lists the known names."""
+def make_policy(name: str, workload: Workload | None = None) -> SchedulingPolicy:
+    """A fresh instance of the policy called ``name``; ``ValueError`` lists the known names.
+
+    With the ``workload`` being replayed, ``slurm_backfill_like`` knows every job's run time
+    (as if users' time limits were exact: the best case for backfill); without it, it holds a
+    blocked job's nodes, as Slurm does when every job has the same time limit."""
+    if name == "slurm_backfill_like" and workload is not None:
+        return peers.SlurmBackfillLike({job.name: job.duration for job in workload.jobs})
     try:
         return POLICIES[name]()
     except KeyError:
