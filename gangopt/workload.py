@@ -25,6 +25,7 @@ Loaders take a path (or a text stream); the library never reads ``../shared`` on
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 import math
@@ -91,12 +92,18 @@ class Workload(_Model):
 
 
 def load_workload(path: str | Path) -> Workload:
-    """Read a workload JSON file; raises :class:`~gangopt.errors.InputError` naming JSON paths."""
+    """Read a workload JSON file (gzip-compressed when it ends in ``.gz``: whole trace VCs
+    are several MB of JSON); raises :class:`~gangopt.errors.InputError` naming JSON paths."""
     source = Path(path)
     try:
-        text = source.read_text(encoding="utf-8")
+        raw = source.read_bytes()
+        text = (gzip.decompress(raw) if source.suffix == ".gz" else raw).decode("utf-8")
     except OSError as error:
-        raise InputError([Problem("$", f"cannot read {source}: {error.strerror}")], str(source)) from None
+        raise InputError([Problem("$", f"cannot read {source}: {error.strerror or error}")], str(source)) from None
+    except UnicodeDecodeError as error:
+        raise InputError(
+            [Problem("$", f"cannot read {source}: not UTF-8 text ({error.reason})")], str(source)
+        ) from None
     return parse_json_text(Workload, text, str(source))
 
 

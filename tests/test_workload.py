@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 from pathlib import Path
 
@@ -105,6 +106,17 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
     assert load_workload(path) == wl
 
 
+def test_gzip_workloads_load_like_plain_ones(tmp_path: Path) -> None:
+    wl = philly_jobs(rows(PHILLY))
+    path = tmp_path / "w.json.gz"
+    path.write_bytes(gzip.compress(dump_workload(wl).encode("utf-8")))
+    assert load_workload(path) == wl
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match="cannot read"):
+        load_workload(broken)
+
+
 def test_bad_workload_names_json_paths(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text(
@@ -134,3 +146,12 @@ def test_shipped_philly_sample() -> None:
     assert len(wl.jobs) == 8000 and "CC BY 4.0" in wl.licence
     assert all(j.queue == "6214e9" for j in wl.jobs)
     assert [j.arrival for j in wl.jobs] == sorted(j.arrival for j in wl.jobs)
+
+
+def test_shipped_full_philly_vc() -> None:
+    """The whole VC, compressed: the same jobs as the sample at its start."""
+    folder = Path(__file__).resolve().parent.parent / "instances" / "workloads"
+    full = load_workload(folder / "philly-6214e9-full.json.gz")
+    sample = load_workload(folder / "philly-6214e9.json")
+    assert len(full.jobs) == 41226 and "CC BY 4.0" in full.licence
+    assert full.jobs[: len(sample.jobs)] == sample.jobs
