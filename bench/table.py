@@ -62,6 +62,7 @@ def worker(path: str, runs: int, time_limit: float | None) -> dict[str, Any]:
         gangs=len(rnd.pending),
         status=str(ours.status),
         gap=ours.gap,
+        tier_gap=max(((t.bound - t.value) / max(abs(t.value), 0.1) for t in ours.score.tiers), default=0.0),
         vs_greedy="better" if key > base_key else "equal" if key == base_key else "worse",
         hi_ours=high_priority_gpus(rnd, ours),
         hi_greedy=high_priority_gpus(rnd, base),
@@ -75,18 +76,20 @@ def worker(path: str, runs: int, time_limit: float | None) -> dict[str, Any]:
 def row(size: str, r: dict[str, Any]) -> str:
     ours, greedy = r["cpsat"]["median"], r["greedy"]["median"]
     gap = "—" if r["gap"] is None else f"{100 * r['gap']:.3f} %"
+    tier_gap = f"{100 * r['tier_gap']:.3f} %"
     return (
         f"| {size} | {r['nodes']:,} | {r['gangs']:,} | {ours:.2f} s | {greedy:.2f} s | {ours / greedy:.1f}× | "
-        f"{gap} | {r['status']} | {r['vs_greedy']} | {r['hi_ours']:,} / {r['hi_greedy']:,} | "
+        f"{gap} | {tier_gap} | {r['status']} | {r['vs_greedy']} | {r['hi_ours']:,} / {r['hi_greedy']:,} | "
         f"{r['admitted_ours']} / {r['admitted_greedy']} | {r['peak_mib']:,.0f} MiB | "
         f"{1000 * r['cpsat']['prefilter']:.0f} ms |"
     )
 
 
 HEADER = (
-    "| round | nodes | pending | gangopt (median) | greedy (median) | ratio | gap | status | objective vs greedy "
+    "| round | nodes | pending | gangopt (median) | greedy (median) | ratio | gap | worst tier gap | status "
+    "| objective vs greedy "
     "| top-priority GPUs admitted (gangopt / greedy) | gangs admitted | peak memory | prefilter |\n"
-    "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|"
 )
 
 
