@@ -27,13 +27,14 @@ Typical use::
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from gangopt.schema import NODE_LEVEL, MatchExpression, Role, Round, Taint, Toleration
+from gangopt.schema import NODE_LEVEL, Cluster, MatchExpression, Role, Round, Taint, Toleration
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -49,6 +50,31 @@ FIRST_WINDOW = 256
 REPELLING_EFFECTS = ("NoSchedule", "NoExecute")
 """Taint effects that make a node ineligible (``PreferNoSchedule`` is only a preference)."""
 
+T = TypeVar("T")
+ArrayT = TypeVar("ArrayT", bound=np.ndarray[Any, Any])
+_PER_CLUSTER: dict[tuple[int, Hashable], tuple[Cluster, Any]] = {}
+_PER_CLUSTER_SIZE = 8
+
+
+def per_cluster(cluster: Cluster, key: Hashable, build: Callable[[], T]) -> T:
+    """``build()`` computed once per cluster object and ``key``: clusters are immutable, and a
+    replay decides thousands of rounds on one cluster object. Only for values that depend on
+    the cluster alone (and on ``key``), and that nobody modifies (see :func:`read_only`)."""
+    hit = _PER_CLUSTER.get((id(cluster), key))
+    if hit is not None and hit[0] is cluster:
+        return cast(T, hit[1])
+    value = build()
+    if len(_PER_CLUSTER) >= _PER_CLUSTER_SIZE:
+        _PER_CLUSTER.pop(next(iter(_PER_CLUSTER)))
+    _PER_CLUSTER[(id(cluster), key)] = (cluster, value)
+    return value
+
+
+def read_only(array: ArrayT) -> ArrayT:
+    """``array``, flagged read-only: it is shared (cached), so writing to it is a bug."""
+    array.flags.writeable = False
+    return array
+
 
 # ----------------------------------------------------------------------------- resources
 
@@ -58,9 +84,7 @@ def resource_names(rnd: Round) -> list[str]:
 
     This is the column order of every matrix in this module.
     """
-    names: set[str] = set()
-    for node in rnd.cluster.nodes:
-        names.update(node.capacity)
+    names = set(per_cluster(rnd.cluster, "resources", lambda: _capacity_names(rnd.cluster)))
     for gang in (*rnd.running, *rnd.pending):
         for role in gang.roles:
             names.update(role.requests)
@@ -70,19 +94,32 @@ def resource_names(rnd: Round) -> list[str]:
     return sorted(names)
 
 
+def _capacity_names(cluster: Cluster) -> frozenset[str]:
+    """Every resource some node of ``cluster`` has."""
+    return frozenset(name for node in cluster.nodes for name in node.capacity)
+
+
 def request_vector(requests: Mapping[str, int], resources: Sequence[str]) -> IntArray:
     """A requests mapping (e.g. ``role.requests``) as a vector over ``resources``.
 
     Raises ``KeyError`` naming the resource if ``requests`` mentions one not in ``resources``
     (use :func:`resource_names` of the same round and this cannot happen).
     """
-    column = {name: i for i, name in enumerate(resources)}
-    vec = np.zeros(len(resources), dtype=np.int64)
-    for name, amount in requests.items():
-        if name not in column:
-            raise KeyError(f"resource {name!r} is not among the columns {list(resources)}")
-        vec[column[name]] = amount
-    return vec
+    vector: IntArray = request_matrix([requests], resources)[0]
+    return vector
+
+
+def request_matrix(requests: Sequence[Mapping[str, int]], resources: Sequence[str]) -> IntArray:
+    """Several requests mappings (e.g. the roles of a gang) as rows over ``resources``, shape
+    ``(len(requests), resources)``; ``KeyError`` as in :func:`request_vector`.
+
+    One ``np.array`` call for all rows: replays build these for every gang of every round."""
+    for amounts in requests:
+        for name in amounts:
+            if name not in resources:
+                raise KeyError(f"resource {name!r} is not among the columns {list(resources)}")
+    rows = [[amounts.get(name, 0) for name in resources] for amounts in requests]
+    return np.array(rows, dtype=np.int64).reshape(len(requests), len(resources))
 
 
 def node_index(rnd: Round) -> dict[str, int]:
@@ -301,9 +338,15 @@ RoleSignature = tuple[
 ]
 
 
+UNCONSTRAINED: RoleSignature = ((), (), ())
+"""The signature of a role without selector, affinity or tolerations (most roles)."""
+
+
 def role_signature(role: Role) -> RoleSignature:
     """The placement constraints of a role as a hashable key: roles with equal signatures have
     equal eligibility masks (requests are not part of it)."""
+    if not (role.node_selector or role.node_affinity or role.tolerations):
+        return UNCONSTRAINED  # asked for every gang of every round: skip building the tuples
     return (
         tuple(sorted(role.node_selector.items())),
         tuple((t.key, t.operator, tuple(t.values)) for t in role.node_affinity),
@@ -435,11 +478,12 @@ class QuotaLimits:
             return None
 
     def pod_usage(self, queue: str, request: IntArray) -> IntArray:
-        """What one pod of ``request`` in ``queue`` adds to each constraint, shape ``(C,)``."""
-        row = self.queue_row(queue)
+        """What one pod of ``request`` in ``queue`` adds to each constraint, shape ``(C,)``; for
+        requests of shape ``(n, resources)`` (one row per role), shape ``(n, C)``."""
+        row = self.queue_row(queue) if self.size else None
         if row is None:
-            return np.zeros(self.size, dtype=np.int64)
-        return np.where(self.members[row], request[self.resource], 0).astype(np.int64)
+            return np.zeros((*request.shape[:-1], self.size), dtype=np.int64)
+        return np.where(self.members[row], request[..., self.resource], 0).astype(np.int64)
 
     def usage(self, per_queue: IntArray) -> IntArray:
         """Constraint usage, shape ``(C,)``, from per-queue usage of shape ``(queues, resources)``."""

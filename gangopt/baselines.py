@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -58,18 +59,21 @@ from gangopt.arrays import (
     Eligibility,
     IndexArray,
     IntArray,
+    QuotaLimits,
     RoleSignature,
     capacity_matrix,
     domain_codes,
     domain_members,
     first_fit,
     fit_counts,
+    node_index,
+    per_cluster,
     queue_usage,
     quota_limits,
-    request_vector,
+    read_only,
+    request_matrix,
     resource_names,
     role_signature,
-    running_usage,
 )
 from gangopt.objective import ObjectiveTerms
 from gangopt.quantities import human
@@ -90,6 +94,11 @@ Growth = Literal["eager", "deferred"]
 WaitingCode = Literal["capacity", "topology", "quota", "eligibility", "outranked", "group", "policy"]
 Alloc = list[tuple[int, int, int]]
 """New pods of one gang: ``(role index, node row, pods)`` in placement order."""
+_Shape = tuple[IntArray, IntArray, list[BoolArray], list[IndexArray]]
+"""Requests, quota rows, eligibility masks and eligible rows of a gang (see ``_Gang``)."""
+_ShapeKey = tuple[str, tuple[tuple[tuple[tuple[str, int], ...], RoleSignature], ...]]
+"""What a gang's ``_Shape`` depends on: its queue, and per role the requests and the
+placement constraints (with the round's resources and quota rows)."""
 
 
 def greedy(rnd: Round, policy: Policy | None = None, *, growth: Growth = "eager") -> Plan:
@@ -114,18 +123,23 @@ class _Gang:
     """Shape ``(roles, quota constraints)``: what one pod of each role adds to each quota."""
     elig: list[BoolArray]
     idx: list[IndexArray]
-    minimum: int = 0
-    maximum: int = 0
-    role_min: list[int] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self.minimum = self.spec.minimum
-        self.maximum = self.spec.maximum
-        self.role_min = [self.spec.role_minimum(r) for r in self.spec.roles]
+    @property
+    def minimum(self) -> int:
+        return self.spec.minimum
+
+    @property
+    def maximum(self) -> int:
+        return self.spec.maximum
 
     @property
     def elastic(self) -> bool:
-        return self.minimum < self.maximum
+        return self.spec.elastic
+
+    @cached_property
+    def role_min(self) -> list[int]:
+        """Fewest pods per role (asked only of elastic gangs: read on demand)."""
+        return [self.spec.role_minimum(r) for r in self.spec.roles]
 
     @property
     def name(self) -> str:
@@ -159,19 +173,20 @@ class _Greedy:
         self.eager = growth == "eager"
         self.terms = ObjectiveTerms.of(rnd)
         self.res = resource_names(rnd)
-        self.cap = capacity_matrix(rnd, self.res)
-        self.free: IntArray = np.asfortranarray(self.cap - running_usage(rnd, self.res))
+        self.cap = per_cluster(rnd.cluster, ("capacity", *self.res), lambda: read_only(capacity_matrix(rnd, self.res)))
         self.totals = self.cap.sum(axis=0)
-        self.elig = Eligibility(rnd)
+        self.elig = per_cluster(rnd.cluster, "eligibility", lambda: Eligibility(rnd))
         self.quota = quota_limits(rnd, self.res)
         before = self.quota.usage(queue_usage(rnd, self.res, self.quota.queues))
         self.used = before.copy()
         self.limit = self.quota.effective_limit(before)
         self._levels: dict[str, tuple[IntArray, list[IndexArray]]] = {}
         self._empty: dict[tuple[RoleSignature, tuple[int, ...]], int] = {}
+        self._shapes: tuple[QuotaLimits, dict[_ShapeKey, _Shape]] = (self.quota, {})
         self.pending = [self._gang(g) for g in rnd.pending]
         self.running = [self._gang(g) for g in rnd.running]
         self._index_running_pods()
+        self.free: IntArray = np.asfortranarray(self.cap - self._running_usage())
         self.allocs: dict[str, Alloc] = {}
         self.counts: dict[str, list[int]] = {}
         self.domain: dict[str, int] = {}
@@ -183,53 +198,75 @@ class _Greedy:
     # ------------------------------------------------------------------------- setup
 
     def _gang(self, spec: PendingGang | RunningGang) -> _Gang:
-        reqs = np.stack([request_vector(r.requests, self.res) for r in spec.roles])
-        qreq = np.stack([self.quota.pod_usage(spec.queue, reqs[i]) for i in range(len(spec.roles))])
-        return _Gang(
-            spec=spec,
-            reqs=reqs,
-            qreq=qreq.reshape(len(spec.roles), self.quota.size),
-            elig=[self.elig.mask(r) for r in spec.roles],
-            idx=[self.elig.indices(r) for r in spec.roles],
-        )
+        key = (spec.queue, tuple((tuple(r.requests.items()), role_signature(r)) for r in spec.roles))
+        if self._shapes[0] is not self.quota:  # a peer added quota rows: every shape changed
+            self._shapes = (self.quota, {})
+        shapes = self._shapes[1]
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = self._shape(spec)
+        reqs, qreq, elig, idx = shape
+        return _Gang(spec=spec, reqs=reqs, qreq=qreq, elig=list(elig), idx=list(idx))
+
+    def _shape(self, spec: PendingGang | RunningGang) -> _Shape:
+        """The arrays of a gang that depend only on its queue and its roles' requests and
+        placement constraints: shared (read-only) by the gangs of one shape, since a round
+        has hundreds of gangs and usually a handful of shapes."""
+        reqs = read_only(request_matrix([r.requests for r in spec.roles], self.res))
+        qreq = read_only(self.quota.pod_usage(spec.queue, reqs))
+        return reqs, qreq, [self.elig.mask(r) for r in spec.roles], [self.elig.indices(r) for r in spec.roles]
 
     def _index_running_pods(self) -> None:
-        """Running pods as flat arrays (gang by gang, pods in input order)."""
-        rows = {n.name: i for i, n in enumerate(self.rnd.cluster.nodes)}
+        """Running pods as flat arrays (gang by gang, pods in input order). Only the pod lists
+        are walked in Python; requests and quota rows are gathered in one step for all gangs,
+        since replays index every running gang again in every round."""
+        rows = node_index(self.rnd)
         nodes: list[int] = []
         roles: list[int] = []
         starts = [0]
         for g in self.running:
             role_of = {r.name: i for i, r in enumerate(g.spec.roles)}
             assert isinstance(g.spec, RunningGang)
-            for pod in g.spec.pods:
-                nodes.append(rows[pod.node])
-                roles.append(role_of[pod.role])
+            pods = g.spec.pods
+            nodes += [rows[pod.node] for pod in pods]
+            roles += [role_of[pod.role] for pod in pods]
             starts.append(len(nodes))
         self.rp_node = np.asarray(nodes, dtype=np.intp)
         self.rp_gang = np.repeat(np.arange(len(self.running), dtype=np.intp), np.diff(starts))
         self.rp_start = np.asarray(starts, dtype=np.intp)
-        role_rows = np.asarray(roles, dtype=np.intp)
-        r, c = len(self.res), self.quota.size
-        self.rp_rows = np.zeros((len(nodes), r), dtype=np.int64, order="F")
-        self.rp_q = np.zeros((len(nodes), c), dtype=np.int64)
-        self.rp_role = role_rows
-        for gi, g in enumerate(self.running):
-            s, e = starts[gi], starts[gi + 1]
-            self.rp_rows[s:e] = g.reqs[role_rows[s:e]]
-            self.rp_q[s:e] = g.qreq[role_rows[s:e]]
+        self.rp_role = np.asarray(roles, dtype=np.intp)
+        first_role = np.cumsum([0] + [len(g.reqs) for g in self.running], dtype=np.intp)
+        role_rows = first_role[self.rp_gang] + self.rp_role
+        self.rp_rows = np.asfortranarray(_stacked([g.reqs for g in self.running], len(self.res))[role_rows])
+        self.rp_q = _stacked([g.qreq for g in self.running], self.quota.size)[role_rows]
         self.kept = np.ones(len(nodes), dtype=np.bool_)
         self.alive = np.ones(len(self.running), dtype=np.bool_)
         self.surplus = np.zeros(len(nodes), dtype=np.bool_)
         for gi, g in enumerate(self.running):
             if g.elastic:
                 self._refresh_surplus(gi)
+
+    def _running_usage(self) -> IntArray:
+        """Requests of all running pods per node, before the plan (from the indexed pods)."""
+        usage = np.zeros(self.cap.shape, dtype=np.int64, order="F")
+        _scatter_add(usage, self.rp_node, self.rp_rows)
+        return usage
+
+    @cached_property
+    def victim_rank(self) -> IndexArray:
+        """Preemptible running gangs in the order they are preempted: lowest priority, then
+        lowest preemption cost, then name. Computed on first use: most rounds preempt nothing,
+        and the costs are a pass over every running pod."""
         rank = sorted(
             (i for i, g in enumerate(self.running) if isinstance(g.spec, RunningGang) and g.spec.preemptible),
             key=lambda i: (self.running[i].spec.priority, self._cost(i), self.running[i].name),
         )
-        self.victim_rank = np.asarray(rank, dtype=np.intp)
-        self.victim_prio = np.asarray([self.running[i].spec.priority for i in rank], dtype=np.int64)
+        return np.asarray(rank, dtype=np.intp)
+
+    @cached_property
+    def victim_prio(self) -> IntArray:
+        """Priority of each gang of :attr:`victim_rank` (ascending)."""
+        return np.asarray([self.running[i].spec.priority for i in self.victim_rank.tolist()], dtype=np.int64)
 
     def _cost(self, gi: int) -> float:
         spec = self.running[gi].spec
@@ -254,7 +291,8 @@ class _Greedy:
             order = {name: k for k, name in enumerate(self.admitted)}
             growers += [(-g.spec.priority, order[g.name], g) for g in self.pending if g.name in order]
         base = len(growers)
-        growers += [(-g.spec.priority, base + k, g) for k, g in enumerate(self.running)]
+        # only elastic running gangs can grow: skipping the rest changes no order among these
+        growers += [(-g.spec.priority, base + k, g) for k, g in enumerate(self.running) if g.elastic]
         for _, k, g in sorted(growers, key=lambda t: (t[0], t[1])):
             if k >= base:
                 self._grow_running(k - base)
@@ -865,7 +903,8 @@ class _Greedy:
                     users[node].append(name)
         preemptions: list[Preemption] = []
         resizes: list[Resize] = []
-        for gi, g in enumerate(self.running):
+        for gi in self._changed_running():
+            g = self.running[gi]
             spec = g.spec
             assert isinstance(spec, RunningGang)
             s, e = self.rp_start[gi], self.rp_start[gi + 1]
@@ -901,6 +940,17 @@ class _Greedy:
             resizes=resizes,
             waiting=self.waiting,
         )
+
+    def _changed_running(self) -> list[int]:
+        """Running gangs that lose or gain pods, in input order: the only ones a plan lists
+        (the others are most of a round, so they are not visited one by one)."""
+        losing = set(np.unique(self.rp_gang[~self.kept]).tolist())
+        return sorted(losing | {gi for gi, g in enumerate(self.running) if g.name in self.allocs})
+
+
+def _stacked(blocks: list[IntArray], width: int) -> IntArray:
+    """Row blocks stacked into one matrix of ``width`` columns (no blocks: no rows)."""
+    return np.concatenate(blocks) if blocks else np.zeros((0, width), dtype=np.int64)
 
 
 def _scatter_add(matrix: IntArray, rows: IndexArray, values: IntArray) -> None:

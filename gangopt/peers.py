@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -1166,11 +1167,11 @@ class _Slurm(_Peer):
         )
         return bool((self.used + demand <= self.limit).all())
 
-    def _reserve(self, gangs: list[_Gang], counts: list[list[int]]) -> tuple[float | None, BoolArray | None]:
-        """Earliest start and the whole nodes it would use then, on nodes no earlier
-        reservation holds. With expected ends: release running jobs (and jobs started this
-        round) in order of their end. Without: every job has the same time limit, so the running
-        jobs all end first and the reservation is where it would go once they have."""
+    @cached_property
+    def _running_releases(self) -> dict[float, list[tuple[IndexArray, IntArray]]]:
+        """What the running jobs give back and when: per expected end, their pods' nodes and
+        requests (without durations all end ``now``). Computed once per round, not once per
+        waiting job: Slurm preempts nothing, so the running pods do not change during a round."""
         timed = self.durations is not None
         events: dict[float, list[tuple[IndexArray, IntArray]]] = defaultdict(list)
         for gi, g in enumerate(self.running):
@@ -1179,6 +1180,15 @@ class _Slurm(_Peer):
             if end is not None:
                 pods = s + np.flatnonzero(self.kept[s:e])
                 events[end].append((self.rp_node[pods], self.rp_rows[pods]))
+        return dict(events)
+
+    def _reserve(self, gangs: list[_Gang], counts: list[list[int]]) -> tuple[float | None, BoolArray | None]:
+        """Earliest start and the whole nodes it would use then, on nodes no earlier
+        reservation holds. With expected ends: release running jobs (and jobs started this
+        round) in order of their end. Without: every job has the same time limit, so the running
+        jobs all end first and the reservation is where it would go once they have."""
+        timed = self.durations is not None
+        events = defaultdict(list, {t: list(v) for t, v in self._running_releases.items()})
         if timed:
             for name, alloc in self.allocs.items():
                 end = self.ends.get(name)
@@ -1188,9 +1198,19 @@ class _Slurm(_Peer):
                     rows = np.stack([k * g.reqs[r] for r, _, k in alloc])
                     events[end].append((nodes, rows))
         base = self.free.copy(order="K")
+        open_ = ~self.reserved
+        failed = False
         for t in sorted(events):
+            touched = False
             for nodes, rows in events[t]:
-                np.add.at(base, nodes, rows)
+                if open_[nodes].any():  # what frees up on held nodes is zeroed in every trial
+                    np.add.at(base, nodes, rows)
+                    touched = True
+            if failed and not touched:
+                # only held nodes freed up: the trial equals the one that just failed. In a full
+                # cluster most jobs wait and every node soon holds a reservation; retrying would
+                # cost each waiting job one placement per running job (O(pending x running)).
+                continue
             trial = base.copy(order="K")
             trial[self.reserved] = 0
             found = self._attempt(gangs, counts, trial, self.used)
@@ -1199,6 +1219,7 @@ class _Slurm(_Peer):
                 for alloc, _ in found.allocs:
                     held[[node for _, node, _ in alloc]] = True
                 return (t if timed else None), held
+            failed = True
         return None, None
 
 

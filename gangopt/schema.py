@@ -12,8 +12,10 @@ are checked in :func:`Round._check_references`, which reports every problem with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from functools import cached_property
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -159,7 +161,7 @@ class GangSpec(_Model):
     )
     topology: TopologyRequest | None = None
 
-    @property
+    @cached_property
     def total_replicas(self) -> int:
         return sum(r.replicas for r in self.roles)
 
@@ -170,20 +172,39 @@ class GangSpec(_Model):
             return role.min_replicas
         return role.replicas if self.min_members is None else 0
 
-    @property
+    @cached_property
     def minimum(self) -> int:
         """Fewest pods the gang can run with."""
         role_min = sum(self.role_minimum(r) for r in self.roles)
         return max(role_min, self.min_members or 0)
 
-    @property
+    @cached_property
     def maximum(self) -> int:
         """Most pods the gang may run."""
         return min(self.total_replicas, self.max_members or self.total_replicas)
 
-    @property
+    @cached_property
     def elastic(self) -> bool:
         return self.minimum < self.maximum
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; an ``update`` of a field the totals above derive from drops the cached totals
+        (a copy starts from this gang's ``__dict__``, so it would keep stale ones).
+
+        The totals are cached because a replay asks for them hundreds of thousands of times
+        (every round, several times per running gang); gangs are frozen, so they cannot go stale.
+        """
+        copied = super().model_copy(update=update, deep=deep)
+        if update and not _TOTALS_INPUTS.isdisjoint(update):
+            for name in _CACHED_TOTALS:
+                copied.__dict__.pop(name, None)
+        return copied
+
+
+_CACHED_TOTALS = ("total_replicas", "minimum", "maximum", "elastic")
+"""The :class:`GangSpec` properties cached on the instance."""
+_TOTALS_INPUTS = frozenset({"roles", "min_members", "max_members"})
+"""The fields they derive from."""
 
 
 class PendingGang(GangSpec):

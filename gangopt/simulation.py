@@ -236,6 +236,12 @@ class _Live:
     version: int = 0
     min_gpus: float = 0.0
     """GPUs of the job's cheapest ``minimum`` pods (what it needs, at least, to start)."""
+    running_gang: RunningGang | None = None
+    """The job as a running gang on ``running_pods`` (``seconds_since_checkpoint`` 0): built
+    once per placement, copied with the time since the checkpoint in every round."""
+    running_pods: list[BoundPod] | None = None
+    """The ``pods`` list ``running_gang`` was built from (the simulator replaces, never
+    modifies, a job's pod list, so identity tells whether the placement changed)."""
 
     @property
     def gpus_now(self) -> float:
@@ -440,15 +446,26 @@ class Simulator:
 
     def _running_gang(self, lv: _Live, t: float) -> RunningGang:
         since, _ = lv.checkpoint(t, self.config.checkpoint_interval)
-        job = lv.job
-        return RunningGang.model_construct(
-            **_gang_fields(job),
-            pods=list(lv.pods),
-            preemptible=job.preemptible,
-            preemption_cost=None,
-            seconds_since_checkpoint=max(0.0, t - since),
-            restart_seconds=self.config.restart_seconds,
-        )
+        return self._placed_gang(lv).model_copy(update={"seconds_since_checkpoint": max(0.0, t - since)})
+
+    def _placed_gang(self, lv: _Live) -> RunningGang:
+        """``lv.running_gang``, rebuilt when the job's pods changed. Its cached totals
+        (minimum, maximum) are computed here, so that every round's copy inherits them; the
+        copies are shallow, so rounds share its pods list (a copy of the job's, which no one
+        modifies)."""
+        if lv.running_gang is None or lv.running_pods is not lv.pods:
+            job = lv.job
+            gang = RunningGang.model_construct(
+                **_gang_fields(job),
+                pods=list(lv.pods),
+                preemptible=job.preemptible,
+                preemption_cost=None,
+                seconds_since_checkpoint=0.0,
+                restart_seconds=self.config.restart_seconds,
+            )
+            _ = gang.elastic  # computes the cached totals on this gang, once
+            lv.running_gang, lv.running_pods = gang, lv.pods
+        return lv.running_gang
 
     def _round(self, t: float) -> None:
         rnd = self.build_round(t)

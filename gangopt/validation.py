@@ -16,10 +16,10 @@ debugged from the message alone.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import combinations, islice
+from itertools import chain, combinations, islice
 
 from gangopt.quantities import format_quantity
 from gangopt.schema import (
@@ -56,6 +56,8 @@ BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 """Taint effects that make a node ineligible; ``PreferNoSchedule`` is only a preference."""
 MAX_SLICE_REPRIEVES = 2000
 """Most pod combinations tried when asking whether part of a sliced shrink was needless."""
+_NOTHING: Counter[str] = Counter()
+"""No requests (shared: never modified)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class _Context:
         self.pending: dict[str, PendingGang] = {g.name: g for g in rnd.pending}
         self.running: dict[str, RunningGang] = {g.name: g for g in rnd.running}
         self.admitted: set[str] = {name for name in plan.admitted if name in self.pending}
+        self._members: dict[int, tuple[Gang, Mapping[str, int]]] = {}
 
     def gang(self, name: str) -> Gang | None:
         """The pending or running gang of that name, if any."""
@@ -116,10 +119,20 @@ class _Context:
 
     def role(self, gang: str, role: str) -> Role | None:
         """The role of that name in that gang, if both exist."""
-        spec = self.gang(gang)
-        if spec is None:
-            return None
-        return next((r for r in spec.roles if r.name == role), None)
+        return self.roles.get(gang, {}).get(role)
+
+    @cached_property
+    def roles(self) -> dict[str, dict[str, Role]]:
+        """Per gang name (as :meth:`gang` resolves it), its roles by name (the first of a name).
+        Built once: the checks look a role up for every pod."""
+        out: dict[str, dict[str, Role]] = {}
+        for gang in (*self.pending.values(), *self.running.values()):
+            if gang.name not in out and self.gang(gang.name) is gang:
+                by_name: dict[str, Role] = {}
+                for r in gang.roles:
+                    by_name.setdefault(r.name, r)
+                out[gang.name] = by_name
+        return out
 
     @cached_property
     def new(self) -> list[Placement]:
@@ -146,13 +159,18 @@ class _Context:
         return out
 
     def kept(self, gang: RunningGang) -> list[BoundPod]:
-        """Pods of a running gang that the plan leaves in place."""
-        gone = self.removed.get(gang.name, set())
+        """Pods of a running gang that the plan leaves in place (do not modify: for the many
+        gangs a plan leaves alone, this is the gang's own list)."""
+        gone = self.removed.get(gang.name)
+        if not gone:
+            return gang.pods
         return [p for p in gang.pods if p.name not in gone]
 
     def lost(self, gang: RunningGang) -> list[BoundPod]:
         """Pods of a running gang that the plan removes."""
-        gone = self.removed.get(gang.name, set())
+        gone = self.removed.get(gang.name)
+        if not gone:
+            return []
         return [p for p in gang.pods if p.name in gone]
 
     def evicted(self, gang: RunningGang) -> bool:
@@ -163,12 +181,24 @@ class _Context:
         spec = self.role(gang, role)
         return spec.requests if spec is not None else {}
 
-    def members(self, gang: Gang) -> Counter[str]:
-        """Pods per role after the plan: new pods, plus kept pods for a running gang."""
-        count: Counter[str] = Counter(p.role for p in self.new_by_gang.get(gang.name, []))
+    def members(self, gang: Gang) -> Mapping[str, int]:
+        """Pods per role after the plan (roles without pods may be absent): new pods, plus
+        kept pods for a running gang. Counted once per gang: several checks ask."""
+        key = id(gang)
+        hit = self._members.get(key)
+        if hit is not None and hit[0] is gang:
+            return hit[1]
+        pods: Sequence[BoundPod | Placement] = self.new_by_gang.get(gang.name, [])
         if isinstance(gang, RunningGang):
-            count.update(p.role for p in self.kept(gang))
+            kept = self.kept(gang)
+            pods = [*pods, *kept] if pods else kept
+        count = _role_counts(pods)
+        self._members[key] = (gang, count)
         return count
+
+    def touched(self, gang: RunningGang) -> bool:
+        """Whether the plan gives the running gang new pods or removes some of its pods."""
+        return bool(self.new_by_gang.get(gang.name) or self.removed.get(gang.name))
 
     def pod_nodes(self, gang: Gang) -> list[str]:
         """Node of every pod the gang has after the plan (kept and new)."""
@@ -179,18 +209,12 @@ class _Context:
 
     @cached_property
     def kept_on_node(self) -> dict[str, Counter[str]]:
-        out: dict[str, Counter[str]] = defaultdict(Counter)
-        for gang in self.rnd.running:
-            for pod in self.kept(gang):
-                out[pod.node].update(self.requests(gang.name, pod.role))
-        return out
+        kept = ((gang.name, pod.role, pod.node) for gang in self.rnd.running for pod in self.kept(gang))
+        return _requests_on_node(self, kept)
 
     @cached_property
     def new_on_node(self) -> dict[str, Counter[str]]:
-        out: dict[str, Counter[str]] = defaultdict(Counter)
-        for p in self.new:
-            out[p.node].update(self.requests(p.gang, p.role))
-        return out
+        return _requests_on_node(self, ((p.gang, p.role, p.node) for p in self.new))
 
     def used_on_node(self, node: str) -> Counter[str]:
         """Requests on ``node`` after the plan."""
@@ -217,6 +241,27 @@ class _Context:
             if spec is not None:
                 out[spec.queue].update(self.requests(p.gang, p.role))
         return out
+
+
+def _role_counts(pods: Sequence[BoundPod | Placement]) -> Mapping[str, int]:
+    """Pods per role. Pods of a single role (most gangs) are counted without a Counter: every
+    running gang of every round is counted."""
+    if pods and all(p.role == pods[0].role for p in pods):
+        return {pods[0].role: len(pods)}
+    return Counter(p.role for p in pods)
+
+
+def _requests_on_node(ctx: _Context, pods: Iterable[tuple[str, str, str]]) -> dict[str, Counter[str]]:
+    """Requests per node of ``(gang, role, node)`` pods. Pods of one role on one node are
+    counted first and their requests added once, multiplied (every running pod of every round
+    passes here)."""
+    count: Counter[tuple[str, str, str]] = Counter(pods)
+    out: dict[str, Counter[str]] = defaultdict(Counter)
+    for (gang, role, node), n in count.items():
+        total = out[node]
+        for res, amount in ctx.requests(gang, role).items():
+            total[res] += amount * n
+    return out
 
 
 # ----------------------------------------------------------------------------- rule 1: all_or_nothing
@@ -257,7 +302,7 @@ def _running_members(ctx: _Context, run: RunningGang) -> list[Violation]:
     return _bounds(run, count, f"running gang {run.name} after the plan")
 
 
-def _bounds(gang: Gang, count: Counter[str], what: str) -> list[Violation]:
+def _bounds(gang: Gang, count: Mapping[str, int], what: str) -> list[Violation]:
     """Member count against the gang-wide minimum/maximum and every role's minimum/replicas."""
     out: list[Violation] = []
     total = sum(count.values())
@@ -266,7 +311,7 @@ def _bounds(gang: Gang, count: Counter[str], what: str) -> list[Violation]:
     if total > gang.maximum:
         out.append(_v("all_or_nothing", f"{what}: {total} pods > maximum {gang.maximum}", gang.name))
     for role in gang.roles:
-        n, low = count[role.name], gang.role_minimum(role)
+        n, low = count.get(role.name, 0), gang.role_minimum(role)
         if n < low:
             out.append(_v("all_or_nothing", f"{what}: role {role.name} has {n} pods < role minimum {low}", gang.name))
         if n > role.replicas:
@@ -300,7 +345,9 @@ def _check_capacity(ctx: _Context) -> list[Violation]:
     """No node is overcommitted (Kueue #14570 double-booked a node): kept + new <= capacity."""
     out: list[Violation] = []
     for node in ctx.rnd.cluster.nodes:
-        kept, new = ctx.kept_on_node.get(node.name, Counter()), ctx.new_on_node.get(node.name, Counter())
+        kept, new = ctx.kept_on_node.get(node.name, _NOTHING), ctx.new_on_node.get(node.name, _NOTHING)
+        if not _over_capacity(node, kept, new):
+            continue
         for res in sorted(set(kept) | set(new)):
             used, cap = kept[res] + new[res], node.capacity.get(res, 0)
             if used > cap:
@@ -313,6 +360,13 @@ def _check_capacity(ctx: _Context) -> list[Violation]:
                     )
                 )
     return out
+
+
+def _over_capacity(node: Node, kept: Counter[str], new: Counter[str]) -> bool:
+    """Whether some resource of ``node`` is overcommitted: the quick test before the report
+    (every node of every round passes here; almost none is over)."""
+    cap = node.capacity
+    return any(kept[res] + new[res] > cap.get(res, 0) for res in chain(kept, new))
 
 
 # ----------------------------------------------------------------------------- rule 3: eligibility
@@ -638,10 +692,8 @@ def _check_quota(ctx: _Context) -> list[Violation]:
 def _check_stability(ctx: _Context) -> list[Violation]:
     """Running pods that are not preempted stay on their node under their name: no new pod
     reuses a kept pod's name, and no role of a running gang loses pods and gains others."""
-    kept: dict[str, tuple[str, BoundPod]] = {}
-    for gang in ctx.rnd.running:
-        for pod in ctx.kept(gang):
-            kept[pod.name] = (gang.name, pod)
+    placed = {p.pod for p in ctx.plan.placements}
+    kept = {pod.name: (gang.name, pod) for gang in ctx.rnd.running for pod in ctx.kept(gang) if pod.name in placed}
     out: list[Violation] = []
     for p in ctx.plan.placements:
         if p.pod in kept:
@@ -656,7 +708,8 @@ def _check_stability(ctx: _Context) -> list[Violation]:
                 )
             )
     for run in ctx.rnd.running:
-        out += _moves(ctx, run)
+        if ctx.touched(run):  # a gang the plan leaves alone moves nothing
+            out += _moves(ctx, run)
     return out
 
 
@@ -664,7 +717,10 @@ def _moves(ctx: _Context, run: RunningGang) -> list[Violation]:
     """Removing pods of a role and adding pods to the same role moves (or renames) them."""
     if ctx.evicted(run):
         return []  # reported by all_or_nothing when it grows
-    lost = Counter(p.role for p in ctx.lost(run))
+    gone = ctx.lost(run)
+    if not gone:
+        return []
+    lost = Counter(p.role for p in gone)
     new = Counter(p.role for p in ctx.new_by_gang.get(run.name, []))
     return [
         _v(
@@ -861,6 +917,8 @@ def _resize_list(ctx: _Context) -> list[Violation]:
         elif after == len(run.pods):
             out.append(_v("consistency", f"resize of gang {r.gang} does not change its {after} members", r.gang))
     for run in ctx.rnd.running:
+        if not ctx.touched(run):
+            continue  # it keeps its pods and gets none: its member count does not change
         after = sum(ctx.members(run).values())
         if after != len(run.pods) and not ctx.evicted(run) and not resizes[run.name]:
             out.append(

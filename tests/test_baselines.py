@@ -20,6 +20,7 @@ from gangopt.arrays import (
     fit_counts,
     free_capacity,
     quota_limits,
+    request_matrix,
     request_vector,
     resource_names,
 )
@@ -520,3 +521,16 @@ def test_quota_limits_match_the_queue_semantics() -> None:
     assert q.pod_usage("free", gpu).sum() == 0 and q.pod_usage("unknown", gpu).sum() == 0
     assert sorted(q.pod_usage("a", gpu).tolist()) == [0, 1000, 1000]
     assert capacity_matrix(rnd, resources).flags.f_contiguous
+
+
+def test_request_matrix_and_quota_rows_per_role() -> None:
+    rnd = make_round(cluster(1, gpus=8, cpu=32), queues=[queue("a", cohort="c", gpu=8, borrowing_limit={"gpu": 2})])
+    resources = resource_names(rnd)
+    requests = request_matrix([{"gpu": 2000}, {"cpu": 500, "gpu": 1000}], resources)
+    assert requests.tolist() == [[0, 2000], [500, 1000]]
+    assert request_vector({"cpu": 500}, resources).tolist() == [500, 0]
+    with pytest.raises(KeyError, match="rdma"):
+        request_matrix([{"gpu": 1}, {"rdma": 1}], resources)
+    q = quota_limits(rnd, resources)
+    assert q.pod_usage("a", requests).tolist() == [q.pod_usage("a", row).tolist() for row in requests]
+    assert q.pod_usage("unknown", requests).shape == (2, q.size)

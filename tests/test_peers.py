@@ -24,9 +24,10 @@ from gangopt.policies import POLICIES, make_policy
 from gangopt.schema import Plan, Round
 from gangopt.simulation import SimConfig, simulate
 from gangopt.validation import validate
+from gangopt.workload import Workload
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.strategies import rounds
-from tests.test_simulation import random_workload
+from tests.test_simulation import job, random_workload
 
 
 def check(rnd: Round, plan: Plan, solver: str) -> Plan:
@@ -269,6 +270,74 @@ def test_slurm_without_run_times_holds_the_blocked_jobs_nodes() -> None:
     )
     plan = check(blocked, slurm_backfill_like(blocked), "slurm_backfill_like")
     assert plan.admitted == [] and reason(plan, "small").startswith("Reason=Priority")
+
+
+def _backfill_choice_round() -> Round:
+    """The top job "head" needs a whole node; only n1 has room now (4 GPUs), and all of it
+    once "B" ends at t=100. The later, smaller "small" fits that room now."""
+    return make_round(
+        cluster(2),
+        running=[running("A", ["n0"], gpu=8), running("B", ["n1"], gpu=4)],
+        pending=[pending("head", gpu=8, priority=5), pending("small", gpu=4, submit_time=1)],
+        now=0.0,
+    )
+
+
+def test_volcano_gives_the_room_to_a_later_job_where_slurm_reserves_it() -> None:
+    # Volcano's allocate: "head" cannot reach minMember, its statement is discarded (nothing
+    # held) and "small" takes n1. Slurm: "head" reserves n1 from t=100 and "small", which would
+    # run until t=1000, may not delay it. A job that ends by t=100 is backfilled onto n1.
+    rnd = _backfill_choice_round()
+    plan = check(rnd, volcano_like(rnd), "volcano_like")
+    assert plan.admitted == ["small"] and nodes_of(plan, "small") == ["n1"]
+    assert reason(plan, "head").startswith("1/1 tasks in gang unschedulable")
+    durations = {"A": 1000.0, "B": 100.0, "head": 500.0, "small": 1000.0}
+    plan = check(rnd, slurm_backfill_like(rnd, durations=durations), "slurm_backfill_like")
+    assert plan.admitted == []
+    assert "reserved n1 at t+100s" in reason(plan, "head")
+    assert {w.gang: w.code for w in plan.waiting} == {"head": "capacity", "small": "outranked"}
+    assert reason(plan, "small").startswith("Reason=Priority") and "job head" in reason(plan, "small")
+    short = {**durations, "small": 100.0}
+    plan = check(rnd, slurm_backfill_like(rnd, durations=short), "slurm_backfill_like")
+    assert plan.admitted == ["small"] and nodes_of(plan, "small") == ["n1"]
+
+
+def test_volcano_and_slurm_replays_differ_when_a_gang_is_blocked() -> None:
+    # The round above as a replay: Volcano starts "small" at t=20 and "head" waits for "A" to
+    # end (t=1000); Slurm (given the run times) starts "head" at t=100, when "B" ends, and
+    # "small" at t=600, when "head" ends. Single-GPU jobs on identical nodes never show this:
+    # a job waits only when no GPU is free, so no later job can start either.
+    wl = Workload(
+        jobs=[
+            job("A", 0.0, 1000.0, gpus=8),
+            job("B", 0.0, 100.0, gpus=4),
+            job("head", 10.0, 500.0, gpus=8, priority=5),
+            job("small", 20.0, 1000.0, gpus=4),
+        ]
+    )
+    starts: dict[str, dict[str, float | None]] = {}
+    for name in ("volcano_like", "slurm_backfill_like"):
+        result = simulate(wl, parametric_cluster(2), make_policy(name, wl), SimConfig(interval=0.0), name=name)
+        starts[name] = {r.name: r.first_start for r in result.jobs}
+    assert starts["volcano_like"] == {"A": 0.0, "B": 0.0, "head": 1000.0, "small": 20.0}
+    assert starts["slurm_backfill_like"] == {"A": 0.0, "B": 0.0, "head": 100.0, "small": 600.0}
+
+
+def test_slurm_reservations_of_several_blocked_jobs_take_successive_ends() -> None:
+    # Each blocked job reserves the node that frees first among those no earlier job holds:
+    # "w2" skips n0 (held by "w1" from t+100) and "w3" skips n0 and n1.
+    rnd = make_round(
+        cluster(3),
+        running=[running("A", ["n0"], gpu=8), running("B", ["n1"], gpu=8), running("C", ["n2"], gpu=8)],
+        pending=[pending(f"w{i}", gpu=8, submit_time=i) for i in (1, 2, 3)],
+        now=0.0,
+    )
+    durations = {"A": 100.0, "B": 200.0, "C": 300.0, "w1": 50.0, "w2": 50.0, "w3": 50.0}
+    plan = check(rnd, slurm_backfill_like(rnd, durations=durations), "slurm_backfill_like")
+    assert plan.admitted == []
+    assert "reserved n0 at t+100s" in reason(plan, "w1")
+    assert "reserved n1 at t+200s" in reason(plan, "w2")
+    assert "reserved n2 at t+300s" in reason(plan, "w3")
 
 
 def test_slurm_policy_remembers_start_times_between_rounds() -> None:

@@ -144,6 +144,23 @@ def test_elastic_job_speeds_up_when_it_grows() -> None:
     assert b.preemptions == 0
 
 
+def test_rounds_show_current_pods_and_time_since_checkpoint() -> None:
+    # The simulator builds a job's running gang once per placement and copies it every round
+    # with the time since its checkpoint: both must follow the job as it runs and grows.
+    jobs = [job("a", 0, 500), job("b", 0, 5_000, pods=2, min_members=1)]
+    jobs += [job("huge", 300, 10, pods=3), job("late", 510, 10, pods=3)]  # never fit: only add rounds
+    recorder = Recorder("greedy")
+    simulate(Workload(jobs=jobs), parametric_cluster(2), recorder, SimConfig(interval=0.0))
+    seen = {
+        rnd.policy.now: {g.name: (len(g.pods), g.seconds_since_checkpoint) for g in rnd.running}
+        for rnd, _ in recorder.seen
+    }
+    assert seen[300] == {"a": (1, 300), "b": (1, 300)}
+    assert seen[500] == {"b": (1, 500)}  # a finished; b grows in this round (a checkpoint)
+    assert seen[510]["b"] == (2, 10)
+    assert all(g.minimum == 1 and g.maximum == 2 for rnd, _ in recorder.seen for g in rnd.running if g.name == "b")
+
+
 def test_horizon_reports_unfinished_and_not_arrived() -> None:
     wl = Workload(jobs=[job("a", 0, 1_000), job("b", 10, 1_000), job("c", 5_000, 10)])
     result = simulate(wl, parametric_cluster(1), make_policy("greedy"), SimConfig(interval=0.0, horizon=1_500))

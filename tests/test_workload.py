@@ -139,6 +139,18 @@ def test_job_and_workload_checks() -> None:
     assert job.elastic and job.minimum == 1 and job.maximum == 2
 
 
+def test_copies_keep_or_recompute_the_cached_totals() -> None:
+    role = {"replicas": 4, "requests": {"gpu": 1}}
+    job = Job.model_validate({"name": "a", "arrival": 0, "duration": 1, "roles": [role], "min_members": 2})
+    assert (job.minimum, job.maximum, job.elastic) == (2, 4, True)
+    later = job.model_copy(update={"arrival": 5.0})
+    assert (later.minimum, later.maximum, later.total_replicas) == (2, 4, 4)
+    fixed = job.model_copy(update={"min_members": 3, "max_members": 3})
+    assert (fixed.minimum, fixed.maximum, fixed.elastic) == (3, 3, False)
+    wider = job.model_copy(update={"roles": [*job.roles, job.roles[0].model_copy(update={"name": "b"})]})
+    assert (wider.total_replicas, wider.minimum, wider.maximum) == (8, 2, 8)
+
+
 def test_shipped_philly_sample() -> None:
     path = Path(__file__).resolve().parent.parent / "instances" / "workloads" / "philly-6214e9.json"
     assert path.stat().st_size < 2_000_000
