@@ -147,6 +147,11 @@ def capacity_matrix(rnd: Round, resources: Sequence[str]) -> IntArray:
     return out
 
 
+def cluster_capacity(rnd: Round, resources: Sequence[str]) -> IntArray:
+    """:func:`capacity_matrix`, built once per cluster object and resource list (read-only)."""
+    return per_cluster(rnd.cluster, ("capacity", *resources), lambda: read_only(capacity_matrix(rnd, resources)))
+
+
 def running_usage(rnd: Round, resources: Sequence[str]) -> IntArray:
     """Requests of all running pods per node, shape ``(nodes, resources)`` (before the plan)."""
     index = node_index(rnd)

@@ -61,7 +61,7 @@ from gangopt.arrays import (
     IntArray,
     QuotaLimits,
     RoleSignature,
-    capacity_matrix,
+    cluster_capacity,
     domain_codes,
     domain_members,
     first_fit,
@@ -173,7 +173,7 @@ class _Greedy:
         self.eager = growth == "eager"
         self.terms = ObjectiveTerms.of(rnd)
         self.res = resource_names(rnd)
-        self.cap = per_cluster(rnd.cluster, ("capacity", *self.res), lambda: read_only(capacity_matrix(rnd, self.res)))
+        self.cap = cluster_capacity(rnd, self.res)
         self.totals = self.cap.sum(axis=0)
         self.elig = per_cluster(rnd.cluster, "eligibility", lambda: Eligibility(rnd))
         self.quota = quota_limits(rnd, self.res)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from gangopt.arrays import fit_counts
+from gangopt.arrays import cluster_capacity, fit_counts
 from gangopt.objective import SCALE, ObjectiveTerms
 from gangopt.prefilter import BIG, Prefiltered, request_vector
 from gangopt.schema import PendingGang, RunningGang
@@ -223,12 +223,15 @@ def _domain_room(
 
 def _free_after_fixed(pre: Prefiltered, must_run: bool) -> np.ndarray:
     """Per node and resource: capacity less the pods of running gangs that cannot lose any
-    (with ``must_run``, every running gang stays, so those that cannot shrink too)."""
+    (with ``must_run``, every running gang stays, so those that cannot shrink too). Both
+    bounds of a round ask for it: computed once per prefiltered round."""
+    key = (id(pre), must_run)
+    hit = _FREE.get(key)
+    if hit is not None and hit[0] is pre:
+        return hit[1]
     rnd = pre.rnd
     index = pre.topo.node_index
-    free = np.array([[n.capacity.get(r, 0) for r in pre.resources] for n in rnd.cluster.nodes], dtype=np.int64).reshape(
-        len(rnd.cluster.nodes), len(pre.resources)
-    )
+    free = cluster_capacity(rnd, pre.resources).copy()
     movable = set(pre.candidates)
     for gi, run in enumerate(rnd.running):
         if gi in movable and (run.elastic or not must_run):
@@ -236,7 +239,14 @@ def _free_after_fixed(pre: Prefiltered, must_run: bool) -> np.ndarray:
         reqs = {r.name: request_vector(r, pre.resources) for r in run.roles}
         for pod in run.pods:
             free[index[pod.node]] -= reqs[pod.role]
-    return np.maximum(free, 0)
+    free = np.maximum(free, 0)
+    if len(_FREE) >= _CACHE_SIZE:
+        _FREE.pop(next(iter(_FREE)))
+    _FREE[key] = (pre, free)
+    return free
+
+
+_FREE: dict[tuple[int, bool], tuple[Prefiltered, np.ndarray]] = {}
 
 
 # ----------------------------------------------------------------------------- opened nodes
@@ -258,10 +268,7 @@ def _opened_nodes_bound(pre: Prefiltered) -> int:
         for pod in gang.pods:
             busy[pre.topo.node_index[pod.node]] = True
     schedulable = np.fromiter((n.schedulable for n in rnd.cluster.nodes), dtype=bool, count=len(busy))
-    capacity = np.array(
-        [[n.capacity.get(r, 0) for r in pre.resources] for n in rnd.cluster.nodes], dtype=np.int64
-    ).reshape(len(busy), len(pre.resources))
-    idle = capacity[schedulable & ~busy]
+    idle = cluster_capacity(rnd, pre.resources)[schedulable & ~busy]
     if idle.shape[0] == 0:
         return 0
     free = _free_after_fixed(pre, must_run=True)[schedulable & busy]
@@ -279,9 +286,9 @@ def _by_amount(pre: Prefiltered, busy_free: np.ndarray, idle: np.ndarray) -> int
     (less the minimums of running gangs whose pods may go, which stay somewhere busy)."""
     rnd = pre.rnd
     room = busy_free.sum(axis=0, dtype=object)
-    for gi, run in enumerate(rnd.running):
-        if gi in set(pre.candidates) and run.elastic:
-            room -= _minimum_demand(run, pre.resources)
+    for gi in pre.candidates:
+        if rnd.running[gi].elastic:
+            room -= _minimum_demand(rnd.running[gi], pre.resources)
     demand = np.zeros(len(pre.resources), dtype=object)
     for gi in pre.pending:
         demand += _minimum_demand(rnd.pending[gi], pre.resources)

@@ -17,11 +17,15 @@ All terms are integers in units of 1/SCALE so that CP-SAT works exactly.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any, TypeVar, cast
 
 from gangopt.quantities import MILLI
 from gangopt.schema import PendingGang, Plan, Role, Round, RunningGang, Score, TierScore
+
+T = TypeVar("T")
 
 SCALE = 10
 """Objective units per GPU-equivalent (and per GPU-hour, per domain, per node)."""
@@ -51,8 +55,18 @@ class ObjectiveTerms:
         return terms
 
     @cached_property
-    def _tier_cache(self) -> dict[int, tuple[object, int]]:
+    def _memo(self) -> dict[tuple[str, int], tuple[object, Any]]:
         return {}
+
+    def _once(self, what: str, obj: object, compute: Callable[[], T]) -> T:
+        """``compute()`` for ``obj`` (a role or gang of this round, immutable), once: a round is
+        scored and bounded several times per solve, each a pass over every gang."""
+        hit = self._memo.get((what, id(obj)))
+        if hit is not None and hit[0] is obj:
+            return cast(T, hit[1])
+        value = compute()
+        self._memo[(what, id(obj))] = (obj, value)
+        return value
 
     @cached_property
     def base_resource(self) -> str:
@@ -70,19 +84,10 @@ class ObjectiveTerms:
             total.update(node.capacity)
         return dict(total)
 
-    @cached_property
-    def _geq_cache(self) -> dict[int, tuple[Role, float]]:
-        return {}
-
     def pod_geq(self, role: Role) -> float:
         """A pod's size in GPU-equivalents: its largest share of any resource, scaled so that
         one GPU (or the base resource's unit) is 1. CPU-only pods count by their CPU share."""
-        hit = self._geq_cache.get(id(role))
-        if hit is not None and hit[0] is role:
-            return hit[1]
-        value = self._pod_geq(role)
-        self._geq_cache[id(role)] = (role, value)
-        return value
+        return self._once("geq", role, lambda: self._pod_geq(role))
 
     def _pod_geq(self, role: Role) -> float:
         base_total = self.totals.get(self.base_resource, 0)
@@ -114,20 +119,11 @@ class ObjectiveTerms:
                 factor += w.deadline_boost * (1.0 - slack / w.deadline_horizon)
         return factor
 
-    @cached_property
-    def _min_pods_cache(self) -> dict[int, tuple[object, dict[str, int]]]:
-        return {}
-
     def min_pods(self, gang: PendingGang | RunningGang) -> dict[str, int]:
         """Pods per role of the gang's minimum configuration (the cheapest roles fill any
         gang-wide minimum above the role minimums). Asked for every gang each time a plan is
         scored or bounded: computed once per gang (the caller must not modify the result)."""
-        hit = self._min_pods_cache.get(id(gang))
-        if hit is not None and hit[0] is gang:
-            return hit[1]
-        counts = self._min_pods(gang)
-        self._min_pods_cache[id(gang)] = (gang, counts)
-        return counts
+        return self._once("min_pods", gang, lambda: self._min_pods(gang))
 
     def _min_pods(self, gang: PendingGang | RunningGang) -> dict[str, int]:
         counts = {r.name: gang.role_minimum(r) for r in gang.roles}
@@ -140,12 +136,7 @@ class ObjectiveTerms:
 
     def tier_value(self, gang: PendingGang | RunningGang) -> int:
         """Value of running ``gang`` at its minimum size, counted in its priority tier."""
-        hit = self._tier_cache.get(id(gang))
-        if hit is not None and hit[0] is gang:
-            return hit[1]
-        value = self._tier_value(gang)
-        self._tier_cache[id(gang)] = (gang, value)
-        return value
+        return self._once("tier", gang, lambda: self._tier_value(gang))
 
     def _tier_value(self, gang: PendingGang | RunningGang) -> int:
         roles = {r.name: r for r in gang.roles}

@@ -47,6 +47,7 @@ def test_cheap_bounds_bound_every_solvers_plan(rnd: Round) -> None:
 @given(rounds())
 def test_plan_gap_never_claims_more_than_cpsat_proves(rnd: Round) -> None:
     plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
     if plan.status == Status.OPTIMAL:
         assert plan.gap == 0.0
     assert plan.gap is not None and plan.gap >= 0.0
@@ -89,6 +90,7 @@ def test_elastic_growth_is_bounded_by_the_room_in_its_required_domain() -> None:
     pre = prefilter(rnd)
     bounds = cheap_bounds(pre, tiers_at_ceiling=True)
     plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
     assert plan.admitted == ["elastic"]
     # Growth is impossible, so the bound is the plan's own value: one node opened.
     assert bounds.secondary / SCALE == plan.score.secondary
