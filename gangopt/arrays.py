@@ -85,9 +85,7 @@ def resource_names(rnd: Round) -> list[str]:
     This is the column order of every matrix in this module.
     """
     names = set(per_cluster(rnd.cluster, "resources", lambda: _capacity_names(rnd.cluster)))
-    for gang in (*rnd.running, *rnd.pending):
-        for role in gang.roles:
-            names.update(role.requests)
+    names.update(*[role.requests for gang in (*rnd.running, *rnd.pending) for role in gang.roles])
     for queue in rnd.queues:
         names.update(queue.nominal)
         names.update(queue.borrowing_limit)
@@ -96,7 +94,7 @@ def resource_names(rnd: Round) -> list[str]:
 
 def _capacity_names(cluster: Cluster) -> frozenset[str]:
     """Every resource some node of ``cluster`` has."""
-    return frozenset(name for node in cluster.nodes for name in node.capacity)
+    return frozenset().union(*[node.capacity for node in cluster.nodes])
 
 
 def request_vector(requests: Mapping[str, int], resources: Sequence[str]) -> IntArray:
@@ -113,13 +111,28 @@ def request_matrix(requests: Sequence[Mapping[str, int]], resources: Sequence[st
     """Several requests mappings (e.g. the roles of a gang) as rows over ``resources``, shape
     ``(len(requests), resources)``; ``KeyError`` as in :func:`request_vector`.
 
-    One ``np.array`` call for all rows: replays build these for every gang of every round."""
+    Replays build these for every gang of every round, the prefilter for every role at once."""
+    if len(requests) <= 8:
+        for amounts in requests:
+            for name in amounts:
+                if name not in resources:
+                    raise _unknown(name, resources)
+        rows = [[amounts.get(name, 0) for name in resources] for amounts in requests]
+        return np.array(rows, dtype=np.int64).reshape(len(requests), len(resources))
+    # Many rows (all the roles of a round): one tight loop per resource is ~3x faster.
+    known = set(resources)
     for amounts in requests:
-        for name in amounts:
-            if name not in resources:
-                raise KeyError(f"resource {name!r} is not among the columns {list(resources)}")
-    rows = [[amounts.get(name, 0) for name in resources] for amounts in requests]
-    return np.array(rows, dtype=np.int64).reshape(len(requests), len(resources))
+        if not known.issuperset(amounts):
+            raise _unknown(next(name for name in amounts if name not in known), resources)
+    out = np.zeros((len(requests), len(resources)), dtype=np.int64)
+    for j, name in enumerate(resources):
+        out[:, j] = [amounts.get(name, 0) for amounts in requests]
+    return out
+
+
+def _unknown(name: str, resources: Sequence[str]) -> KeyError:
+    """The error for a request of a resource that is not a column."""
+    return KeyError(f"resource {name!r} is not among the columns {list(resources)}")
 
 
 def node_index(rnd: Round) -> dict[str, int]:
@@ -132,18 +145,10 @@ def capacity_matrix(rnd: Round, resources: Sequence[str]) -> IntArray:
 
     Fortran-ordered (each resource column contiguous; see :func:`fit_counts`), like every
     node matrix of this module; ``copy(order="K")`` keeps that order."""
-    column = {name: i for i, name in enumerate(resources)}
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[int] = []
-    for i, node in enumerate(rnd.cluster.nodes):
-        for name, amount in node.capacity.items():
-            if name in column:
-                rows.append(i)
-                cols.append(column[name])
-                vals.append(amount)
-    out = np.zeros((len(rnd.cluster.nodes), len(resources)), dtype=np.int64, order="F")
-    out[np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)] = np.asarray(vals, dtype=np.int64)
+    nodes = rnd.cluster.nodes
+    out = np.zeros((len(nodes), len(resources)), dtype=np.int64, order="F")
+    for j, name in enumerate(resources):  # one column at a time: a tight loop per resource
+        out[:, j] = [node.capacity.get(name, 0) for node in nodes]
     return out
 
 

@@ -201,7 +201,9 @@ def score(
         tiers[run.priority] += terms.tier_value(run)
         members = {r.name: kept[r.name] + new_members[(run.name, r.name)] for r in run.roles}
         secondary += _surplus(terms, run, members)
-        secondary -= terms.pod_removal_cost(run) * (len(run.pods) - sum(kept.values()))
+        lost = len(run.pods) - sum(kept.values())
+        if lost:  # the cost is a pass over the gang's pods: most running gangs lose none
+            secondary -= terms.pod_removal_cost(run) * lost
     secondary -= _spread_penalty(rnd, plan, terms) + _opened_nodes(rnd, plan) * terms.open_node_cost
     unbounded = Score(
         tiers=[

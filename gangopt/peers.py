@@ -22,17 +22,18 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import cached_property
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from gangopt.arrays import BoolArray, IndexArray, IntArray, QuotaLimits, fit_counts, queue_usage
+from gangopt.arrays import BoolArray, IndexArray, IntArray, QuotaLimits, fit_counts
 from gangopt.baselines import Alloc, WaitingCode, _Gang, _Greedy, _Try
 from gangopt.objective import score
 from gangopt.quantities import human
-from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Policy, Round, RunningGang, Stats, Waiting
+from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Policy, Round, Stats, Waiting
 
 FloatArray = npt.NDArray[np.float64]
 NodeScore = Literal["first", "least", "most"]
@@ -43,6 +44,35 @@ Slots = list[tuple[int, int]]
 
 
 # ----------------------------------------------------------------------------- shared machinery
+
+
+class _ExtraColumns:
+    """Quota constraints ``(queue, resource column, limit, label)`` a peer appends to the
+    round's: the columns they add to the per-pod quota usage. Appending columns leaves the
+    existing ones as they are, so the greedy state is extended rather than rebuilt (a replay
+    builds a peer for every round, with every running pod in it)."""
+
+    def __init__(self, extra: list[tuple[str, int, int, str]]) -> None:
+        self.queues = np.asarray([e[0] for e in extra], dtype=object)
+        self.resource = np.asarray([e[1] for e in extra], dtype=np.intp)
+        self._by_shape: dict[tuple[str, int], IntArray] = {}
+
+    def of(self, queue: npt.NDArray[np.object_], requests: IntArray) -> IntArray:
+        """The added columns for pods of ``queue`` (one per row of ``requests``)."""
+        mine = queue.reshape(-1, 1) == self.queues.reshape(1, -1)
+        return np.where(mine, requests[:, self.resource], 0).astype(np.int64)
+
+    def added_to(self, gang: _Gang) -> _Gang:
+        """``gang`` with the added columns in its ``qreq``; gangs of one shape (the same
+        ``reqs`` array) share the result, as :meth:`_Greedy._gang` shares their arrays."""
+        key = (gang.spec.queue, id(gang.reqs))
+        qreq = self._by_shape.get(key)
+        if qreq is None:
+            queue = np.full(len(gang.reqs), gang.spec.queue, dtype=object)
+            qreq = np.hstack([gang.qreq, self.of(queue, gang.reqs)])
+            qreq.flags.writeable = False
+            self._by_shape[key] = qreq
+        return replace(gang, qreq=qreq)
 
 
 class _Peer(_Greedy):
@@ -68,7 +98,7 @@ class _Peer(_Greedy):
 
     def _extend_quota(self, extra: list[tuple[str, int, int, str]]) -> None:
         """Add constraints ``(queue, resource column, limit, label)`` after the round's quota
-        rows, for queues the round may not define, and rebuild the per-gang arrays."""
+        rows, for queues the round may not define, and extend the per-gang and per-pod arrays."""
         if not extra:
             return
         q = self.quota
@@ -88,12 +118,14 @@ class _Peer(_Greedy):
             labels=[*q.labels, *(e[3] for e in extra)],
         )
         self._real = np.concatenate([self._real, np.zeros(len(extra), dtype=np.bool_)])
-        before = self.quota.usage(queue_usage(self.rnd, self.res, queues))
+        columns = _ExtraColumns(extra)
+        self.pending = [columns.added_to(g) for g in self.pending]
+        self.running = [columns.added_to(g) for g in self.running]
+        pod_queue = np.asarray([g.spec.queue for g in self.running], dtype=object)[self.rp_gang]
+        self.rp_q = np.hstack([self.rp_q, columns.of(pod_queue, self.rp_rows)])
+        before = self.rp_q.sum(axis=0)  # every running pod's quota rows: the usage before the plan
         self.used = before.copy()
         self.limit = self.quota.effective_limit(before)
-        self.pending = [self._gang(g) for g in self.rnd.pending]
-        self.running = [self._gang(g) for g in self.rnd.running]
-        self._index_running_pods()
 
     def _put_back(self, work: IntArray, used: IntArray, pods: IndexArray) -> bool:
         """Reprieve checks only the contract's quota rows: a victim the plan does not need for
@@ -567,10 +599,13 @@ class _Volcano(_Peer):
         nres = len(self.res)
         col = {r: j for j, r in enumerate(self.res)}
         request = {q: np.zeros(nres) for q in names}
-        for g in self.running:
-            assert isinstance(g.spec, RunningGang)
-            for pod in g.spec.pods:
-                request[g.spec.queue] += g.reqs[[r.name for r in g.spec.roles].index(pod.role)]
+        if len(self.rp_rows):  # every running pod's requests, summed per queue at once
+            row = {q: i for i, q in enumerate(names)}
+            per_queue = np.zeros((len(names), nres), dtype=np.int64)
+            gang_row = np.asarray([row[g.spec.queue] for g in self.running], dtype=np.intp)
+            np.add.at(per_queue, gang_row[self.rp_gang], self.rp_rows)
+            for q, i in row.items():
+                request[q] += per_queue[i]
         for g in self.pending:
             request[g.spec.queue] += np.asarray(self._full_counts(g), dtype=np.float64) @ g.reqs
         self._request = request
@@ -1296,10 +1331,11 @@ SOLVERS = (*PEERS, "fifo_first_fit")
 """Names :func:`decide` accepts: the peers and the FIFO floor."""
 
 
-def decide(rnd: Round, name: str, policy: Policy | None = None) -> Plan:
+def decide(rnd: Round, name: str, policy: Policy | None = None, *, annotate: bool = True) -> Plan:
     """Decide ``rnd`` with the emulation ``name`` (one of :data:`SOLVERS`); fills in the
-    score (gangopt's objective, for comparison) and the time taken, and validates the plan
-    (``RuntimeError`` naming the broken rules if it is not valid: an emulation bug)."""
+    score (gangopt's objective, for comparison; skipped with ``annotate=False``) and the time
+    taken, and validates the plan (``RuntimeError`` naming the broken rules if it is not
+    valid: an emulation bug)."""
     from gangopt.policies import fifo_first_fit
     from gangopt.validation import validate
 
@@ -1313,7 +1349,7 @@ def decide(rnd: Round, name: str, policy: Policy | None = None) -> Plan:
     else:
         raise ValueError(f"unknown solver {name!r} (known: {', '.join(SOLVERS)})")
     stats = Stats(nodes=len(rnd.cluster.nodes), gangs=len(rnd.pending), total_seconds=time.perf_counter() - start)
-    plan = plan.model_copy(update={"stats": stats, "score": score(rnd, plan)})
+    plan = plan.model_copy(update={"stats": stats, "score": score(rnd, plan)} if annotate else {"stats": stats})
     violations = validate(rnd, plan)
     if violations:
         details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])

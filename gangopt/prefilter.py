@@ -17,7 +17,7 @@ every round of clusters with thousands of nodes:
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -118,10 +118,10 @@ def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
     resources = resource_names(rnd)
     capacity = arrays.cluster_capacity(rnd, resources)
     candidates, growers = _movable_running(rnd)
-    fixed_used, cand_pods, busy = _running_usage(rnd, topo, resources, set(candidates))
+    pods = _RunningPods.of(rnd, topo, resources, candidates)
     masks, role_signature = _eligibility(rnd, topo, growers)
     level = _relevant_level(rnd, growers)
-    classes = _classes(topo, capacity - fixed_used, masks, cand_pods, level, busy)
+    classes = _classes(rnd, topo, capacity - pods.fixed_usage(), masks, pods, level)
     pre = Prefiltered(
         rnd=rnd,
         topo=topo,
@@ -162,30 +162,100 @@ def _sliced(gang: RunningGang) -> bool:
     return gang.topology is not None and gang.topology.slice_level is not None
 
 
-def _running_usage(
-    rnd: Round, topo: Topology, resources: list[str], candidates: set[int]
-) -> tuple[np.ndarray, dict[int, dict[tuple[int, str], int]], np.ndarray]:
-    """Usage of pods that stay whatever happens, candidate pods per node, and which nodes run
-    anything. One scatter-add over every fixed pod (16,384 nodes: tens of thousands of pods)."""
-    n = len(topo.node_names)
-    cand: dict[int, dict[tuple[int, str], int]] = defaultdict(lambda: defaultdict(int))
-    rows: list[int] = []
-    usage: list[np.ndarray] = []
-    busy = np.zeros(n, dtype=bool)
-    for gi, gang in enumerate(rnd.running):
-        nodes = [topo.node_index[pod.node] for pod in gang.pods]
-        busy[nodes] = True
-        if gi in candidates:
-            for node, pod in zip(nodes, gang.pods, strict=True):
-                cand[node][(gi, pod.role)] += 1
-            continue
-        reqs = {r.name: request_vector(r, resources) for r in gang.roles}
-        rows += nodes
-        usage += [reqs[pod.role] for pod in gang.pods]
-    fixed = np.zeros((n, len(resources)), dtype=np.int64)
-    if rows:
-        np.add.at(fixed, np.asarray(rows, dtype=np.intp), np.stack(usage))
-    return fixed, {k: dict(v) for k, v in cand.items()}, busy
+@dataclass
+class _RunningPods:
+    """Every running pod as array rows, built in one pass over the running gangs.
+
+    Arrays rather than per-node dicts: a 16,384-node round has ~15,000 running pods, and
+    thousands of small dicts cost more to build (and to garbage-collect) than the numpy
+    grouping that replaces them."""
+
+    node: np.ndarray
+    """Per pod, its node row."""
+    gang: np.ndarray
+    """Per pod, its running gang's index."""
+    role_row: np.ndarray
+    """Per pod, its role's row in :attr:`role_names` (roles of all gangs, in round order)."""
+    role_names: list[str]
+    """Names of the roles of all running gangs, in round order."""
+    requests: np.ndarray
+    """Per pod, its requests (rows over the resources)."""
+    candidate: np.ndarray
+    """Per pod, whether its gang may lose pods."""
+    size: int
+    """Nodes in the cluster."""
+
+    @classmethod
+    def of(cls, rnd: Round, topo: Topology, resources: list[str], candidates: list[int]) -> _RunningPods:
+        """Flat comprehensions over all pods and roles, then numpy: no per-gang dicts."""
+        running = rnd.running
+        index = topo.node_index
+        pod_count = np.array([len(g.pods) for g in running], dtype=np.intp)
+        role_count = np.array([len(g.roles) for g in running], dtype=np.intp)
+        gang = np.repeat(np.arange(len(running), dtype=np.intp), pod_count)
+        node = np.array([index[p.node] for g in running for p in g.pods], dtype=np.intp)
+        # A pod names its role: match (gang, role name) pairs through one name numbering.
+        role_names = [r.name for g in running for r in g.roles]
+        names: dict[str, int] = {}
+        pod_name = np.array([names.setdefault(p.role, len(names)) for g in running for p in g.pods], dtype=np.intp)
+        role_name = np.array([names.setdefault(name, len(names)) for name in role_names], dtype=np.intp)
+        role_gang = np.repeat(np.arange(len(running), dtype=np.intp), role_count)
+        role_key = role_gang * len(names) + role_name  # ascending in gang order; names may repeat
+        order = np.argsort(role_key, kind="stable")
+        # The last role of that name, as a name -> position dict of the gang's roles would give.
+        row = order[np.searchsorted(role_key[order], gang * len(names) + pod_name, side="right") - 1]
+        table = arrays.request_matrix([r.requests for g in running for r in g.roles], resources)
+        movable = np.zeros(len(running), dtype=bool)
+        movable[np.asarray(candidates, dtype=np.intp)] = True
+        return cls(
+            node=node,
+            gang=gang,
+            role_row=row,
+            role_names=role_names,
+            requests=table[row],
+            candidate=movable[gang],
+            size=len(topo.node_names),
+        )
+
+    def fixed_usage(self) -> np.ndarray:
+        """Per node, the requests of pods that stay whatever happens (non-candidates)."""
+        fixed = np.zeros((self.size, self.requests.shape[1]), dtype=np.int64)
+        stay = ~self.candidate
+        np.add.at(fixed, self.node[stay], self.requests[stay])
+        return fixed
+
+    def busy(self) -> np.ndarray:
+        """Which nodes run any pod before the round."""
+        busy = np.zeros(self.size, dtype=bool)
+        busy[self.node] = True
+        return busy
+
+    def candidate_groups(self) -> _Groups:
+        """Candidate pods grouped by (node, gang, role), sorted by node, gang and role."""
+        picked = np.flatnonzero(self.candidate)
+        node, gang, role = self.node[picked], self.gang[picked], self.role_row[picked]
+        order = np.lexsort((role, gang, node))  # stable: each group's first pod comes first
+        node, gang, role, picked = node[order], gang[order], role[order], picked[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (node[1:] != node[:-1]) | (gang[1:] != gang[:-1]) | (role[1:] != role[:-1])
+        starts = np.flatnonzero(new)
+        count = np.diff(np.append(starts, len(order)))
+        return _Groups(node[starts], gang[starts], role[starts], count, picked[starts], self.role_names)
+
+
+@dataclass
+class _Groups:
+    """Candidate pods grouped by (node, gang, role): one entry per group."""
+
+    node: np.ndarray
+    gang: np.ndarray
+    role_row: np.ndarray
+    """The role's row in ``role_names`` (one row per role of each running gang)."""
+    count: np.ndarray
+    """Pods in the group."""
+    first: np.ndarray
+    """The group's first pod, as a position among the round's running pods."""
+    role_names: list[str]
 
 
 def _signature(role: Role) -> tuple[object, ...]:
@@ -211,13 +281,14 @@ def _eligibility(rnd: Round, topo: Topology, growers: list[int]) -> tuple[list[n
             label_columns[key] = np.array([n.labels.get(key) for n in nodes], dtype=object)
         return label_columns[key]
 
+    tainted = [(i, n.taints) for i, n in enumerate(nodes) if n.taints]  # one pass over the nodes
     hard_taints = sorted(
-        {(t.key, t.value, t.effect) for n in nodes for t in n.taints if t.effect != "PreferNoSchedule"}
+        {(t.key, t.value, t.effect) for _, taints in tainted for t in taints if t.effect != "PreferNoSchedule"}
     )
     taint_index = {t: i for i, t in enumerate(hard_taints)}
     incidence = np.zeros((len(nodes), len(hard_taints)), dtype=bool)
-    for i, node in enumerate(nodes):
-        for t in node.taints:
+    for i, taints in tainted:
+        for t in taints:
             if t.effect != "PreferNoSchedule":
                 incidence[i, taint_index[(t.key, t.value, t.effect)]] = True
 
@@ -292,46 +363,120 @@ def _relevant_level(rnd: Round, growers: list[int]) -> str | None:
 
 
 def _classes(
+    rnd: Round,
     topo: Topology,
     fixed_free: np.ndarray,
     masks: list[np.ndarray],
-    cand_pods: dict[int, dict[tuple[int, str], int]],
+    pods: _RunningPods,
     level: str | None,
-    busy: np.ndarray,
 ) -> list[NodeClass]:
-    """Group nodes by the key described in the module docstring (np.unique over a key matrix)."""
+    """Group nodes by the key described in the module docstring: classes in order of their
+    first node, members in node order."""
     n = len(topo.node_names)
-    signatures: dict[tuple[tuple[tuple[int, str], int], ...], int] = {(): 0}
-    cand_id = np.zeros(n, dtype=np.int64)
-    for node, pods in cand_pods.items():
-        cand_id[node] = signatures.setdefault(tuple(sorted(pods.items())), len(signatures))
+    if n == 0:
+        return []
+    busy = pods.busy()
+    groups = pods.candidate_groups()
     domain = topo.codes(level)[0] if level else np.zeros(n, dtype=np.int64)
-    columns = [fixed_free, cand_id[:, None], domain[:, None], busy[:, None].astype(np.int64)]
+    signature = _candidate_signatures(n, groups.node, groups.gang, groups.role_row, groups.count)
+    columns = [fixed_free, signature[:, None], domain[:, None], busy[:, None]]
     if masks:
-        columns.append(np.stack(masks, axis=1).astype(np.int64))
-    key = np.concatenate(columns, axis=1)
-    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    # Members of each class in node order, classes in order of their first node.
+        columns.append(np.stack(masks, axis=1))
+    class_of = _row_groups(np.concatenate(columns, axis=1, dtype=np.int64))
+    members = np.argsort(class_of, kind="stable")
+    ends = np.cumsum(np.bincount(class_of)).tolist()
+    starts = [0, *ends[:-1]]
+    reps = members[starts]
+    node_lists = members.tolist()
+    levels = topo.levels[: topo.depth(level) + 1] if level else []
+    domains = _rep_domains(topo, levels, reps)
+    fields = zip(starts, ends, _rows(fixed_free, reps), _rep_candidates(reps, groups), domains, strict=True)
+    idle = (~busy[reps]).tolist()
+    return [
+        NodeClass(nodes=node_lists[a:b], free=free, candidates=cand, domains=names, idle=idle[k])
+        for k, (a, b, free, cand, names) in enumerate(fields)
+    ]
+
+
+def _rep_domains(topo: Topology, levels: list[str], reps: np.ndarray) -> list[dict[str, str]]:
+    """Per representative node, its domain name at each of ``levels``. Classes in the same
+    domains share one (read-only) dict, as the encoder's per-node classes already do."""
+    rows = reps.tolist()
+    if not levels:
+        return [{} for _ in rows]
+    shared: dict[tuple[str, ...], dict[str, str]] = {}
+    out = []
+    for names in zip(*(topo.domains_of(lv, rows) for lv in levels), strict=True):
+        domains = shared.get(names)
+        if domains is None:
+            domains = shared[names] = dict(zip(levels, names, strict=True))
+        out.append(domains)
+    return out
+
+
+def _rows(matrix: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
+    """The given rows of ``matrix``, each a contiguous row of one new array."""
+    return list(np.ascontiguousarray(matrix[rows]))
+
+
+def _row_groups(key: np.ndarray) -> np.ndarray:
+    """Per row of ``key``, the number of its group of equal rows; groups numbered in order of
+    their first row. A lexsort and one comparison of neighbours: several times faster than
+    ``np.unique(axis=0)``, which sorts rows as opaque byte strings."""
+    n = key.shape[0]
+    if key.shape[1] == 0:
+        return np.zeros(n, dtype=np.intp)  # no columns: every row equals every other
+    order = np.lexsort(key.T)
+    ordered = key[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    first = order[new]  # the sort is stable: each group's first row comes first
     rank = np.empty(len(first), dtype=np.intp)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
-    by_class = np.argsort(rank[inverse], kind="stable")
-    members = np.split(by_class, np.cumsum(np.bincount(rank[inverse], minlength=len(first)))[:-1])
-    levels = topo.levels[: topo.depth(level) + 1] if level else []
-    codes = {lv: topo.codes(lv) for lv in levels}
-    classes = []
-    for nodes in members:
-        rep = int(nodes[0])
-        classes.append(
-            NodeClass(
-                nodes=nodes.tolist(),
-                free=fixed_free[rep].copy(),
-                candidates=dict(cand_pods.get(rep, {})),
-                domains={lv: names[int(code[rep])] for lv, (code, names) in codes.items()},
-                idle=not bool(busy[rep]),
-            )
-        )
-    return classes
+    group = np.empty(n, dtype=np.intp)
+    group[order] = rank[np.cumsum(new) - 1]
+    return group
+
+
+def _candidate_signatures(
+    n: int, node: np.ndarray, gang: np.ndarray, role: np.ndarray, count: np.ndarray
+) -> np.ndarray:
+    """Per node, an id of its candidate pods, i.e. of its (gang, role, count) groups; 0 for
+    nodes without any. Nodes with as many groups are compared as rows of one matrix."""
+    ids = np.zeros(n, dtype=np.int64)
+    if not len(node):
+        return ids
+    nodes, start, length = np.unique(node, return_index=True, return_counts=True)
+    triples = np.stack([gang, role, count], axis=1)
+    taken = 1
+    for k in np.unique(length).tolist():
+        which = np.flatnonzero(length == k)
+        rows = triples[start[which][:, None] + np.arange(k)].reshape(len(which), 3 * k)
+        group = _row_groups(rows)
+        ids[nodes[which]] = taken + group
+        taken += int(group.max()) + 1
+    return ids
+
+
+def _rep_candidates(reps: np.ndarray, groups: _Groups) -> list[dict[tuple[int, str], int]]:
+    """Per representative node, its candidate pods as (gang, role name) -> count, keys in the
+    order the round lists those pods."""
+    order = np.lexsort((groups.first, groups.node))
+    node = groups.node[order]
+    lo = np.searchsorted(node, reps, side="left")
+    hi = np.searchsorted(node, reps, side="right")
+    # The groups of the representatives only, one run per representative, in one flat array.
+    length = hi - lo
+    ends = np.cumsum(length)
+    take = order[np.repeat(lo - (ends - length), length) + np.arange(int(ends[-1]) if len(ends) else 0)]
+    names = groups.role_names
+    keys = [(g, names[r]) for g, r in zip(groups.gang[take].tolist(), groups.role_row[take].tolist(), strict=True)]
+    counts = groups.count[take].tolist()
+    bounds = ends.tolist()
+    return [
+        dict(zip(keys[a:b], counts[a:b], strict=True)) if b > a else {}
+        for a, b in zip([0, *bounds[:-1]], bounds, strict=True)
+    ]
 
 
 def role_named(gang: PendingGang | RunningGang, name: str) -> Role:
@@ -347,16 +492,17 @@ def _fit_counts(pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[
     """
     room = np.array([c.free for c in pre.classes], dtype=np.int64).reshape(len(pre.classes), len(pre.resources))
     room = np.asfortranarray(np.maximum(room, 0))
-    anywhere = np.asarray(class_masks.any(axis=0), dtype=bool)
+    anywhere = np.asarray(class_masks.any(axis=0), dtype=bool).tolist()
+    roles = [pre.gang(key.kind, key.gang).roles[key.role] for key in role_signature]
+    table = arrays.request_matrix([role.requests for role in roles], pre.resources)
+    request_id = _row_groups(table).tolist() if len(roles) else []
     # Roles share a handful of shapes: one array per (requests, eligibility, replicas), shared
     # read-only by every role that has it (16,384 nodes: 9,000 roles, a few hundred shapes).
-    by_shape: dict[tuple[bytes, int, int], np.ndarray] = {}
-    for key, sig in role_signature.items():
-        role = pre.gang(key.kind, key.gang).roles[key.role]
-        req = request_vector(role, pre.resources)
+    by_shape: dict[tuple[int, int, int], np.ndarray] = {}
+    for (key, sig), role, req, rid in zip(role_signature.items(), roles, table, request_id, strict=True):
         pre.requests[key] = req
-        pre.eligible_anywhere[key] = bool(anywhere[sig])
-        shape = (req.tobytes(), sig, role.replicas)
+        pre.eligible_anywhere[key] = anywhere[sig]
+        shape = (rid, sig, role.replicas)
         fit = by_shape.get(shape)
         if fit is None:
             fit = np.where(class_masks[:, sig], arrays.fit_counts(room, req, cap=role.replicas), 0).astype(np.int64)
@@ -364,12 +510,57 @@ def _fit_counts(pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[
         pre.fits[key] = fit
 
 
+class _FitSums:
+    """What pruning asks of a fit array, computed once per array: roles of one shape share
+    their fit array (a few hundred arrays for thousands of roles), so the answers are shared too.
+
+    Keyed by ``id(fit)``: every array stays alive in ``pre.fits`` while pruning runs."""
+
+    def __init__(self, pre: Prefiltered) -> None:
+        self.pre = pre
+        self.sizes = np.array([c.size for c in pre.classes], dtype=np.int64)
+        self._positive: dict[int, bool] = {}
+        self._total: dict[tuple[int, int], int] = {}
+        self._by_domain: dict[tuple[int, int, str], np.ndarray] = {}
+
+    def positive(self, fit: np.ndarray) -> bool:
+        """Whether a pod fits on some class."""
+        hit = self._positive.get(id(fit))
+        if hit is None:
+            hit = self._positive[id(fit)] = bool((fit > 0).any())
+        return hit
+
+    def total(self, fit: np.ndarray, replicas: int) -> int:
+        """Pods of the role that fit in the whole cluster, at most ``replicas``."""
+        key = (id(fit), replicas)
+        hit = self._total.get(key)
+        if hit is None:
+            hit = self._total[key] = int(np.minimum(self.sizes * fit, replicas).sum())
+        return hit
+
+    def by_domain(self, fit: np.ndarray, replicas: int, level: str) -> np.ndarray:
+        """Pods of the role that fit in each domain of ``level``, at most ``replicas`` (float,
+        from the weighted bincount; callers cast)."""
+        key = (id(fit), replicas, level)
+        hit = self._by_domain.get(key)
+        if hit is None:
+            names, domain_of = _domain_index(self.pre, level)
+            room = np.bincount(domain_of, weights=self.sizes * fit, minlength=len(names))
+            hit = self._by_domain[key] = np.minimum(room, replicas)
+        return hit
+
+
 def _prune_gangs(pre: Prefiltered) -> None:
     """Drop pending gangs that cannot reach their minimum, and growers that cannot grow."""
-    sizes = np.array([c.size for c in pre.classes], dtype=np.int64)
     rnd = pre.rnd
+    sums = _FitSums(pre)
+    before = _usage_before(rnd) if rnd.queues else None
+    roles: list[list[tuple[RoleKey, np.ndarray]]] = [[] for _ in rnd.pending]
+    for key, fit in pre.fits.items():  # each gang's roles in order, without hashing RoleKeys
+        if key.kind == "pending":
+            roles[key.gang].append((key, fit))
     for gi, gang in enumerate(rnd.pending):
-        verdict = _pending_verdict(pre, gi, gang, sizes)
+        verdict = _pending_verdict(pre, gi, gang, roles[gi], sums, before)
         if verdict is not None:
             pre.pruned[gang.name] = verdict
     _prune_groups(pre)
@@ -378,7 +569,7 @@ def _prune_gangs(pre: Prefiltered) -> None:
         gi
         for gi in pre.growers
         if any(
-            (pre.fits[RoleKey("running", gi, ri)] > 0).any()
+            sums.positive(pre.fits[RoleKey("running", gi, ri)])
             and rnd.running[gi].roles[ri].replicas > _count(rnd, gi, ri)
             for ri in range(len(rnd.running[gi].roles))
         )
@@ -390,32 +581,36 @@ def _count(rnd: Round, gi: int, ri: int) -> int:
     return sum(1 for p in gang.pods if p.role == gang.roles[ri].name)
 
 
-def _pending_verdict(pre: Prefiltered, gi: int, gang: PendingGang, sizes: np.ndarray) -> Pruned | None:
-    """None if the gang may fit; else why not (eligibility, capacity, topology, quota)."""
-    keys = [RoleKey("pending", gi, ri) for ri in range(len(gang.roles))]
-    for key, role in zip(keys, gang.roles, strict=True):
-        if gang.role_minimum(role) > 0 and not (pre.fits[key] > 0).any():
+def _pending_verdict(
+    pre: Prefiltered,
+    gi: int,
+    gang: PendingGang,
+    fits: list[tuple[RoleKey, np.ndarray]],
+    sums: _FitSums,
+    before: dict[str, int] | None,
+) -> Pruned | None:
+    """None if the gang may fit; else why not (eligibility, capacity, topology, quota).
+    ``fits`` pairs each role's key with its fit array, in role order."""
+    for (key, fit), role in zip(fits, gang.roles, strict=True):
+        if gang.role_minimum(role) > 0 and not sums.positive(fit):
             return Pruned("eligibility" if not _any_eligible(pre, key) else "capacity", _no_room(pre, gang, role))
-    totals = [np.minimum(sizes * pre.fits[k], role.replicas) for k, role in zip(keys, gang.roles, strict=True)]
-    if not _reaches_minimum(gang, [int(t.sum()) for t in totals]):
+    totals = [sums.total(fit, role.replicas) for (_, fit), role in zip(fits, gang.roles, strict=True)]
+    if not _reaches_minimum(gang, totals):
         return Pruned(
             "capacity",
             f"needs {_demand(pre, gang)} for {gang.minimum} pods; the whole cluster offers room for "
-            f"{sum(int(t.sum()) for t in totals)} even after every allowed preemption",
+            f"{sum(totals)} even after every allowed preemption",
         )
-    quota = _quota_verdict(pre, gang)
+    quota = _quota_verdict(pre, gang, before) if before is not None else None
     if quota is not None:
         return quota
     level = gang.topology.required if gang.topology else None
     if level is None:
         return None
-    names, domain_of = _domain_index(pre, level)
-    # Room per domain and role (bincount over classes), capped by replicas: one pass per role.
+    names, _ = _domain_index(pre, level)
+    # Room per domain and role (bincount over classes), capped by replicas: one row per role.
     counts = np.stack(
-        [
-            np.minimum(np.bincount(domain_of, weights=sizes * pre.fits[k], minlength=len(names)), r.replicas)
-            for k, r in zip(keys, gang.roles, strict=True)
-        ]
+        [sums.by_domain(fit, r.replicas, level) for (_, fit), r in zip(fits, gang.roles, strict=True)]
     ).astype(np.int64)
     role_min = np.array([gang.role_minimum(r) for r in gang.roles], dtype=np.int64)[:, None]
     ok = (counts >= role_min).all(axis=0) & (counts.sum(axis=0) >= gang.minimum)
@@ -474,10 +669,21 @@ def _demand(pre: Prefiltered, gang: PendingGang | RunningGang) -> str:
     return ", ".join(human(totals[r], r) for r in main) or "no resources"
 
 
-def _quota_verdict(pre: Prefiltered, gang: PendingGang) -> Pruned | None:
+def _usage_before(rnd: Round) -> dict[str, int]:
+    """Requests of every running pod, per ``"queue/resource"`` (0 for any other key)."""
+    before: dict[str, int] = defaultdict(int)
+    for run in rnd.running:
+        for name, pods in Counter(pod.role for pod in run.pods).items():
+            for res, amount in role_named(run, name).requests.items():
+                before[f"{run.queue}/{res}"] += amount * pods
+    return before
+
+
+def _quota_verdict(pre: Prefiltered, gang: PendingGang, before: dict[str, int]) -> Pruned | None:
     """A gang whose minimum alone exceeds its queue's or cohort's hard limit can never start.
     Limits already exceeded before the round count at their current usage (a plan may keep
-    such usage, so a gang may still start if lower-priority work in the queue makes way)."""
+    such usage, so a gang may still start if lower-priority work in the queue makes way).
+    ``before`` is :func:`_usage_before`, computed once for all gangs."""
     rnd = pre.rnd
     queue = next((q for q in rnd.queues if q.name == gang.queue), None)
     if queue is None:
@@ -485,11 +691,6 @@ def _quota_verdict(pre: Prefiltered, gang: PendingGang) -> Pruned | None:
     from gangopt.objective import ObjectiveTerms
 
     counts = ObjectiveTerms.of(rnd).min_pods(gang)
-    before: dict[str, int] = defaultdict(int)
-    for run in rnd.running:
-        for pod in run.pods:
-            for res, amount in role_named(run, pod.role).requests.items():
-                before[f"{run.queue}/{res}"] += amount
     cohort = [q for q in rnd.queues if queue.cohort and q.cohort == queue.cohort]
     for res, nominal in queue.nominal.items():
         need = sum(r.requests.get(res, 0) * counts[r.name] for r in gang.roles)
@@ -529,10 +730,10 @@ def _prune_groups(pre: Prefiltered) -> None:
 
 def _drop_useless_classes(pre: Prefiltered) -> None:
     """Remove classes no kept role can use; their candidate pods become 'stranded'."""
-    keys = [RoleKey("pending", gi, ri) for gi in pre.pending for ri in range(len(pre.rnd.pending[gi].roles))]
-    keys += [RoleKey("running", gi, ri) for gi in pre.growers for ri in range(len(pre.rnd.running[gi].roles))]
+    kept = {"pending": set(pre.pending), "running": set(pre.growers)}
+    used = {id(fit): fit for key, fit in pre.fits.items() if key.gang in kept[key.kind]}  # shared arrays once
     useful = np.zeros(len(pre.classes), dtype=bool)
-    for fit in {id(pre.fits[k]): pre.fits[k] for k in keys}.values():  # shared arrays once
+    for fit in used.values():
         useful |= fit > 0
     drop_classes(pre, useful)
 

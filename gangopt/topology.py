@@ -42,18 +42,31 @@ class Topology:
         self.levels: list[str] = [*cluster.topology_levels, NODE_LEVEL]
         self.node_names: list[str] = [n.name for n in cluster.nodes]
         self.node_index: dict[str, int] = {name: i for i, name in enumerate(self.node_names)}
-        self.graph: nx.DiGraph = nx.DiGraph()
-        self.graph.add_node(ROOT, level="cluster")
-        self._domain_of: dict[str, list[str]] = {}
-        for node in cluster.nodes:
-            path = [node.topology[level] for level in cluster.topology_levels] + [node.name]
-            self._domain_of[node.name] = path
+        # One column of domain names per level (not one path per node): a 16,384-node cluster
+        # is then a handful of lists, cheap to build and to leave to the garbage collector.
+        paths = [n.topology for n in cluster.nodes]
+        self._columns: list[list[str]] = [
+            *([path[level] for path in paths] for level in cluster.topology_levels),
+            self.node_names,
+        ]
+        self._by_level: dict[str, tuple[np.ndarray, list[str]]] = {}
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The domain tree, root -> broadest level -> ... -> node (each vertex has its ``level``).
+
+        Built on first use only: the solver works on :meth:`codes`, and building the graph of
+        a 16,384-node cluster costs a quarter of a second."""
+        graph = nx.DiGraph()
+        graph.add_node(ROOT, level="cluster")
+        for i in range(len(self.node_names)):
             parent: Domain = ROOT
-            for level, name in zip(self.levels, path, strict=True):
-                child = (level, name)
-                self.graph.add_edge(parent, child)
-                self.graph.nodes[child]["level"] = level
+            for level, column in zip(self.levels, self._columns, strict=True):
+                child = (level, column[i])
+                graph.add_edge(parent, child)
+                graph.nodes[child]["level"] = level
                 parent = child
+        return graph
 
     def depth(self, level: str) -> int:
         """Position of ``level`` from the broadest (0) to ``node`` (last)."""
@@ -61,13 +74,18 @@ class Topology:
 
     def domain(self, node: str, level: str) -> str:
         """Name of the domain at ``level`` that holds ``node``."""
-        return self._domain_of[node][self.depth(level)]
+        return self._columns[self.depth(level)][self.node_index[node]]
+
+    def domains_of(self, level: str, rows: list[int]) -> list[str]:
+        """Name of the domain at ``level`` of each node row in ``rows`` (no per-level codes needed)."""
+        column = self._columns[self.depth(level)]
+        return [column[i] for i in rows]
 
     def distance(self, a: str, b: str) -> int:
         """Levels climbed from ``a`` and ``b`` to their lowest common domain (0 if a == b)."""
-        pa, pb = self._domain_of[a], self._domain_of[b]
-        for depth in range(len(self.levels)):
-            if pa[depth] != pb[depth]:
+        ia, ib = self.node_index[a], self.node_index[b]
+        for depth, column in enumerate(self._columns):
+            if column[ia] != column[ib]:
                 return len(self.levels) - depth
         return 0
 
@@ -77,22 +95,19 @@ class Topology:
 
     def nodes_in(self, level: str, domain: str) -> list[str]:
         """Node names inside one domain, in input order."""
-        depth = self.depth(level)
-        return [n for n in self.node_names if self._domain_of[n][depth] == domain]
+        column = self._columns[self.depth(level)]
+        return [n for n, d in zip(self.node_names, column, strict=True) if d == domain]
 
     def codes(self, level: str) -> tuple[np.ndarray, list[str]]:
-        """Per node, the index of its domain at ``level``; and the domain names."""
-        return self._codes[level]
-
-    @cached_property
-    def _codes(self) -> dict[str, tuple[np.ndarray, list[str]]]:
-        out: dict[str, tuple[np.ndarray, list[str]]] = {}
-        for depth, level in enumerate(self.levels):
-            names: dict[str, int] = {}
-            codes = np.fromiter(
-                (names.setdefault(self._domain_of[n][depth], len(names)) for n in self.node_names),
-                dtype=np.int64,
-                count=len(self.node_names),
-            )
-            out[level] = (codes, list(names))
-        return out
+        """Per node, the index of its domain at ``level``; and the domain names (first-seen
+        node order). Computed per level on first use."""
+        hit = self._by_level.get(level)
+        if hit is None:
+            if level not in self.levels:
+                raise KeyError(level)
+            column = self._columns[self.depth(level)]
+            names = list(dict.fromkeys(column))  # first-seen order
+            position = {name: i for i, name in enumerate(names)}
+            codes = np.fromiter(map(position.__getitem__, column), dtype=np.int64, count=len(column))
+            hit = self._by_level[level] = (codes, names)
+        return hit
