@@ -152,7 +152,9 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     rnd = busy_round(nodes=64, gangs=40, time_limit=0.01)
     plan = gangopt.solve(rnd)
     assert plan.status == Status.FALLBACK
-    assert "too many to build" in plan.message
+    # Normally the child sees the model is too large and returns the greedy plan at once; on a
+    # loaded machine the hard wall clock may stop the child first. Either way: greedy, bounded.
+    assert "too many to build" in plan.message or "was stopped" in plan.message
     assert all(t.bound >= t.value for t in plan.score.tiers)
     open_tiers = [t for t in plan.score.tiers if t.value < t.bound]
     assert plan.gap is not None
