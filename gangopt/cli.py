@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gangopt.cli_capacity import add_parsers as _add_capacity
+from gangopt.cli_k8s import add_parsers as _add_k8s
+from gangopt.cli_serve import add_parser as _add_serve
 from gangopt.cli_simulate import add_parser as _add_simulate
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
@@ -114,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_simulate(sub)
     _add_capacity(sub)
+    _add_k8s(sub)
+    _add_serve(sub)
     return parser
 
 

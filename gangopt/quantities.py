@@ -33,6 +33,10 @@ _BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 MILLI = 1000
 
 
+MAX_MILLI = 2**63 - 1
+"""Amounts live in int64 numpy arrays (milli-units): about 8 PiB of memory per node at most."""
+
+
 def parse_quantity(value: object) -> int:
     """Parse ``"64Gi"``, ``"500m"``, ``"1.5"``, ``2`` or ``2.5`` into milli-units.
 
@@ -66,6 +70,8 @@ def _parse(value: object) -> int:
     milli = number * MILLI
     if milli != milli.to_integral_value():
         raise ValueError(f"quantity {value!r} is finer than one milli-unit")
+    if milli > MAX_MILLI:
+        raise ValueError(f"quantity {value!r} is too large (at most {MAX_MILLI // MILLI:,} units)")
     return int(milli)
 
 

@@ -56,6 +56,10 @@ Resources = Annotated[
 
 Name = Annotated[str, Field(min_length=1, max_length=253)]
 
+MAX_REPLICAS = 100_000
+"""Pods per role at most: far above any real gang (the XL benchmark has ~19,000 pods in all),
+and low enough that a typo such as ``replicas: 1e9`` is an input error, not an hours-long solve."""
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -121,7 +125,11 @@ class Role(_Model):
     """A pod set of a gang (e.g. 1 launcher, 16 workers): identical pods."""
 
     name: Name = "worker"
-    replicas: int = Field(ge=1, description="Pods wanted (the most the role will run).")
+    replicas: int = Field(
+        ge=1,
+        le=MAX_REPLICAS,
+        description="Pods wanted (the most the role will run).",
+    )
     min_replicas: int | None = Field(
         None, ge=0, description="Fewest pods of this role the gang can run with (default: replicas)."
     )

@@ -1,0 +1,106 @@
+"""``gangopt serve``: run the HTTP service of :mod:`gangopt.service`.
+
+Kept apart from :mod:`gangopt.cli` (which only registers it) so the CLI does not import
+FastAPI and uvicorn for the round-level commands. Same error contract: a bad flag value is an
+:class:`~gangopt.errors.InputError` naming the flag, which the CLI turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gangopt.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from gangopt.service import ServiceSettings
+
+# ServiceSettings field -> flag, so that a rejected value is reported at the flag that set it.
+_FLAGS = {
+    "host": "--host",
+    "port": "--port",
+    "workers": "--workers",
+    "queue_limit": "--queue-limit",
+    "max_time_limit": "--max-time-limit",
+    "max_body_bytes": "--max-body-mb",
+    "max_pods": "--max-pods",
+    "token": "--token-file",
+    "log_level": "--log-level",
+}
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``serve`` on the CLI's subparsers."""
+    p = sub.add_parser(
+        "serve",
+        help="serve solve/validate/import over HTTP (POST /v1/solve, /v1/validate, /v1/import/k8s)",
+        description="Run gangopt as an HTTP service for schedulers in other languages. "
+        "OpenAPI at /openapi.json, Prometheus metrics at /metrics, liveness at /healthz.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    p.add_argument("--workers", type=int, default=2, metavar="N", help="requests worked on at once (default 2)")
+    p.add_argument(
+        "--queue-limit", type=int, default=16, metavar="N", help="requests waiting beyond the workers; more get 429"
+    )
+    p.add_argument(
+        "--max-time-limit", type=float, default=30.0, metavar="S", help="clamp policy.time_limit to S (default 30)"
+    )
+    p.add_argument("--max-body-mb", type=float, default=32.0, metavar="MB", help="larger bodies get 413 (default 32)")
+    p.add_argument("--max-pods", type=int, default=100_000, metavar="N", help="larger rounds get 422 (default 100000)")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="require 'Authorization: Bearer <the file's content>' (default: $GANGOPT_TOKEN if set)",
+    )
+    p.add_argument(
+        "--log-level", choices=["critical", "error", "warning", "info", "debug"], default="info", help="default info"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the settings from the flags (bad values -> exit 2), then serve until interrupted."""
+    from gangopt.service import serve
+
+    serve(settings_from_args(args))
+    return 0
+
+
+def settings_from_args(args: argparse.Namespace) -> ServiceSettings:
+    """The :class:`~gangopt.service.ServiceSettings` the flags describe."""
+    from pydantic import ValidationError
+
+    from gangopt.service import ServiceSettings  # FastAPI and uvicorn load only for this command
+
+    values: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "workers": args.workers,
+        "queue_limit": args.queue_limit,
+        "max_time_limit": args.max_time_limit,
+        "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
+        "max_pods": args.max_pods,
+        "log_level": args.log_level,
+    }
+    if args.token_file is not None:
+        values["token"] = _read_token(args.token_file)
+    try:
+        return ServiceSettings(**values)
+    except ValidationError as error:
+        problems = []
+        for err in error.errors(include_url=False):
+            field = str(err["loc"][0]) if err["loc"] else ""
+            problems.append(Problem(_FLAGS.get(field, field), err["msg"]))
+        raise InputError(problems, "arguments") from None
+
+
+def _read_token(path: str) -> str:
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise InputError([Problem("--token-file", f"cannot read {path}: {error.strerror}")], "arguments") from None
+    if not token:
+        raise InputError([Problem("--token-file", f"{path} is empty")], "arguments")
+    return token

@@ -1,0 +1,500 @@
+"""Kubernetes import and export: each peer's gang form becomes the gang its users expect, broken
+manifests are errors naming the object and field, and a plan comes back as Bindings, Evictions
+and status patches that match it exactly.
+
+Fixtures (tests/fixtures/k8s, see its README) follow each project's documented examples; every
+form is imported together with ``cluster.yaml``, a ``kubectl get -o yaml`` List of 8-GPU nodes,
+running pods and PriorityClasses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import gangopt
+from gangopt.cli import main
+from gangopt.errors import InputError
+from gangopt.generate import dump_round
+from gangopt.k8s_export import REQUEST_ANNOTATION, export_plan
+from gangopt.k8s_import import Imported, ImportOptions, ObjectRef, import_documents, load_documents
+from gangopt.schema import PendingGang, Placement, Plan, Policy, RunningGang, Status
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s"
+FORMS = ["scheduler-plugins", "koordinator", "volcano", "kueue", "kep-4671"]
+POLICY = Policy(time_limit=10, hard_limit=False)
+Json = dict[str, Any]
+
+
+def docs(*names: str) -> list[Json]:
+    return load_documents([FIXTURES / f"{n}.yaml" for n in names])
+
+
+def imported(*names: str, objects: list[Json] | None = None, **options: Any) -> Imported:
+    found = docs(*names) + (objects or [])
+    return import_documents(found, ImportOptions(policy=POLICY, **options))
+
+
+def pending(imp: Imported, name: str) -> PendingGang:
+    return next(g for g in imp.round.pending if g.name == name)
+
+
+def running(imp: Imported, name: str) -> RunningGang:
+    return next(g for g in imp.round.running if g.name == name)
+
+
+def roles(gang: PendingGang | RunningGang) -> dict[str, tuple[int, int | None]]:
+    """role -> (replicas, min_replicas)"""
+    return {r.name: (r.replicas, r.min_replicas) for r in gang.roles}
+
+
+def pod(name: str, *, ns: str = "default", gpus: int = 0, node: str | None = None, **meta: Any) -> Json:
+    """A minimal pod, for cases the fixtures do not cover."""
+    resources = {"requests": {"cpu": "1"}, **({"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {})}
+    spec: Json = {"containers": [{"name": "main", "image": "busybox", "resources": resources}]}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": "2025-03-03T15:00:00Z", **meta},
+        "spec": spec,
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+
+
+def pod_group(name: str, min_member: Any, ns: str = "default") -> Json:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"minMember": min_member},
+    }
+
+
+def sp_member(name: str, group: str, **kw: Any) -> Json:
+    return pod(name, labels={"scheduling.x-k8s.io/pod-group": group}, **kw)
+
+
+# ----------------------------------------------------------------------------- the cluster
+
+
+def test_nodes_keep_allocatable_gpu_cpu_memory_pods_and_mark_taints_and_cordons() -> None:
+    imp = imported("cluster")
+    nodes = {n.name: n for n in imp.round.cluster.nodes}
+    assert len(nodes) == 8
+    n1 = nodes["gpu-node-01"]
+    assert n1.capacity == {"cpu": 191_500, "gpu": 8_000, "memory": 2000 * 2**30 * 1000, "pods": 110_000}
+    assert "ephemeral-storage" not in n1.capacity  # no pod requests it
+    assert n1.labels["cloud.provider.com/topology-rack"] == "r1"
+    assert [(t.key, t.value, t.effect) for t in nodes["gpu-node-07"].taints] == [
+        ("dedicated", "inference", "NoSchedule")
+    ]
+    assert nodes["gpu-node-08"].schedulable is False
+    assert all(n.schedulable for name, n in nodes.items() if name != "gpu-node-08")
+    assert imp.round.cluster.topology_levels == ["zone"]
+
+
+def test_user_levels_follow_zone_and_qualify_reused_values() -> None:
+    imp = imported(
+        "cluster", levels=[("block", "cloud.provider.com/topology-block"), ("rack", "cloud.provider.com/topology-rack")]
+    )
+    assert imp.round.cluster.topology_levels == ["zone", "block", "rack"]
+    node = next(n for n in imp.round.cluster.nodes if n.name == "gpu-node-07")
+    assert node.topology == {"zone": "us-east-1a", "block": "b2", "rack": "r4"}
+
+
+def test_running_pods_become_running_gangs_named_by_namespace() -> None:
+    imp = imported("cluster")
+    old = running(imp, "research/old-train")
+    assert [(p.name, p.node) for p in old.pods] == [
+        ("research/old-train-worker-0", "gpu-node-03"),
+        ("research/old-train-worker-1", "gpu-node-04"),
+    ]
+    assert old.priority == 10 and old.min_members == 2 and old.preemptible
+    assert imp.running_pods["research/old-train-worker-0"] == ObjectRef("v1", "Pod", "research", "old-train-worker-0")
+    notebook = running(imp, "default/notebook-7f9c8")
+    assert notebook.priority == 100  # the globalDefault PriorityClass
+    device_plugin = running(imp, "kube-system/nvidia-device-plugin-daemonset-x7k2p")
+    assert not device_plugin.preemptible  # DaemonSet pod, system-node-critical
+    names = {g.name for g in [*imp.round.running, *imp.round.pending]}
+    assert "default/data-prep-2p9xq" not in names  # Succeeded: uses nothing
+
+
+def test_unknown_kinds_are_warnings_naming_the_object() -> None:
+    imp = imported("cluster")
+    assert "Service default/kubernetes: ignored: kind Service (v1) is not read by gangopt" in imp.warnings
+
+
+# ----------------------------------------------------------------------------- gang forms
+
+
+def test_scheduler_plugins_pod_group() -> None:
+    imp = imported("cluster", "scheduler-plugins")
+    gang = pending(imp, "default/nginx")
+    assert roles(gang) == {"worker": (4, None)}
+    assert gang.min_members == 3 and gang.minimum == 3 and gang.maximum == 4
+    assert gang.roles[0].requests == {"cpu": 3000, "memory": 500 * 2**20 * 1000, "pods": 1000}
+    assert gang.priority == 100
+    assert imp.gang_objects["default/nginx"] == ObjectRef(
+        "scheduling.x-k8s.io/v1alpha1", "PodGroup", "default", "nginx"
+    )
+    assert [p.name for p in imp.pending_pods["default/nginx"]["worker"]] == sorted(
+        f"nginx-6b4f9c7d8-{s}" for s in ("4jw2m", "8kq7d", "c5n2x", "t9v6p")
+    )
+    assert any(w.startswith("Deployment default/nginx: ignored") for w in imp.warnings)
+
+
+def test_koordinator_annotations_pod_group_gang_group_and_elastic_quota() -> None:
+    imp = imported("cluster", "koordinator")
+    example = pending(imp, "default/gang-example")
+    assert roles(example) == {"worker": (2, None)} and example.min_members == 2
+    assert example.roles[0].requests["gpu"] == 2000
+    assert example.queue == "quota-example"
+    a, b = pending(imp, "default/gang-a"), pending(imp, "default/gang-b")
+    assert a.group == b.group == "default/gang-a,default/gang-b"
+    assert (
+        "Pod default/gang-b-0: gang mode NonStrict: gangopt always places a gang all-or-nothing (Strict)"
+        in imp.warnings
+    )
+    pg = pending(imp, "default/gang-example2")
+    assert roles(pg) == {"worker": (3, None)} and pg.min_members == 2
+    quota = next(q for q in imp.round.queues if q.name == "quota-example")
+    assert quota.nominal == {"cpu": 20_000, "memory": 200 * 2**30 * 1000, "gpu": 8000}
+    assert quota.borrowing_limit["gpu"] == 8000 and quota.cohort == "koordinator-root"
+
+
+def test_volcano_pod_group_task_minimums_queue_priority_and_hypernode_topology() -> None:
+    imp = imported("cluster", "volcano")
+    gang = pending(imp, "research/dist-mnist-3c5e0a8b-6d1f-4e2a-9b7c-1f2e3d4c5b6a")
+    assert roles(gang) == {"ps": (1, 1), "worker": (3, 2)}
+    assert gang.min_members == 3 and gang.priority == 1000 and gang.queue == "research"
+    assert gang.topology is not None and gang.topology.required == "tier1"
+    assert imp.round.cluster.topology_levels == ["tier2", "tier1"]
+    domains = {n.name: n.topology for n in imp.round.cluster.nodes}
+    assert domains["gpu-node-01"] == {"tier2": "s-b1", "tier1": "s-r1"}  # regex member
+    assert domains["gpu-node-03"] == {"tier2": "s-b1", "tier1": "s-r2"}  # exact-name members
+    assert domains["gpu-node-05"] == {"tier2": "s-b2", "tier1": "s-r3"}  # label member, regex HyperNode member
+    queue = next(q for q in imp.round.queues if q.name == "research")
+    assert queue.nominal["gpu"] == 32_000 and queue.cohort is None
+
+
+def test_kueue_workloads_with_and_without_pods_cluster_queue_and_topology() -> None:
+    imp = imported("cluster", "kueue")
+    assert imp.round.cluster.topology_levels == ["zone", "block", "rack"]
+    tas = pending(imp, "default/job-tas-sample-job-4f2d1")
+    assert roles(tas) == {"main": (2, None)}
+    assert tas.priority == 1000 and tas.queue == "tas-cluster-queue"
+    assert tas.topology is not None and tas.topology.required == "block"
+    assert len(imp.pending_pods[tas.name]["main"]) == 2
+    elastic = pending(imp, "default/job-elastic-train-9b7c3")
+    assert roles(elastic) == {"main": (4, 2)} and elastic.priority == 100
+    assert elastic.topology is not None and elastic.topology.preferred == "rack"
+    assert imp.pending_pods[elastic.name] == {"main": []}
+    assert any(
+        w.startswith("Workload default/job-elastic-train-9b7c3: no pods yet") and "cannot be exported" in w
+        for w in imp.warnings
+    )
+    queue = next(q for q in imp.round.queues if q.name == "tas-cluster-queue")
+    assert queue.nominal["gpu"] == 32_000 and queue.borrowing_limit == {"gpu": 8000} and queue.cohort == "research"
+
+
+def test_kep_4671_workload_gang_policy() -> None:
+    imp = imported("cluster", "kep-4671")
+    gang = pending(imp, "ns-1/job-1")
+    assert roles(gang) == {"worker": (4, None)} and gang.min_members == 3
+    assert imp.gang_objects[gang.name].kind == "Workload"
+
+
+def test_pods_without_a_gang_are_one_pod_gangs() -> None:
+    imp = imported("cluster", objects=[pod("solo", gpus=1)])
+    gang = pending(imp, "default/solo")
+    assert roles(gang) == {"worker": (1, None)}
+    assert imp.gang_objects["default/solo"] == ObjectRef("v1", "Pod", "default", "solo")
+
+
+def test_different_shapes_in_one_gang_are_different_roles() -> None:
+    members = [sp_member("a-0", "a", gpus=8), sp_member("a-1", "a", gpus=8), sp_member("a-launcher", "a")]
+    imp = imported("cluster", objects=[pod_group("a", 3), *members])
+    assert roles(pending(imp, "default/a")) == {"worker": (2, None), "worker-1": (1, None)}
+
+
+def test_partly_bound_gang_runs_and_its_unbound_pods_are_growth() -> None:
+    members = [
+        sp_member("g-0", "g", gpus=8, node="gpu-node-01"),
+        sp_member("g-1", "g", gpus=8, node="gpu-node-02"),
+        sp_member("g-2", "g", gpus=8),
+    ]
+    imp = imported("cluster", objects=[pod_group("g", 2), *members])
+    gang = running(imp, "default/g")
+    assert roles(gang) == {"worker": (3, None)} and gang.minimum == 2 and gang.maximum == 3
+    assert [p.name for p in imp.pending_pods["default/g"]["worker"]] == ["g-2"]
+
+
+def test_pod_group_with_too_few_pods_waits_outside_the_round() -> None:
+    imp = imported("cluster", objects=[pod_group("big", 4), sp_member("big-0", "big")])
+    assert "default/big" not in {g.name for g in imp.round.pending}
+    assert any(w.startswith("PodGroup default/big: 1 pods exist, fewer than its minimum 4") for w in imp.warnings)
+
+
+# ----------------------------------------------------------------------------- pod requests
+
+
+def test_init_containers_sidecars_and_overhead_follow_the_kubernetes_rule() -> None:
+    p = pod("init")
+    p["spec"]["containers"] = [
+        {"name": "a", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
+        {"name": "b", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}},
+    ]
+    p["spec"]["initContainers"] = [
+        {"name": "big-cpu", "resources": {"requests": {"cpu": "5"}}},
+        {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"memory": "1Gi"}}},
+        {"name": "big-memory", "resources": {"requests": {"memory": "4Gi"}}},
+    ]
+    p["spec"]["overhead"] = {"cpu": "250m"}
+    imp = imported("cluster", objects=[p])
+    requests = pending(imp, "default/init").roles[0].requests
+    # cpu: max(2 + 1 containers, 5 init) + 0.25; memory: max(1 + 1 sidecar, 4 + 1 sidecar); gpu from the limit
+    assert requests == {"cpu": 5250, "memory": 5 * 2**30 * 1000, "gpu": 1000, "pods": 1000}
+
+
+def test_priority_class_missing_falls_back_to_global_default_with_a_warning() -> None:
+    p = pod("orphan-class")
+    p["spec"]["priorityClassName"] = "does-not-exist"
+    imp = imported("cluster", objects=[p])
+    assert pending(imp, "default/orphan-class").priority == 100
+    assert (
+        "Pod default/orphan-class: PriorityClass 'does-not-exist' not in the input; priority 100 used" in imp.warnings
+    )
+
+
+def test_node_affinity_selector_and_tolerations_are_kept() -> None:
+    p = pod("picky")
+    p["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    p["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "inference", "effect": "NoSchedule"}]
+    p["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "cloud.provider.com/topology-rack", "operator": "In", "values": ["r4"]}
+                        ]
+                    },
+                    {"matchExpressions": [{"key": "x", "operator": "Gt", "values": ["1"]}]},
+                ]
+            }
+        }
+    }
+    imp = imported("cluster", objects=[p])
+    role = pending(imp, "default/picky").roles[0]
+    assert role.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert [(e.key, e.operator, e.values) for e in role.node_affinity] == [
+        ("cloud.provider.com/topology-rack", "In", ["r4"])
+    ]
+    assert [(t.key, t.value, t.effect) for t in role.tolerations] == [("dedicated", "inference", "NoSchedule")]
+    assert any("only the first is used" in w and w.startswith("Pod default/picky") for w in imp.warnings)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("fixture", "path", "message"),
+    [
+        ("bad-quantity", "items[0] (Pod default/trainer-0).spec.containers[0].resources.requests.cpu", "cannot parse"),
+        ("bad-missing-node", "items[0] (Pod default/orphan-0).spec.nodeName", "gpu-node-99"),
+        ("bad-min-member", "items[0] (PodGroup default/broken).spec.minMember", "non-negative integer"),
+        ("bad-unknown-kind", "items[1] (PodGroup default/mystery).apiVersion", "unsupported apiVersion"),
+    ],
+)
+def test_broken_manifests_name_the_object_and_field(fixture: str, path: str, message: str) -> None:
+    with pytest.raises(InputError) as caught:
+        import_documents(docs(fixture))
+    assert [p.path for p in caught.value.problems] == [path]
+    assert message in caught.value.problems[0].message
+
+
+def test_cli_import_error_exits_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "round.json"
+    code = main(["import", "k8s", str(FIXTURES / "cluster.yaml"), str(FIXTURES / "bad-quantity.yaml"), "-o", str(out)])
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr()
+    assert err.out == ""
+    assert (
+        err.err.startswith("error: items[")
+        and "(Pod default/trainer-0).spec.containers[0].resources.requests.cpu: " in err.err
+    )
+
+
+def test_cli_rejects_a_bad_level_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", "k8s", str(FIXTURES / "cluster.yaml"), "--level", "rack"]) == 2
+    assert "error: --level: expected NAME=LABEL" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- determinism, formats
+
+
+def test_same_input_gives_the_same_round_in_any_order() -> None:
+    objects = docs("cluster", "volcano", "kueue")
+    first = dump_round(import_documents(objects).round)
+    assert dump_round(import_documents(docs("cluster", "volcano", "kueue")).round) == first
+    assert dump_round(import_documents(list(reversed(objects))).round) == first
+
+
+def test_json_and_yaml_inputs_give_the_same_round() -> None:
+    objects = docs("cluster", "koordinator")
+    as_json = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    as_yaml = yaml.safe_dump_all(objects)
+    from_json = import_documents(load_documents(text=as_json))
+    from_yaml = import_documents(load_documents(text=as_yaml))
+    assert from_json.round == from_yaml.round == import_documents(objects).round
+    assert from_json.warnings == from_yaml.warnings
+
+
+# ----------------------------------------------------------------------------- round trip
+
+
+def check_export(plan: Plan, imp: Imported, objects: list[Json]) -> None:
+    """Every placement has exactly one Binding to its node, of a pod of its gang and role;
+    evictions are exactly the preempted pods; every object says which call applies it."""
+    bindings = [o for o in objects if o["kind"] == "Binding"]
+    pods_of = {
+        (p.namespace, p.name): (gang, role)
+        for gang, rs in imp.pending_pods.items()
+        for role, ps in rs.items()
+        for p in ps
+    }
+    bound = Counter((b["metadata"]["namespace"], b["metadata"]["name"]) for b in bindings)
+    assert all(count == 1 for count in bound.values())
+    placed_nodes = Counter((p.gang, p.role, p.node) for p in plan.placements if imp.pending_pods[p.gang][p.role])
+    binding_nodes = Counter(
+        (*pods_of[(b["metadata"]["namespace"], b["metadata"]["name"])], b["target"]["name"]) for b in bindings
+    )
+    assert binding_nodes == placed_nodes
+    evicted = {f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects if o["kind"] == "Eviction"}
+    assert evicted == {p for pre in plan.preemptions for p in pre.pods}
+    for o in objects:
+        assert o["metadata"]["annotations"][REQUEST_ANNOTATION].split(" ")[0] in ("POST", "PATCH")
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_round_trip_import_solve_validate_export(form: str) -> None:
+    imp = imported("cluster", form)
+    plan = gangopt.solve(imp.round)
+    assert plan.status in (Status.OPTIMAL, Status.FEASIBLE)
+    assert gangopt.validate(imp.round, plan) == []
+    assert plan.placements
+    check_export(plan, imp, export_plan(plan, imp))
+
+
+def test_preemption_exports_evictions_and_bindings_on_the_freed_nodes() -> None:
+    members = [sp_member(f"urgent-{i}", "urgent", gpus=8) for i in range(5)]
+    for m in members:
+        m["spec"]["priorityClassName"] = "high"
+    imp = imported("cluster", objects=[pod_group("urgent", 5), *members])
+    plan = gangopt.solve(imp.round)
+    assert gangopt.validate(imp.round, plan) == []
+    assert "default/urgent" in plan.admitted
+    assert [p.gang for p in plan.preemptions] == ["research/old-train"]
+    objects = export_plan(plan, imp)
+    check_export(plan, imp, objects)
+    assert [o["kind"] for o in objects[:2]] == ["Eviction", "Eviction"]  # evictions come first
+    assert objects[0]["metadata"]["annotations"][REQUEST_ANNOTATION] == (
+        "POST /api/v1/namespaces/research/pods/old-train-worker-0/eviction"
+    )
+
+
+def test_growth_of_a_running_gang_binds_its_unbound_pod() -> None:
+    members = [
+        sp_member("g-0", "g", gpus=8, node="gpu-node-01"),
+        sp_member("g-1", "g", gpus=8, node="gpu-node-02"),
+        sp_member("g-2", "g", gpus=8),
+    ]
+    imp = imported("cluster", objects=[pod_group("g", 2), *members])
+    plan = gangopt.solve(imp.round)
+    assert [p.gang for p in plan.placements] == ["default/g"]
+    (binding,) = export_plan(plan, imp)
+    assert binding["metadata"]["name"] == "g-2" and binding["target"]["name"] == plan.placements[0].node
+
+
+def test_waiting_gangs_get_a_status_condition() -> None:
+    members = [sp_member(f"huge-{i}", "huge", gpus=8) for i in range(10)]
+    imp = imported("cluster", objects=[pod_group("huge", 10), *members, pod("too-big", gpus=16)])
+    plan = gangopt.solve(imp.round)
+    patches = {o["metadata"]["name"]: o for o in export_plan(plan, imp) if "status" in o}
+    group = patches["huge"]
+    assert group["metadata"]["annotations"][REQUEST_ANNOTATION] == (
+        "PATCH /apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/huge/status"
+    )
+    (condition,) = group["status"]["conditions"]
+    waiting = next(w for w in plan.waiting if w.gang == "default/huge")
+    assert condition["type"] == "GangoptScheduled" and condition["status"] == "False"
+    assert condition["reason"] == waiting.code and condition["message"] == "; ".join(waiting.reasons)
+    plain = patches["too-big"]
+    assert plain["kind"] == "Pod" and plain["status"]["conditions"][0]["type"] == "PodScheduled"
+    assert plain["status"]["conditions"][0]["reason"] == "Unschedulable"
+    assert (
+        plain["metadata"]["annotations"][REQUEST_ANNOTATION] == "PATCH /api/v1/namespaces/default/pods/too-big/status"
+    )
+
+
+def test_placements_of_a_workload_without_pods_are_a_warning_not_a_binding() -> None:
+    imp = imported("cluster", "kueue")
+    plan = Plan(
+        status=Status.FEASIBLE,
+        placements=[Placement(gang="default/job-elastic-train-9b7c3", role="main", pod="x-main-0", node="gpu-node-01")],
+    )
+    notes: list[str] = []
+    assert export_plan(plan, imp, notes) == []
+    assert notes and "has no pods yet" in notes[0]
+
+
+def test_a_plan_that_does_not_match_the_manifests_is_an_error_naming_the_plan_path() -> None:
+    imp = imported("cluster", "kep-4671")
+    extra = [
+        Placement(gang="ns-1/job-1", role="worker", pod=f"ns-1/job-1-worker-{i}", node="gpu-node-01") for i in range(5)
+    ]
+    plan = Plan(status=Status.FEASIBLE, placements=[Placement(gang="nope", role="worker", pod="p", node="n"), *extra])
+    with pytest.raises(InputError) as caught:
+        export_plan(plan, imp)
+    assert [p.path for p in caught.value.problems] == ["$.placements[0].gang", "$.placements[5]"]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_cli_import_solve_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifests = [str(FIXTURES / "cluster.yaml"), str(FIXTURES / "volcano.yaml")]
+    round_file, plan_file, out = tmp_path / "round.json", tmp_path / "plan.json", tmp_path / "apply.json"
+    assert main(["import", "k8s", *manifests, "-o", str(round_file), "--time-limit", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: Job research/dist-mnist: ignored: its pods carry what gangopt needs" in err.splitlines()
+    assert json.loads(round_file.read_text())["policy"]["time_limit"] == 5
+    assert main(["solve", str(round_file), "-o", str(plan_file)]) == 0
+    code = main(["export", "k8s", str(plan_file), "--manifests", *manifests, "--format", "json", "-o", str(out)])
+    assert code == 0
+    listing = json.loads(out.read_text())
+    assert listing["kind"] == "List"
+    imp = import_documents(load_documents(manifests))
+    check_export(gangopt.load_plan(plan_file), imp, listing["items"])
+    assert main(["export", "k8s", str(plan_file), "--manifests", *manifests]) == 0
+    stream = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert stream == listing["items"]
+
+
+def test_gang_caught_mid_binding_runs_with_its_minimum_lowered_and_a_warning() -> None:
+    members = [
+        sp_member("m-0", "m", gpus=8, node="gpu-node-01"),
+        sp_member("m-1", "m", gpus=8),
+        sp_member("m-2", "m", gpus=8),
+    ]
+    imp = imported("cluster", objects=[pod_group("m", 3), *members])
+    gang = running(imp, "default/m")
+    assert gang.minimum == 1 and gang.maximum == 3
+    assert "PodGroup default/m: only 1 of its minimum 3 pods are bound: minimum lowered to 1" in imp.warnings
