@@ -1,6 +1,6 @@
 """``gangopt import k8s`` and ``gangopt export k8s``: Kubernetes manifests to a round, and a plan
-back to Bindings, Evictions and status patches (see :mod:`gangopt.k8s_import` and
-:mod:`gangopt.k8s_export`).
+back to Bindings, Evictions and status patches (see :mod:`gangopt.k8s` and
+:mod:`gangopt.k8s.export`).
 
 Registered by :mod:`gangopt.cli`; same contract: warnings on stderr as ``warning: ...``, input
 problems as ``error: PATH: message`` with exit 2 and nothing written, output written atomically.
@@ -18,8 +18,7 @@ import yaml
 from gangopt.errors import InputError, Problem
 from gangopt.generate import dump_round
 from gangopt.io import load_plan
-from gangopt.k8s_export import export_plan
-from gangopt.k8s_import import Imported, ImportOptions, import_documents, load_documents
+from gangopt.k8s import Imported, ImportOptions, export_plan, import_documents, load_documents
 from gangopt.schema import Policy
 
 

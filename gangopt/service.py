@@ -339,10 +339,10 @@ class Worker:
         return _json_response(out.model_dump_json())
 
     def import_k8s(self, body: bytes, levels: list[tuple[str, str]], info: dict[str, Any]) -> Response:
-        from gangopt import k8s_import  # written alongside; imported here so solve never needs it
+        from gangopt import k8s  # written alongside; imported here so solve never needs it
 
-        objects = _unwrap(k8s_import.load_documents(text=_text(body)))
-        imported = k8s_import.import_documents(objects, k8s_import.ImportOptions(levels=levels))
+        objects = _unwrap(k8s.load_documents(text=_text(body)))
+        imported = k8s.import_documents(objects, k8s.ImportOptions(levels=levels))
         info.update(objects=len(objects), warnings=len(imported.warnings))
         out = ImportResponse.model_construct(round=imported.round, warnings=list(imported.warnings))
         return _json_response(out.model_dump_json())

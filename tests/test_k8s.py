@@ -21,8 +21,8 @@ import gangopt
 from gangopt.cli import main
 from gangopt.errors import InputError
 from gangopt.generate import dump_round
-from gangopt.k8s_export import REQUEST_ANNOTATION, export_plan
-from gangopt.k8s_import import Imported, ImportOptions, ObjectRef, import_documents, load_documents
+from gangopt.k8s import Imported, ImportOptions, ObjectRef, export_plan, import_documents, load_documents
+from gangopt.k8s.export import REQUEST_ANNOTATION
 from gangopt.schema import PendingGang, Placement, Plan, Policy, RunningGang, Status
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s"

@@ -193,7 +193,7 @@ LEVEL_PAIRS = [("zone", "topology.kubernetes.io/zone"), ("rack", "cloud.provider
 
 
 def test_import_k8s_yaml_and_json(client: httpx.Client) -> None:
-    from gangopt.k8s_import import ImportOptions, import_documents, load_documents
+    from gangopt.k8s import ImportOptions, import_documents, load_documents
 
     files = [K8S / "cluster.yaml", K8S / "volcano.yaml"]
     expected = import_documents(load_documents(files), ImportOptions(levels=LEVEL_PAIRS))

@@ -1,7 +1,7 @@
 """Turn a plan back into the Kubernetes API objects a controller applies.
 
 :func:`export_plan` pairs every placement with a real pod (the manifests were imported with
-:mod:`gangopt.k8s_import`, which kept the pods of each gang and role) and returns, in the order
+:mod:`gangopt.k8s`, which kept the pods of each gang and role) and returns, in the order
 ``docs/integration.md`` asks for:
 
 1. a ``policy/v1 Eviction`` per preempted or shrunk pod (apply first, wait until gone);
@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gangopt.errors import InputError, Problem
-from gangopt.k8s_import import Imported, ObjectRef
+from gangopt.k8s.contract import Imported, ObjectRef
 from gangopt.schema import Placement, Plan, Waiting
 
 REQUEST_ANNOTATION = "gangopt.io/request"

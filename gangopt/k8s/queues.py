@@ -1,0 +1,120 @@
+"""Queues: Kueue ClusterQueues (via LocalQueues), Koordinator ElasticQuotas and Volcano Queues."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from gangopt.k8s.context import (
+    Context,
+    Source,
+    as_mapping,
+    as_quantity,
+    as_resources,
+    as_sequence,
+    quantities,
+    resource_name,
+)
+from gangopt.k8s.kinds import KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
+from gangopt.k8s.pods import Pod
+from gangopt.schema import PendingGang, Queue, RunningGang
+
+
+class Queues:
+    """Kueue ClusterQueues (via LocalQueues), Koordinator ElasticQuotas and Volcano Queues."""
+
+    def __init__(self, ctx: Context, kinds: dict[str, list[Source]]) -> None:
+        self.ctx = ctx
+        self.queues: dict[str, Queue] = {}
+        self.local: dict[tuple[str, str], str] = {}
+        self.quota_by_namespace: dict[str, list[str]] = defaultdict(list)
+        for src in kinds.get("ClusterQueue", []):
+            self._cluster_queue(src)
+        for src in kinds.get("LocalQueue", []):
+            spec = as_mapping(ctx, src.obj.get("spec"), src.path(".spec"))
+            self.local[(src.namespace, src.name)] = str(spec.get("clusterQueue", ""))
+        for src in kinds.get("ElasticQuota", []):
+            self._elastic_quota(src)
+        for src in kinds.get("Queue", []):
+            self._volcano_queue(src)
+
+    def _cluster_queue(self, src: Source) -> None:
+        """nominalQuota summed over resource groups and flavors; the borrowing limit likewise,
+        unlimited when one flavor sets none."""
+        spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
+        nominal: dict[str, int] = {}
+        borrow: dict[str, int] = {}
+        unlimited: set[str] = set()
+        for g, group in enumerate(as_sequence(self.ctx, spec.get("resourceGroups"), src.path(".spec.resourceGroups"))):
+            gpath = src.path(f".spec.resourceGroups[{g}]")
+            for f, flavor in enumerate(as_sequence(self.ctx, as_mapping(self.ctx, group, gpath).get("flavors"), gpath)):
+                fpath = f"{gpath}.flavors[{f}]"
+                flavor_map = as_mapping(self.ctx, flavor, fpath)
+                for r, res in enumerate(as_sequence(self.ctx, flavor_map.get("resources"), f"{fpath}.resources")):
+                    rpath = f"{fpath}.resources[{r}]"
+                    entry = as_mapping(self.ctx, res, rpath)
+                    name = resource_name(str(entry.get("name", "")))
+                    nominal[name] = nominal.get(name, 0) + as_quantity(
+                        self.ctx, entry.get("nominalQuota", 0), f"{rpath}.nominalQuota"
+                    )
+                    if entry.get("borrowingLimit") is None:
+                        unlimited.add(name)
+                    else:
+                        limit = as_quantity(self.ctx, entry["borrowingLimit"], f"{rpath}.borrowingLimit")
+                        borrow[name] = borrow.get(name, 0) + limit
+                    if entry.get("lendingLimit") is not None:
+                        self.ctx.warn(src, f"lendingLimit of {name} ignored")
+        cohort = spec.get("cohort") or spec.get("cohortName") or None
+        limits = {r: v for r, v in borrow.items() if r not in unlimited}
+        self.queues[src.name] = Queue(
+            name=src.name, cohort=cohort, nominal=quantities(nominal), borrowing_limit=quantities(limits)
+        )
+
+    def _elastic_quota(self, src: Source) -> None:
+        """min -> nominal, max - min -> borrowing limit, inside the cohort of its parent quota."""
+        spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
+        low = as_resources(self.ctx, spec.get("min"), src.path(".spec.min"))
+        high = as_resources(self.ctx, spec.get("max"), src.path(".spec.max"))
+        borrow = {r: max(0, high[r] - low.get(r, 0)) for r in high}
+        cohort = src.labels.get(KOORD_QUOTA_PARENT) or "koordinator-root"
+        self.queues[src.name] = Queue(
+            name=src.name, cohort=cohort, nominal=quantities(low), borrowing_limit=quantities(borrow)
+        )
+        self.quota_by_namespace[src.namespace].append(src.name)
+
+    def _volcano_queue(self, src: Source) -> None:
+        """``capability`` is a hard cap: nominal quota outside any cohort."""
+        spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
+        capability = as_resources(self.ctx, spec.get("capability"), src.path(".spec.capability"))
+        ignored = sorted(k for k in ("weight", "guarantee", "deserved", "reclaimable", "parent") if k in spec)
+        if ignored:
+            self.ctx.warn(src, f"{', '.join(ignored)} ignored (only capability is mapped)")
+        self.queues[src.name] = Queue(name=src.name, nominal=quantities(capability))
+
+    def local_queue(self, src: Source, namespace: str, name: str) -> str:
+        """A LocalQueue name -> its ClusterQueue (warned and kept as is when unknown)."""
+        target = self.local.get((namespace, name))
+        if target is None:
+            self.ctx.warn(src, f"LocalQueue {namespace}/{name} not in the input; queue {name!r} used")
+            return name
+        return target
+
+    def of_pod(self, pod: Pod) -> str | None:
+        labels = pod.src.labels
+        if KUEUE + "queue-name" in labels:
+            return self.local_queue(pod.src, pod.src.namespace, labels[KUEUE + "queue-name"])
+        if KOORD_QUOTA_LABEL in labels:
+            return labels[KOORD_QUOTA_LABEL]
+        quotas = self.quota_by_namespace.get(pod.src.namespace, [])
+        return quotas[0] if len(quotas) == 1 else None
+
+    def build(self, running: list[RunningGang], pending: list[PendingGang]) -> list[Queue]:
+        """The queues; a queue named by a gang but absent from the input is added without
+        limits (warned), since the round requires every gang's queue to exist."""
+        if not self.queues:
+            return []
+        out = dict(self.queues)
+        for gang in [*running, *pending]:
+            if gang.queue not in out:
+                self.ctx.warn(f"queue {gang.queue}", f"no quota object in the input (gang {gang.name}): unlimited")
+                out[gang.queue] = Queue(name=gang.queue)
+        return [out[k] for k in sorted(out)]
