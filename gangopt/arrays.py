@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -85,7 +87,8 @@ def resource_names(rnd: Round) -> list[str]:
     This is the column order of every matrix in this module.
     """
     names = set(per_cluster(rnd.cluster, "resources", lambda: _capacity_names(rnd.cluster)))
-    names.update(*[role.requests for gang in (*rnd.running, *rnd.pending) for role in gang.roles])
+    roles = chain.from_iterable(map(attrgetter("roles"), chain(rnd.running, rnd.pending)))
+    names.update(*map(attrgetter("requests"), roles))
     for queue in rnd.queues:
         names.update(queue.nominal)
         names.update(queue.borrowing_limit)
@@ -94,7 +97,7 @@ def resource_names(rnd: Round) -> list[str]:
 
 def _capacity_names(cluster: Cluster) -> frozenset[str]:
     """Every resource some node of ``cluster`` has."""
-    return frozenset().union(*[node.capacity for node in cluster.nodes])
+    return frozenset().union(*map(attrgetter("capacity"), cluster.nodes))
 
 
 def request_vector(requests: Mapping[str, int], resources: Sequence[str]) -> IntArray:
@@ -145,10 +148,10 @@ def capacity_matrix(rnd: Round, resources: Sequence[str]) -> IntArray:
 
     Fortran-ordered (each resource column contiguous; see :func:`fit_counts`), like every
     node matrix of this module; ``copy(order="K")`` keeps that order."""
-    nodes = rnd.cluster.nodes
-    out = np.zeros((len(nodes), len(resources)), dtype=np.int64, order="F")
+    capacities = list(map(attrgetter("capacity"), rnd.cluster.nodes))
+    out = np.zeros((len(capacities), len(resources)), dtype=np.int64, order="F")
     for j, name in enumerate(resources):  # one column at a time: a tight loop per resource
-        out[:, j] = [node.capacity.get(name, 0) for node in nodes]
+        out[:, j] = [amounts.get(name, 0) for amounts in capacities]
     return out
 
 

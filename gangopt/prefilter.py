@@ -19,6 +19,9 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter, itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,9 +34,11 @@ BIG = 1 << 30
 """Pods of a role that requests nothing fit without bound; capped by replicas later."""
 
 
-@dataclass(frozen=True)
-class RoleKey:
-    """A role of a gang: ``kind`` is 'pending' or 'running', ``gang`` its index in that list."""
+class RoleKey(NamedTuple):
+    """A role of a gang: ``kind`` is 'pending' or 'running', ``gang`` its index in that list.
+
+    A named tuple rather than a frozen dataclass: the prefilter hashes thousands of these per
+    round, and a tuple's hash and constructor run in C."""
 
     kind: str
     gang: int
@@ -147,14 +152,37 @@ def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
 def _movable_running(rnd: Round) -> tuple[list[int], list[int]]:
     """Running gangs that may lose pods (preemptible and outranked by someone who may want
     their room) and those that may gain pods (elastic, below their maximum)."""
-    growers = [i for i, g in enumerate(rnd.running) if len(g.pods) < g.maximum and not _sliced(g)]
+    running = rnd.running
+    sizes = zip(map(len, map(_PODS, running)), _maxima(running), strict=True)
+    growers = [i for i, (pods, most) in enumerate(sizes) if pods < most and not _sliced(running[i])]
     if not rnd.policy.preemption:
         return [], growers
-    top = max([g.priority for g in rnd.pending] + [rnd.running[i].priority for i in growers], default=None)
+    top = max([*map(_PRIORITY, rnd.pending), *(running[i].priority for i in growers)], default=None)
     if top is None:
         return [], growers
-    candidates = [i for i, g in enumerate(rnd.running) if g.preemptible and g.priority < top]
+    ranks = zip(map(attrgetter("preemptible"), running), map(_PRIORITY, running), strict=True)
+    candidates = [i for i, (preemptible, priority) in enumerate(ranks) if preemptible and priority < top]
     return candidates, growers
+
+
+_PODS = attrgetter("pods")
+_NODES = attrgetter("nodes")
+_ROLES = attrgetter("roles")
+_PRIORITY = attrgetter("priority")
+
+
+def _maxima(gangs: list[RunningGang]) -> list[int]:
+    """Each gang's :attr:`~gangopt.schema.GangSpec.maximum`, for all gangs at once: the cached
+    property costs a few microseconds per first read, and a 16,384-node round has 7,290
+    running gangs, none of which has been asked before the first round."""
+    if not gangs:
+        return []
+    roles = list(map(_ROLES, gangs))
+    replicas = np.fromiter(map(attrgetter("replicas"), chain.from_iterable(roles)), dtype=np.int64)
+    starts = np.cumsum([0, *map(len, roles[:-1])])
+    totals = np.add.reduceat(replicas, starts).tolist()
+    ceilings = map(attrgetter("max_members"), gangs)
+    return [min(total, most) if most else total for total, most in zip(totals, ceilings, strict=True)]
 
 
 def _sliced(gang: RunningGang) -> bool:
@@ -190,21 +218,26 @@ class _RunningPods:
         """Flat comprehensions over all pods and roles, then numpy: no per-gang dicts."""
         running = rnd.running
         index = topo.node_index
-        pod_count = np.array([len(g.pods) for g in running], dtype=np.intp)
-        role_count = np.array([len(g.roles) for g in running], dtype=np.intp)
+        gang_pods = list(map(_PODS, running))
+        gang_roles = list(map(_ROLES, running))
+        pod_count = np.fromiter(map(len, gang_pods), dtype=np.intp, count=len(running))
+        role_count = np.fromiter(map(len, gang_roles), dtype=np.intp, count=len(running))
         gang = np.repeat(np.arange(len(running), dtype=np.intp), pod_count)
-        node = np.array([index[p.node] for g in running for p in g.pods], dtype=np.intp)
+        pods = list(chain.from_iterable(gang_pods))
+        roles = list(chain.from_iterable(gang_roles))
+        node = np.fromiter(map(index.__getitem__, map(attrgetter("node"), pods)), dtype=np.intp, count=len(pods))
         # A pod names its role: match (gang, role name) pairs through one name numbering.
-        role_names = [r.name for g in running for r in g.roles]
-        names: dict[str, int] = {}
-        pod_name = np.array([names.setdefault(p.role, len(names)) for g in running for p in g.pods], dtype=np.intp)
-        role_name = np.array([names.setdefault(name, len(names)) for name in role_names], dtype=np.intp)
+        role_names = list(map(attrgetter("name"), roles))
+        pod_roles = list(map(attrgetter("role"), pods))
+        names = {name: k for k, name in enumerate(dict.fromkeys(chain(pod_roles, role_names)))}
+        pod_name = np.fromiter(map(names.__getitem__, pod_roles), dtype=np.intp, count=len(pods))
+        role_name = np.fromiter(map(names.__getitem__, role_names), dtype=np.intp, count=len(roles))
         role_gang = np.repeat(np.arange(len(running), dtype=np.intp), role_count)
         role_key = role_gang * len(names) + role_name  # ascending in gang order; names may repeat
         order = np.argsort(role_key, kind="stable")
         # The last role of that name, as a name -> position dict of the gang's roles would give.
         row = order[np.searchsorted(role_key[order], gang * len(names) + pod_name, side="right") - 1]
-        table = arrays.request_matrix([r.requests for g in running for r in g.roles], resources)
+        table = arrays.request_matrix(list(map(attrgetter("requests"), roles)), resources)
         movable = np.zeros(len(running), dtype=bool)
         movable[np.asarray(candidates, dtype=np.intp)] = True
         return cls(
@@ -258,14 +291,6 @@ class _Groups:
     role_names: list[str]
 
 
-def _signature(role: Role) -> tuple[object, ...]:
-    return (
-        tuple(sorted(role.node_selector.items())),
-        tuple((e.key, e.operator, tuple(e.values)) for e in role.node_affinity),
-        tuple((t.key, t.operator, t.value, t.effect) for t in role.tolerations),
-    )
-
-
 def _eligibility(rnd: Round, topo: Topology, growers: list[int]) -> tuple[list[np.ndarray], dict[RoleKey, int]]:
     """One boolean node mask per distinct eligibility signature, and each role's signature.
 
@@ -273,7 +298,7 @@ def _eligibility(rnd: Round, topo: Topology, growers: list[int]) -> tuple[list[n
     which makes their mask specific to them.
     """
     nodes = rnd.cluster.nodes
-    schedulable = np.array([n.schedulable for n in nodes], dtype=bool)
+    schedulable = np.fromiter(map(attrgetter("schedulable"), nodes), dtype=bool, count=len(nodes))
     label_columns: dict[str, np.ndarray] = {}
 
     def column(key: str) -> np.ndarray:
@@ -281,7 +306,7 @@ def _eligibility(rnd: Round, topo: Topology, growers: list[int]) -> tuple[list[n
             label_columns[key] = np.array([n.labels.get(key) for n in nodes], dtype=object)
         return label_columns[key]
 
-    tainted = [(i, n.taints) for i, n in enumerate(nodes) if n.taints]  # one pass over the nodes
+    tainted = [(i, taints) for i, taints in enumerate(map(attrgetter("taints"), nodes)) if taints]
     hard_taints = sorted(
         {(t.key, t.value, t.effect) for _, taints in tainted for t in taints if t.effect != "PreferNoSchedule"}
     )
@@ -318,7 +343,7 @@ def _eligibility(rnd: Round, topo: Topology, growers: list[int]) -> tuple[list[n
         for gi, gang in gangs:
             restrict = _growth_domain(rnd, topo, gang) if kind == "running" else None
             for ri, role in enumerate(gang.roles):
-                sig = (_signature(role), restrict)
+                sig = (arrays.role_signature(role), restrict)
                 if sig not in by_signature:
                     mask = mask_for(role)
                     if restrict is not None:
@@ -390,12 +415,10 @@ def _classes(
     node_lists = members.tolist()
     levels = topo.levels[: topo.depth(level) + 1] if level else []
     domains = _rep_domains(topo, levels, reps)
-    fields = zip(starts, ends, _rows(fixed_free, reps), _rep_candidates(reps, groups), domains, strict=True)
+    nodes = [node_lists[a:b] for a, b in zip(starts, ends, strict=True)]
     idle = (~busy[reps]).tolist()
-    return [
-        NodeClass(nodes=node_lists[a:b], free=free, candidates=cand, domains=names, idle=idle[k])
-        for k, (a, b, free, cand, names) in enumerate(fields)
-    ]
+    # NodeClass(nodes, free, candidates, domains, idle), positionally: thousands of classes.
+    return list(map(NodeClass, nodes, _rows(fixed_free, reps), _rep_candidates(reps, groups), domains, idle))
 
 
 def _rep_domains(topo: Topology, levels: list[str], reps: np.ndarray) -> list[dict[str, str]]:
@@ -404,14 +427,9 @@ def _rep_domains(topo: Topology, levels: list[str], reps: np.ndarray) -> list[di
     rows = reps.tolist()
     if not levels:
         return [{} for _ in rows]
-    shared: dict[tuple[str, ...], dict[str, str]] = {}
-    out = []
-    for names in zip(*(topo.domains_of(lv, rows) for lv in levels), strict=True):
-        domains = shared.get(names)
-        if domains is None:
-            domains = shared[names] = dict(zip(levels, names, strict=True))
-        out.append(domains)
-    return out
+    paths = list(zip(*(topo.domains_of(lv, rows) for lv in levels), strict=True))
+    shared = {names: dict(zip(levels, names, strict=True)) for names in dict.fromkeys(paths)}
+    return list(map(shared.__getitem__, paths))
 
 
 def _rows(matrix: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
@@ -469,14 +487,11 @@ def _rep_candidates(reps: np.ndarray, groups: _Groups) -> list[dict[tuple[int, s
     length = hi - lo
     ends = np.cumsum(length)
     take = order[np.repeat(lo - (ends - length), length) + np.arange(int(ends[-1]) if len(ends) else 0)]
-    names = groups.role_names
-    keys = [(g, names[r]) for g, r in zip(groups.gang[take].tolist(), groups.role_row[take].tolist(), strict=True)]
-    counts = groups.count[take].tolist()
+    role_names = map(groups.role_names.__getitem__, groups.role_row[take].tolist())
+    keys = zip(groups.gang[take].tolist(), role_names, strict=True)
+    pairs = list(zip(keys, groups.count[take].tolist(), strict=True))  # ((gang, role name), count)
     bounds = ends.tolist()
-    return [
-        dict(zip(keys[a:b], counts[a:b], strict=True)) if b > a else {}
-        for a, b in zip([0, *bounds[:-1]], bounds, strict=True)
-    ]
+    return [dict(pairs[a:b]) for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
 
 def role_named(gang: PendingGang | RunningGang, name: str) -> Role:
@@ -493,21 +508,27 @@ def _fit_counts(pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[
     room = np.array([c.free for c in pre.classes], dtype=np.int64).reshape(len(pre.classes), len(pre.resources))
     room = np.asfortranarray(np.maximum(room, 0))
     anywhere = np.asarray(class_masks.any(axis=0), dtype=bool).tolist()
-    roles = [pre.gang(key.kind, key.gang).roles[key.role] for key in role_signature]
-    table = arrays.request_matrix([role.requests for role in roles], pre.resources)
-    request_id = _row_groups(table).tolist() if len(roles) else []
+    keys = list(role_signature)
+    if not keys:
+        return
+    signatures = list(role_signature.values())
+    gangs: dict[str, list[PendingGang] | list[RunningGang]] = {"pending": pre.rnd.pending, "running": pre.rnd.running}
+    roles = [gangs[kind][gang].roles[role] for kind, gang, role in keys]
+    replicas = list(map(attrgetter("replicas"), roles))
+    table = arrays.request_matrix(list(map(attrgetter("requests"), roles)), pre.resources)
     # Roles share a handful of shapes: one array per (requests, eligibility, replicas), shared
     # read-only by every role that has it (16,384 nodes: 9,000 roles, a few hundred shapes).
-    by_shape: dict[tuple[int, int, int], np.ndarray] = {}
-    for (key, sig), role, req, rid in zip(role_signature.items(), roles, table, request_id, strict=True):
-        pre.requests[key] = req
-        pre.eligible_anywhere[key] = anywhere[sig]
-        shape = (rid, sig, role.replicas)
-        fit = by_shape.get(shape)
-        if fit is None:
-            fit = np.where(class_masks[:, sig], arrays.fit_counts(room, req, cap=role.replicas), 0).astype(np.int64)
-            by_shape[shape] = fit
-        pre.fits[key] = fit
+    shape = _row_groups(np.column_stack([_row_groups(table), signatures, replicas]))
+    _, first = np.unique(shape, return_index=True)  # shapes are numbered in order of first role
+    fits = [_fit_array(room, class_masks[:, signatures[i]], table[i], replicas[i]) for i in first.tolist()]
+    pre.requests.update(zip(keys, table, strict=True))
+    pre.eligible_anywhere.update(zip(keys, map(anywhere.__getitem__, signatures), strict=True))
+    pre.fits.update(zip(keys, map(fits.__getitem__, shape.tolist()), strict=True))
+
+
+def _fit_array(room: np.ndarray, eligible: np.ndarray, request: np.ndarray, replicas: int) -> np.ndarray:
+    """Pods of one role shape per node of each class (0 where not eligible), at most ``replicas``."""
+    return np.where(eligible, arrays.fit_counts(room, request, cap=replicas), 0).astype(np.int64)
 
 
 class _FitSums:
@@ -518,7 +539,7 @@ class _FitSums:
 
     def __init__(self, pre: Prefiltered) -> None:
         self.pre = pre
-        self.sizes = np.array([c.size for c in pre.classes], dtype=np.int64)
+        self.sizes = np.fromiter(map(len, map(_NODES, pre.classes)), dtype=np.int64, count=len(pre.classes))
         self._positive: dict[int, bool] = {}
         self._total: dict[tuple[int, int], int] = {}
         self._by_domain: dict[tuple[int, int, str], np.ndarray] = {}
@@ -559,8 +580,9 @@ def _prune_gangs(pre: Prefiltered) -> None:
     for key, fit in pre.fits.items():  # each gang's roles in order, without hashing RoleKeys
         if key.kind == "pending":
             roles[key.gang].append((key, fit))
+    memo: dict[tuple[object, ...], _RoomVerdict] = {}
     for gi, gang in enumerate(rnd.pending):
-        verdict = _pending_verdict(pre, gi, gang, roles[gi], sums, before)
+        verdict = _pending_verdict(pre, gi, gang, roles[gi], sums, before, memo)
         if verdict is not None:
             pre.pruned[gang.name] = verdict
     _prune_groups(pre)
@@ -581,6 +603,18 @@ def _count(rnd: Round, gi: int, ri: int) -> int:
     return sum(1 for p in gang.pods if p.role == gang.roles[ri].name)
 
 
+@dataclass(frozen=True)
+class _RoomVerdict:
+    """What fit arrays say of a gang, before quotas: the first required role without room, or
+    the pods the cluster offers when short of the minimum, or the domains of its required
+    level that can hold it (None: no required level)."""
+
+    blocked_role: int | None = None
+    short_of: int | None = None
+    feasible: list[str] | None = None
+    best: int = 0
+
+
 def _pending_verdict(
     pre: Prefiltered,
     gi: int,
@@ -588,25 +622,60 @@ def _pending_verdict(
     fits: list[tuple[RoleKey, np.ndarray]],
     sums: _FitSums,
     before: dict[str, int] | None,
+    memo: dict[tuple[object, ...], _RoomVerdict],
 ) -> Pruned | None:
     """None if the gang may fit; else why not (eligibility, capacity, topology, quota).
-    ``fits`` pairs each role's key with its fit array, in role order."""
-    for (key, fit), role in zip(fits, gang.roles, strict=True):
-        if gang.role_minimum(role) > 0 and not sums.positive(fit):
-            return Pruned("eligibility" if not _any_eligible(pre, key) else "capacity", _no_room(pre, gang, role))
-    totals = [sums.total(fit, role.replicas) for (_, fit), role in zip(fits, gang.roles, strict=True)]
-    if not _reaches_minimum(gang, totals):
+    ``fits`` pairs each role's key with its fit array, in role order.
+
+    The room checks depend only on the gang's shape (fit arrays, replicas, minimums, required
+    level), which thousands of gangs share: ``memo`` answers them once per shape."""
+    level = gang.topology.required if gang.topology else None
+    roles = zip(fits, gang.roles, strict=True)
+    shape = (level, gang.min_members, *[(id(fit), r.replicas, r.min_replicas) for (_, fit), r in roles])
+    room = memo.get(shape)
+    if room is None:
+        room = memo[shape] = _room_verdict(pre, gang, fits, sums, level)
+    if room.blocked_role is not None:
+        key, _ = fits[room.blocked_role]
+        role = gang.roles[room.blocked_role]
+        return Pruned("eligibility" if not _any_eligible(pre, key) else "capacity", _no_room(pre, gang, role))
+    if room.short_of is not None:
         return Pruned(
             "capacity",
             f"needs {_demand(pre, gang)} for {gang.minimum} pods; the whole cluster offers room for "
-            f"{sum(totals)} even after every allowed preemption",
+            f"{room.short_of} even after every allowed preemption",
         )
     quota = _quota_verdict(pre, gang, before) if before is not None else None
     if quota is not None:
         return quota
-    level = gang.topology.required if gang.topology else None
-    if level is None:
+    if room.feasible is None:
         return None
+    if not room.feasible:
+        return Pruned(
+            "topology",
+            f"needs {gang.minimum} pods ({_demand(pre, gang)}) within one {level}; the best {level} has room "
+            f"for {room.best} even after every allowed preemption",
+        )
+    pre.required_domains[gi] = room.feasible  # shared by the gangs of this shape: read-only
+    return None
+
+
+def _room_verdict(
+    pre: Prefiltered,
+    gang: PendingGang,
+    fits: list[tuple[RoleKey, np.ndarray]],
+    sums: _FitSums,
+    level: str | None,
+) -> _RoomVerdict:
+    """The :class:`_RoomVerdict` of one gang shape (see :func:`_pending_verdict`)."""
+    for ri, ((_, fit), role) in enumerate(zip(fits, gang.roles, strict=True)):
+        if gang.role_minimum(role) > 0 and not sums.positive(fit):
+            return _RoomVerdict(blocked_role=ri)
+    totals = [sums.total(fit, role.replicas) for (_, fit), role in zip(fits, gang.roles, strict=True)]
+    if not _reaches_minimum(gang, totals):
+        return _RoomVerdict(short_of=sum(totals))
+    if level is None:
+        return _RoomVerdict()
     names, _ = _domain_index(pre, level)
     # Room per domain and role (bincount over classes), capped by replicas: one row per role.
     counts = np.stack(
@@ -616,22 +685,17 @@ def _pending_verdict(
     ok = (counts >= role_min).all(axis=0) & (counts.sum(axis=0) >= gang.minimum)
     feasible = [names[d] for d in np.flatnonzero(ok).tolist()]
     best = int(counts.sum(axis=0).max()) if len(names) else 0
-    if not feasible:
-        return Pruned(
-            "topology",
-            f"needs {gang.minimum} pods ({_demand(pre, gang)}) within one {level}; the best {level} has room "
-            f"for {best} even after every allowed preemption",
-        )
-    pre.required_domains[gi] = feasible
-    return None
+    return _RoomVerdict(feasible=feasible, best=best)
 
 
 def _domain_index(pre: Prefiltered, level: str) -> tuple[list[str], np.ndarray]:
     """Domain names at ``level`` and each class's domain index (cached per level)."""
     if level not in pre.domain_index:
-        names = sorted({c.domains[level] for c in pre.classes})
+        domains = list(map(itemgetter(level), map(attrgetter("domains"), pre.classes)))
+        names = sorted(set(domains))
         position = {name: i for i, name in enumerate(names)}
-        pre.domain_index[level] = (names, np.array([position[c.domains[level]] for c in pre.classes], dtype=np.int64))
+        index = np.fromiter(map(position.__getitem__, domains), dtype=np.int64, count=len(domains))
+        pre.domain_index[level] = (names, index)
     return pre.domain_index[level]
 
 

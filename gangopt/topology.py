@@ -8,6 +8,7 @@ same node = 0, same rack = 1, same block = 2, ... This is what "pack tightly" me
 from __future__ import annotations
 
 from functools import cached_property
+from operator import attrgetter, itemgetter
 
 import networkx as nx
 import numpy as np
@@ -40,13 +41,13 @@ class Topology:
 
     def __init__(self, cluster: Cluster) -> None:
         self.levels: list[str] = [*cluster.topology_levels, NODE_LEVEL]
-        self.node_names: list[str] = [n.name for n in cluster.nodes]
-        self.node_index: dict[str, int] = {name: i for i, name in enumerate(self.node_names)}
+        self.node_names: list[str] = list(map(attrgetter("name"), cluster.nodes))
+        self.node_index: dict[str, int] = dict(zip(self.node_names, range(len(self.node_names)), strict=True))
         # One column of domain names per level (not one path per node): a 16,384-node cluster
         # is then a handful of lists, cheap to build and to leave to the garbage collector.
-        paths = [n.topology for n in cluster.nodes]
+        paths = list(map(attrgetter("topology"), cluster.nodes))
         self._columns: list[list[str]] = [
-            *([path[level] for path in paths] for level in cluster.topology_levels),
+            *(list(map(itemgetter(level), paths)) for level in cluster.topology_levels),
             self.node_names,
         ]
         self._by_level: dict[str, tuple[np.ndarray, list[str]]] = {}
@@ -78,8 +79,7 @@ class Topology:
 
     def domains_of(self, level: str, rows: list[int]) -> list[str]:
         """Name of the domain at ``level`` of each node row in ``rows`` (no per-level codes needed)."""
-        column = self._columns[self.depth(level)]
-        return [column[i] for i in rows]
+        return list(map(self._columns[self.depth(level)].__getitem__, rows))
 
     def distance(self, a: str, b: str) -> int:
         """Levels climbed from ``a`` and ``b`` to their lowest common domain (0 if a == b)."""

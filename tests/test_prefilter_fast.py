@@ -181,3 +181,34 @@ def test_topology_views_agree_with_node_paths() -> None:
     graph = topo.graph
     assert graph.number_of_nodes() == 1 + sum(len(topo.codes(lv)[1]) for lv in topo.levels)
     assert all(graph.nodes[("node", n.name)]["level"] == "node" for n in nodes)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds(max_running=6))
+def test_movable_running_matches_the_per_gang_definition(rnd: Round) -> None:
+    """Gang maxima summed over flat role arrays equal the cached property, gang by gang."""
+    assert pf._maxima(rnd.running) == [g.maximum for g in rnd.running]
+    growers = [i for i, g in enumerate(rnd.running) if len(g.pods) < g.maximum and not pf._sliced(g)]
+    top = max([g.priority for g in rnd.pending] + [rnd.running[i].priority for i in growers], default=None)
+    if not rnd.policy.preemption or top is None:
+        candidates = []
+    else:
+        candidates = [i for i, g in enumerate(rnd.running) if g.preemptible and g.priority < top]
+    assert pf._movable_running(rnd) == (candidates, growers)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds(max_running=6))
+def test_pending_verdicts_shared_per_shape_match_one_gang_at_a_time(rnd: Round) -> None:
+    """Verdicts memoized per gang shape are those of a fresh memo per gang (messages included)."""
+    pre = prefilter(rnd)
+    sums = pf._FitSums(pre)
+    before = pf._usage_before(rnd) if rnd.queues else None
+    shared: dict[tuple[object, ...], pf._RoomVerdict] = {}
+    for gi, gang in enumerate(rnd.pending):
+        fits = [(key, fit) for key, fit in pre.fits.items() if key.kind == "pending" and key.gang == gi]
+        alone = pf._pending_verdict(pre, gi, gang, fits, sums, before, {})
+        alone_domains = pre.required_domains.pop(gi, None)
+        memo = pf._pending_verdict(pre, gi, gang, fits, sums, before, shared)
+        assert memo == alone
+        assert pre.required_domains.pop(gi, None) == alone_domains
