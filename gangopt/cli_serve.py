@@ -23,6 +23,7 @@ _FLAGS = {
     "workers": "--workers",
     "queue_limit": "--queue-limit",
     "max_time_limit": "--max-time-limit",
+    "max_solver_workers": "--max-solver-workers",
     "max_body_bytes": "--max-body-mb",
     "max_pods": "--max-pods",
     "token": "--token-file",
@@ -46,6 +47,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--max-time-limit", type=float, default=30.0, metavar="S", help="clamp policy.time_limit to S (default 30)"
+    )
+    p.add_argument(
+        "--max-solver-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="clamp policy.workers (CP-SAT threads per solve) to N (default 1)",
     )
     p.add_argument("--max-body-mb", type=float, default=32.0, metavar="MB", help="larger bodies get 413 (default 32)")
     p.add_argument("--max-pods", type=int, default=100_000, metavar="N", help="larger rounds get 422 (default 100000)")
@@ -80,6 +88,7 @@ def settings_from_args(args: argparse.Namespace) -> ServiceSettings:
         "workers": args.workers,
         "queue_limit": args.queue_limit,
         "max_time_limit": args.max_time_limit,
+        "max_solver_workers": args.max_solver_workers,
         "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
         "max_pods": args.max_pods,
         "log_level": args.log_level,

@@ -45,7 +45,7 @@ from pydantic.json_schema import models_json_schema
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 
 from gangopt.errors import InputError, Problem, parse_json_text, parse_model
-from gangopt.schema import Plan, Round
+from gangopt.schema import Plan, Policy, Round
 from gangopt.solving import SolverName, solve
 from gangopt.validation import validate
 
@@ -67,6 +67,13 @@ class ServiceSettings(BaseModel):
     workers: int = Field(2, ge=1, le=256, description="Requests worked on at once (solves, validations, imports).")
     queue_limit: int = Field(16, ge=0, description="Requests that may wait for a worker; beyond that, 429.")
     max_time_limit: float = Field(30.0, gt=0, description="Seconds; a round's policy.time_limit is clamped to it.")
+    max_solver_workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="A round's policy.workers (CP-SAT search threads) is clamped to it, so that "
+        "workers x max_solver_workers threads bound the CPU a server uses; 1 is deterministic.",
+    )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1, description="Larger request bodies get 413.")
     max_pods: int = Field(
         100_000,
@@ -310,11 +317,9 @@ class Worker:
     def solve(self, body: bytes, solver: SolverName, info: dict[str, Any]) -> Response:
         rnd = parse_json_text(Round, _text(body), "round")  # as gangopt.io.load_round does
         self._check_size(rnd)
-        # hard_limit is forced: in-process CP-SAT could hold a worker thread past any limit.
-        limit = min(rnd.policy.time_limit, self.settings.max_time_limit)
-        policy = rnd.policy.model_copy(update={"time_limit": limit, "hard_limit": True})
+        policy = served_policy(rnd.policy, self.settings)
         info.update(nodes=len(rnd.cluster.nodes), running=len(rnd.running), pending=len(rnd.pending))
-        info.update(solver=solver, time_limit=limit)
+        info.update(solver=solver, time_limit=policy.time_limit)
         start = time.perf_counter()
         plan = solve(rnd, policy, solver=solver)
         seconds = time.perf_counter() - start
@@ -355,6 +360,19 @@ class Worker:
             limit = self.settings.max_pods
             message = f"the round has {pods} pods (replicas of every gang); this server takes at most {limit}"
             raise InputError([Problem("$", message)], "round")
+
+
+def served_policy(policy: Policy, settings: ServiceSettings) -> Policy:
+    """The policy a round is solved with here: its time limit and CP-SAT threads clamped to the
+    server's, and ``hard_limit`` forced on (in-process CP-SAT could hold a worker thread past
+    any limit)."""
+    return policy.model_copy(
+        update={
+            "time_limit": min(policy.time_limit, settings.max_time_limit),
+            "workers": min(policy.workers, settings.max_solver_workers),
+            "hard_limit": True,
+        }
+    )
 
 
 def _unwrap(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

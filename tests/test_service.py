@@ -40,8 +40,8 @@ import gangopt
 from gangopt import service
 from gangopt.cli import main
 from gangopt.errors import InputError, parse_json_text
-from gangopt.schema import Plan, Round
-from gangopt.service import ServiceSettings, create_app
+from gangopt.schema import Plan, Policy, Round
+from gangopt.service import ServiceSettings, create_app, served_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
@@ -125,9 +125,19 @@ def _comparable(plan: Plan) -> Json:
 
 
 def _served_policy(rnd: Round, max_time_limit: float) -> Round:
-    """The round as the server solves it (time limit clamped, hard limit on)."""
-    limit = min(rnd.policy.time_limit, max_time_limit)
-    return rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"time_limit": limit, "hard_limit": True})})
+    """The round as the server solves it (see test_served_policy_clamps_time_and_threads)."""
+    settings = ServiceSettings(max_time_limit=max_time_limit)
+    return rnd.model_copy(update={"policy": served_policy(rnd.policy, settings)})
+
+
+def test_served_policy_clamps_time_and_threads() -> None:
+    """A client cannot make one solve take more CPU or time than the operator allows."""
+    settings = ServiceSettings(max_time_limit=2.0, max_solver_workers=2)
+    policy = Policy(time_limit=60.0, workers=16, hard_limit=False, seed=7)
+    served = served_policy(policy, settings)
+    assert (served.time_limit, served.workers, served.hard_limit, served.seed) == (2.0, 2, True, 7)
+    modest = served_policy(Policy(time_limit=0.5, workers=1), settings)
+    assert (modest.time_limit, modest.workers) == (0.5, 1)
 
 
 # ----------------------------------------------------------------------------- solve
@@ -482,9 +492,9 @@ def test_token_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_serve_flags_are_checked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["serve", "--workers", "0", "--port", "70000"]) == 2
+    assert main(["serve", "--workers", "0", "--port", "70000", "--max-solver-workers", "0"]) == 2
     err = capsys.readouterr().err
-    assert "error: --workers:" in err and "error: --port:" in err
+    assert "error: --workers:" in err and "error: --port:" in err and "error: --max-solver-workers:" in err
     assert main(["serve", "--token-file", str(tmp_path / "missing")]) == 2
     assert "error: --token-file: cannot read" in capsys.readouterr().err
 
