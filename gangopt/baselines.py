@@ -48,6 +48,8 @@ revisits a choice, so a small gang can take the one node a later big gang needed
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -91,6 +93,9 @@ from gangopt.schema import (
 )
 
 Growth = Literal["eager", "deferred"]
+RESERVED = 1 << 52
+"""Subtracted from a node's free capacity while it is reserved for higher priorities (see
+``_Greedy._reserved``): far beyond any request, far from int64's limits."""
 WaitingCode = Literal["capacity", "topology", "quota", "eligibility", "outranked", "group", "policy"]
 Alloc = list[tuple[int, int, int]]
 """New pods of one gang: ``(role index, node row, pods)`` in placement order."""
@@ -194,6 +199,12 @@ class _Greedy:
         self.waiting: list[Waiting] = []
         self.victim_order: list[int] = []
         self.victims_seen: set[int] = set()
+        self.floor = np.full(len(self.free), np.iinfo(np.int64).min, dtype=np.int64)
+        """Per node, the highest priority of a gang that lost pods there: only gangs of strictly
+        higher priority may get new pods on it (rule 5 of docs/plan-semantics.md)."""
+        self.lowest_new = np.full(len(self.free), np.iinfo(np.int64).max, dtype=np.int64)
+        """Per node, the lowest priority of a gang that got new pods there: running gangs of
+        that priority or higher may no longer lose pods on it (rule 5, seen from the victim)."""
 
     # ------------------------------------------------------------------------- setup
 
@@ -235,6 +246,8 @@ class _Greedy:
         self.rp_gang = np.repeat(np.arange(len(self.running), dtype=np.intp), np.diff(starts))
         self.rp_start = np.asarray(starts, dtype=np.intp)
         self.rp_role = np.asarray(roles, dtype=np.intp)
+        priorities = np.asarray([g.spec.priority for g in self.running], dtype=np.int64)
+        self.rp_priority = priorities[self.rp_gang]
         first_role = np.cumsum([0] + [len(g.reqs) for g in self.running], dtype=np.intp)
         role_rows = first_role[self.rp_gang] + self.rp_role
         self.rp_rows = np.asfortranarray(_stacked([g.reqs for g in self.running], len(self.res))[role_rows])
@@ -346,6 +359,7 @@ class _Greedy:
         self.free, self.used = result.free, result.used
         for pods in result.removed:
             self.kept[pods] = False
+            np.maximum.at(self.floor, self.rp_node[pods], self.rp_priority[pods])
             for gi in np.unique(self.rp_gang[pods]).tolist():
                 if gi not in self.victims_seen:
                     self.victims_seen.add(gi)
@@ -356,6 +370,7 @@ class _Greedy:
         for g, c, (alloc, dom) in zip(gangs, counts, result.allocs, strict=True):
             self.admitted.append(g.name)
             self.allocs[g.name] = alloc
+            self._record_new(alloc, g.spec.priority)
             self.counts[g.name] = list(c)
             if dom is not None:
                 self.domain[g.name] = dom
@@ -394,12 +409,45 @@ class _Greedy:
         if (used + demand > self.limit).any():
             return None
         allocs: list[tuple[Alloc, int | None]] = []
-        for g, c in zip(gangs, counts, strict=True):
-            placed = self._place(work, g, c)
-            if placed is None:
-                return None
-            allocs.append(placed)
+        with self._reserved(work, min(g.spec.priority for g in gangs)):
+            for g, c in zip(gangs, counts, strict=True):
+                placed = self._place(work, g, c)
+                if placed is None:
+                    return None
+                allocs.append(placed)
         return _Try(work, used + demand, allocs)
+
+    def _record_new(self, alloc: Alloc, priority: int) -> None:
+        if alloc:
+            rows = np.fromiter((node for _, node, _ in alloc), dtype=np.intp, count=len(alloc))
+            np.minimum.at(self.lowest_new, rows, priority)
+
+    def _unblocked(self, victims: Iterable[int]) -> list[int]:
+        """The victims none of whose pods sits on a node that already got a new pod of the
+        victim's priority or lower this round: evicting it there would make room for its own
+        priority (rule 5). Peers that do not decide in priority order need this; for the
+        others it changes nothing."""
+        out = []
+        for gi in victims:
+            nodes = self.rp_node[self.rp_start[gi] : self.rp_start[gi + 1]]
+            if not (self.lowest_new[nodes] <= self.running[gi].spec.priority).any():
+                out.append(int(gi))
+        return out
+
+    @contextmanager
+    def _reserved(self, work: IntArray, priority: int) -> Iterator[None]:
+        """Nodes that lost pods of a gang of ``priority`` or higher look full on ``work`` for
+        the duration: no peer lets a preemption for higher priorities make room for the
+        victim's own priority (rule 5). Exact arithmetic: the offset is added back after."""
+        rows = np.flatnonzero(self.floor >= priority)
+        if rows.size == 0:
+            yield
+            return
+        work[rows] -= RESERVED
+        try:
+            yield
+        finally:
+            work[rows] += RESERVED
 
     def _place(
         self, work: IntArray, g: _Gang, counts: list[int], *, topology: bool = True
@@ -562,16 +610,26 @@ class _Greedy:
     def _grow_pending(self, g: _Gang) -> None:
         if g.name not in self.allocs or not g.elastic:
             return
+        with self._reserved(self.free, g.spec.priority):
+            self._grow_pending_open(g)
+
+    def _grow_pending_open(self, g: _Gang) -> None:
         topo = g.spec.topology
         nodes = None
         if topo is not None and topo.required is not None:
             nodes = self._level(topo.required)[1][self.domain[g.name]]
         current = list(self.counts[g.name])
-        self.allocs[g.name] = self.allocs[g.name] + self._grow(g, current, nodes)
+        grown = self._grow(g, current, nodes)
+        self._record_new(grown, g.spec.priority)
+        self.allocs[g.name] = self.allocs[g.name] + grown
 
     def _grow_running(self, gi: int) -> None:
         """Grow a running elastic gang that kept all its pods, inside its required domain and
         in whole slices (skipped if its current placement already breaks either)."""
+        with self._reserved(self.free, self.running[gi].spec.priority):
+            self._grow_running_open(gi)
+
+    def _grow_running_open(self, gi: int) -> None:
         g = self.running[gi]
         spec = g.spec
         s, e = self.rp_start[gi], self.rp_start[gi + 1]
@@ -595,6 +653,7 @@ class _Greedy:
                 return
         alloc = self._grow(g, current, nodes)
         if alloc:
+            self._record_new(alloc, spec.priority)
             self.allocs[g.name] = alloc
 
     # ------------------------------------------------------------------------- preemption
@@ -673,7 +732,7 @@ class _Greedy:
         if lower.size == 0:
             return None
         touches = np.logical_or.reduceat(near[self.rp_node] & self.kept, self.rp_start[:-1])
-        victims = lower[touches[lower]]
+        victims = np.asarray(self._unblocked(lower[touches[lower]].tolist()), dtype=np.intp)
         if victims.size == 0:
             return None
         return self._remove_then_fill(gangs, counts, *self._units(victims))

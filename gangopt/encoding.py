@@ -478,12 +478,28 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
         cm = enc.classes[k]
         kept_k = [enc.kept[(gi, name, k)] for (g, name) in cm.entries if g == gi and (gi, name, k) in enc.kept]
         full = sum(count for (g, _), count in cm.cls.candidates.items() if g == gi) * cm.cls.size
+        low = _lower_new_pods(enc, gang, k)
         if not helpers_on.get(k):
             m.add(sum(kept_k) >= full * enc.alive[gi])
+            if low:  # the gang loses pods here only by eviction
+                m.add(sum(low) <= sum(enc.ub(v) for v in low) * enc.alive[gi])
             continue
+        if low and kept_k:
+            loses = enc.bool_var()
+            m.add(sum(kept_k) >= full - full * loses)
+            m.add(sum(low) <= sum(enc.ub(v) for v in low) * (1 - loses))
         helped = enc.bool_var()
         m.add(sum(kept_k) >= full * enc.alive[gi] - full * helped)
         m.add(helped <= sum(helpers_on[k]))
+
+
+def _lower_new_pods(enc: Encoding, gang: RunningGang, k: int) -> list[cp_model.IntVar]:
+    """New-pod variables on class ``k`` of gangs not above ``gang``'s priority. Where the gang
+    loses pods they must be 0 (rule 5 of docs/plan-semantics.md): a higher-priority pod landing
+    there must not license evicting running work for work of the gang's own priority. Per
+    class, so a shrink also keeps them off the class's other nodes (the finest unit the model
+    sees); an eviction frees every node of the class anyway."""
+    return [var for key, var in enc.x_on_class.get(k, []) if enc.pre.gang(key.kind, key.gang).priority <= gang.priority]
 
 
 def _domain_of(cm: ClassModel, level: str) -> str:

@@ -483,6 +483,7 @@ class _Koordinator(_Peer):
                 & self.kept[self.rp_start[gi] : self.rp_start[gi + 1]]
             ).any()
         ]
+        victims = self._unblocked(victims)
         if not victims:
             return None
         flat, starts, unit_victim, evict = _victim_units(self, victims)
@@ -750,7 +751,7 @@ class _Volcano(_Peer):
             for gi in lower
             if self.running[gi].spec.queue != queue and self._reclaimable(self.running[gi].spec.queue)
         ]
-        for victims in (same, other):
+        for victims in (self._unblocked(same), self._unblocked(other)):
             if not victims:
                 continue
             flat, starts, unit_victim, evict = self._units(np.asarray(victims, dtype=np.intp))
@@ -1028,7 +1029,7 @@ class _Kueue(_Peer):
             cands.append((0 if other else 1, v.priority, -gi, int(gi)))
         if not cands:
             return None
-        victims = [gi for *_, gi in sorted(cands)]
+        victims = self._unblocked(gi for *_, gi in sorted(cands))
         return self._remove_then_fill(gangs, counts, *_victim_units(self, victims))
 
     def _place(

@@ -553,6 +553,7 @@ def _preemption_entry(ctx: _Context, pre: Preemption, victim: RunningGang) -> li
     if not victim.preemptible:
         out.append(_v("preemption", f"gang {name}: loses {len(lost)} pods but is not preemptible", name))
     out += _beneficiaries(ctx, pre, victim, lost)
+    out += _freed_nodes_kept_for_higher(ctx, victim, lost)
     out += _reprieves(ctx, victim, lost)
     return out
 
@@ -589,6 +590,29 @@ def _beneficiaries(ctx: _Context, pre: Preemption, victim: RunningGang, lost: li
                 name,
             )
         )
+    return out
+
+
+def _freed_nodes_kept_for_higher(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:
+    """A node that loses pods of the victim receives new pods only from gangs of strictly higher
+    priority: otherwise a higher-priority pod landing there would license evicting running work
+    to start (or grow) work of the victim's own priority, which no peer scheduler allows."""
+    freed = {p.node for p in lost}
+    out: list[Violation] = []
+    for other, pods in ctx.new_by_gang.items():
+        spec = ctx.gang(other)
+        if spec is None or spec.priority > victim.priority:
+            continue
+        for node in sorted({p.node for p in pods} & freed):
+            out.append(
+                _v(
+                    "preemption",
+                    f"node {node} loses pods of gang {victim.name} (priority {victim.priority}) but receives "
+                    f"new pods of gang {other} (priority {spec.priority}), not strictly higher",
+                    victim.name,
+                    node,
+                )
+            )
     return out
 
 

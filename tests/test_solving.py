@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import get_args
 
 import pytest
 
@@ -13,6 +14,7 @@ from gangopt.hints import complete, plan_values, trivial_values
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Policy, Round, Status
+from gangopt.solving import SolverName
 from tests.builders import cluster, make_round, pending, running
 
 
@@ -159,3 +161,47 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     open_tiers = [t for t in plan.score.tiers if t.value < t.bound]
     assert plan.gap is not None
     assert (plan.gap > 0) == bool(open_tiers) or plan.score.secondary_bound != plan.score.secondary
+
+
+ALL_SOLVERS = list(get_args(SolverName))
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+def test_no_solver_evicts_running_work_to_start_its_own_priority(solver: SolverName) -> None:
+    """A 1-GPU high-priority gang fits beside a running 1-GPU job. Evicting the job would also
+    let a waiting 7-GPU job of the same priority start (more GPUs busy, more value in its tier),
+    but that is preemption for the victim's own priority: no solver may do it (rule 5)."""
+    rnd = make_round(
+        cluster(1),
+        running=[running("a", ["n0"], gpu=1)],
+        pending=[pending("b", 1, gpu=1, priority=1, submit_time=100), pending("c", 1, gpu=7)],
+    )
+    plan = gangopt.solve(rnd, solver=solver)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.preemptions == []
+    if solver != "fifo_first_fit":  # FIFO ignores priorities and starts c, the older gang
+        assert plan.admitted == ["b"]
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+def test_nodes_freed_by_a_preemption_go_to_higher_priorities_only(solver: SolverName) -> None:
+    """Evicting a 2-node job for a 1-node gang frees the other node too: a gang of higher
+    priority than the victim may take it this round, one of the victim's priority may not."""
+    rnd = make_round(
+        cluster(2),
+        running=[running("v", ["n0", "n1"], gpu=8)],
+        pending=[pending("hi", 1, gpu=8, priority=5), pending("lo", 1, gpu=8, submit_time=-10)],
+    )
+    plan = gangopt.solve(rnd, solver=solver)
+    assert gangopt.validate(rnd, plan) == []
+    if any(p.gang == "v" for p in plan.preemptions):
+        assert "lo" not in plan.admitted
+    with_mid = make_round(
+        cluster(2),
+        running=[running("v", ["n0", "n1"], gpu=8)],
+        pending=[pending("hi", 1, gpu=8, priority=5), pending("mid", 1, gpu=8, priority=3)],
+    )
+    plan = gangopt.solve(with_mid, solver=solver)
+    assert gangopt.validate(with_mid, plan) == []
+    if solver in ("cpsat", "greedy"):
+        assert sorted(plan.admitted) == ["hi", "mid"]

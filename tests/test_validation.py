@@ -346,6 +346,37 @@ class TestPreemption:
         assert any("evicted, but all 1 pods fit back" in m for m in found)
         assert_valid(rnd, make_plan(rnd, place={"hi": ["n0"]}))
 
+    def test_freed_node_serves_only_higher_priorities(self) -> None:
+        """Same-priority churn: a 1-GPU high-priority pod must not license evicting a running
+        1-GPU job so that a waiting 7-GPU job of the victim's own priority fits beside it."""
+        rnd = make_round(
+            cluster(1),
+            running=[running("a", ["n0"], gpu=1)],
+            pending=[pending("b", 1, gpu=1, priority=1), pending("c", 1, gpu=7)],
+        )
+        churn = make_plan(rnd, place={"b": ["n0"], "c": ["n0"]}, evict={"a": ["b"]})
+        found = messages(rnd, churn, "preemption")
+        assert found == [
+            "node n0 loses pods of gang a (priority 0) but receives new pods of gang c (priority 0), "
+            "not strictly higher"
+        ]
+        assert_valid(rnd, make_plan(rnd, place={"b": ["n0"]}))
+
+    def test_freed_node_of_a_multi_node_victim_stays_for_higher_priorities(self) -> None:
+        """The victim's other node is freed too, but only the preemptor's priority may use it."""
+        rnd = make_round(
+            cluster(2),
+            running=[running("v", ["n0", "n1"], gpu=8)],
+            pending=[
+                pending("hi", 1, gpu=8, priority=5),
+                pending("mid", 1, gpu=8, priority=3),
+                pending("lo", 1, gpu=8),
+            ],
+        )
+        assert_valid(rnd, make_plan(rnd, place={"hi": ["n0"], "mid": ["n1"]}, evict={"v": ["hi"]}))
+        lower = make_plan(rnd, place={"hi": ["n0"], "lo": ["n1"]}, evict={"v": ["hi"]})
+        assert any("receives new pods of gang lo (priority 0)" in m for m in messages(rnd, lower, "preemption"))
+
     def test_beneficiary_must_start_pods(self) -> None:
         rnd = _victim_round()
         plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"low": ["hi", "other"]})
