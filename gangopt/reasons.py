@@ -31,14 +31,52 @@ def waiting_reasons(rnd: Round, plan: Plan, pre: Prefiltered | None = None) -> l
     for p in plan.placements:
         users[p.node].add(p.gang)
     resources = resource_names(rnd)  # once per round, not once per waiting gang
+    views = _NodeViews(rnd, free, users)
     out = []
     for gang in waiting:
         if gang.name in pre.pruned:
             pruned = pre.pruned[gang.name]
             out.append(Waiting(gang=gang.name, code=pruned.code, reasons=[pruned.reason]))
             continue
-        out.append(_after_plan(rnd, gang, free, users, prio, admitted, resources))
+        out.append(_after_plan(rnd, gang, views, prio, admitted, resources))
     return out
+
+
+class _NodeViews:
+    """What the reasons read per set of node selectors, computed once per distinct set: a
+    contended round has hundreds of waiting gangs, thousands of nodes and a few selectors."""
+
+    def __init__(self, rnd: Round, free: dict[str, dict[str, int]], users: dict[str, set[str]]) -> None:
+        self.rnd, self.free, self.users = rnd, free, users
+        self._eligible: dict[tuple[tuple[tuple[str, str], ...], ...], list[str]] = {}
+        self._users: dict[tuple[tuple[tuple[str, str], ...], ...], set[str]] = {}
+        self._have: dict[tuple[tuple[tuple[tuple[str, str], ...], ...], str], int] = {}
+
+    @staticmethod
+    def _key(gang: PendingGang) -> tuple[tuple[tuple[str, str], ...], ...]:
+        return tuple(tuple(sorted(r.node_selector.items())) for r in gang.roles)
+
+    def eligible(self, gang: PendingGang) -> list[str]:
+        """Schedulable nodes matching some role's node selector, in input order."""
+        key = self._key(gang)
+        if key not in self._eligible:
+            self._eligible[key] = _eligible_nodes(self.rnd, gang)
+        return self._eligible[key]
+
+    def users_on_eligible(self, gang: PendingGang) -> set[str]:
+        """Gangs with new pods on the gang's eligible nodes."""
+        key = self._key(gang)
+        if key not in self._users:
+            eligible = set(self.eligible(gang))
+            self._users[key] = {u for n, us in self.users.items() if n in eligible for u in us}
+        return self._users[key]
+
+    def have(self, gang: PendingGang, resource: str) -> int:
+        """Free ``resource`` after the plan on the gang's eligible nodes."""
+        key = (self._key(gang), resource)
+        if key not in self._have:
+            self._have[key] = sum(max(0, self.free[n].get(resource, 0)) for n in self.eligible(gang))
+        return self._have[key]
 
 
 def _free_after(rnd: Round, plan: Plan) -> dict[str, dict[str, int]]:
@@ -59,8 +97,7 @@ def _free_after(rnd: Round, plan: Plan) -> dict[str, dict[str, int]]:
 def _after_plan(
     rnd: Round,
     gang: PendingGang,
-    free: dict[str, dict[str, int]],
-    users: dict[str, set[str]],
+    views: _NodeViews,
     prio: dict[str, int],
     admitted: set[str],
     resources: list[str],
@@ -68,22 +105,21 @@ def _after_plan(
     if gang.group:
         partners = [g.name for g in rnd.pending if g.group == gang.group and g.name != gang.name]
         if partners and not any(p in admitted for p in partners):
-            fits_alone = _fit_count(rnd, gang, free, resources) >= gang.minimum
+            fits_alone = _fit_count(gang, views, resources) >= gang.minimum
             if fits_alone:
                 return Waiting(
                     gang=gang.name,
                     code="group",
                     reasons=[f"its gang group {gang.group!r} cannot start as a whole (with {', '.join(partners)})"],
                 )
-    eligible = _eligible_nodes(rnd, gang)
     rivals = sorted(
-        {u for n in eligible for u in users.get(n, set()) if u != gang.name and prio[u] >= gang.priority},
+        (u for u in views.users_on_eligible(gang) if u != gang.name and prio[u] >= gang.priority),
         key=lambda u: (-prio[u], u),
     )
     main = "gpu" if any(r.requests.get("gpu") for r in gang.roles) else resources[0] if resources else "gpu"
     need = sum(r.requests.get(main, 0) * gang.role_minimum(r) for r in gang.roles)
     need = max(need, min((r.requests.get(main, 0) for r in gang.roles), default=0) * gang.minimum)
-    have = sum(max(0, free[n].get(main, 0)) for n in eligible)
+    have = views.have(gang, main)
     where = f" within one {gang.topology.required}" if gang.topology and gang.topology.required else ""
     text = (
         f"needs {human(need, main)} for {gang.minimum} pods{where}; "
@@ -113,12 +149,12 @@ def _eligible_nodes(rnd: Round, gang: PendingGang) -> list[str]:
     return out
 
 
-def _fit_count(rnd: Round, gang: PendingGang, free: dict[str, dict[str, int]], resources: list[str]) -> int:
+def _fit_count(gang: PendingGang, views: _NodeViews, resources: list[str]) -> int:
     total = 0
     for role in gang.roles:
         req = request_vector(role, resources)
-        for node in _eligible_nodes(rnd, gang):
-            room = np.array([free[node].get(r, 0) for r in resources], dtype=np.int64)
+        for node in views.eligible(gang):
+            room = np.array([views.free[node].get(r, 0) for r in resources], dtype=np.int64)
             positive = req > 0
             total += int((room[positive] // req[positive]).min()) if positive.any() else role.replicas
     return total

@@ -629,9 +629,11 @@ def _finish(
     stats: Stats,
     pre: Prefiltered | None = None,
 ) -> Plan:
-    """Add waiting reasons, the score with bounds and gap, and stats; then validate."""
+    """Add waiting reasons, the score with bounds and gap, and stats; then validate. The time
+    this takes is added to ``stats.total_seconds`` (seconds on large contended rounds)."""
     from gangopt.validation import validate
 
+    began = time.perf_counter()
     pre = pre or prefilter(rnd)
     waiting = waiting_reasons(rnd, plan, pre)
     plan = plan.model_copy(update={"waiting": waiting, "stats": stats})
@@ -650,7 +652,8 @@ def _finish(
         )
         return _finish(rnd, fallback, None, stats, pre)
     _raise_if_invalid_greedy(violations)
-    return plan
+    total = stats.total_seconds + time.perf_counter() - began
+    return plan.model_copy(update={"stats": stats.model_copy(update={"total_seconds": total})})
 
 
 def _combined_bounds(
