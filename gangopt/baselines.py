@@ -202,6 +202,7 @@ class _Greedy:
         self.floor = np.full(len(self.free), np.iinfo(np.int64).min, dtype=np.int64)
         """Per node, the highest priority of a gang that lost pods there: only gangs of strictly
         higher priority may get new pods on it (rule 5 of docs/plan-semantics.md)."""
+        self.floor_max = int(np.iinfo(np.int64).min)
         self.lowest_new = np.full(len(self.free), np.iinfo(np.int64).max, dtype=np.int64)
         """Per node, the lowest priority of a gang that got new pods there: running gangs of
         that priority or higher may no longer lose pods on it (rule 5, seen from the victim)."""
@@ -360,6 +361,8 @@ class _Greedy:
         for pods in result.removed:
             self.kept[pods] = False
             np.maximum.at(self.floor, self.rp_node[pods], self.rp_priority[pods])
+            if pods.size:
+                self.floor_max = max(self.floor_max, int(self.rp_priority[pods].max()))
             for gi in np.unique(self.rp_gang[pods]).tolist():
                 if gi not in self.victims_seen:
                     self.victims_seen.add(gi)
@@ -439,10 +442,10 @@ class _Greedy:
         """Nodes that lost pods of a gang of ``priority`` or higher look full on ``work`` for
         the duration: no peer lets a preemption for higher priorities make room for the
         victim's own priority (rule 5). Exact arithmetic: the offset is added back after."""
-        rows = np.flatnonzero(self.floor >= priority)
-        if rows.size == 0:
-            yield
+        if priority > self.floor_max:
+            yield  # nothing was preempted for this priority: the common case, no scan
             return
+        rows = np.flatnonzero(self.floor >= priority)
         work[rows] -= RESERVED
         try:
             yield
