@@ -29,6 +29,9 @@ class Decision:
     """(gang, role, node) per new pod."""
     removed: set[str] = field(default_factory=set)
     """Names of running pods the plan removes."""
+    yielded: list[str] = field(default_factory=list)
+    """Gangs :func:`reprieve` took out again so that a victim evicted only for its own
+    priority gets its place back (the model's optimum broke rule 5 through a quota)."""
 
 
 @dataclass
@@ -234,20 +237,78 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
     terms = ObjectiveTerms.of(rnd)
     victims = [g for g in rnd.running if any(p.name in decision.removed for p in g.pods)]
     victims.sort(key=lambda g: (-g.priority, -terms.preemption_cost(g), g.name))
-    for gang in victims:
-        gone = [p for p in gang.pods if p.name in decision.removed]
-        whole = len(gone) == len(gang.pods)
-        groups = [gone] if whole else [[p] for p in gone]
-        for pods in groups:
-            add = np.zeros_like(cap)
-            for pod in pods:
-                add[index[pod.node]] += req_of[(gang.name, pod.role)]
-            extra = add.sum(axis=0)
-            if (used + add <= cap).all() and limits(usage, gang.queue, extra):
-                used += add
-                usage[gang.queue] += extra
-                decision.removed.difference_update(p.name for p in pods)
+    prio = {g.name: g.priority for g in [*rnd.running, *rnd.pending]}
+    groups_of = {g.name: g.group for g in rnd.pending if g.group}
+
+    def pods_of(names: set[str]) -> tuple[list[int], np.ndarray, dict[str, np.ndarray]]:
+        """New pods of ``names`` (indices into new_pods), their load per node and per queue."""
+        idx = [i for i, (g, _, _) in enumerate(decision.new_pods) if g in names]
+        load = np.zeros_like(cap)
+        per_queue: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(resources), dtype=np.int64))
+        for i in idx:
+            g, r, n = decision.new_pods[i]
+            load[index[n]] += req_of[(g, r)]
+            per_queue[queue_of[g]] += req_of[(g, r)]
+        return idx, load, per_queue
+
+    def fits_without(names: set[str], add: np.ndarray, extra: np.ndarray, queue: str) -> bool:
+        _, load, per_queue = pods_of(names)
+        trial = defaultdict(lambda: np.zeros(len(resources), dtype=np.int64), usage)
+        for q, amount in per_queue.items():
+            trial[q] = usage[q] - amount
+        return bool((used - load + add <= cap).all()) and limits(trial, queue, extra)
+
+    def with_partners(name: str) -> set[str]:
+        group = groups_of.get(name)
+        return {g for g in decision.admitted if groups_of.get(g) == group} | {name} if group else {name}
+
+    def yield_to(victim: RunningGang, add: np.ndarray, extra: np.ndarray) -> None:
+        """Take out the fewest least valuable lower gangs (whole, with their group) after
+        which the victim's pods fit again; nothing when even all of them would not do."""
+        lower = _lower_gangs(rnd, decision, prio, victim)
+        if not lower or not fits_without(set(lower), add, extra, victim.queue):
+            return
+        out: set[str] = set()
+        for name in lower:
+            out |= with_partners(name)
+            if fits_without(out, add, extra, victim.queue):
+                break
+        idx, load, per_queue = pods_of(out)
+        used[:] -= load
+        for q, amount in per_queue.items():
+            usage[q] -= amount
+        drop = set(idx)
+        decision.new_pods = [p for i, p in enumerate(decision.new_pods) if i not in drop]
+        decision.admitted -= out
+        decision.yielded += sorted(out)
+
+    for above in (False, True):
+        for gang in victims:
+            gone = [p for p in gang.pods if p.name in decision.removed]
+            whole = len(gone) == len(gang.pods)
+            groups = [gone] if gone and whole else [[p] for p in gone]
+            for pods in groups:
+                add = np.zeros_like(cap)
+                for pod in pods:
+                    add[index[pod.node]] += req_of[(gang.name, pod.role)]
+                extra = add.sum(axis=0)
+                if above:
+                    # Second pass: room or quota that went to the victim's own priority or
+                    # lower was not needed by anyone it yields to; take those gangs out again.
+                    yield_to(gang, add, extra)
+                if (used + add <= cap).all() and limits(usage, gang.queue, extra):
+                    used += add
+                    usage[gang.queue] += extra
+                    decision.removed.difference_update(p.name for p in pods)
     return decision
+
+
+def _lower_gangs(rnd: Round, decision: Decision, prio: dict[str, int], victim: RunningGang) -> list[str]:
+    """Gangs with new pods whose priority is at most the victim's, least valuable first
+    (lowest priority, then newest, then name): the ones to take out to give it its place."""
+    submit = {g.name: g.submit_time for g in rnd.pending}
+    names = {g for g, _, _ in decision.new_pods if prio[g] <= victim.priority}
+    return sorted(names, key=lambda g: (prio[g], -submit.get(g, 0.0), g))
 
 
 def _quota_check(rnd: Round, resources: list[str]) -> Callable[[dict[str, np.ndarray], str, np.ndarray], bool]:

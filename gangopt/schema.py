@@ -159,7 +159,13 @@ class GangSpec(_Model):
 
     name: Name
     queue: Name = "default"
-    priority: int = Field(0, description="Higher runs first; a gang only preempts strictly lower priorities.")
+    priority: int = Field(
+        0,
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="Higher runs first; a gang only preempts strictly lower priorities. A 32-bit integer, "
+        "as a Kubernetes PriorityClass value.",
+    )
     roles: list[Role] = Field(min_length=1)
     min_members: int | None = Field(
         None, ge=1, description="All-or-nothing threshold over all roles (default: sum of role minimums)."

@@ -270,6 +270,12 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Plan, stats: d
         )
         return _finish(rnd, plan, None, Stats(**stats, total_seconds=time.perf_counter() - start))
     decision = reprieve(rnd, expand(pre, enc.classes, values))
+    if decision.yielded:
+        # The model does not see that quota a victim held went to its own priority (rule 5):
+        # the repaired plan is valid but no longer the model's proven optimum.
+        stage_status = Status.FEASIBLE
+        note = f"{', '.join(decision.yielded)} left waiting so that a running gang of the same priority keeps its place"
+        message = f"{message}; {note}" if message else note
     plan = _plan_from_decision(rnd, pre, decision, stage_status, message)
     if lexicographic_key(score(rnd, plan)) < lexicographic_key(score(rnd, baseline)):
         # The class-level answer, put on nodes, scored below the greedy plan (the secondary

@@ -234,6 +234,33 @@ class _Context:
         return self.kept_on_node.get(node, Counter()) + self.new_on_node.get(node, Counter())
 
     @cached_property
+    def new_by_priority(self) -> dict[int, tuple[dict[str, Counter[str]], dict[str, Counter[str]]]]:
+        """Per priority, the requests of new pods of gangs of that priority, per node and per
+        queue (what a victim of that priority or higher may not be evicted for)."""
+        out: dict[int, tuple[dict[str, Counter[str]], dict[str, Counter[str]]]] = {}
+        for p in self.new:
+            spec = self.gang(p.gang)
+            if spec is None:
+                continue
+            nodes, queues = out.setdefault(spec.priority, (defaultdict(Counter), defaultdict(Counter)))
+            amounts = self.requests(p.gang, p.role)
+            nodes[p.node].update(amounts)
+            queues[spec.queue].update(amounts)
+        return out
+
+    def new_up_to(self, priority: int) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]]]:
+        """Requests of new pods of gangs of ``priority`` or lower, per node and per queue."""
+        nodes: dict[str, Counter[str]] = defaultdict(Counter)
+        queues: dict[str, Counter[str]] = defaultdict(Counter)
+        for prio, (by_node, by_queue) in self.new_by_priority.items():
+            if prio <= priority:
+                for name, amounts in by_node.items():
+                    nodes[name].update(amounts)
+                for name, amounts in by_queue.items():
+                    queues[name].update(amounts)
+        return nodes, queues
+
+    @cached_property
     def queue_before(self) -> dict[str, Counter[str]]:
         """Per queue, the requests of all running pods before the plan."""
         out: dict[str, Counter[str]] = defaultdict(Counter)
@@ -618,32 +645,37 @@ def _freed_nodes_kept_for_higher(ctx: _Context, victim: RunningGang, lost: list[
 
 def _reprieves(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:
     """Nothing is preempted that the plan does not need: an evicted gang must not fit back whole,
-    a shrunk gang must not take back any one pod (any one slice, for sliced gangs)."""
+    a shrunk gang must not take back any one pod (any one slice, for sliced gangs). Checked
+    twice: on top of the whole plan, and on top of the new pods of strictly higher priority
+    only, since room or quota a victim held that went to its own priority or lower was not
+    needed by anyone the victim yields to."""
+    for above in (False, True):
+        found = _reprieve_violation(ctx, victim, lost, above)
+        if found is not None:
+            return [found]
+    return []
+
+
+def _reprieve_violation(ctx: _Context, victim: RunningGang, lost: list[BoundPod], above: bool) -> Violation | None:
     name = victim.name
+    where = (
+        f" beside the new pods of priority above {victim.priority} (the rest went to gangs of its priority or lower)"
+        if above
+        else ""
+    )
     if ctx.evicted(victim):
-        if _fits_back(ctx, victim, lost):
-            return [
-                _v(
-                    "preemption",
-                    f"gang {name}: evicted, but all {len(lost)} pods fit back on "
-                    f"{', '.join(sorted({p.node for p in lost}))} within capacity and quota",
-                    name,
-                )
-            ]
-        return []
+        if _fits_back(ctx, victim, lost, above):
+            nodes = ", ".join(sorted({p.node for p in lost}))
+            message = f"gang {name}: evicted, but all {len(lost)} pods fit back on {nodes} within capacity and quota"
+            return _v("preemption", message + where, name)
+        return None
     for pods in _reprieve_candidates(ctx, victim, lost):
-        if _fits_back(ctx, victim, pods):
+        if _fits_back(ctx, victim, pods, above):
             names = ", ".join(p.name for p in pods)
             nodes = ", ".join(sorted({p.node for p in pods}))
-            return [
-                _v(
-                    "preemption",
-                    f"gang {name}: shrunk, but pod {names} fits back on {nodes} within capacity and quota",
-                    name,
-                    pods[0].node,
-                )
-            ]
-    return []
+            message = f"gang {name}: shrunk, but pod {names} fits back on {nodes} within capacity and quota"
+            return _v("preemption", message + where, name, pods[0].node)
+    return None
 
 
 def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> Iterable[list[BoundPod]]:
@@ -660,21 +692,26 @@ def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod
     return islice(combos, MAX_SLICE_REPRIEVES)
 
 
-def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod]) -> bool:
+def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: bool = False) -> bool:
     """Whether ``pods`` of the victim could stay where they were on top of the plan: capacity
-    on their nodes and every quota of the victim's queue and cohort still hold."""
+    on their nodes and every quota of the victim's queue and cohort still hold. With ``above``,
+    on top of the new pods of strictly higher priority than the victim only."""
     per_node: dict[str, Counter[str]] = defaultdict(Counter)
     total: Counter[str] = Counter()
     for pod in pods:
         amounts = ctx.requests(victim.name, pod.role)
         per_node[pod.node].update(amounts)
         total.update(amounts)
+    low_nodes, low_queues = ctx.new_up_to(victim.priority) if above else ({}, {})
     for node, extra in per_node.items():
         used, cap = ctx.used_on_node(node), ctx.nodes[node].capacity
+        used.subtract(low_nodes.get(node, Counter()))
         if any(used[r] + a > cap.get(r, 0) for r, a in extra.items() if a):
             return False
+    extras: dict[str, Counter[str]] = {q: Counter({r: -a for r, a in c.items()}) for q, c in low_queues.items()}
+    extras.setdefault(victim.queue, Counter()).update(total)
     return not any(
-        _scope_over(ctx, scope, extra={victim.queue: total})
+        _scope_over(ctx, scope, extra=extras)
         for scope in _quota_scopes(ctx.rnd)
         if victim.queue in scope.queues and total[scope.resource]
     )

@@ -119,6 +119,8 @@ BAD_ROUNDS: list[tuple[str, Callable[[Json], None] | str, str, str]] = [
      "too large"),
     ("absurd replicas", _set("pending.1.roles.0.replicas", 10**9), "$.pending[1].roles[0].replicas",
      "less than or equal to 100000"),
+    ("priority beyond int32", _set("running.0.priority", 2**70), "$.running[0].priority",
+     "less than or equal to 2147483647"),
     ("duplicate node name", _set("cluster.nodes.2.name", "n0"), "$.cluster.nodes[2].name", "duplicate node name"),
     ("duplicate gang name", _set("pending.1.name", "old"), "$.pending[1].name", "duplicate gang name"),
     ("pod on missing node", _set("running.0.pods.0.node", "n9"), "$.running[0].pods[0].node", "does not exist"),

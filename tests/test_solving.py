@@ -15,7 +15,7 @@ from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Policy, Round, Status
 from gangopt.solving import SolverName
-from tests.builders import cluster, make_round, pending, running
+from tests.builders import cluster, make_round, pending, queue, running
 
 
 def busy_round(nodes: int = 64, gangs: int = 40, seed: int = 1, time_limit: float = 10.0) -> Round:
@@ -205,3 +205,24 @@ def test_nodes_freed_by_a_preemption_go_to_higher_priorities_only(solver: Solver
     assert gangopt.validate(with_mid, plan) == []
     if solver in ("cpsat", "greedy"):
         assert sorted(plan.admitted) == ["hi", "mid"]
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+def test_no_solver_hands_a_victims_quota_to_its_own_priority(solver: SolverName) -> None:
+    """h fits beside the running v within queue q's 12 GPUs; evicting v would also free the
+    quota for l, of v's own priority. CP-SAT's model does not see quota shares per priority:
+    its answer is repaired (l waits, and the plan says why) instead of breaking rule 5."""
+    rnd = make_round(
+        cluster(2),
+        queues=[queue("q", gpu=12)],
+        running=[running("v", ["n0"], gpu=4, queue="q")],
+        pending=[pending("h", 1, gpu=4, priority=1, queue="q", submit_time=100), pending("l", 1, gpu=8, queue="q")],
+    )
+    plan = gangopt.solve(rnd, solver=solver)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.preemptions == []
+    if solver != "fifo_first_fit":
+        assert plan.admitted == ["h"]
+    if solver == "cpsat":
+        assert plan.status == Status.FEASIBLE
+        assert "l left waiting so that a running gang of the same priority keeps its place" in plan.message

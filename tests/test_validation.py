@@ -308,6 +308,16 @@ def _victim_round(*, preemption: bool = True, preemptible: bool = True, victim_p
     )
 
 
+def _quota_churn_round() -> Round:
+    """Queue q may use 12 GPUs; v runs 4 on n0; h (priority 1) needs 4, l (priority 0) 8."""
+    return make_round(
+        cluster(2),
+        queues=[queue("q", gpu=12)],
+        running=[running("v", ["n0"], gpu=4, queue="q")],
+        pending=[pending("h", 1, gpu=4, priority=1, queue="q"), pending("l", 1, gpu=8, queue="q")],
+    )
+
+
 class TestPreemption:
     def test_a_needed_preemption_is_valid(self) -> None:
         rnd = _victim_round()
@@ -358,7 +368,9 @@ class TestPreemption:
         found = messages(rnd, churn, "preemption")
         assert found == [
             "node n0 loses pods of gang a (priority 0) but receives new pods of gang c (priority 0), "
-            "not strictly higher"
+            "not strictly higher",
+            "gang a: evicted, but all 1 pods fit back on n0 within capacity and quota beside the new "
+            "pods of priority above 0 (the rest went to gangs of its priority or lower)",
         ]
         assert_valid(rnd, make_plan(rnd, place={"b": ["n0"]}))
 
@@ -376,6 +388,17 @@ class TestPreemption:
         assert_valid(rnd, make_plan(rnd, place={"hi": ["n0"], "mid": ["n1"]}, evict={"v": ["hi"]}))
         lower = make_plan(rnd, place={"hi": ["n0"], "lo": ["n1"]}, evict={"v": ["hi"]})
         assert any("receives new pods of gang lo (priority 0)" in m for m in messages(rnd, lower, "preemption"))
+
+    def test_quota_a_victim_held_may_not_go_to_its_own_priority(self) -> None:
+        """The quota form of the same churn: the preemptor lands beside the victim, and the
+        victim's share of the queue's quota starts a waiting gang of the victim's priority."""
+        rnd = _quota_churn_round()
+        churn = make_plan(rnd, place={"h": ["n0"], "l": ["n1"]}, evict={"v": ["h"]})
+        assert messages(rnd, churn, "preemption") == [
+            "gang v: evicted, but all 1 pods fit back on n0 within capacity and quota beside the new "
+            "pods of priority above 0 (the rest went to gangs of its priority or lower)"
+        ]
+        assert_valid(rnd, make_plan(rnd, place={"h": ["n0"]}))
 
     def test_beneficiary_must_start_pods(self) -> None:
         rnd = _victim_round()
