@@ -226,3 +226,22 @@ def test_no_solver_hands_a_victims_quota_to_its_own_priority(solver: SolverName)
     if solver == "cpsat":
         assert plan.status == Status.FEASIBLE
         assert "l left waiting so that a running gang of the same priority keeps its place" in plan.message
+
+
+def test_quota_repair_takes_a_gang_group_out_whole() -> None:
+    """The repair of the quota form of rule 5 never splits a gang group: both members wait."""
+    rnd = make_round(
+        cluster(3),
+        queues=[queue("q", gpu=16)],
+        running=[running("v", ["n0"], gpu=4, queue="q")],
+        pending=[
+            pending("h", 1, gpu=4, priority=1, queue="q", submit_time=100),
+            pending("l1", 1, gpu=8, queue="q", group="pair"),
+            pending("l2", 1, gpu=4, queue="q", group="pair"),
+        ],
+    )
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.admitted == ["h"] and plan.preemptions == []
+    assert "l1, l2 left waiting so that a running gang of the same priority keeps its place" in plan.message
+    assert {w.gang for w in plan.waiting} == {"l1", "l2"}
