@@ -141,6 +141,7 @@ def test_a_solver_that_overruns_is_stopped_and_the_greedy_plan_returned(monkeypa
         time.sleep(30)
 
     monkeypatch.setattr(solving, "_search", stuck)
+    monkeypatch.setattr(solving, "IN_PROCESS_VARIABLES", 0)  # this small model would run in-process
     rnd = busy_round(nodes=16, gangs=8, time_limit=0.5)
     began = time.perf_counter()
     plan = gangopt.solve(rnd)
