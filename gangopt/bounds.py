@@ -7,7 +7,11 @@ them; these come from arithmetic on the prefiltered round, in milliseconds even 
 nodes, and they let :mod:`gangopt.solving` skip the model altogether when the greedy plan
 already meets them.
 
-* **Tiers.** Every gang the prefilter kept starts and every running gang stays.
+* **Tiers.** Every gang the prefilter kept starts and every running gang stays. When a plan
+  shows that the tiers above P all reach that ceiling, every optimal plan runs all of their
+  gangs, at least at their minimum; tier P then gets at most what fits in the rest of the
+  cluster (:func:`packed_tier_bounds`, a fractional knapsack per resource). Under contention
+  this is the tighter bound for the first tier below the ceiling.
 * **Secondary.** Growth is bounded by a fractional knapsack per resource: the members above
   each role's minimum, by value per unit of that resource, into the capacity the minimums
   leave. Preemption cost and spread are bounded by zero. When the tiers are at their
@@ -92,6 +96,84 @@ def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
 def reaches_ceilings(tier_values: dict[int, float], ceilings: dict[int, int]) -> bool:
     """Whether tier values (GPU-equivalents, as in a plan's score) reach every ceiling."""
     return all(tier_values.get(p, 0.0) >= v / SCALE - 1e-9 for p, v in ceilings.items())
+
+
+# ----------------------------------------------------------------------------- packed tiers
+
+
+def packed_tier_bounds(pre: Prefiltered, reached: dict[int, bool]) -> dict[int, int]:
+    """Tighter tier bounds from capacity, for the tiers below a run of tiers at their ceiling.
+
+    ``reached`` says, per priority, whether some valid plan reaches that tier's ceiling. Going
+    down from the highest priority while the tiers above are all reached, every optimal plan
+    runs every gang of those tiers at its minimum or more, so tier P can hold at most a
+    fractional knapsack of its own movable gangs (pending gangs the prefilter kept, running
+    gangs that may lose pods; value = tier value, weight = the minimum configuration's request)
+    in the capacity left after the pods that never move and those tiers' minimums, per
+    resource, the smallest over resources. Nodes, eligibility, topology, quotas and lower tiers
+    are left out, which only loosens it. Returns only the tiers it bounds."""
+    rnd = pre.rnd
+    terms = ObjectiveTerms.of(rnd)
+    free = _free_after_fixed(pre, False)
+    room = [int(free[:, k].astype(object).sum()) for k in range(len(pre.resources))]
+    items = _tier_items(pre, terms)
+    constant = Counter({p: v for p, v in tier_ceilings(pre).items()})
+    for prio, tier_items in items.items():
+        constant[prio] -= sum(v for v, _ in tier_items)
+    out: dict[int, int] = {}
+    for prio in sorted(set(items) | set(constant), reverse=True):
+        tier_items = items.get(prio, [])
+        fit = min(
+            (_fractional_knapsack([(v, w[k]) for v, w in tier_items], room[k]) for k in range(len(room))),
+            default=sum(v for v, _ in tier_items),
+        )
+        out[prio] = constant[prio] + fit
+        if not reached.get(prio, False):
+            break  # lower tiers may not assume this one runs everything
+        for k in range(len(room)):
+            room[k] -= sum(w[k] for _, w in tier_items)
+    return out
+
+
+def _tier_items(pre: Prefiltered, terms: ObjectiveTerms) -> dict[int, list[tuple[int, list[int]]]]:
+    """Per priority, (tier value, minimum request per resource) of each movable gang."""
+    rnd = pre.rnd
+    items: dict[int, list[tuple[int, list[int]]]] = {}
+    for gi in pre.pending:
+        gang = rnd.pending[gi]
+        items.setdefault(gang.priority, []).append((terms.tier_value(gang), _min_demand(terms, gang, pre.resources)))
+    for gi in pre.candidates:
+        run = rnd.running[gi]
+        items.setdefault(run.priority, []).append((terms.tier_value(run), _min_demand(terms, run, pre.resources)))
+    return items
+
+
+def _min_demand(terms: ObjectiveTerms, gang: PendingGang | RunningGang, resources: list[str]) -> list[int]:
+    """Per resource, what the gang's minimum configuration asks for (Python ints)."""
+    counts = terms.min_pods(gang)
+    total = [0] * len(resources)
+    for role in gang.roles:
+        vec = request_vector(role, resources)
+        n = counts[role.name]
+        for k in range(len(resources)):
+            total[k] += int(vec[k]) * n
+    return total
+
+
+def _fractional_knapsack(items: list[tuple[int, int]], capacity: int) -> int:
+    """Most value of ``(value, weight)`` items, fractions allowed, within ``capacity``,
+    rounded up (plus one for the float ordering of near-equal densities) to stay a bound."""
+    total = sum(v for v, w in items if w <= 0)
+    left = max(0, capacity)
+    for value, weight in sorted(((v, w) for v, w in items if w > 0), key=lambda t: t[0] / t[1], reverse=True):
+        if weight <= left:
+            total += value
+            left -= weight
+        else:
+            if left > 0:
+                total += -(-value * left // weight) + 1
+            break
+    return total
 
 
 # ----------------------------------------------------------------------------- growth

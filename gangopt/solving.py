@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ortools.sat.python import cp_model
 
 from gangopt.baselines import greedy
-from gangopt.bounds import CheapBounds, cheap_bounds, reaches_ceilings, tier_ceilings
+from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
 from gangopt.encoding import Encoding, encode
 from gangopt.expansion import ClassValues, Decision, expand, reprieve, to_plan_parts
 from gangopt.hints import COMPLETION_SECONDS, warm_start
@@ -587,8 +587,16 @@ def _tier_gap(tier: TierScore) -> float:
 def _cheap_bounds_for(pre: Prefiltered, unbounded: Score) -> CheapBounds:
     """The cheap bounds, tight on the secondary terms when a plan scoring ``unbounded``
     shows that every tier's ceiling can be reached (every optimal plan then runs every kept
-    gang)."""
-    return cheap_bounds(pre, reaches_ceilings(_tier_values(unbounded), tier_ceilings(pre)))
+    gang); when it shows that only the top tiers can, the first tier below them is bounded by
+    what fits beside them (:func:`~gangopt.bounds.packed_tier_bounds`)."""
+    values, ceilings = _tier_values(unbounded), tier_ceilings(pre)
+    bounds = cheap_bounds(pre, reaches_ceilings(values, ceilings))
+    reached = {p: values.get(p, 0.0) >= v / SCALE - 1e-9 for p, v in ceilings.items()}
+    if all(reached.values()):
+        return bounds  # every tier at its ceiling: nothing to tighten
+    packed = packed_tier_bounds(pre, reached)
+    tiers = {p: min(v, packed.get(p, v)) for p, v in bounds.tiers.items()}
+    return CheapBounds(tiers=tiers, secondary=bounds.secondary)
 
 
 def _tier_values(s: Score) -> dict[int, float]:

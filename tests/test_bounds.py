@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 
 import gangopt
 from gangopt.baselines import greedy
-from gangopt.bounds import cheap_bounds, reaches_ceilings, tier_ceilings
+from gangopt.bounds import cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
 from gangopt.io import load_round
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Plan, Round, Status
+from tests.builders import cluster, make_round, pending
 from tests.strategies import rounds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,3 +125,37 @@ def test_bounds_add_up_memory_across_many_nodes_without_overflow() -> None:
     assert len(plan.placements) == 12
     assert_bounded(rnd, plan)
     assert plan.gap == 0.0
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rounds())
+def test_packed_tier_bounds_hold_for_the_optimum(rnd: Round) -> None:
+    """Whatever valid plan says which top tiers reach their ceilings, the capacity bounds it
+    implies for the tiers below stay above the proven optimum's tier values."""
+    best = gangopt.solve(rnd)
+    assume(best.status == Status.OPTIMAL)
+    pre = prefilter(rnd)
+    ceilings = tier_ceilings(pre)
+    for solver in ("greedy", "koordinator_like", "kueue_like", "fifo_first_fit", "cpsat"):
+        plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
+        values = {t.priority: t.value for t in score(rnd, plan).tiers}
+        reached = {p: values.get(p, 0.0) >= c / SCALE - 1e-9 for p, c in ceilings.items()}
+        packed = packed_tier_bounds(pre, reached)
+        for tier in best.score.tiers:
+            if tier.priority in packed:  # the tiers it bounds: down to the first one below its ceiling
+                assert tier.value <= packed[tier.priority] / SCALE + 1e-9, (solver, tier)
+
+
+def test_packed_tier_bound_tightens_the_first_tier_below_the_ceiling() -> None:
+    """Two nodes; the priority-5 gang takes one whole node in every optimal plan, so at most
+    one of the two priority-0 whole-node gangs can run: the bound says so, the ceiling does not."""
+    rnd = make_round(
+        cluster(2),
+        pending=[pending("top", 1, gpu=8, priority=5), pending("a", 1, gpu=8), pending("b", 1, gpu=8)],
+    )
+    pre = prefilter(rnd)
+    packed = packed_tier_bounds(pre, {5: True, 0: False})
+    assert tier_ceilings(pre)[0] == 160 and packed[0] == 80
+    plan = gangopt.solve(rnd)
+    assert plan.status == Status.OPTIMAL and plan.gap == 0.0
+    assert [t.bound for t in plan.score.tiers if t.priority == 0] == [8.0]
