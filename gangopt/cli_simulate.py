@@ -63,7 +63,14 @@ def add_sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, default=60.0, metavar="S", help="rounds at most every S s (default 60)")
     p.add_argument("--checkpoint", type=float, default=1800.0, metavar="S", help="checkpoint interval (default 1800)")
     p.add_argument("--restart", type=float, default=0.0, metavar="S", help="restart time after preemption (default 0)")
-    p.add_argument("--time-limit", type=float, default=1.0, metavar="S", help="CP-SAT seconds per round (default 1)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="CP-SAT budget per round (default 1): deterministic work worth S seconds here, "
+        "wall-clock cap 4*S, so replays repeat exactly",
+    )
     p.add_argument("--no-preemption", action="store_true", help="never preempt or shrink running jobs")
     p.add_argument(
         "--validate",

@@ -65,11 +65,17 @@ from gangopt.schema import (
     RunningGang,
     Weights,
 )
+from gangopt.solving import DETERMINISTIC_SHARE
 from gangopt.validation import validate
 from gangopt.workload import Job, Workload
 
 JobState = Literal["finished", "running", "pending", "not_arrived"]
 GPU = "gpu"
+WALL_SLACK = 4.0
+"""Wall-clock cap of a replay's CP-SAT round, as a multiple of ``SimConfig.time_limit``. The
+work limit takes about 0.6-1 s of wall time per second of budget on this project's machines,
+so it, and not the clock, decides, and a replay repeats exactly; the cap only stops a
+machine several times slower."""
 
 
 SELF_VALIDATING: tuple[SchedulingPolicy, ...] = (gangopt_policy, greedy_policy)
@@ -96,7 +102,10 @@ class SimConfig:
     """Stop at this time (seconds since the workload's start); None = until every job is done
     or nothing can change."""
     time_limit: float = 1.0
-    """``policy.time_limit`` of every round (CP-SAT's budget)."""
+    """CP-SAT's budget per round, in seconds of this project's reference machine: every round
+    gets ``policy.work_limit = DETERMINISTIC_SHARE * time_limit`` (deterministic work units) and
+    a wall-clock cap of ``WALL_SLACK * time_limit``, so the work limit binds and a replay
+    repeats exactly, on a loaded machine too (a wall-clock stop would make reruns differ)."""
     seed: int = 0
     """``policy.seed`` of every round."""
     preemption: bool = True
@@ -421,7 +430,8 @@ class Simulator:
         pending = [lv.pending_gang for lv in self.pending.values()]
         cfg = self.config
         policy_fields: dict[str, object] = {
-            "time_limit": cfg.time_limit,
+            "time_limit": cfg.time_limit * WALL_SLACK,
+            "work_limit": DETERMINISTIC_SHARE * cfg.time_limit,
             "seed": cfg.seed,
             "workers": cfg.workers,
             "preemption": cfg.preemption,
