@@ -157,5 +157,6 @@ def test_packed_tier_bound_tightens_the_first_tier_below_the_ceiling() -> None:
     packed = packed_tier_bounds(pre, {5: True, 0: False})
     assert tier_ceilings(pre)[0] == 160 and packed[0] == 80
     plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
     assert plan.status == Status.OPTIMAL and plan.gap == 0.0
     assert [t.bound for t in plan.score.tiers if t.priority == 0] == [8.0]

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+import gangopt
 from gangopt.cli import main
 from gangopt.metrics import compute_metrics, metrics_rows, write_report
 from gangopt.models import parametric_cluster
 from gangopt.policies import fifo_first_fit, make_policy
-from gangopt.schema import Plan, Round
+from gangopt.schema import Plan, Policy, Round
 from gangopt.simulation import (
+    WALL_SLACK,
     JobRecord,
     SimConfig,
     SimulationError,
@@ -22,6 +24,7 @@ from gangopt.simulation import (
     TimelinePoint,
     simulate,
 )
+from gangopt.solving import DETERMINISTIC_SHARE
 from gangopt.validation import validate
 from gangopt.workload import Job, Workload, dump_workload
 
@@ -190,12 +193,20 @@ def test_deterministic() -> None:
 
 
 def test_gangopt_replays_repeat_exactly() -> None:
-    """CP-SAT rounds stop on deterministic work, not the clock: a rerun gives the same jobs."""
+    """CP-SAT rounds stop on deterministic work, not the clock: every round gets a work limit
+    of 0.3 x the budget and a wall-clock cap of 4 x, and a rerun gives the same jobs."""
     wl = random_workload(7)
-    runs = [simulate(wl, parametric_cluster(3), make_policy("gangopt"), CHECKED) for _ in range(2)]
+    seen: list[Policy] = []
+
+    def recording(rnd: Round) -> Plan:
+        seen.append(rnd.policy)
+        return gangopt.solve(rnd)
+
+    config = dataclasses.replace(CHECKED, time_limit=0.5)
+    runs = [simulate(wl, parametric_cluster(3), recording, config) for _ in range(2)]
+    assert seen and all(p.work_limit == DETERMINISTIC_SHARE * 0.5 and p.time_limit == WALL_SLACK * 0.5 for p in seen)
     first, second = ([dataclasses.astuple(j) for j in r.jobs] for r in runs)
     assert first == second
-    assert sum(j.preemptions for j in runs[0].jobs) == sum(j.preemptions for j in runs[1].jobs)
 
 
 def test_a_rule_breaking_policy_is_caught() -> None:
