@@ -295,7 +295,8 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Plan, stats: d
                 "message": f"the greedy plan scores better than CP-SAT's own in time. {message}".strip(),
             }
         )
-        solved = (stages, enc) if allowed is None else None
+        # (Not after a repair: the stages' secondary bound holds only at their tier optima.)
+        solved = (stages, enc) if allowed is None and not decision.yielded else None
         return _finish(rnd, plan, solved, Stats(**stats, total_seconds=time.perf_counter() - start), pre)
     if allowed is not None:
         # Bounds of a restricted model do not bound the round: report the round's cheap ones.
@@ -305,7 +306,10 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Plan, stats: d
             update={"status": Status.FEASIBLE, "message": f"{note}; {plan.message}" if plan.message else note}
         )
         return _finish(rnd, plan, None, Stats(**stats, total_seconds=time.perf_counter() - start), pre)
-    return _finish(rnd, plan, (stages, enc), Stats(**stats, total_seconds=time.perf_counter() - start), pre)
+    # A repaired plan is not the model's optimum, so the stages' proofs (the secondary bound
+    # holds only for plans at the tiers' optima) do not bound it: report the cheap bounds.
+    solved = None if decision.yielded else (stages, enc)
+    return _finish(rnd, plan, solved, Stats(**stats, total_seconds=time.perf_counter() - start), pre)
 
 
 # ----------------------------------------------------------------------------- stages

@@ -13,7 +13,7 @@ from gangopt.encoding import encode
 from gangopt.hints import complete, plan_values, trivial_values
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
-from gangopt.schema import Policy, Round, Status
+from gangopt.schema import Plan, Policy, Round, Status
 from gangopt.solving import SolverName
 from tests.builders import cluster, make_round, pending, queue, running
 
@@ -227,6 +227,7 @@ def test_no_solver_hands_a_victims_quota_to_its_own_priority(solver: SolverName)
     if solver == "cpsat":
         assert plan.status == Status.FEASIBLE
         assert "l left waiting so that a running gang of the same priority keeps its place" in plan.message
+        _assert_within_bounds(plan)
 
 
 def test_quota_repair_takes_a_gang_group_out_whole() -> None:
@@ -246,3 +247,12 @@ def test_quota_repair_takes_a_gang_group_out_whole() -> None:
     assert plan.admitted == ["h"] and plan.preemptions == []
     assert "l1, l2 left waiting so that a running gang of the same priority keeps its place" in plan.message
     assert {w.gang for w in plan.waiting} == {"l1", "l2"}
+    _assert_within_bounds(plan)
+
+
+def _assert_within_bounds(plan: Plan) -> None:
+    """A repaired plan is not the model's optimum: the stages' secondary bound (valid only at
+    their tier optima) must not be reported for it."""
+    assert all(t.value <= t.bound + 1e-9 for t in plan.score.tiers)
+    assert plan.score.secondary_bound is not None
+    assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
