@@ -429,13 +429,13 @@ class _Greedy:
         """The victims none of whose pods sits on a node that already got a new pod of the
         victim's priority or lower this round: evicting it there would make room for its own
         priority (rule 5). Peers that do not decide in priority order need this; for the
-        others it changes nothing."""
-        out = []
-        for gi in victims:
-            nodes = self.rp_node[self.rp_start[gi] : self.rp_start[gi + 1]]
-            if not (self.lowest_new[nodes] <= self.running[gi].spec.priority).any():
-                out.append(int(gi))
-        return out
+        others it changes nothing. One pass over the running pods, not one per victim."""
+        chosen = np.fromiter(victims, dtype=np.intp)
+        if chosen.size == 0:
+            return []
+        blocked_pod = self.lowest_new[self.rp_node] <= self.rp_priority
+        blocked = np.logical_or.reduceat(blocked_pod, self.rp_start[:-1])
+        return [int(gi) for gi in chosen[~blocked[chosen]]]
 
     @contextmanager
     def _reserved(self, work: IntArray, priority: int) -> Iterator[None]:

@@ -463,11 +463,15 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     victim = enc.bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for _, k, _ in enc.kept_of_gang.get(gi, [])}
+    # New pods on each class where the gang runs: higher priorities may take its place, the
+    # others may not land where it loses pods (rule 5 of docs/plan-semantics.md). Per class, so
+    # a shrink also keeps them off the class's other nodes (the finest unit the model sees).
     helpers_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    lower_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
     for k in hosts:
         for key, var in enc.x_on_class.get(k, []):
-            if pre.gang(key.kind, key.gang).priority > gang.priority:
-                helpers_on[k].append(var)
+            above = pre.gang(key.kind, key.gang).priority > gang.priority
+            (helpers_on if above else lower_on)[k].append(var)
     helpers = [v for vs in helpers_on.values() for v in vs]
     if helpers:
         m.add(victim <= sum(helpers))
@@ -478,7 +482,7 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
         cm = enc.classes[k]
         kept_k = [enc.kept[(gi, name, k)] for (g, name) in cm.entries if g == gi and (gi, name, k) in enc.kept]
         full = sum(count for (g, _), count in cm.cls.candidates.items() if g == gi) * cm.cls.size
-        low = _lower_new_pods(enc, gang, k)
+        low = lower_on.get(k, [])
         if not helpers_on.get(k):
             m.add(sum(kept_k) >= full * enc.alive[gi])
             if low:  # the gang loses pods here only by eviction
@@ -491,15 +495,6 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
         helped = enc.bool_var()
         m.add(sum(kept_k) >= full * enc.alive[gi] - full * helped)
         m.add(helped <= sum(helpers_on[k]))
-
-
-def _lower_new_pods(enc: Encoding, gang: RunningGang, k: int) -> list[cp_model.IntVar]:
-    """New-pod variables on class ``k`` of gangs not above ``gang``'s priority. Where the gang
-    loses pods they must be 0 (rule 5 of docs/plan-semantics.md): a higher-priority pod landing
-    there must not license evicting running work for work of the gang's own priority. Per
-    class, so a shrink also keeps them off the class's other nodes (the finest unit the model
-    sees); an eviction frees every node of the class anyway."""
-    return [var for key, var in enc.x_on_class.get(k, []) if enc.pre.gang(key.kind, key.gang).priority <= gang.priority]
 
 
 def _domain_of(cm: ClassModel, level: str) -> str:

@@ -262,9 +262,18 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
         group = groups_of.get(name)
         return {g for g in decision.admitted if groups_of.get(g) == group} | {name} if group else {name}
 
+    limited = {q.name for q in rnd.queues if q.nominal}
+    lowest_new: dict[int, int] = {}
+    for g, _, n in decision.new_pods:
+        lowest_new[index[n]] = min(prio[g], lowest_new.get(index[n], prio[g]))
+
     def yield_to(victim: RunningGang, add: np.ndarray, extra: np.ndarray) -> None:
         """Take out the fewest least valuable lower gangs (whole, with their group) after
         which the victim's pods fit again; nothing when even all of them would not do."""
+        rows = np.flatnonzero(add.any(axis=1)).tolist()
+        near = any(lowest_new.get(r, victim.priority + 1) <= victim.priority for r in rows)
+        if not near and victim.queue not in limited:
+            return  # nothing lower on its nodes and no quota to share: the common case, no scan
         lower = _lower_gangs(rnd, decision, prio, victim)
         if not lower or not fits_without(set(lower), add, extra, victim.queue):
             return

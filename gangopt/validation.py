@@ -149,6 +149,14 @@ class _Context:
         return out
 
     @cached_property
+    def new_gangs_on_node(self) -> dict[str, list[str]]:
+        """Per node, the gangs with new pods there (each once, in placement order)."""
+        out: dict[str, dict[str, None]] = defaultdict(dict)
+        for p in self.new:
+            out[p.node][p.gang] = None
+        return {node: list(gangs) for node, gangs in out.items()}
+
+    @cached_property
     def removed(self) -> dict[str, set[str]]:
         """Per running gang, the names of its pods that the plan's preemptions remove."""
         out: dict[str, set[str]] = defaultdict(set)
@@ -624,13 +632,12 @@ def _freed_nodes_kept_for_higher(ctx: _Context, victim: RunningGang, lost: list[
     """A node that loses pods of the victim receives new pods only from gangs of strictly higher
     priority: otherwise a higher-priority pod landing there would license evicting running work
     to start (or grow) work of the victim's own priority, which no peer scheduler allows."""
-    freed = {p.node for p in lost}
     out: list[Violation] = []
-    for other, pods in ctx.new_by_gang.items():
-        spec = ctx.gang(other)
-        if spec is None or spec.priority > victim.priority:
-            continue
-        for node in sorted({p.node for p in pods} & freed):
+    for node in sorted({p.node for p in lost}):
+        for other in ctx.new_gangs_on_node.get(node, []):
+            spec = ctx.gang(other)
+            if spec is None or spec.priority > victim.priority:
+                continue
             out.append(
                 _v(
                     "preemption",
