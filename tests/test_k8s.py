@@ -40,6 +40,13 @@ def imported(*names: str, objects: list[Json] | None = None, **options: Any) -> 
     return import_documents(found, ImportOptions(policy=POLICY, **options))
 
 
+def solved(imp: Imported) -> Plan:
+    """The plan for the imported round, checked by the independent validator."""
+    plan = gangopt.solve(imp.round)
+    assert gangopt.validate(imp.round, plan) == []
+    return plan
+
+
 def pending(imp: Imported, name: str) -> PendingGang:
     return next(g for g in imp.round.pending if g.name == name)
 
@@ -224,13 +231,18 @@ def test_different_shapes_in_one_gang_are_different_roles() -> None:
     assert roles(pending(imp, "default/a")) == {"worker": (2, None), "worker-1": (1, None)}
 
 
-def test_partly_bound_gang_runs_and_its_unbound_pods_are_growth() -> None:
+def _partly_bound_gang() -> Imported:
+    """PodGroup g (minMember 2) with two pods bound to nodes and a third still pending."""
     members = [
         sp_member("g-0", "g", gpus=8, node="gpu-node-01"),
         sp_member("g-1", "g", gpus=8, node="gpu-node-02"),
         sp_member("g-2", "g", gpus=8),
     ]
-    imp = imported("cluster", objects=[pod_group("g", 2), *members])
+    return imported("cluster", objects=[pod_group("g", 2), *members])
+
+
+def test_partly_bound_gang_runs_and_its_unbound_pods_are_growth() -> None:
+    imp = _partly_bound_gang()
     gang = running(imp, "default/g")
     assert roles(gang) == {"worker": (3, None)} and gang.minimum == 2 and gang.maximum == 3
     assert [p.name for p in imp.pending_pods["default/g"]["worker"]] == ["g-2"]
@@ -386,7 +398,7 @@ def check_export(plan: Plan, imp: Imported, objects: list[Json]) -> None:
 @pytest.mark.parametrize("form", FORMS)
 def test_round_trip_import_solve_validate_export(form: str) -> None:
     imp = imported("cluster", form)
-    plan = gangopt.solve(imp.round)
+    plan = solved(imp)
     assert plan.status in (Status.OPTIMAL, Status.FEASIBLE)
     assert gangopt.validate(imp.round, plan) == []
     assert plan.placements
@@ -398,7 +410,7 @@ def test_preemption_exports_evictions_and_bindings_on_the_freed_nodes() -> None:
     for m in members:
         m["spec"]["priorityClassName"] = "high"
     imp = imported("cluster", objects=[pod_group("urgent", 5), *members])
-    plan = gangopt.solve(imp.round)
+    plan = solved(imp)
     assert gangopt.validate(imp.round, plan) == []
     assert "default/urgent" in plan.admitted
     assert [p.gang for p in plan.preemptions] == ["research/old-train"]
@@ -411,13 +423,8 @@ def test_preemption_exports_evictions_and_bindings_on_the_freed_nodes() -> None:
 
 
 def test_growth_of_a_running_gang_binds_its_unbound_pod() -> None:
-    members = [
-        sp_member("g-0", "g", gpus=8, node="gpu-node-01"),
-        sp_member("g-1", "g", gpus=8, node="gpu-node-02"),
-        sp_member("g-2", "g", gpus=8),
-    ]
-    imp = imported("cluster", objects=[pod_group("g", 2), *members])
-    plan = gangopt.solve(imp.round)
+    imp = _partly_bound_gang()
+    plan = solved(imp)
     assert [p.gang for p in plan.placements] == ["default/g"]
     (binding,) = export_plan(plan, imp)
     assert binding["metadata"]["name"] == "g-2" and binding["target"]["name"] == plan.placements[0].node
@@ -426,7 +433,7 @@ def test_growth_of_a_running_gang_binds_its_unbound_pod() -> None:
 def test_waiting_gangs_get_a_status_condition() -> None:
     members = [sp_member(f"huge-{i}", "huge", gpus=8) for i in range(10)]
     imp = imported("cluster", objects=[pod_group("huge", 10), *members, pod("too-big", gpus=16)])
-    plan = gangopt.solve(imp.round)
+    plan = solved(imp)
     patches = {o["metadata"]["name"]: o for o in export_plan(plan, imp) if "status" in o}
     group = patches["huge"]
     assert group["metadata"]["annotations"][REQUEST_ANNOTATION] == (

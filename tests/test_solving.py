@@ -128,6 +128,7 @@ def test_same_round_and_seed_give_the_same_plan_on_busy_rounds(seed: int) -> Non
     rnd = busy_round(nodes=48, gangs=30, seed=seed, time_limit=120.0)
     rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"work_limit": 1.0})})
     first, second = gangopt.solve(rnd), gangopt.solve(rnd)
+    assert gangopt.validate(rnd, first) == []
     assert first.model_dump(exclude={"stats"}) == second.model_dump(exclude={"stats"})
 
 
@@ -154,6 +155,7 @@ def test_a_solver_that_overruns_is_stopped_and_the_greedy_plan_returned(monkeypa
 def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bounds() -> None:
     rnd = busy_round(nodes=64, gangs=40, time_limit=0.01)
     plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
     assert plan.status == Status.FALLBACK
     # Normally the child sees the model is too large and returns the greedy plan at once; on a
     # loaded machine the hard wall clock may stop the child first. Either way: greedy, bounded.
