@@ -359,18 +359,31 @@ def _opened_nodes_bound(pre: Prefiltered) -> int:
         for gi in pre.pending
         for role in rnd.pending[gi].roles
     ]
-    by_amount = _by_amount(pre, free, idle)
+    by_amount = _by_amount(pre, free, idle, schedulable)
     return max(by_amount, _by_shape(pods, free, idle))
 
 
-def _by_amount(pre: Prefiltered, busy_free: np.ndarray, idle: np.ndarray) -> int:
+def _by_amount(pre: Prefiltered, busy_free: np.ndarray, idle: np.ndarray, schedulable: np.ndarray) -> int:
     """Idle nodes needed for the pending minimums' total demand beyond the busy nodes' room
-    (less the minimums of running gangs whose pods may go, which stay somewhere busy)."""
+    (less what the elastic candidates' kept minimums must still use of that room).
+
+    An elastic candidate keeps at least its minimum, on nodes it already holds; only the part
+    that cannot sit on its cordoned nodes takes room counted in ``busy_free``. Subtracting
+    the whole minimum (as before) made the bound claim idle nodes no plan needs: a gang kept
+    on a cordoned node was charged against the schedulable room, and a greedy plan that opened
+    one idle node was "proven" against a bound of two (issue 18, bug 1)."""
     rnd = pre.rnd
     room = busy_free.sum(axis=0, dtype=object)
+    index = pre.topo.node_index
     for gi in pre.candidates:
-        if rnd.running[gi].elastic:
-            room -= _minimum_demand(rnd.running[gi], pre.resources)
+        run = rnd.running[gi]
+        if run.elastic:
+            reqs = {r.name: request_vector(r, pre.resources).astype(object) for r in run.roles}
+            cordoned = sum(
+                (reqs[pod.role] for pod in run.pods if not schedulable[index[pod.node]]),
+                np.zeros(len(pre.resources), dtype=object),
+            )
+            room -= np.maximum(_minimum_demand(run, pre.resources) - cordoned, 0)
     demand = np.zeros(len(pre.resources), dtype=object)
     for gi in pre.pending:
         demand += _minimum_demand(rnd.pending[gi], pre.resources)

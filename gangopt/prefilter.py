@@ -91,7 +91,7 @@ class Prefiltered:
     eligible_anywhere: dict[RoleKey, bool]
     """Whether the role is eligible on some node at all (to tell eligibility from capacity)."""
     requests: dict[RoleKey, np.ndarray]
-    required_domains: dict[RoleKey | int, list[str]] = field(default_factory=dict)
+    required_domains: dict[int, list[str]] = field(default_factory=dict)
     pruned: dict[str, Pruned] = field(default_factory=dict)
     stranded: dict[int, dict[str, int]] = field(default_factory=dict)
     """Candidate gang -> pods per role on nodes left out of the model (kept iff the gang stays)."""
@@ -587,6 +587,11 @@ def _prune_gangs(pre: Prefiltered) -> None:
             pre.pruned[gang.name] = verdict
     _prune_groups(pre)
     pre.pending = [i for i, g in enumerate(rnd.pending) if g.name not in pre.pruned]
+    # A gang pruned with its group after its own verdict found domains must not keep them:
+    # stale domains made the memoized and the fresh verdicts disagree (issue 18, bug 2).
+    kept = set(pre.pending)
+    for gi in [k for k in pre.required_domains if k not in kept]:
+        del pre.required_domains[gi]
     pre.growers = [
         gi
         for gi in pre.growers

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 
 import gangopt
 from gangopt.baselines import greedy
 from gangopt.bounds import cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
 from gangopt.io import load_round
-from gangopt.objective import SCALE, score
+from gangopt.objective import SCALE, ObjectiveTerms, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Plan, Round, Status
 from tests.builders import cluster, make_round, pending
 from tests.strategies import rounds
 
 ROOT = Path(__file__).resolve().parent.parent
+REGRESSIONS = ROOT / "tests" / "fixtures" / "regressions"
+# Issue 18, bug 1: an elastic candidate kept on a cordoned node was charged against the
+# schedulable room, so the opened-nodes term claimed two idle nodes where one suffices.
+CORDONED_CANDIDATE = load_round(REGRESSIONS / "bounds-cordoned-elastic-candidate.json")
 
 
 def assert_bounded(rnd: Round, plan: Plan) -> None:
@@ -46,6 +50,7 @@ def test_cheap_bounds_bound_every_solvers_plan(rnd: Round) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
+@example(CORDONED_CANDIDATE)
 def test_plan_gap_never_claims_more_than_cpsat_proves(rnd: Round) -> None:
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
@@ -56,6 +61,21 @@ def test_plan_gap_never_claims_more_than_cpsat_proves(rnd: Round) -> None:
         assert tier.value <= tier.bound + 1e-9
     assert plan.score.secondary_bound is not None
     assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
+
+
+def test_opened_nodes_bound_does_not_charge_a_candidate_kept_on_a_cordoned_node() -> None:
+    # n0 (cordoned) holds one 8-GPU pod of an elastic priority-0 gang; n1 (4 GPUs) is idle.
+    # A CPU-only pod must open n1: exactly one idle node, never two.
+    rnd = CORDONED_CANDIDATE
+    pre = prefilter(rnd)
+    tight = cheap_bounds(pre, tiers_at_ceiling=True)
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.admitted == ["job0"]
+    open_cost = ObjectiveTerms.of(rnd).open_node_cost
+    assert tight.secondary == -open_cost  # one node opened, nothing to grow into
+    assert plan.score.secondary == plan.score.secondary_bound == -open_cost / SCALE
+    assert plan.status == Status.OPTIMAL and plan.gap == 0.0
 
 
 def test_elastic_growth_is_bounded_by_the_room_in_its_required_domain() -> None:

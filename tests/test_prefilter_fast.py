@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gangopt import arrays
@@ -23,6 +23,9 @@ from gangopt.topology import Topology
 from tests.strategies import rounds
 
 ROOT = Path(__file__).resolve().parent.parent
+# Issue 18, bug 2: job1 (required rack, tolerates the taint) found room in r1, then was pruned
+# with its group; its domains stayed in required_domains and the verdicts seemed to disagree.
+GROUP_PRUNED = load_round(ROOT / "tests" / "fixtures" / "regressions" / "prefilter-group-pruned-required-domains.json")
 
 
 def reference_classes(rnd: Round, topo: Topology, resources: list[str], candidates: list[int]) -> list[NodeClass]:
@@ -197,11 +200,22 @@ def test_movable_running_matches_the_per_gang_definition(rnd: Round) -> None:
     assert pf._movable_running(rnd) == (candidates, growers)
 
 
+def test_gangs_pruned_with_their_group_keep_no_required_domains() -> None:
+    pre = prefilter(GROUP_PRUNED)
+    assert pre.pruned["job0"].code == "eligibility"  # every node is tainted, job0 tolerates nothing
+    assert pre.pruned["job1"].code == "group"
+    assert pre.pending == []
+    assert pre.required_domains == {}
+    assert set(pre.required_domains) <= set(pre.pending)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds(max_running=6))
+@example(GROUP_PRUNED)
 def test_pending_verdicts_shared_per_shape_match_one_gang_at_a_time(rnd: Round) -> None:
     """Verdicts memoized per gang shape are those of a fresh memo per gang (messages included)."""
     pre = prefilter(rnd)
+    assert set(pre.required_domains) <= set(pre.pending)
     sums = pf._FitSums(pre)
     before = pf._usage_before(rnd) if rnd.queues else None
     shared: dict[tuple[object, ...], pf._RoomVerdict] = {}
