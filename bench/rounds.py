@@ -7,7 +7,7 @@ from pathlib import Path
 
 import gangopt
 from gangopt.errors import parse_json_text
-from gangopt.generate import SIZES, dump_round, generate, size_spec
+from gangopt.replay.generate import SIZES, dump_round, generate, size_spec
 from gangopt.schema import Plan, Policy, Round
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,8 +26,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.rounds import check_valid, end_to_end, round_text  # noqa: E402
-from gangopt.generate import SIZES  # noqa: E402
 from gangopt.objective import ObjectiveTerms, lexicographic_key  # noqa: E402
+from gangopt.replay.generate import SIZES  # noqa: E402
 from gangopt.schema import Plan, Round  # noqa: E402
 
 

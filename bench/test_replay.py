@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from gangopt.models import parametric_cluster
-from gangopt.policies import make_policy
-from gangopt.simulation import SimConfig, SimulationResult, simulate
-from gangopt.workload import Workload, load_workload
+from gangopt.replay.clusters import parametric_cluster
+from gangopt.replay.policies import make_policy
+from gangopt.replay.simulation import SimConfig, SimulationResult, simulate
+from gangopt.replay.workload import Workload, load_workload
 
 SAMPLE = Path(__file__).resolve().parent.parent / "instances" / "workloads" / "philly-6214e9.json"
 JOBS = 1000

@@ -1,6 +1,6 @@
 """The round as numpy arrays: free capacity, eligibility masks, fit counts, quota limits.
 
-Shared by the greedy baseline (:mod:`gangopt.baselines`) and usable by the prefilter. Every
+Shared by the greedy baseline (:mod:`gangopt.solvers.greedy.engine`) and usable by the prefilter. Every
 function is vectorized over nodes: Python loops run over nodes only once, when the arrays are
 built, never per pod or per gang.
 

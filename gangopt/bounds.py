@@ -4,7 +4,7 @@ Every plan reports a bound per priority tier and on the secondary terms, so that
 any path (CP-SAT stopped early, the greedy fallback, the greedy plan that needs no model)
 says how far it can be from the best. CP-SAT's own bounds are tighter when it gets to prove
 them; these come from arithmetic on the prefiltered round, in milliseconds even at 16,384
-nodes, and they let :mod:`gangopt.solving` skip the model altogether when the greedy plan
+nodes, and they let :mod:`gangopt.solvers.cpsat.search` skip the model altogether when the greedy plan
 already meets them.
 
 * **Tiers.** Every gang the prefilter kept starts and every running gang stays. When a plan

@@ -46,7 +46,7 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 
 from gangopt.errors import InputError, Problem, parse_json_text, parse_model
 from gangopt.schema import Plan, Policy, Round
-from gangopt.solving import SolverName, solve
+from gangopt.solvers.cpsat.search import SolverName, solve
 from gangopt.validation import validate
 
 __all__ = ["ServiceSettings", "create_app", "serve"]

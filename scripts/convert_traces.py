@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
 
-from gangopt.models import (  # noqa: E402
+from gangopt.replay.clusters import (  # noqa: E402
     lingjun_cluster,
     openb_cluster,
     pai2020_cluster,

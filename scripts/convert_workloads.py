@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
 
-from gangopt.workload import dump_workload, load_philly  # noqa: E402
+from gangopt.replay.workload import dump_workload, load_philly  # noqa: E402
 
 LIMIT = 2_000_000
 """Bytes per workload file: keep the repository small."""

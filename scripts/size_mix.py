@@ -2,7 +2,7 @@
 
 Reads ``../shared/traces/microsoft-philly-pollux/philly.csv`` once (82,247 jobs, 2017; the
 Pollux authors' extract of msr-fiddle/philly-traces, see that folder's SOURCE.md) and writes,
-per GPU count, the number of jobs and their GPU-hours. ``gangopt.generate`` reads only the
+per GPU count, the number of jobs and their GPU-hours. ``gangopt.replay.generate`` reads only the
 committed table, never the trace. Run from the repository root::
 
     python scripts/size_mix.py [--trace PATH] [-o gangopt/data/philly_sizes.json]

@@ -1,4 +1,4 @@
-"""The greedy baseline (gangopt.baselines) and the round-as-arrays helpers (gangopt.arrays).
+"""The greedy baseline (gangopt.solvers.greedy.engine) and the round-as-arrays helpers (gangopt.arrays).
 
 Every plan greedy returns here must pass the independent validator: that is the baseline's
 contract (it is the CP-SAT hint and the fallback), so :func:`decide` checks it every time.
@@ -24,8 +24,8 @@ from gangopt.arrays import (
     request_vector,
     resource_names,
 )
-from gangopt.baselines import Growth, greedy
 from gangopt.schema import Plan, Round, Status, Toleration
+from gangopt.solvers.greedy.engine import Growth, greedy
 from gangopt.validation import validate
 from tests.builders import cluster, make_plan, make_round, node, pending, queue, role, running
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, assume, example, given, settings
 
 import gangopt
-from gangopt.baselines import greedy
 from gangopt.bounds import cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
 from gangopt.io import load_round
 from gangopt.objective import SCALE, ObjectiveTerms, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Plan, Round, Status
+from gangopt.solvers.greedy.engine import greedy
 from tests.builders import cluster, make_round, pending
 from tests.strategies import rounds
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gangopt.capacity import (
+from gangopt.cli.main import main
+from gangopt.replay.capacity import (
     Evaluator,
     brute_force,
     compaction,
@@ -21,13 +22,12 @@ from gangopt.capacity import (
     size_cluster,
     slo_inflation,
 )
-from gangopt.cli import main
-from gangopt.models import parametric_cluster
-from gangopt.policies import make_policy
-from gangopt.simulation import SimConfig, simulate
-from gangopt.slo import parse_slo
-from gangopt.sweep import ClusterSpec, NodeType, parse_node_shape, run_tasks, sweep, sweep_tasks, variant
-from gangopt.workload import Job, Workload, dump_workload
+from gangopt.replay.clusters import parametric_cluster
+from gangopt.replay.policies import make_policy
+from gangopt.replay.simulation import SimConfig, simulate
+from gangopt.replay.slo import parse_slo
+from gangopt.replay.sweep import ClusterSpec, NodeType, parse_node_shape, run_tasks, sweep, sweep_tasks, variant
+from gangopt.replay.workload import Job, Workload, dump_workload
 
 
 def job(name: str, arrival: float, duration: float, gpus: int = 8, pods: int = 1, **kw: object) -> Job:
@@ -70,7 +70,7 @@ def test_parse_slo() -> None:
 def test_slo_values_match_metrics() -> None:
     wl = small_workload()
     result = simulate(wl, parametric_cluster(2), make_policy("greedy"), FAST, name="greedy")
-    from gangopt.metrics import compute_metrics
+    from gangopt.replay.metrics import compute_metrics
 
     m = compute_metrics(result)
     assert parse_slo("p95_wait<=1").measure(result) == pytest.approx(m.queueing_delay.p95)

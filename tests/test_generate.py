@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gangopt.cli import main
-from gangopt.generate import (
+from gangopt.cli.main import main
+from gangopt.io import load_round
+from gangopt.replay.generate import (
     MAX_GANG_GPUS,
     SIZES,
     Spec,
@@ -18,7 +19,6 @@ from gangopt.generate import (
     size_mix,
     size_spec,
 )
-from gangopt.io import load_round
 from gangopt.schema import Round
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,11 +18,11 @@ import pytest
 import yaml
 
 import gangopt
-from gangopt.cli import main
+from gangopt.cli.main import main
 from gangopt.errors import InputError
-from gangopt.generate import dump_round
 from gangopt.k8s import Imported, ImportOptions, ObjectRef, export_plan, import_documents, load_documents
 from gangopt.k8s.export import REQUEST_ANNOTATION
+from gangopt.replay.generate import dump_round
 from gangopt.schema import PendingGang, Placement, Plan, Policy, RunningGang, Status
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s"

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
-from gangopt.models import parametric_cluster
-from gangopt.peers import SOLVERS, decide
-from gangopt.policies import greedy_policy
+from gangopt.replay.clusters import parametric_cluster
+from gangopt.replay.policies import greedy_policy
+from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.schema import BoundPod, Plan, Round, RunningGang, Score, Status
-from gangopt.simulation import SimConfig, simulate
+from gangopt.solvers.peers.common import SOLVERS, decide
 from gangopt.validation import validate
 from tests.builders import cluster, make_round, pending, role, running
 from tests.strategies import rounds

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gangopt.models import (
+from gangopt.quantities import parse_quantity
+from gangopt.replay.clusters import (
     GPU_MODEL_LABEL,
     LEVELS,
     HostShape,
@@ -19,7 +20,6 @@ from gangopt.models import (
     philly_vc_cluster,
     synthesize_topology,
 )
-from gangopt.quantities import parse_quantity
 from gangopt.schema import Round
 
 MODELS = Path(__file__).resolve().parent.parent / "models"

@@ -1,4 +1,4 @@
-"""The peer emulations (gangopt.peers): each one's characteristic behaviour on tiny rounds, and
+"""The peer emulations (gangopt.solvers.peers.common): each one's characteristic behaviour on tiny rounds, and
 every plan through the independent validator."""
 
 from __future__ import annotations
@@ -8,10 +8,14 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from gangopt.baselines import greedy
-from gangopt.cli import main
-from gangopt.models import parametric_cluster
-from gangopt.peers import (
+from gangopt.cli.main import main
+from gangopt.replay.clusters import parametric_cluster
+from gangopt.replay.policies import POLICIES, make_policy
+from gangopt.replay.simulation import SimConfig, simulate
+from gangopt.replay.workload import Workload
+from gangopt.schema import Plan, Round
+from gangopt.solvers.greedy.engine import greedy
+from gangopt.solvers.peers.common import (
     SOLVERS,
     SlurmBackfillLike,
     decide,
@@ -20,11 +24,7 @@ from gangopt.peers import (
     slurm_backfill_like,
     volcano_like,
 )
-from gangopt.policies import POLICIES, make_policy
-from gangopt.schema import Plan, Round
-from gangopt.simulation import SimConfig, simulate
 from gangopt.validation import validate
-from gangopt.workload import Workload
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.strategies import rounds
 from tests.test_simulation import job, random_workload

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
-from gangopt.baselines import greedy
 from gangopt.objective import lexicographic_key, score
 from gangopt.schema import Round, Status
+from gangopt.solvers.greedy.engine import greedy
 from tests.strategies import rounds
 
 PROFILE = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 import gangopt
-from gangopt.cli import main
-from gangopt.metrics import compute_metrics, metrics_rows, write_report
-from gangopt.models import parametric_cluster
-from gangopt.policies import fifo_first_fit, make_policy
-from gangopt.schema import Plan, Policy, Round
-from gangopt.simulation import (
+from gangopt.cli.main import main
+from gangopt.replay.clusters import parametric_cluster
+from gangopt.replay.metrics import compute_metrics, metrics_rows, write_report
+from gangopt.replay.policies import fifo_first_fit, make_policy
+from gangopt.replay.simulation import (
     WALL_SLACK,
     JobRecord,
     SimConfig,
@@ -24,9 +23,10 @@ from gangopt.simulation import (
     TimelinePoint,
     simulate,
 )
-from gangopt.solving import DETERMINISTIC_SHARE
+from gangopt.replay.workload import Job, Workload, dump_workload
+from gangopt.schema import Plan, Policy, Round
+from gangopt.solvers.cpsat.search import DETERMINISTIC_SHARE
 from gangopt.validation import validate
-from gangopt.workload import Job, Workload, dump_workload
 
 
 def job(name: str, arrival: float, duration: float, gpus: int = 8, pods: int = 1, **kw: object) -> Job:

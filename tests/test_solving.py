@@ -8,13 +8,13 @@ from typing import get_args
 import pytest
 
 import gangopt
-from gangopt.baselines import greedy
-from gangopt.encoding import encode
-from gangopt.hints import complete, plan_values, trivial_values
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Plan, Policy, Round, Status
-from gangopt.solving import SolverName
+from gangopt.solvers.cpsat.encoding import encode
+from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
+from gangopt.solvers.cpsat.search import SolverName
+from gangopt.solvers.greedy.engine import greedy
 from tests.builders import cluster, make_round, pending, queue, running
 
 
@@ -136,7 +136,7 @@ def test_a_solver_that_overruns_is_stopped_and_the_greedy_plan_returned(monkeypa
     """The child process is killed shortly after the time limit, whatever CP-SAT does."""
     import time
 
-    import gangopt.solving as solving
+    import gangopt.solvers.cpsat.search as solving
 
     def stuck(*args: object) -> None:
         time.sleep(30)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gangopt.errors import InputError
-from gangopt.workload import (
+from gangopt.replay.workload import (
     Job,
     Workload,
     dump_workload,

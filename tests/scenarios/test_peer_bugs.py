@@ -145,13 +145,13 @@ def rack_of(rnd: Round) -> Callable[[str], str]:
 
 
 def greedy(rnd: Round) -> Plan:
-    """The greedy baseline (gangopt.baselines.greedy, or solve(solver='greedy')), validated.
+    """The greedy baseline (gangopt.solvers.greedy.engine.greedy, or solve(solver='greedy')), validated.
 
     Skips the calling test while the baseline is not implemented yet: the CP-SAT half of each
     test has already run by then."""
     fn: Callable[[Round], Plan] | None = None
     try:
-        from gangopt.baselines import greedy as module_or_fn  # type: ignore[attr-defined]
+        from gangopt.solvers.greedy.engine import greedy as module_or_fn  # type: ignore[attr-defined]
 
         if callable(module_or_fn):
             fn = module_or_fn

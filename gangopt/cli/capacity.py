@@ -1,7 +1,7 @@
 """``gangopt sweep`` and ``gangopt capacity``: many replays, in parallel, and the cluster size
-that meets SLOs (see :mod:`gangopt.sweep` and :mod:`gangopt.capacity`).
+that meets SLOs (see :mod:`gangopt.replay.sweep` and :mod:`gangopt.replay.capacity`).
 
-Registered by :mod:`gangopt.cli`; same error contract (bad flags -> exit 2, naming the flag).
+Registered by :mod:`gangopt.cli.main`; same error contract (bad flags -> exit 2, naming the flag).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import json
 import sys
 from typing import Any
 
-from gangopt.capacity import (
+from gangopt.cli.simulate import _config, add_sim_options, load_sliced_workload
+from gangopt.errors import InputError, Problem
+from gangopt.replay.capacity import (
     CompactionResult,
     Evaluator,
     InflationResult,
@@ -25,12 +27,10 @@ from gangopt.capacity import (
     size_cluster,
     slo_inflation,
 )
-from gangopt.cli_simulate import _config, add_sim_options, load_sliced_workload
-from gangopt.errors import InputError, Problem
-from gangopt.policies import POLICIES
-from gangopt.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
-from gangopt.slo import SLO, parse_slo
-from gangopt.sweep import ClusterSpec, NodeType, parse_node_shape, sweep
+from gangopt.replay.policies import POLICIES
+from gangopt.replay.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
+from gangopt.replay.slo import SLO, parse_slo
+from gangopt.replay.sweep import ClusterSpec, NodeType, parse_node_shape, sweep
 
 
 def add_parsers(sub: Any) -> None:
@@ -51,7 +51,7 @@ def add_parsers(sub: Any) -> None:
         action="append",
         required=True,
         metavar="SLO",
-        help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/slo.py)",
+        help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/replay/slo.py)",
     )
     p.add_argument("--policy", choices=sorted(POLICIES), default="greedy", help="default: greedy")
     _add_cluster_options(p)
@@ -163,7 +163,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     if args.out:
         write_sweep_report(args.out, outcomes)
     if args.json:
-        from gangopt.sweep import sweep_rows
+        from gangopt.replay.sweep import sweep_rows
 
         sys.stdout.write(json.dumps(sweep_rows(outcomes), indent=2) + "\n")
     else:

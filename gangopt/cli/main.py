@@ -25,17 +25,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gangopt.cli_capacity import add_parsers as _add_capacity
-from gangopt.cli_k8s import add_parsers as _add_k8s
-from gangopt.cli_serve import add_parser as _add_serve
-from gangopt.cli_simulate import add_parser as _add_simulate
+from gangopt.cli.capacity import add_parsers as _add_capacity
+from gangopt.cli.k8s import add_parsers as _add_k8s
+from gangopt.cli.serve import add_parser as _add_serve
+from gangopt.cli.simulate import add_parser as _add_simulate
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
-from gangopt.generate import GAP_TARGETS, SIZES, Spec, dump_round, generate
 from gangopt.io import load_plan, load_round
-from gangopt.peers import SOLVERS as PEER_SOLVERS
+from gangopt.replay.generate import GAP_TARGETS, SIZES, Spec, dump_round, generate
 from gangopt.schema import Policy, Round, json_schemas
-from gangopt.solving import solve
+from gangopt.solvers.cpsat.search import solve
+from gangopt.solvers.peers.common import SOLVERS as PEER_SOLVERS
 from gangopt.validation import validate
 
 EXIT_OK = 0

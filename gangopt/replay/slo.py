@@ -10,9 +10,9 @@ Grammar (spaces ignored)::
     VALUE   := number with an optional unit: s, m, h, d (times), % (rates)
 
 ``pNN`` is any percentile (``p50``, ``p95``, ``p99.9``; ``p100`` = ``max``), computed with
-numpy's linear interpolation like :mod:`gangopt.metrics`.
+numpy's linear interpolation like :mod:`gangopt.replay.metrics`.
 
-Definitions (the same as :mod:`gangopt.metrics`, so a report and an SLO never disagree):
+Definitions (the same as :mod:`gangopt.replay.metrics`, so a report and an SLO never disagree):
 
 * **wait** = first start - arrival over every arrived job; a job that never started counts
   with its wait up to the end of the simulation (censored, a lower bound). Leaving it out
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gangopt.simulation import JobRecord, SimulationResult
+from gangopt.replay.simulation import JobRecord, SimulationResult
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,

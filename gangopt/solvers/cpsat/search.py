@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ortools.sat.python import cp_model
 
-from gangopt.baselines import greedy
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
-from gangopt.encoding import Encoding, encode
-from gangopt.expansion import ClassValues, Decision, expand, reprieve, to_plan_parts
-from gangopt.hints import COMPLETION_SECONDS, warm_start
-from gangopt.neighbourhood import restrict
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import waiting_reasons
 from gangopt.schema import Plan, Policy, Round, Score, Stats, Status, TierScore
+from gangopt.solvers.cpsat.encoding import Encoding, encode
+from gangopt.solvers.cpsat.expansion import ClassValues, Decision, expand, reprieve, to_plan_parts
+from gangopt.solvers.cpsat.hints import COMPLETION_SECONDS, warm_start
+from gangopt.solvers.cpsat.neighbourhood import restrict
+from gangopt.solvers.greedy.engine import greedy
 
 if TYPE_CHECKING:
     from gangopt.validation import Violation
@@ -83,7 +83,10 @@ def solve(rnd: Round, policy: Policy | None = None, *, solver: SolverName = "cps
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
     if solver not in ("cpsat", "greedy"):
-        from gangopt.peers import SOLVERS, decide  # imported here: peers builds on this module's siblings
+        from gangopt.solvers.peers.common import (  # imported here: peers builds on this module's siblings
+            SOLVERS,
+            decide,
+        )
 
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r} (use cpsat, greedy or one of {', '.join(SOLVERS)})")

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gangopt.encoding import ClassModel
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, RoleKey, request_vector
 from gangopt.schema import Placement, Preemption, Resize, Round, RunningGang
+from gangopt.solvers.cpsat.encoding import ClassModel
 
 
 @dataclass

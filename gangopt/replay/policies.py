@@ -11,7 +11,7 @@ Shipped:
 
 * ``gangopt``: :func:`gangopt.solve` with CP-SAT, within ``round.policy.time_limit``.
 * ``greedy``: :func:`gangopt.solve` with ``solver="greedy"`` (priority order, first fit,
-  Koordinator/Kueue-style preemption; see :mod:`gangopt.baselines`) and ``annotate=False``:
+  Koordinator/Kueue-style preemption; see :mod:`gangopt.solvers.greedy.engine`) and ``annotate=False``:
   validated, but without the score, bounds and explained waiting reasons, which the
   simulator does not use and which cost three times the decision.
 * ``fifo_first_fit``: the floor. Strict FIFO by submission time, priorities ignored, no
@@ -19,21 +19,21 @@ Shipped:
   first gang that does not fit blocks every later one (head-of-line blocking, like Kueue
   ``StrictFIFO`` or Slurm without backfill). Elastic gangs start at their maximum if it fits.
 * ``koordinator_like``, ``volcano_like``, ``kueue_like``, ``slurm_backfill_like``: emulations
-  of those schedulers' decision procedures (:mod:`gangopt.peers`, docs/peers.md).
+  of those schedulers' decision procedures (:mod:`gangopt.solvers.peers.common`, docs/peers.md).
   ``slurm_backfill_like`` is stateful (it remembers when it started each job); in a replay
   it is given the jobs' run times (:func:`make_policy`), without them it holds a blocked
-  job's nodes (see :class:`gangopt.peers.SlurmBackfillLike`).
+  job's nodes (see :class:`gangopt.solvers.peers.common.SlurmBackfillLike`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from gangopt import peers
-from gangopt.baselines import greedy
+from gangopt.replay.workload import Workload
 from gangopt.schema import Plan, Round, Waiting
-from gangopt.solving import solve
-from gangopt.workload import Workload
+from gangopt.solvers.cpsat.search import solve
+from gangopt.solvers.greedy.engine import greedy
+from gangopt.solvers.peers import common as peers
 
 SchedulingPolicy = Callable[[Round], Plan]
 PolicyFactory = Callable[[], SchedulingPolicy]
@@ -45,7 +45,7 @@ def gangopt_policy(rnd: Round) -> Plan:
 
 
 def greedy_policy(rnd: Round) -> Plan:
-    """The greedy baseline of :mod:`gangopt.baselines`, validated but not annotated (the
+    """The greedy baseline of :mod:`gangopt.solvers.greedy.engine`, validated but not annotated (the
     simulator reads only the plan's decisions and status)."""
     return solve(rnd, solver="greedy", annotate=False)
 

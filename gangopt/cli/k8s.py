@@ -2,7 +2,7 @@
 back to Bindings, Evictions and status patches (see :mod:`gangopt.k8s` and
 :mod:`gangopt.k8s.export`).
 
-Registered by :mod:`gangopt.cli`; same contract: warnings on stderr as ``warning: ...``, input
+Registered by :mod:`gangopt.cli.main`; same contract: warnings on stderr as ``warning: ...``, input
 problems as ``error: PATH: message`` with exit 2 and nothing written, output written atomically.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 
 from gangopt.errors import InputError, Problem
-from gangopt.generate import dump_round
 from gangopt.io import load_plan
 from gangopt.k8s import Imported, ImportOptions, export_plan, import_documents, load_documents
+from gangopt.replay.generate import dump_round
 from gangopt.schema import Policy
 
 
@@ -78,7 +78,7 @@ def _warn(lines: list[str]) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from gangopt.cli import _emit
+    from gangopt.cli.main import _emit
 
     policy = None
     if args.time_limit is not None:
@@ -92,7 +92,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from gangopt.cli import _emit
+    from gangopt.cli.main import _emit
 
     plan = load_plan(args.plan)
     imported = _import(args.manifests, args.level)

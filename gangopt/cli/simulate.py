@@ -1,6 +1,6 @@
 """``gangopt simulate``: replay a workload on a cluster with one policy and print a summary.
 
-Kept apart from :mod:`gangopt.cli` (which only registers it) so the command can grow (report
+Kept apart from :mod:`gangopt.cli.main` (which only registers it) so the command can grow (report
 folders, plots, sweeps) without touching the round-level commands. Same error contract: an
 unusable input raises :class:`~gangopt.errors.InputError` naming the JSON path or the flag,
 which the CLI prints and turns into exit code 2.
@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from gangopt.errors import InputError, Problem, parse_model
-from gangopt.metrics import Metrics, compute_metrics
-from gangopt.models import load_cluster, parametric_cluster
-from gangopt.policies import POLICIES, make_policy
-from gangopt.report import comparison_table, write_simulation_report
+from gangopt.replay.clusters import load_cluster, parametric_cluster
+from gangopt.replay.metrics import Metrics, compute_metrics
+from gangopt.replay.policies import POLICIES, make_policy
+from gangopt.replay.report import comparison_table, write_simulation_report
+from gangopt.replay.simulation import SimConfig, simulate
+from gangopt.replay.workload import Workload, load_workload
 from gangopt.schema import Cluster
-from gangopt.simulation import SimConfig, simulate
-from gangopt.workload import Workload, load_workload
 
 
 def add_parser(sub: Any) -> None:

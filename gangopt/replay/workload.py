@@ -10,7 +10,7 @@ Modelled
 --------
 * ``duration`` is the run time in seconds **with the job's maximum member count** (for the
   traces: the size it really ran at). How it changes with fewer or more members, and what a
-  preemption costs, is the simulator's business (:mod:`gangopt.simulation`).
+  preemption costs, is the simulator's business (:mod:`gangopt.replay.simulation`).
 * ``deadline`` is the latest wanted **start** time (the meaning of ``PendingGang.deadline``).
 
 Left out

@@ -3,7 +3,7 @@
 Each writes, into one folder:
 
 * data: ``metrics.json`` / ``metrics.csv`` and the per-job, per-round and timeline CSVs of
-  :func:`gangopt.metrics.write_report` (one sub-folder per policy when several ran),
+  :func:`gangopt.replay.metrics.write_report` (one sub-folder per policy when several ran),
   ``sweep.csv`` (one row per simulation) or ``capacity.json`` / ``sizes.csv``;
 * plots (PNG, matplotlib's Agg backend, no display needed): ``timeline.png`` (queue length and
   GPUs allocated over time), ``wait_cdf.png`` (queueing-delay CDF per policy),
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gangopt.metrics import Metrics, write_report
-from gangopt.simulation import SimulationResult, TimelinePoint
-from gangopt.slo import SLO, format_value, wait
-from gangopt.sweep import Outcome, sweep_rows, thin_timeline
+from gangopt.replay.metrics import Metrics, write_report
+from gangopt.replay.simulation import SimulationResult, TimelinePoint
+from gangopt.replay.slo import SLO, format_value, wait
+from gangopt.replay.sweep import Outcome, sweep_rows, thin_timeline
 
 if TYPE_CHECKING:
-    from gangopt.capacity import CompactionResult, InflationResult, SizingResult
+    from gangopt.replay.capacity import CompactionResult, InflationResult, SizingResult
 
 DPI = 80
 """Small PNGs (about 50 KB each): enough to read, cheap to commit."""
@@ -262,7 +262,7 @@ def write_simulation_report(
         comparison_table(all_metrics, markdown=True),
         "Waits are first start minus arrival; a job that never started counts with its wait up to the end "
         "(censored). *idle-needed*: GPU-hours that sat free while waiting jobs needed them (fragmentation or "
-        "head-of-line blocking). Definitions: `gangopt/metrics.py`.",
+        "head-of-line blocking). Definitions: `gangopt/replay/metrics.py`.",
         "",
         "## Queue and allocation over time",
         "",

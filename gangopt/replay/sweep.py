@@ -45,20 +45,20 @@ from typing import Any
 
 import numpy as np
 
-from gangopt.metrics import Metrics, compute_metrics
-from gangopt.models import GPU_MODEL_LABEL, parametric_cluster
-from gangopt.policies import make_policy
+from gangopt.replay.clusters import GPU_MODEL_LABEL, parametric_cluster
+from gangopt.replay.metrics import Metrics, compute_metrics
+from gangopt.replay.policies import make_policy
+from gangopt.replay.simulation import SimConfig, SimulationResult, TimelinePoint, simulate
+from gangopt.replay.slo import SLO, wait
+from gangopt.replay.workload import Job, Workload, unit_draw
 from gangopt.schema import Cluster, Node
-from gangopt.simulation import SimConfig, SimulationResult, TimelinePoint, simulate
-from gangopt.slo import SLO, wait
-from gangopt.workload import Job, Workload, unit_draw
 
 # ----------------------------------------------------------------------------- clusters by size
 
 
 @dataclass(frozen=True)
 class NodeType:
-    """One node shape of a parametric cluster (see :func:`gangopt.models.parametric_cluster`)."""
+    """One node shape of a parametric cluster (see :func:`gangopt.replay.clusters.parametric_cluster`)."""
 
     name: str = "node"
     gpus: int = 8

@@ -3,14 +3,14 @@
 Each emulation follows the decision procedure written out in ``/work/shared/docs/peers.md``
 §2 (section named in its docstring) closely enough to show that peer's characteristic
 behaviour, and says what it leaves out. They share the greedy baseline's machinery
-(:class:`gangopt.baselines._Greedy`: numpy free capacity, quota rows, placement, removal units,
+(:class:`gangopt.solvers.greedy.engine._Greedy`: numpy free capacity, quota rows, placement, removal units,
 reprieve, plan assembly) and differ where the peers differ: the order in which gangs are
 decided, how nodes are chosen, whom they preempt, and how they word a waiting reason.
 
 Every plan obeys docs/plan-semantics.md (``gangopt.validate(rnd, plan) == []``). Where a peer
 would do something the contract forbids (Kueue evicting a workload only to free quota,
 Volcano evicting pods it then does not use), the emulation does the closest valid thing and
-its docstring says so. ``fifo_first_fit`` (the floor) lives in :mod:`gangopt.policies`.
+its docstring says so. ``fifo_first_fit`` (the floor) lives in :mod:`gangopt.replay.policies`.
 
 Entry points: :func:`koordinator_like`, :func:`volcano_like`, :func:`kueue_like`,
 :func:`slurm_backfill_like` (or :class:`SlurmBackfillLike` to keep reservations' clock between
@@ -30,10 +30,10 @@ import numpy as np
 import numpy.typing as npt
 
 from gangopt.arrays import BoolArray, IndexArray, IntArray, QuotaLimits, fit_counts
-from gangopt.baselines import Alloc, WaitingCode, _Gang, _Greedy, _Try
 from gangopt.objective import score
 from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Policy, Round, Stats, Waiting
+from gangopt.solvers.greedy.engine import Alloc, WaitingCode, _Gang, _Greedy, _Try
 
 FloatArray = npt.NDArray[np.float64]
 NodeScore = Literal["first", "least", "most"]
@@ -1337,7 +1337,7 @@ def decide(rnd: Round, name: str, policy: Policy | None = None, *, annotate: boo
     score (gangopt's objective, for comparison; skipped with ``annotate=False``) and the time
     taken, and validates the plan (``RuntimeError`` naming the broken rules if it is not
     valid: an emulation bug)."""
-    from gangopt.policies import fifo_first_fit
+    from gangopt.replay.policies import fifo_first_fit
     from gangopt.validation import validate
 
     start = time.perf_counter()

@@ -1,6 +1,6 @@
 """Metrics of one simulation: waits, completion times, allocation, preemption, solver time.
 
-:func:`compute_metrics` turns a :class:`~gangopt.simulation.SimulationResult` into a
+:func:`compute_metrics` turns a :class:`~gangopt.replay.simulation.SimulationResult` into a
 :class:`Metrics` model (JSON via pydantic, CSV via :func:`metrics_rows`);
 :func:`write_report` writes ``metrics.json``, ``metrics.csv``, ``jobs.csv``, ``rounds.csv``
 and ``timeline.csv`` into a folder.
@@ -19,7 +19,7 @@ Definitions
   (fragmentation, topology, or head-of-line blocking). ``idle_while_waiting`` is the plain
   integral of free GPUs while any job waits.
 * **Preemptions**: evictions counted per job; lost GPU-hours = GPUs held x time since the
-  last checkpoint at each eviction (see :mod:`gangopt.simulation`).
+  last checkpoint at each eviction (see :mod:`gangopt.replay.simulation`).
 * **Deadline misses**: jobs with a deadline whose first start is later than it, or that have
   not started and the end of the simulation is past it.
 * **Solver time**: wall seconds of each policy call (rounds the simulator skipped are not counted).
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gangopt.simulation import JobRecord, SimulationResult, TimelinePoint
+from gangopt.replay.simulation import JobRecord, SimulationResult, TimelinePoint
 
 
 class Summary(BaseModel):

@@ -15,7 +15,7 @@ Decisions:
 
 The objective is lexicographic (see :mod:`gangopt.objective`); :class:`Encoding` keeps each
 priority tier and the secondary terms as separate linear expressions, and
-:mod:`gangopt.solving` optimizes them in stages.
+:mod:`gangopt.solvers.cpsat.search` optimizes them in stages.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class Encoding:
 
 def encode(pre: Prefiltered, allowed: dict[RoleKey, set[int]] | None = None) -> Encoding:
     """Build the CP-SAT model of ``pre``; see the module docstring. With ``allowed``, a role's
-    pods may only go to those classes (a restricted model, see :mod:`gangopt.neighbourhood`)."""
+    pods may only go to those classes (a restricted model, see :mod:`gangopt.solvers.cpsat.neighbourhood`)."""
     enc = Encoding(model=cp_model.CpModel(), pre=pre, terms=ObjectiveTerms.of(pre.rnd))
     _split_big_pattern_classes(enc, allowed)
     _gang_variables(enc)

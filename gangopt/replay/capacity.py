@@ -1,7 +1,7 @@
 """Capacity planning: the smallest cluster that meets stated SLOs, and how tightly it packs.
 
 **Sizing** (:func:`size_cluster`). A size ``n`` (nodes of the varied type of a
-:class:`~gangopt.sweep.ClusterSpec`) *meets* the SLOs when, for every SLO, at least
+:class:`~gangopt.replay.sweep.ClusterSpec`) *meets* the SLOs when, for every SLO, at least
 ``ceil(seed_share x seeds)`` of the seeds' replays meet it (``seed_share = 1``: every seed).
 The search assumes that meeting the SLOs is monotone in ``n`` (more identical nodes never
 hurt). That holds for the quantities replayed here in practice but is not a theorem for
@@ -30,7 +30,7 @@ Every (size, seed) replay is cached, so a size is never simulated twice.
   of largest GPU demand if each job started on arrival and ran its duration) is admitted in
   one round by the packing solver (CP-SAT by default) -- or ``replay`` -- the SLOs are met.
 * **Workload inflation** (:func:`inflation`): the largest factor ``f`` by which arrivals can be
-  compressed (``f`` times the load, :func:`gangopt.sweep.variant`) on a fixed cluster while it
+  compressed (``f`` times the load, :func:`gangopt.replay.sweep.variant`) on a fixed cluster while it
   still fits (``peak``) or meets the SLOs (``replay``); a geometric bisection to a relative
   tolerance. ``f < 1`` means the cluster does not meet them even at the recorded load.
 """
@@ -44,13 +44,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gangopt.policies import make_policy
+from gangopt.replay.policies import make_policy
+from gangopt.replay.simulation import SimConfig, simulate
+from gangopt.replay.slo import SLO
+from gangopt.replay.sweep import ClusterSpec, Outcome, Task, default_workers, run_tasks, variant
+from gangopt.replay.workload import Job, Workload
 from gangopt.schema import Cluster, PendingGang, Policy, Round
-from gangopt.simulation import SimConfig, simulate
-from gangopt.slo import SLO
-from gangopt.solving import solve
-from gangopt.sweep import ClusterSpec, Outcome, Task, default_workers, run_tasks, variant
-from gangopt.workload import Job, Workload
+from gangopt.solvers.cpsat.search import solve
 
 FitsMode = Literal["peak", "replay"]
 PackSolver = Literal["cpsat", "greedy"]

@@ -14,9 +14,9 @@ from collections import Counter
 
 from ortools.sat.python import cp_model
 
-from gangopt.encoding import Encoding
 from gangopt.prefilter import RoleKey
 from gangopt.schema import Plan
+from gangopt.solvers.cpsat.encoding import Encoding
 
 COMPLETION_SECONDS = 2.0
 

@@ -3,7 +3,7 @@
 A round is built in four steps, every random choice drawn from one ``random.Random(seed)``
 so the same :class:`Spec` always gives the same round, on any machine:
 
-1. **cluster** -- :func:`gangopt.models.parametric_cluster`: 8-GPU nodes (96 CPUs, 1 TiB) in
+1. **cluster** -- :func:`gangopt.replay.clusters.parametric_cluster`: 8-GPU nodes (96 CPUs, 1 TiB) in
    racks of 16 (up to 1,024 nodes) or 32 nodes, 8 racks per block, 4 blocks per zone.
 2. **running gangs** fill the cluster up to a busy share (60-90 % of the GPUs, drawn from
    the seed; 80-90 % for contention rounds) the way a bin-packing scheduler leaves it:
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from gangopt.models import parametric_cluster
+from gangopt.replay.clusters import parametric_cluster
 from gangopt.schema import Round
 
 GPUS_PER_NODE = 8

@@ -9,7 +9,7 @@ pending job waits and no running elastic job could grow: no policy can do anythi
 Each round builds a :class:`~gangopt.schema.Round` (the cluster, every running job as a
 ``RunningGang`` with its pods and time since its last checkpoint, every pending job as a
 ``PendingGang`` with its original arrival as ``submit_time``), calls the policy
-(:data:`gangopt.policies.SchedulingPolicy`), checks the plan with :func:`gangopt.validate`
+(:data:`gangopt.replay.policies.SchedulingPolicy`), checks the plan with :func:`gangopt.validate`
 (any violation raises :class:`SimulationError`; ``SimConfig.validate="untrusted"`` skips
 this for plans of :func:`gangopt.solve`, which validated them already) and applies it:
 
@@ -52,7 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gangopt.checks import check_round
-from gangopt.policies import SchedulingPolicy, gangopt_policy, greedy_policy
+from gangopt.replay.policies import SchedulingPolicy, gangopt_policy, greedy_policy
+from gangopt.replay.workload import Job, Workload
 from gangopt.schema import (
     BoundPod,
     Cluster,
@@ -65,9 +66,8 @@ from gangopt.schema import (
     RunningGang,
     Weights,
 )
-from gangopt.solving import DETERMINISTIC_SHARE
+from gangopt.solvers.cpsat.search import DETERMINISTIC_SHARE
 from gangopt.validation import validate
-from gangopt.workload import Job, Workload
 
 JobState = Literal["finished", "running", "pending", "not_arrived"]
 GPU = "gpu"
@@ -206,7 +206,7 @@ class TimelinePoint:
 
 @dataclass
 class SimulationResult:
-    """Everything a simulation produced; :mod:`gangopt.metrics` summarizes it."""
+    """Everything a simulation produced; :mod:`gangopt.replay.metrics` summarizes it."""
 
     policy: str
     config: SimConfig
