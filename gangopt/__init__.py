@@ -13,7 +13,7 @@ Pipeline: schema -> prefilter -> encoding -> solving -> plan -> validation.
 
 from gangopt.io import load_plan, load_round
 from gangopt.schema import Plan, Policy, Round, Status
-from gangopt.solvers.cpsat.search import solve
+from gangopt.solve import solve
 from gangopt.validation import Violation, validate
 
 __all__ = ["Plan", "Policy", "Round", "Status", "Violation", "load_plan", "load_round", "solve", "validate"]

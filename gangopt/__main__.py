@@ -2,6 +2,6 @@
 
 import sys
 
-from gangopt.cli.main import main
+from gangopt.cli import main
 
 sys.exit(main())

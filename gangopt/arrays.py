@@ -31,11 +31,12 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from gangopt.memo import derived
 from gangopt.schema import NODE_LEVEL, Cluster, MatchExpression, Role, Round, Taint, Toleration
 
 IntArray = npt.NDArray[np.int64]
@@ -54,22 +55,14 @@ REPELLING_EFFECTS = ("NoSchedule", "NoExecute")
 
 T = TypeVar("T")
 ArrayT = TypeVar("ArrayT", bound=np.ndarray[Any, Any])
-_PER_CLUSTER: dict[tuple[int, Hashable], tuple[Cluster, Any]] = {}
-_PER_CLUSTER_SIZE = 8
 
 
 def per_cluster(cluster: Cluster, key: Hashable, build: Callable[[], T]) -> T:
-    """``build()`` computed once per cluster object and ``key``: clusters are immutable, and a
-    replay decides thousands of rounds on one cluster object. Only for values that depend on
-    the cluster alone (and on ``key``), and that nobody modifies (see :func:`read_only`)."""
-    hit = _PER_CLUSTER.get((id(cluster), key))
-    if hit is not None and hit[0] is cluster:
-        return cast(T, hit[1])
-    value = build()
-    if len(_PER_CLUSTER) >= _PER_CLUSTER_SIZE:
-        _PER_CLUSTER.pop(next(iter(_PER_CLUSTER)))
-    _PER_CLUSTER[(id(cluster), key)] = (cluster, value)
-    return value
+    """``build()`` computed once per cluster object and ``key``, kept on the cluster
+    (:mod:`gangopt.memo`): a replay decides thousands of rounds on one cluster object. Only for
+    values that depend on the cluster alone (and on ``key``), and that nobody modifies (see
+    :func:`read_only`)."""
+    return derived(cluster, key, (cluster.nodes, cluster.topology_levels), build)
 
 
 def read_only(array: ArrayT) -> ArrayT:
@@ -290,33 +283,31 @@ class LabelColumns:
 
     def __init__(self, rnd: Round) -> None:
         self.size = len(rnd.cluster.nodes)
-        self._values: dict[str, dict[str, int]] = defaultdict(dict)
-        entries: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
-        for i, node in enumerate(rnd.cluster.nodes):
-            for key, value in node.labels.items():
-                codes = self._values[key]
-                rows, vals = entries[key]
-                rows.append(i)
-                vals.append(codes.setdefault(value, len(codes)))
+        self._labels = [node.labels for node in rnd.cluster.nodes]
+        self._values: dict[str, dict[str, int]] = {}
         self._columns: dict[str, IntArray] = {}
-        for key, (rows, vals) in entries.items():
-            column = np.full(self.size, -1, dtype=np.int64)
-            column[np.asarray(rows, dtype=np.intp)] = np.asarray(vals, dtype=np.int64)
-            self._columns[key] = column
 
     def column(self, key: str) -> IntArray:
-        """Value codes of ``key`` per node (-1: no such label). Do not modify."""
-        if key not in self._columns:
-            return np.full(self.size, -1, dtype=np.int64)
-        return self._columns[key]
+        """Value codes of ``key`` per node (-1: no such label), built on first use: a round
+        asks about a few label keys, and its nodes may carry dozens. Do not modify."""
+        column = self._columns.get(key)
+        if column is None:
+            codes = self._values.setdefault(key, {})
+            values = [labels.get(key) for labels in self._labels]
+            column = np.fromiter(
+                (-1 if v is None else codes.setdefault(v, len(codes)) for v in values), dtype=np.int64, count=self.size
+            )
+            self._columns[key] = column
+        return column
 
     def isin(self, key: str, values: Sequence[str]) -> BoolArray:
         """Nodes whose label ``key`` has one of ``values`` (False where the label is absent)."""
-        known = self._values.get(key, {})
+        column = self.column(key)
+        known = self._values[key]
         codes = [known[v] for v in values if v in known]
         if not codes:
             return np.zeros(self.size, dtype=np.bool_)
-        return np.isin(self.column(key), np.asarray(codes, dtype=np.int64))
+        return np.isin(column, np.asarray(codes, dtype=np.int64))
 
     def exists(self, key: str) -> BoolArray:
         """Nodes that have the label ``key``."""
@@ -442,11 +433,6 @@ class Eligibility:
         if mask.any() and not self.mask(role).any():
             return "every matching node has a NoSchedule/NoExecute taint the role does not tolerate"
         return "no node is eligible"
-
-
-def eligibility_mask(rnd: Round, role: Role) -> BoolArray:
-    """One-off form of :meth:`Eligibility.mask`; build an :class:`Eligibility` to reuse masks."""
-    return Eligibility(rnd).mask(role)
 
 
 # ----------------------------------------------------------------------------- quotas

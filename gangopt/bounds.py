@@ -4,7 +4,7 @@ Every plan reports a bound per priority tier and on the secondary terms, so that
 any path (CP-SAT stopped early, the greedy fallback, the greedy plan that needs no model)
 says how far it can be from the best. CP-SAT's own bounds are tighter when it gets to prove
 them; these come from arithmetic on the prefiltered round, in milliseconds even at 16,384
-nodes, and they let :mod:`gangopt.solvers.cpsat.search` skip the model altogether when the greedy plan
+nodes, and they let :mod:`gangopt.solvers.cpsat` skip the model altogether when the greedy plan
 already meets them.
 
 * **Tiers.** Every gang the prefilter kept starts and every running gang stays. When a plan
@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -65,24 +66,17 @@ def tier_ceilings(pre: Prefiltered) -> dict[int, int]:
     return ceiling
 
 
-_CACHE: dict[tuple[int, bool], tuple[Prefiltered, CheapBounds]] = {}
-_CACHE_SIZE = 4  # prefiltered rounds can be large: keep only the last few alive
-
-
 def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
     """The round's cheap bounds. ``tiers_at_ceiling`` says that some plan reaches every tier
     ceiling, so that every optimal plan runs every kept gang at its minimum or more; the
     secondary bound is then much tighter. Computed once per prefiltered round (a solve asks
-    for the greedy plan's, then the answer's)."""
-    key = (id(pre), tiers_at_ceiling)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is pre:
-        return hit[1]
-    bounds = _cheap_bounds(pre, tiers_at_ceiling)
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = (pre, bounds)
-    return bounds
+    for the greedy plan's, then the answer's) and kept on it."""
+    key = ("cheap-bounds", tiers_at_ceiling)
+    hit = pre.derived.get(key)
+    if hit is None:
+        hit = pre.derived[key] = _cheap_bounds(pre, tiers_at_ceiling)
+    assert isinstance(hit, CheapBounds)
+    return hit
 
 
 def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
@@ -307,10 +301,10 @@ def _free_after_fixed(pre: Prefiltered, must_run: bool) -> np.ndarray:
     """Per node and resource: capacity less the pods of running gangs that cannot lose any
     (with ``must_run``, every running gang stays, so those that cannot shrink too). Both
     bounds of a round ask for it: computed once per prefiltered round."""
-    key = (id(pre), must_run)
-    hit = _FREE.get(key)
-    if hit is not None and hit[0] is pre:
-        return hit[1]
+    key = ("free-after-fixed", must_run)
+    hit = pre.derived.get(key)
+    if hit is not None:
+        return cast(np.ndarray, hit)
     rnd = pre.rnd
     index = pre.topo.node_index
     free = cluster_capacity(rnd, pre.resources).copy()
@@ -321,14 +315,8 @@ def _free_after_fixed(pre: Prefiltered, must_run: bool) -> np.ndarray:
         reqs = {r.name: request_vector(r, pre.resources) for r in run.roles}
         for pod in run.pods:
             free[index[pod.node]] -= reqs[pod.role]
-    free = np.maximum(free, 0)
-    if len(_FREE) >= _CACHE_SIZE:
-        _FREE.pop(next(iter(_FREE)))
-    _FREE[key] = (pre, free)
+    free = pre.derived[key] = np.maximum(free, 0)
     return free
-
-
-_FREE: dict[tuple[int, bool], tuple[Prefiltered, np.ndarray]] = {}
 
 
 # ----------------------------------------------------------------------------- opened nodes
@@ -417,12 +405,4 @@ def _minimum_demand(gang: PendingGang | RunningGang, resources: list[str]) -> np
     if extra > 0:
         cheapest = np.min(np.array([request_vector(r, resources) for r in gang.roles], dtype=np.int64), axis=0)
         total += extra * cheapest.astype(object)
-    return total
-
-
-def _current_demand(gang: RunningGang, resources: list[str]) -> np.ndarray:
-    reqs = {r.name: request_vector(r, resources) for r in gang.roles}
-    total = np.zeros(len(resources), dtype=object)
-    for pod in gang.pods:
-        total += reqs[pod.role]
     return total

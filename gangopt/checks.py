@@ -11,12 +11,14 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
 from gangopt.quantities import human
-from gangopt.schema import NODE_LEVEL
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the schema runs these checks, so it imports this module
     from gangopt.schema import PendingGang, Round, RunningGang
 
 Problem = tuple[str, str]
+NODE_LEVEL = "node"
+"""The implicit finest topology level: every node is its own domain (``gangopt.schema``
+re-exports it)."""
 
 
 def check_round(rnd: Round) -> list[Problem]:

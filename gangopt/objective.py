@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar, cast
 
+from gangopt.memo import derived
 from gangopt.quantities import MILLI
 from gangopt.schema import PendingGang, Plan, Role, Round, RunningGang, Score, TierScore
 
@@ -31,8 +32,6 @@ SCALE = 10
 """Objective units per GPU-equivalent (and per GPU-hour, per domain, per node)."""
 
 
-_TERMS: dict[int, ObjectiveTerms] = {}
-_TERMS_SIZE = 2  # rounds can be large: keep only the last few alive
 
 
 @dataclass(frozen=True)
@@ -43,16 +42,11 @@ class ObjectiveTerms:
 
     @classmethod
     def of(cls, rnd: Round) -> ObjectiveTerms:
-        """The terms of ``rnd``, computed once per round object (rounds are immutable): a
-        round is scored several times (warm start, plan, fallback), each a full pass."""
-        hit = _TERMS.get(id(rnd))
-        if hit is not None and hit.rnd is rnd:
-            return hit
-        terms = cls(rnd)
-        if len(_TERMS) >= _TERMS_SIZE:
-            _TERMS.pop(next(iter(_TERMS)))
-        _TERMS[id(rnd)] = terms
-        return terms
+        """The terms of ``rnd``, computed once per round object (kept on it, see
+        :mod:`gangopt.memo`): a round is scored several times (warm start, plan, fallback),
+        each a full pass."""
+        inputs = (rnd.cluster, rnd.queues, rnd.running, rnd.pending, rnd.policy)
+        return derived(rnd, "objective-terms", inputs, lambda: cls(rnd))
 
     @cached_property
     def _memo(self) -> dict[tuple[str, int], tuple[object, Any]]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Hashable
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import NamedTuple
@@ -95,8 +96,9 @@ class Prefiltered:
     pruned: dict[str, Pruned] = field(default_factory=dict)
     stranded: dict[int, dict[str, int]] = field(default_factory=dict)
     """Candidate gang -> pods per role on nodes left out of the model (kept iff the gang stays)."""
-    relevant_level: str | None = None
     domain_index: dict[str, tuple[list[str], np.ndarray]] = field(default_factory=dict)
+    derived: dict[Hashable, object] = field(default_factory=dict)
+    """Values later stages derive from this prefiltered round once (the cheap bounds' inputs)."""
     """Per level: domain names and each class's domain (valid until classes change)."""
     nodes_pruned: int = 0
     seconds: float = 0.0
@@ -138,7 +140,6 @@ def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
         fits={},
         eligible_anywhere={},
         requests={},
-        relevant_level=level,
     )
     first = np.fromiter((c.nodes[0] for c in classes), dtype=np.intp, count=len(classes))
     class_masks = np.stack(masks, axis=1)[first] if masks else np.zeros((len(classes), 0), dtype=bool)
@@ -297,45 +298,8 @@ def _eligibility(rnd: Round, topo: Topology, growers: list[int]) -> tuple[list[n
     Running gangs with a required topology level may only grow inside their current domain,
     which makes their mask specific to them.
     """
-    nodes = rnd.cluster.nodes
-    schedulable = np.fromiter(map(attrgetter("schedulable"), nodes), dtype=bool, count=len(nodes))
-    label_columns: dict[str, np.ndarray] = {}
-
-    def column(key: str) -> np.ndarray:
-        if key not in label_columns:
-            label_columns[key] = np.array([n.labels.get(key) for n in nodes], dtype=object)
-        return label_columns[key]
-
-    tainted = [(i, taints) for i, taints in enumerate(map(attrgetter("taints"), nodes)) if taints]
-    hard_taints = sorted(
-        {(t.key, t.value, t.effect) for _, taints in tainted for t in taints if t.effect != "PreferNoSchedule"}
-    )
-    taint_index = {t: i for i, t in enumerate(hard_taints)}
-    incidence = np.zeros((len(nodes), len(hard_taints)), dtype=bool)
-    for i, taints in tainted:
-        for t in taints:
-            if t.effect != "PreferNoSchedule":
-                incidence[i, taint_index[(t.key, t.value, t.effect)]] = True
-
-    def mask_for(role: Role) -> np.ndarray:
-        mask = schedulable.copy()
-        for key, value in role.node_selector.items():
-            mask &= column(key) == value
-        for expr in role.node_affinity:
-            col = column(expr.key)
-            present = col != None  # noqa: E711 - elementwise comparison on an object array
-            if expr.operator == "Exists":
-                mask &= present
-            elif expr.operator == "DoesNotExist":
-                mask &= ~present
-            else:
-                inside = np.isin(col, np.array(expr.values, dtype=object))
-                mask &= (present & inside) if expr.operator == "In" else ~(present & inside)
-        if hard_taints:
-            tolerated = np.array([_tolerates(role, t) for t in hard_taints], dtype=bool)
-            mask &= ~incidence[:, ~tolerated].any(axis=1)
-        return mask
-
+    # The one reading of cordons, selectors, affinity and taints (shared with every solver).
+    elig = arrays.per_cluster(rnd.cluster, "eligibility", lambda: arrays.Eligibility(rnd))
     masks: list[np.ndarray] = []
     by_signature: dict[tuple[object, ...], int] = {}
     role_signature: dict[RoleKey, int] = {}
@@ -345,31 +309,21 @@ def _eligibility(rnd: Round, topo: Topology, growers: list[int]) -> tuple[list[n
             for ri, role in enumerate(gang.roles):
                 sig = (arrays.role_signature(role), restrict)
                 if sig not in by_signature:
-                    mask = mask_for(role)
+                    mask = elig.mask(role).copy()
                     if restrict is not None:
                         level, domain = restrict
                         codes, names = topo.codes(level)
-                        mask &= codes == names.index(domain)
+                        # A gang already spread over several domains ("") may grow nowhere.
+                        mask &= codes == names.index(domain) if domain in names else False
                     by_signature[sig] = len(masks)
                     masks.append(mask)
                 role_signature[RoleKey(kind, gi, ri)] = by_signature[sig]
     return masks, role_signature
 
 
-def _tolerates(role: Role, taint: tuple[str, str, str]) -> bool:
-    key, value, effect = taint
-    for tol in role.tolerations:
-        if tol.effect is not None and tol.effect != effect:
-            continue
-        if tol.key is None and tol.operator == "Exists":
-            return True
-        if tol.key == key and (tol.operator == "Exists" or tol.value == value):
-            return True
-    return False
-
-
 def _growth_domain(rnd: Round, topo: Topology, gang: PendingGang | RunningGang) -> tuple[str, str] | None:
-    """For a running gang with a required level: the one domain its pods are in."""
+    """For a running gang with a required level: the one domain its pods are in, or ``""``
+    when they already span several (the round allows it; such a gang cannot grow)."""
     if not isinstance(gang, RunningGang) or gang.topology is None or gang.topology.required is None:
         return None
     level = gang.topology.required
@@ -805,6 +759,21 @@ def _drop_useless_classes(pre: Prefiltered) -> None:
     for fit in used.values():
         useful |= fit > 0
     drop_classes(pre, useful)
+
+
+def restricted(pre: Prefiltered, keep: np.ndarray) -> tuple[Prefiltered, np.ndarray]:
+    """A copy of ``pre`` with only the classes where ``keep`` is true (see
+    :func:`drop_classes`), and the kept old indexes; ``pre`` itself is left as it was, so the
+    stages after the model (reasons, bounds) still see the whole round."""
+    view = replace(
+        pre,
+        classes=list(pre.classes),
+        fits=dict(pre.fits),
+        stranded={gi: defaultdict(int, roles) for gi, roles in pre.stranded.items()},
+        domain_index={},
+        derived={},
+    )
+    return view, drop_classes(view, keep)
 
 
 def drop_classes(pre: Prefiltered, keep: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from gangopt.arrays import Eligibility, RoleSignature, per_cluster, role_signature
 from gangopt.prefilter import Prefiltered, prefilter, request_vector, resource_names
 from gangopt.quantities import human
 from gangopt.schema import PendingGang, Plan, Round, Waiting
@@ -48,16 +49,17 @@ class _NodeViews:
 
     def __init__(self, rnd: Round, free: dict[str, dict[str, int]], users: dict[str, set[str]]) -> None:
         self.rnd, self.free, self.users = rnd, free, users
-        self._eligible: dict[tuple[tuple[tuple[str, str], ...], ...], list[str]] = {}
-        self._users: dict[tuple[tuple[tuple[str, str], ...], ...], set[str]] = {}
-        self._have: dict[tuple[tuple[tuple[tuple[str, str], ...], ...], str], int] = {}
+        self._eligible: dict[tuple[RoleSignature, ...], list[str]] = {}
+        self._users: dict[tuple[RoleSignature, ...], set[str]] = {}
+        self._have: dict[tuple[tuple[RoleSignature, ...], str], int] = {}
 
     @staticmethod
-    def _key(gang: PendingGang) -> tuple[tuple[tuple[str, str], ...], ...]:
-        return tuple(tuple(sorted(r.node_selector.items())) for r in gang.roles)
+    def _key(gang: PendingGang) -> tuple[RoleSignature, ...]:
+        return tuple(role_signature(r) for r in gang.roles)
 
     def eligible(self, gang: PendingGang) -> list[str]:
-        """Schedulable nodes matching some role's node selector, in input order."""
+        """Nodes some role of the gang may use (:class:`gangopt.arrays.Eligibility`: cordon,
+        selector, affinity, taints and tolerations), in input order."""
         key = self._key(gang)
         if key not in self._eligible:
             self._eligible[key] = _eligible_nodes(self.rnd, gang)
@@ -139,14 +141,11 @@ def _after_plan(
 
 
 def _eligible_nodes(rnd: Round, gang: PendingGang) -> list[str]:
-    pre_roles = gang.roles
-    out = []
-    for node in rnd.cluster.nodes:
-        if not node.schedulable:
-            continue
-        if any(all(node.labels.get(k) == v for k, v in r.node_selector.items()) for r in pre_roles):
-            out.append(node.name)
-    return out
+    elig = per_cluster(rnd.cluster, "eligibility", lambda: Eligibility(rnd))
+    mask = np.zeros(len(rnd.cluster.nodes), dtype=bool)
+    for role in gang.roles:
+        mask |= elig.mask(role)
+    return [rnd.cluster.nodes[i].name for i in np.flatnonzero(mask).tolist()]
 
 
 def _fit_count(gang: PendingGang, views: _NodeViews, resources: list[str]) -> int:

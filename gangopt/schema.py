@@ -12,7 +12,7 @@ are checked in :func:`Round._check_references`, which reports every problem with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, Literal, Self
@@ -23,16 +23,17 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     WithJsonSchema,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from gangopt.checks import NODE_LEVEL as NODE_LEVEL  # the implicit finest topology level: every node
+from gangopt.checks import check_round
 from gangopt.quantities import format_quantity, parse_quantity
 
 API_VERSION = "gangopt/v1"
-NODE_LEVEL = "node"
-"""The implicit finest topology level: every node is its own domain at level ``node``."""
 
 Quantity = Annotated[
     int,
@@ -65,6 +66,27 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _WithDerived(_Model):
+    """A model that keeps values derived from it (see :mod:`gangopt.memo`)."""
+
+    _derived: dict[Hashable, tuple[tuple[object, ...], Any]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def derived_store(self) -> dict[Hashable, tuple[tuple[object, ...], Any]]:
+        """Where :func:`gangopt.memo.derived` keeps what it derived from this object."""
+        return self._derived
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields make equal models: the derived store is a cache, not part of the value
+        (pydantic would compare it too)."""
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, BaseModel)
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # lists and dicts inside: never hashable anyway
+
+
 # ----------------------------------------------------------------------------- cluster
 
 
@@ -90,7 +112,7 @@ class Node(_Model):
     )
 
 
-class Cluster(_Model):
+class Cluster(_WithDerived):
     """Nodes and the topology tree they sit in."""
 
     topology_levels: list[Name] = Field(
@@ -111,6 +133,16 @@ class Toleration(_Model):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    @model_validator(mode="after")
+    def _key_or_exists(self) -> Toleration:
+        # Kubernetes rejects it too ("operator must be Exists when `key` is empty"); readers
+        # disagreed on what it tolerates (a taint with an empty value, or nothing).
+        if not self.key and self.operator == "Equal":
+            raise PydanticCustomError(
+                "toleration_key", "a toleration without key must use operator Exists (it then tolerates every taint)"
+            )
+        return self
 
 
 class MatchExpression(_Model):
@@ -319,7 +351,7 @@ class Policy(_Model):
     weights: Weights = Field(default_factory=Weights)
 
 
-class Round(_Model):
+class Round(_WithDerived):
     """One scheduling round: the cluster, what runs on it, what waits, and how to decide."""
 
     api_version: Literal["gangopt/v1"] = "gangopt/v1"
@@ -331,8 +363,6 @@ class Round(_Model):
 
     @model_validator(mode="after")
     def _check_references(self) -> Round:
-        from gangopt.checks import check_round
-
         problems = check_round(self)
         if problems:
             path, message = problems[0]

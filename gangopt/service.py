@@ -46,7 +46,8 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 
 from gangopt.errors import InputError, Problem, parse_json_text, parse_model
 from gangopt.schema import Plan, Policy, Round
-from gangopt.solvers.cpsat.search import SolverName, solve
+from gangopt.solve import solve
+from gangopt.solvers import SolverName
 from gangopt.validation import validate
 
 __all__ = ["ServiceSettings", "create_app", "serve"]

@@ -13,6 +13,7 @@ from operator import attrgetter, itemgetter
 import networkx as nx
 import numpy as np
 
+from gangopt.memo import derived
 from gangopt.schema import NODE_LEVEL, Cluster
 
 ROOT = ("cluster", "cluster")
@@ -20,24 +21,13 @@ Domain = tuple[str, str]
 """A domain is ``(level, name)``; names are unique within a level (checked on input)."""
 
 
-_CACHE: dict[int, tuple[Cluster, Topology]] = {}
-_CACHE_SIZE = 2  # clusters can be large: keep only the last few alive
-
-
 class Topology:
     """Domains of a cluster, queried by level."""
 
     @classmethod
     def of(cls, cluster: Cluster) -> Topology:
-        """The topology of ``cluster``, built once per cluster object (it is immutable)."""
-        hit = _CACHE.get(id(cluster))
-        if hit is not None and hit[0] is cluster:
-            return hit[1]
-        topo = cls(cluster)
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[id(cluster)] = (cluster, topo)
-        return topo
+        """The topology of ``cluster``, built once per cluster object and kept on it."""
+        return derived(cluster, "topology", (cluster.nodes, cluster.topology_levels), lambda: cls(cluster))
 
     def __init__(self, cluster: Cluster) -> None:
         self.levels: list[str] = [*cluster.topology_levels, NODE_LEVEL]

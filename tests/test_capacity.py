@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gangopt.cli.main import main
+from gangopt.cli import main
 from gangopt.replay.capacity import (
     Evaluator,
     brute_force,

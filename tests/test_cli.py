@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import gangopt
-from gangopt.cli import main as cli
-from gangopt.cli.main import main
+import gangopt.cli.solve as cli
+from gangopt.cli import main
 from gangopt.schema import Plan, Policy, Round
 
 ROOT = Path(__file__).resolve().parent.parent

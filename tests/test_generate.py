@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gangopt.cli.main import main
+from gangopt.cli import main
 from gangopt.io import load_round
 from gangopt.replay.generate import (
     MAX_GANG_GPUS,

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import gangopt
-from gangopt.cli.main import main
+from gangopt.cli import main
 from gangopt.errors import InputError
 from gangopt.k8s import Imported, ImportOptions, ObjectRef, export_plan, import_documents, load_documents
 from gangopt.k8s.export import REQUEST_ANNOTATION

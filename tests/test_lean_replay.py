@@ -1,5 +1,5 @@
-"""The lean replay path (issue 4): ``solve(..., annotate=False)`` and ``decide(..., annotate=False)``
-decide exactly what the annotated path decides, the simulator's greedy policy replays exactly
+"""The lean replay path (issue 4): ``solve(..., annotate=False)`` for greedy and every peer
+emulation decides exactly what the annotated path decides, the simulator's greedy policy replays exactly
 as the annotated one did, and the validator's quick path for running gangs a plan leaves alone
 still reports every broken bound."""
 
@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 
 import gangopt
 from gangopt.replay.clusters import parametric_cluster
-from gangopt.replay.policies import greedy_policy
+from gangopt.replay.policies import make_policy
 from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.schema import BoundPod, Plan, Round, RunningGang, Score, Status
-from gangopt.solvers.peers.common import SOLVERS, decide
+from gangopt.solvers import SOLVERS
 from gangopt.validation import validate
 from tests.builders import cluster, make_round, pending, role, running
 from tests.strategies import rounds
@@ -39,9 +39,9 @@ def test_unannotated_greedy_decides_as_the_annotated_one_and_is_valid(rnd: Round
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
 def test_unannotated_peers_decide_as_the_annotated_ones(rnd: Round) -> None:
-    for name in SOLVERS:
-        lean = decide(rnd, name, annotate=False)
-        assert decisions(lean) == decisions(decide(rnd, name))
+    for name in [n for n in SOLVERS if n not in ("cpsat", "greedy")]:
+        lean = gangopt.solve(rnd, solver=name, annotate=False)
+        assert decisions(lean) == decisions(gangopt.solve(rnd, solver=name))
         assert lean.score == Score()
 
 
@@ -59,7 +59,7 @@ def test_the_replay_of_the_lean_greedy_policy_is_the_annotated_one() -> None:
         return gangopt.solve(rnd, solver="greedy")
 
     config = SimConfig(check_rounds=True)
-    lean = simulate(workload, parametric_cluster(2), greedy_policy, config)
+    lean = simulate(workload, parametric_cluster(2), make_policy("greedy"), config)
     full = simulate(workload, parametric_cluster(2), annotated, config)
     assert lean.jobs == full.jobs
     strip = [(r.time, r.status, r.admitted, r.evicted, r.shrunk, r.grown) for r in lean.rounds]

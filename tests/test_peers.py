@@ -8,17 +8,17 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from gangopt.cli.main import main
+import gangopt
+from gangopt.cli import main
 from gangopt.replay.clusters import parametric_cluster
-from gangopt.replay.policies import POLICIES, make_policy
+from gangopt.replay.policies import POLICY_NAMES, make_policy
 from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.replay.workload import Workload
 from gangopt.schema import Plan, Round
+from gangopt.solvers import SOLVERS
 from gangopt.solvers.greedy.engine import greedy
-from gangopt.solvers.peers.common import (
-    SOLVERS,
+from gangopt.solvers.peers import (
     SlurmBackfillLike,
-    decide,
     koordinator_like,
     kueue_like,
     slurm_backfill_like,
@@ -28,6 +28,9 @@ from gangopt.validation import validate
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.strategies import rounds
 from tests.test_simulation import job, random_workload
+
+PEERS = [name for name in SOLVERS if name not in ("cpsat", "greedy")]
+"""The emulations and the FIFO floor."""
 
 
 def check(rnd: Round, plan: Plan, solver: str) -> Plan:
@@ -350,26 +353,26 @@ def test_slurm_policy_remembers_start_times_between_rounds() -> None:
 # ----------------------------------------------------------------------------- all peers
 
 
-@pytest.mark.parametrize("name", SOLVERS)
+@pytest.mark.parametrize("name", PEERS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rnd=rounds())
 def test_every_peer_plan_validates(name: str, rnd: Round) -> None:
-    plan = decide(rnd, name)  # raises if the validator objects
+    plan = gangopt.solve(rnd, solver=name)  # raises if the validator objects
     assert validate(rnd, plan) == []
     assert sorted([*plan.admitted, *(w.gang for w in plan.waiting)]) == sorted(g.name for g in rnd.pending)
     assert all(w.reasons and w.reasons[0] for w in plan.waiting)
 
 
-@pytest.mark.parametrize("name", SOLVERS)
+@pytest.mark.parametrize("name", PEERS)
 def test_cli_solves_with_a_peer(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["solve", "instances/preemption.json", "--solver", name]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["solver"] == name
 
 
-@pytest.mark.parametrize("name", SOLVERS)
+@pytest.mark.parametrize("name", PEERS)
 def test_peers_replay_a_workload(name: str) -> None:
-    assert name in POLICIES
+    assert name in POLICY_NAMES
     wl = random_workload(2, n=20)
     result = simulate(wl, parametric_cluster(3), make_policy(name), SimConfig(interval=30.0), name=name)
     assert all(r.state == "finished" for r in result.jobs)

@@ -38,7 +38,7 @@ from schemathesis.specs.openapi.checks import (
 
 import gangopt
 from gangopt import service
-from gangopt.cli.main import main
+from gangopt.cli import main
 from gangopt.errors import InputError, parse_json_text
 from gangopt.schema import Plan, Policy, Round
 from gangopt.service import ServiceSettings, create_app, served_policy

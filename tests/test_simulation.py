@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import gangopt
-from gangopt.cli.main import main
+from gangopt.cli import main
 from gangopt.replay.clusters import parametric_cluster
 from gangopt.replay.metrics import compute_metrics, metrics_rows, write_report
-from gangopt.replay.policies import fifo_first_fit, make_policy
+from gangopt.replay.policies import make_policy
 from gangopt.replay.simulation import (
     WALL_SLACK,
     JobRecord,
@@ -25,7 +25,8 @@ from gangopt.replay.simulation import (
 )
 from gangopt.replay.workload import Job, Workload, dump_workload
 from gangopt.schema import Plan, Policy, Round
-from gangopt.solvers.cpsat.search import DETERMINISTIC_SHARE
+from gangopt.solvers.cpsat.stages import DETERMINISTIC_SHARE
+from gangopt.solvers.fifo import fifo_first_fit
 from gangopt.validation import validate
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from typing import get_args
 
 import pytest
 
@@ -11,9 +10,9 @@ import gangopt
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Plan, Policy, Round, Status
+from gangopt.solvers import SOLVERS, SolverName
 from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
-from gangopt.solvers.cpsat.search import SolverName
 from gangopt.solvers.greedy.engine import greedy
 from tests.builders import cluster, make_round, pending, queue, running
 
@@ -136,7 +135,7 @@ def test_a_solver_that_overruns_is_stopped_and_the_greedy_plan_returned(monkeypa
     """The child process is killed shortly after the time limit, whatever CP-SAT does."""
     import time
 
-    import gangopt.solvers.cpsat.search as solving
+    import gangopt.solvers.cpsat as solving
 
     def stuck(*args: object) -> None:
         time.sleep(30)
@@ -166,7 +165,7 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     assert (plan.gap > 0) == bool(open_tiers) or plan.score.secondary_bound != plan.score.secondary
 
 
-ALL_SOLVERS = list(get_args(SolverName))
+ALL_SOLVERS = list(SOLVERS)
 
 
 @pytest.mark.parametrize("solver", ALL_SOLVERS)

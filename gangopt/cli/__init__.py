@@ -1,1 +1,90 @@
-"""(placeholder)"""
+"""The ``gangopt`` command line: solve, validate, schema, explain, generate.
+
+Exit codes are a contract that scripts and schedulers wrapping gangopt rely on:
+
+- ``0``: success (``validate``: the plan is valid);
+- ``1``: the plan is invalid (``validate``) or something other than the input failed, reported
+  as one line on stderr;
+- ``2``: the input is unusable (malformed JSON, unknown field, bad quantity, cross-field
+  problem, bad flag). Every problem is printed on stderr as ``error: $.json.path: message``
+  and nothing is written to stdout, so a wrapper never parses half a plan.
+
+Output is built completely in memory before anything is written, and ``-o`` writes a
+temporary file in the target directory and renames it over the target, so a reader never
+sees a partial plan even if gangopt is killed mid-write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from gangopt.cli.capacity import add_parsers as _add_capacity
+from gangopt.cli.k8s import add_parsers as _add_k8s
+from gangopt.cli.output import EXIT_FAILURE, EXIT_INPUT, EXIT_OK, one_line
+from gangopt.cli.serve import add_parser as _add_serve
+from gangopt.cli.simulate import add_parser as _add_simulate
+from gangopt.cli.solve import add_parsers as add_round_parsers
+from gangopt.errors import InputError
+
+
+class _ArgumentError(Exception):
+    """argparse's usage errors, raised instead of exiting so ``main`` keeps control of the exit."""
+
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _ArgumentError(f"{self.prog}: {message}")
+
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; separate from :func:`main` so docs and tests can inspect it."""
+    parser = _Parser(prog="gangopt", description="Optimal gang placement for GPU clusters, one round at a time.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    add_round_parsers(sub)
+    _add_simulate(sub)
+    _add_capacity(sub)
+    _add_k8s(sub)
+    _add_serve(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code instead of exiting, so tests can call it directly."""
+    try:
+        args = build_parser().parse_args(argv)
+    except _ArgumentError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    except SystemExit as exit_:  # --help and --version
+        return exit_.code if isinstance(exit_.code, int) else EXIT_OK
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except InputError as error:
+        for problem in error.problems:
+            print(f"error: {problem.path}: {problem.message}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # the contract: one line, no traceback
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+
+def _version() -> str:
+    from gangopt import __version__
+
+    return __version__
+
+
+
+__all__ = ["build_parser", "main"]

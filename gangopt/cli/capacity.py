@@ -1,7 +1,7 @@
 """``gangopt sweep`` and ``gangopt capacity``: many replays, in parallel, and the cluster size
 that meets SLOs (see :mod:`gangopt.replay.sweep` and :mod:`gangopt.replay.capacity`).
 
-Registered by :mod:`gangopt.cli.main`; same error contract (bad flags -> exit 2, naming the flag).
+Registered by :mod:`gangopt.cli`; same error contract (bad flags -> exit 2, naming the flag).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from gangopt.cli.simulate import _config, add_sim_options, load_sliced_workload
+from gangopt.cli.simulate import add_sim_options, load_sliced_workload, sim_config
 from gangopt.errors import InputError, Problem
 from gangopt.replay.capacity import (
     CompactionResult,
@@ -27,7 +27,7 @@ from gangopt.replay.capacity import (
     size_cluster,
     slo_inflation,
 )
-from gangopt.replay.policies import POLICIES
+from gangopt.replay.policies import POLICY_NAMES
 from gangopt.replay.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
 from gangopt.replay.slo import SLO, parse_slo
 from gangopt.replay.sweep import ClusterSpec, NodeType, parse_node_shape, sweep
@@ -37,7 +37,7 @@ def add_parsers(sub: Any) -> None:
     """Register ``sweep`` and ``capacity`` on the CLI's subparsers."""
     p = sub.add_parser("sweep", help="replay a workload for policies x cluster sizes x seeds, in parallel")
     p.add_argument("workload", metavar="WORKLOAD.json")
-    p.add_argument("--policy", choices=sorted(POLICIES), action="append", help="repeatable (default: greedy)")
+    p.add_argument("--policy", choices=POLICY_NAMES, action="append", help="repeatable (default: greedy)")
     p.add_argument("--nodes", type=int, nargs="+", required=True, metavar="N", help="cluster sizes (node counts)")
     _add_cluster_options(p)
     _add_run_options(p)
@@ -53,7 +53,7 @@ def add_parsers(sub: Any) -> None:
         metavar="SLO",
         help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/replay/slo.py)",
     )
-    p.add_argument("--policy", choices=sorted(POLICIES), default="greedy", help="default: greedy")
+    p.add_argument("--policy", choices=POLICY_NAMES, default="greedy", help="default: greedy")
     _add_cluster_options(p)
     _add_run_options(p)
     p.add_argument(
@@ -142,7 +142,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def run_sweep(args: argparse.Namespace) -> int:
     _check(args)
-    config = _config(args)
+    config = sim_config(args)
     workload = load_sliced_workload(args)
     spec = _spec(args)
     if any(n < 0 for n in args.nodes):
@@ -177,7 +177,7 @@ def run_capacity(args: argparse.Namespace) -> int:
         raise InputError([Problem("--min-nodes", "need 1 <= --min-nodes <= --max-nodes")], "arguments")
     if not 0 < args.seed_share <= 1:
         raise InputError([Problem("--seed-share", "must be in (0, 1]")], "arguments")
-    config = _config(args)
+    config = sim_config(args)
     workload = load_sliced_workload(args)
     spec = _spec(args)
     slos = _slos(args.slo)

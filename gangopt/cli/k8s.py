@@ -2,7 +2,7 @@
 back to Bindings, Evictions and status patches (see :mod:`gangopt.k8s` and
 :mod:`gangopt.k8s.export`).
 
-Registered by :mod:`gangopt.cli.main`; same contract: warnings on stderr as ``warning: ...``, input
+Registered by :mod:`gangopt.cli`; same contract: warnings on stderr as ``warning: ...``, input
 problems as ``error: PATH: message`` with exit 2 and nothing written, output written atomically.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from gangopt.cli.output import emit
 from gangopt.errors import InputError, Problem
 from gangopt.io import load_plan
 from gangopt.k8s import Imported, ImportOptions, export_plan, import_documents, load_documents
@@ -78,22 +79,18 @@ def _warn(lines: list[str]) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from gangopt.cli.main import _emit
-
     policy = None
     if args.time_limit is not None:
         if not args.time_limit > 0:
             raise InputError([Problem("--time-limit", "must be > 0")], "arguments")
         policy = Policy(time_limit=args.time_limit)
     imported = _import(args.files, args.level, policy)
-    _emit(dump_round(imported.round), args.output)
+    emit(dump_round(imported.round), args.output)
     _warn(imported.warnings)
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from gangopt.cli.main import _emit
-
     plan = load_plan(args.plan)
     imported = _import(args.manifests, args.level)
     notes: list[str] = []
@@ -102,6 +99,6 @@ def run_export(args: argparse.Namespace) -> int:
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n"
     else:
         text = yaml.safe_dump_all(objects, sort_keys=False) if objects else ""
-    _emit(text, args.output)
+    emit(text, args.output)
     _warn(imported.warnings + notes)
     return 0

@@ -1,6 +1,6 @@
 """``gangopt serve``: run the HTTP service of :mod:`gangopt.service`.
 
-Kept apart from :mod:`gangopt.cli.main` (which only registers it) so the CLI does not import
+Kept apart from :mod:`gangopt.cli` (which only registers it) so the CLI does not import
 FastAPI and uvicorn for the round-level commands. Same error contract: a bad flag value is an
 :class:`~gangopt.errors.InputError` naming the flag, which the CLI turns into exit code 2.
 """

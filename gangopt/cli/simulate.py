@@ -1,6 +1,6 @@
 """``gangopt simulate``: replay a workload on a cluster with one policy and print a summary.
 
-Kept apart from :mod:`gangopt.cli.main` (which only registers it) so the command can grow (report
+Kept apart from :mod:`gangopt.cli` (which only registers it) so the command can grow (report
 folders, plots, sweeps) without touching the round-level commands. Same error contract: an
 unusable input raises :class:`~gangopt.errors.InputError` naming the JSON path or the flag,
 which the CLI prints and turns into exit code 2.
@@ -17,7 +17,7 @@ from typing import Any
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.replay.clusters import load_cluster, parametric_cluster
 from gangopt.replay.metrics import Metrics, compute_metrics
-from gangopt.replay.policies import POLICIES, make_policy
+from gangopt.replay.policies import POLICY_NAMES, make_policy
 from gangopt.replay.report import comparison_table, write_simulation_report
 from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.replay.workload import Workload, load_workload
@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--policy",
-        choices=sorted(POLICIES),
+        choices=POLICY_NAMES,
         action="append",
         help="default: gangopt; repeat to compare policies on the same workload and cluster",
     )
@@ -117,7 +117,7 @@ def _cluster(args: argparse.Namespace) -> Cluster:
     return cluster
 
 
-def _config(args: argparse.Namespace) -> SimConfig:
+def sim_config(args: argparse.Namespace) -> SimConfig:
     checks = [
         ("--horizon", getattr(args, "horizon", None), getattr(args, "horizon", None) is None or args.horizon >= 0),
         ("--interval", args.interval, args.interval >= 0),
@@ -143,7 +143,7 @@ def _config(args: argparse.Namespace) -> SimConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = sim_config(args)
     workload = load_sliced_workload(args)
     cluster = _cluster(args)
     if workload.jobs and config.horizon is not None:

@@ -1,1 +1,9 @@
-"""(placeholder)"""
+"""Offline capacity planning: replay a workload through any solver, round after round.
+
+``workload.py`` (jobs and trace loaders) and ``clusters.py`` (reference cluster models) are
+the inputs; ``generate.py`` makes seeded benchmark rounds; ``simulation.py`` is the
+discrete-event replay, deciding each round through the door with a registry solver
+(``policies.py``); ``metrics.py``, ``slo.py`` judge a replay; ``sweep.py`` runs policies x
+sizes x seeds in parallel; ``capacity.py`` searches the smallest cluster that meets SLOs;
+``report.py`` writes tables and plots. docs/capacity-planning.md walks through it.
+"""

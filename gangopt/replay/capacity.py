@@ -50,7 +50,7 @@ from gangopt.replay.slo import SLO
 from gangopt.replay.sweep import ClusterSpec, Outcome, Task, default_workers, run_tasks, variant
 from gangopt.replay.workload import Job, Workload
 from gangopt.schema import Cluster, PendingGang, Policy, Round
-from gangopt.solvers.cpsat.search import solve
+from gangopt.solve import solve
 
 FitsMode = Literal["peak", "replay"]
 PackSolver = Literal["cpsat", "greedy"]

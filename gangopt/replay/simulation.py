@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gangopt.checks import check_round
-from gangopt.replay.policies import SchedulingPolicy, gangopt_policy, greedy_policy
+from gangopt.replay.policies import SchedulingPolicy
 from gangopt.replay.workload import Job, Workload
 from gangopt.schema import (
     BoundPod,
@@ -66,7 +66,7 @@ from gangopt.schema import (
     RunningGang,
     Weights,
 )
-from gangopt.solvers.cpsat.search import DETERMINISTIC_SHARE
+from gangopt.solvers.cpsat.stages import DETERMINISTIC_SHARE
 from gangopt.validation import validate
 
 JobState = Literal["finished", "running", "pending", "not_arrived"]
@@ -76,10 +76,6 @@ WALL_SLACK = 4.0
 work limit takes about 0.6-1 s of wall time per second of budget on this project's machines,
 so it, and not the clock, decides, and a replay repeats exactly; the cap only stops a
 machine several times slower."""
-
-
-SELF_VALIDATING: tuple[SchedulingPolicy, ...] = (gangopt_policy, greedy_policy)
-"""Policies whose plans come from :func:`gangopt.solve`, which validates every plan it returns."""
 
 
 class SimulationError(RuntimeError):
@@ -119,9 +115,10 @@ class SimConfig:
     progress: bool = False
     """Show a progress bar on stderr."""
     validate: Literal["always", "untrusted"] = "always"
-    """``always``: every plan goes through :func:`gangopt.validate`. ``untrusted``: skip plans of
-    :data:`SELF_VALIDATING` policies, which :func:`gangopt.solve` already validated (it raises or
-    falls back rather than return a plan that breaks a rule); every other policy is checked."""
+    """``always``: every plan goes through :func:`gangopt.validate` here. ``untrusted``: skip
+    plans of :class:`~gangopt.replay.policies.RegistryPolicy` policies, which the door
+    (:func:`gangopt.solve.run`) already validated (it raises or falls back rather than return
+    a plan that breaks a rule); every other policy is checked."""
 
     def __post_init__(self) -> None:
         if self.validate not in ("always", "untrusted"):
@@ -482,7 +479,7 @@ class Simulator:
         clock = time.perf_counter()
         plan = self.policy(rnd)
         elapsed = time.perf_counter() - clock
-        trusted = self.config.validate == "untrusted" and any(self.policy is p for p in SELF_VALIDATING)
+        trusted = self.config.validate == "untrusted" and getattr(self.policy, "validated", False)
         violations = [] if trusted else validate(rnd, plan)
         if violations:
             details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:5])

@@ -43,8 +43,6 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from gangopt.replay.clusters import GPU_MODEL_LABEL, parametric_cluster
 from gangopt.replay.metrics import Metrics, compute_metrics
 from gangopt.replay.policies import make_policy
@@ -220,10 +218,6 @@ class Outcome:
     @property
     def slo_met(self) -> list[bool]:
         return [s.met(v) for s, v in zip(self.task.slos, self.slo_values, strict=True)]
-
-    @property
-    def meets_all(self) -> bool:
-        return all(self.slo_met)
 
 
 MAX_TIMELINE_POINTS = 4000
@@ -428,7 +422,3 @@ def sweep_rows(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
             row[f"{slo.label} ok"] = ok
         rows.append(row)
     return rows
-
-
-def percentile_over_seeds(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0

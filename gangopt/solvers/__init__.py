@@ -1,1 +1,114 @@
-"""(placeholder)"""
+"""Every solver by name: :data:`SOLVERS` is the only list.
+
+A solver decides a round and hands back a :class:`~gangopt.result.Result`; it does
+not annotate or validate (the door, :mod:`gangopt.solve`, does that for all of them). The
+same names serve ``gangopt solve --solver``, ``gangopt simulate --policy``, the service's
+``?solver=`` and every test that runs "each solver". Adding a peer emulation is one module in
+:mod:`gangopt.solvers.peers` and one entry here.
+
+``make(durations)`` returns a fresh decider: a stateful solver (Slurm's reservations) keeps
+its state between the rounds of one replay; ``durations`` are the jobs' run times when a
+replay knows them (only the Slurm emulation reads them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from gangopt.result import Result
+from gangopt.schema import Plan, Round, Stats
+from gangopt.solvers.cpsat import solve_cpsat
+from gangopt.solvers.fifo import fifo_first_fit
+from gangopt.solvers.greedy import greedy
+from gangopt.solvers.peers import SlurmBackfillLike, koordinator_like, kueue_like, volcano_like
+
+Decide = Callable[[Round], Result]
+Durations = Mapping[str, float] | None
+
+
+@dataclass(frozen=True)
+class Solver:
+    """One entry of the registry."""
+
+    name: str
+    about: str
+    make: Callable[[Durations], Decide]
+    """A fresh decider (see the module docstring)."""
+    own_reasons: bool = False
+    """Keep the solver's own waiting reasons (the peers word them as their schedulers do)
+    instead of gangopt's explained ones."""
+    fallback: bool = False
+    """A plan that fails validation is replaced by the greedy plan (CP-SAT); otherwise it is
+    an internal error: there is nothing behind greedy or a peer emulation to fall back to."""
+    annotate_optional: bool = True
+    """Whether ``annotate=False`` is allowed (CP-SAT chooses its plan by the score)."""
+
+
+def _plain(decide: Callable[[Round], Plan]) -> Callable[[Durations], Decide]:
+    """A stateless plan function as a registry decider, with the round's size in its stats."""
+
+    def make(durations: Durations) -> Decide:
+        def run(rnd: Round) -> Result:
+            return Result(plan=decide(rnd), stats=Stats(nodes=len(rnd.cluster.nodes), gangs=len(rnd.pending)))
+
+        return run
+
+    return make
+
+
+def _greedy(rnd: Round) -> Result:
+    return Result(plan=greedy(rnd))
+
+
+def _slurm(durations: Durations) -> Decide:
+    return _plain(SlurmBackfillLike(durations))(durations)
+
+
+SOLVERS: dict[str, Solver] = {
+    s.name: s
+    for s in (
+        Solver("cpsat", "the optimizer: one CP-SAT model per round", lambda _: solve_cpsat, fallback=True,
+               annotate_optional=False),
+        Solver("greedy", "the baseline: one gang at a time, first fit, Koordinator/Kueue-style preemption",
+               lambda _: _greedy),
+        Solver("fifo_first_fit", "the floor: strict FIFO, priorities ignored, no preemption",
+               _plain(fifo_first_fit), own_reasons=True),
+        Solver("koordinator_like", "Koordinator's coscheduling and network-topology plugins",
+               _plain(koordinator_like), own_reasons=True),
+        Solver("volcano_like", "Volcano's allocate, preempt and reclaim actions",
+               _plain(volcano_like), own_reasons=True),
+        Solver("kueue_like", "Kueue's admission with cohorts, preemption and TAS",
+               _plain(kueue_like), own_reasons=True),
+        Solver("slurm_backfill_like", "Slurm's priority scheduling with backfill reservations",
+               _slurm, own_reasons=True),
+    )
+}
+"""The solvers, by name (docs/peers.md says what each emulation mimics and leaves out)."""
+
+ALIASES = {"gangopt": "cpsat"}
+"""Other names accepted for a solver: replays have always called CP-SAT's policy 'gangopt'."""
+
+SolverName = Literal[
+    "cpsat", "greedy", "fifo_first_fit", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like"
+]
+"""The names of :data:`SOLVERS` as a type (for the service's query parameter and type checks)."""
+if set(get_args(SolverName)) != set(SOLVERS):  # pragma: no cover - a registry edit without the type
+    raise ImportError("SolverName must list exactly the names in SOLVERS")
+
+
+def get_solver(name: str) -> Solver:
+    """The solver called ``name`` (or an alias); ``ValueError`` lists the known names."""
+    solver = SOLVERS.get(ALIASES.get(name, name))
+    if solver is None:
+        raise ValueError(f"unknown solver {name!r} (known: {', '.join(SOLVERS)})")
+    return solver
+
+
+def names() -> list[str]:
+    """Every accepted name: the solvers', then the aliases."""
+    return [*SOLVERS, *ALIASES]
+
+
+__all__ = ["ALIASES", "SOLVERS", "Decide", "Solver", "SolverName", "get_solver", "names"]

@@ -1,4 +1,5 @@
-"""Peer schedulers' worst bugs (docs: /work/shared/docs/peers.md §3 and §5) as gangopt rounds.
+"""Peer schedulers' worst bugs as gangopt rounds (from the shared research notes on the peers,
+§3 and §5; see docs/rules.md).
 
 Each test builds a small round that reproduces the situation of one public issue, solves it
 with CP-SAT, and asserts what gangopt does right where the peer went wrong, plus that the

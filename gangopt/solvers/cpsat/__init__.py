@@ -1,1 +1,223 @@
-"""(placeholder)"""
+"""The CP-SAT solver: one round as one model, the lexicographic objective in stages.
+
+:func:`solve_cpsat` is the whole path, as numbered steps (Kueue's scheduling cycle is the
+model for reading it top to bottom):
+
+1. **Prefilter** the round (:mod:`gangopt.prefilter`): node arrays, eligibility, node
+   classes, gangs that cannot start pruned with their reason.
+2. **Greedy candidates** (:mod:`gangopt.solvers.greedy`): the better of two greedy plans is
+   the warm start and the fallback; when the round's cheap bounds already prove it within
+   ``policy.gap_limit``, it is the answer and no model is built.
+3. **Guard** (:mod:`~gangopt.solvers.cpsat.guard`): a model too large to build in time is
+   restricted around the greedy plan (:mod:`~gangopt.solvers.cpsat.neighbourhood`) or not
+   built; with ``policy.hard_limit`` a large search runs in a child that can be killed
+   (:mod:`~gangopt.solvers.cpsat.child`).
+4. **Encode** (:mod:`~gangopt.solvers.cpsat.encoding`): variables over node classes,
+   capacity by packing patterns, topology, quotas, preemption rules, the objective's terms.
+5. **Search in stages** (:mod:`~gangopt.solvers.cpsat.stages`), warm-started from the
+   greedy plan (:mod:`~gangopt.solvers.cpsat.hints`).
+6. **Expand** class counts to nodes and pods, and **repair** what the model does not see
+   (:mod:`~gangopt.solvers.cpsat.expansion`: the reprieve of unneeded evictions and of quota
+   handed to a victim's own priority).
+7. **Choose**: CP-SAT's plan unless the greedy plan scores better; the bounds the stages
+   proved travel with it in the :class:`~gangopt.result.Result`.
+
+The finisher (:mod:`gangopt.annotate`) and the validator run after, in the door
+(:mod:`gangopt.solve`), as for every solver.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import NamedTuple
+
+from gangopt.annotate import cheap_bounds_for, plan_gap, tier_gap, tier_values
+from gangopt.bounds import reaches_ceilings, tier_ceilings
+from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
+from gangopt.prefilter import Prefiltered, prefilter
+from gangopt.result import Result
+from gangopt.schema import Plan, Round, Score, Stats, Status
+from gangopt.solvers.cpsat.child import search_in_child
+from gangopt.solvers.cpsat.encoding import encode
+from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
+from gangopt.solvers.cpsat.guard import IN_PROCESS_VARIABLES, RESTRICTED_SHARE, build_budget, estimated_variables
+from gangopt.solvers.cpsat.hints import COMPLETION_SECONDS, warm_start
+from gangopt.solvers.cpsat.neighbourhood import restrict
+from gangopt.solvers.cpsat.stages import plan_stages, proven_bounds, run_stages
+from gangopt.solvers.greedy import greedy
+
+SEARCH_SHARE = 0.85
+"""Share of the time limit the search may use; the rest is kept for expanding the answer to
+nodes, explaining it and validating it."""
+
+
+def solve_cpsat(rnd: Round) -> Result:
+    """Decide ``rnd`` with CP-SAT within ``rnd.policy.time_limit`` (steps in the module doc)."""
+    start = time.perf_counter()
+    # 1. Prefilter.
+    pre = prefilter(rnd)
+    stats = Stats(
+        prefilter_seconds=pre.seconds,
+        nodes=len(rnd.cluster.nodes),
+        nodes_pruned=pre.nodes_pruned,
+        gangs=len(rnd.pending),
+        gangs_pruned=len(pre.pruned),
+    )
+    # 2. Greedy candidates; the answer already if the cheap bounds prove one.
+    baseline, baseline_score, proven = _best_greedy(rnd, pre)
+    if proven is not None:
+        return Result(plan=proven, stats=stats, pre=pre, score=baseline_score)
+    candidate = Candidate(baseline, baseline_score)
+    # 3. Guard: a large search with a hard limit runs in a child that can be killed.
+    forkable = "fork" in multiprocessing.get_all_start_methods()
+    if rnd.policy.hard_limit and forkable and estimated_variables(pre) >= IN_PROCESS_VARIABLES:
+        fallback = Result(plan=baseline, stats=stats, pre=pre, score=baseline_score)
+        return search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats), fallback)
+    return _search(rnd, start, pre, candidate, stats)
+
+
+class Candidate(NamedTuple):
+    """A plan with its unbounded score (scored once)."""
+
+    plan: Plan
+    score: Score
+
+
+def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats) -> Result:
+    """Steps 3 to 7: guard the model size, encode, search in stages from ``baseline``,
+    expand and repair the answer, and choose between it and ``baseline``."""
+    deadline = start + rnd.policy.time_limit * SEARCH_SHARE
+    estimate = estimated_variables(pre)
+    budget = build_budget(rnd.policy.time_limit)
+    allowed = None
+    view = pre
+    if estimate > budget:
+        # Too large to model whole in time: model the neighbourhood of the greedy plan.
+        view, allowed = restrict(pre, baseline.plan, budget // RESTRICTED_SHARE)
+        restricted = sum(len(classes) for classes in allowed.values())
+        if restricted > budget:
+            message = (
+                f"even a restricted model would have about {restricted:,} variables, too many "
+                f"to build and solve within the {rnd.policy.time_limit:g} s time limit; greedy plan returned"
+            )
+            return _fallback(baseline, stats, pre, message)
+    # 4. Encode.
+    t0 = time.perf_counter()
+    enc = encode(view, allowed)
+    proto = enc.model.proto
+    stats = stats.model_copy(
+        update={
+            "build_seconds": time.perf_counter() - t0,
+            "node_classes": len(enc.classes),
+            "variables": len(proto.variables),
+            "constraints": len(proto.constraints),
+        }
+    )
+    # 5. Search in stages from the greedy plan.
+    t1 = time.perf_counter()
+    stages = plan_stages(enc)
+    start_solution = warm_start(enc, baseline.plan, min(COMPLETION_SECONDS, 0.1 * rnd.policy.time_limit))
+    values, stage_status, message = run_stages(enc, stages, deadline, start_solution)
+    stats = stats.model_copy(update={"solve_seconds": time.perf_counter() - t1, "stages": len(stages)})
+    if values is None:
+        return _fallback(baseline, stats, pre, message or "CP-SAT found no plan in time; greedy plan returned")
+    # 6. Expand to nodes and repair what the model does not see.
+    decision = reprieve(rnd, expand(enc.pre, enc.classes, values))
+    if decision.yielded:
+        # The model does not see that quota a victim held went to its own priority (rule 5):
+        # the repaired plan is valid but no longer the model's proven optimum.
+        stage_status = Status.FEASIBLE
+        note = f"{', '.join(decision.yielded)} left waiting so that a running gang of the same priority keeps its place"
+        message = f"{message}; {note}" if message else note
+    plan = _plan_from_decision(rnd, decision, stage_status, message)
+    plan_score = score(rnd, plan)
+    # 7. Choose. The stages' bounds hold for the round only when the model was whole, and
+    # their secondary bound only for plans at the tiers' optima (not after a repair).
+    proven = proven_bounds(enc, stages) if allowed is None and not decision.yielded else None
+    if lexicographic_key(plan_score) < lexicographic_key(baseline.score):
+        # The class-level answer, put on nodes, scored below the greedy plan (the secondary
+        # terms see node-level detail the model only approximates), or the search never
+        # caught up with a warm start it could not use: the greedy plan is the answer, and
+        # CP-SAT's bounds (when the model was whole) still bound it.
+        chosen = baseline.plan.model_copy(
+            update={
+                "status": Status.FEASIBLE if allowed is None else Status.FALLBACK,
+                "message": f"the greedy plan scores better than CP-SAT's own in time. {message}".strip(),
+            }
+        )
+        return Result(plan=chosen, stats=stats, pre=pre, score=baseline.score, proven=proven)
+    if allowed is not None:
+        # Bounds of a restricted model do not bound the round: the cheap ones will.
+        kept = sum(len(classes) for classes in allowed.values())
+        note = f"large round: restricted model around the greedy plan ({kept:,} of {estimate:,} candidate placements)"
+        plan = plan.model_copy(
+            update={"status": Status.FEASIBLE, "message": f"{note}; {plan.message}" if plan.message else note}
+        )
+    return Result(plan=plan, stats=stats, pre=pre, score=plan_score, proven=proven)
+
+
+def _fallback(baseline: Candidate, stats: Stats, pre: Prefiltered, message: str) -> Result:
+    plan = baseline.plan.model_copy(update={"status": Status.FALLBACK, "message": message})
+    return Result(plan=plan, stats=stats, pre=pre, score=baseline.score)
+
+
+def _best_greedy(rnd: Round, pre: Prefiltered) -> tuple[Plan, Score, Plan | None]:
+    """The better (by the objective) of the two greedy variants with its score, and that plan
+    marked as the answer when the cheap bounds already prove it within ``policy.gap_limit``
+    (else None).
+
+    The better plan is CP-SAT's warm start and fallback: starting from it is what makes
+    CP-SAT's plan never worse than greedy's. The second variant is skipped when the first is
+    already proven good enough or reaches every tier's ceiling (it costs seconds on the
+    largest rounds)."""
+    eager = greedy(rnd)
+    eager_score = score(rnd, eager)
+    proven = _proven_by_cheap_bounds(rnd, pre, eager, eager_score)
+    if proven is not None or reaches_ceilings(tier_values(eager_score), tier_ceilings(pre)):
+        return eager, eager_score, proven
+    deferred = greedy(rnd, growth="deferred")
+    deferred_score = score(rnd, deferred)
+    if lexicographic_key(deferred_score) <= lexicographic_key(eager_score):
+        return eager, eager_score, None
+    return deferred, deferred_score, _proven_by_cheap_bounds(rnd, pre, deferred, deferred_score)
+
+
+def _proven_by_cheap_bounds(rnd: Round, pre: Prefiltered, plan: Plan, unbounded: Score) -> Plan | None:
+    """``plan`` (a greedy one, scored ``unbounded``) marked as the answer when the cheap
+    bounds prove it within ``policy.gap_limit``: every tier's own relative gap and the
+    total-value gap within the limit. No model is built then. None otherwise.
+
+    Checking every tier, not just the total, keeps the limit from hiding a high-priority gang
+    that could have started: at 16,384 nodes one 1,024-GPU gang is under 1 % of the total but
+    several percent of its tier."""
+    limit = rnd.policy.gap_limit
+    bounds = cheap_bounds_for(pre, unbounded)
+    s = with_bounds(unbounded, bounds.tiers_in_units(), bounds.secondary / SCALE)
+    gap = plan_gap(s)
+    if gap is None or gap > limit or any(tier_gap(t) > limit for t in s.tiers):
+        return None
+    return plan.model_copy(
+        update={
+            "status": Status.OPTIMAL if gap <= 0 else Status.FEASIBLE,
+            "message": f"greedy plan proven within {gap:.3%} of the round's cheap bounds, every tier "
+            f"within {max((tier_gap(t) for t in s.tiers), default=0.0):.3%} (gap limit {limit:.2%}); "
+            "no model needed",
+        }
+    )
+
+
+def _plan_from_decision(rnd: Round, decision: Decision, status: Status, message: str) -> Plan:
+    placements, preemptions, resizes = to_plan_parts(rnd, decision)
+    return Plan(
+        status=status,
+        solver="cpsat",
+        message=message,
+        admitted=sorted(decision.admitted),
+        placements=placements,
+        preemptions=preemptions,
+        resizes=resizes,
+    )
+
+
+__all__ = ["SEARCH_SHARE", "solve_cpsat"]

@@ -1,4 +1,4 @@
-"""The CP-SAT model of one round, over node classes (see docs/model.md for the equations).
+"""The CP-SAT model of one round, over node classes (docs/design.md, "The model", gives the equations).
 
 Decisions:
 
@@ -15,14 +15,14 @@ Decisions:
 
 The objective is lexicographic (see :mod:`gangopt.objective`); :class:`Encoding` keeps each
 priority tier and the secondary terms as separate linear expressions, and
-:mod:`gangopt.solvers.cpsat.search` optimizes them in stages.
+:mod:`gangopt.solvers.cpsat` optimizes them in stages.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -190,9 +190,15 @@ def _split_big_pattern_classes(enc: Encoding, allowed: dict[RoleKey, set[int]] |
             models.append(cm)
             origin.append(k)
     if len(models) != len(pre.classes):
+        # The model's own view of the round: the prefilter's output stays as it was.
         index = np.array(origin, dtype=np.int64)
-        pre.classes = [cm.cls for cm in models]
-        pre.fits = {key: fit[index] for key, fit in pre.fits.items()}
+        enc.pre = replace(
+            pre,
+            classes=[cm.cls for cm in models],
+            fits={key: fit[index] for key, fit in pre.fits.items()},
+            domain_index={},
+            derived={},
+        )
     enc.classes = models
 
 

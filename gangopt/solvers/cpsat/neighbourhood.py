@@ -15,16 +15,17 @@ from collections import defaultdict
 
 import numpy as np
 
-from gangopt.prefilter import Prefiltered, RoleKey, drop_classes
+from gangopt.prefilter import Prefiltered, RoleKey, restricted
 from gangopt.schema import Plan
 
 MIN_CLASSES_PER_ROLE = 4
 DOMAINS_PER_GANG = 3
 
 
-def restrict(pre: Prefiltered, start: Plan, budget: int) -> dict[RoleKey, set[int]]:
-    """Allowed classes per role (indexes into ``pre.classes`` after this call, which drops the
-    classes no role may use), aiming at about ``budget`` pod-count variables in total."""
+def restrict(pre: Prefiltered, start: Plan, budget: int) -> tuple[Prefiltered, dict[RoleKey, set[int]]]:
+    """The round restricted around ``start``: a copy of ``pre`` without the classes no role
+    may use, and the allowed classes per role (indexes into the copy's classes), aiming at
+    about ``budget`` pod-count variables in total. ``pre`` is left as it was."""
     keys = [k for k in pre.fits if k.gang in (pre.pending if k.kind == "pending" else pre.growers)]
     per_role = max(MIN_CLASSES_PER_ROLE, budget // max(1, len(keys)))
     used = _classes_used(pre, start)
@@ -39,9 +40,9 @@ def restrict(pre: Prefiltered, start: Plan, budget: int) -> dict[RoleKey, set[in
     keep = np.zeros(len(pre.classes), dtype=bool)
     for classes in allowed.values():
         keep[list(classes)] = True
-    kept = drop_classes(pre, keep)
+    view, kept = restricted(pre, keep)
     new_index = {int(old): new for new, old in enumerate(kept.tolist())}
-    return {key: {new_index[k] for k in classes if k in new_index} for key, classes in allowed.items()}
+    return view, {key: {new_index[k] for k in classes if k in new_index} for key, classes in allowed.items()}
 
 
 def _classes_used(pre: Prefiltered, plan: Plan) -> dict[tuple[str, int], set[int]]:

@@ -95,12 +95,12 @@ from gangopt.schema import (
 Growth = Literal["eager", "deferred"]
 RESERVED = 1 << 52
 """Subtracted from a node's free capacity while it is reserved for higher priorities (see
-``_Greedy._reserved``): far beyond any request, far from int64's limits."""
+``GreedyEngine._reserved``): far beyond any request, far from int64's limits."""
 WaitingCode = Literal["capacity", "topology", "quota", "eligibility", "outranked", "group", "policy"]
 Alloc = list[tuple[int, int, int]]
 """New pods of one gang: ``(role index, node row, pods)`` in placement order."""
 _Shape = tuple[IntArray, IntArray, list[BoolArray], list[IndexArray]]
-"""Requests, quota rows, eligibility masks and eligible rows of a gang (see ``_Gang``)."""
+"""Requests, quota rows, eligibility masks and eligible rows of a gang (see ``GangView``)."""
 _ShapeKey = tuple[str, tuple[tuple[tuple[tuple[str, int], ...], RoleSignature], ...]]
 """What a gang's ``_Shape`` depends on: its queue, and per role the requests and the
 placement constraints (with the round's resources and quota rows)."""
@@ -114,11 +114,11 @@ def greedy(rnd: Round, policy: Policy | None = None, *, growth: Growth = "eager"
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return _Greedy(rnd, growth).run()
+    return GreedyEngine(rnd, growth).run()
 
 
 @dataclass
-class _Gang:
+class GangView:
     """A gang with its per-role arrays: requests, quota usage per pod, eligible nodes."""
 
     spec: PendingGang | RunningGang
@@ -159,7 +159,7 @@ class _Gang:
 
 
 @dataclass
-class _Try:
+class Attempt:
     """A transaction that fits: the cluster after it, and what it places and removes."""
 
     free: IntArray
@@ -167,11 +167,32 @@ class _Try:
     allocs: list[tuple[Alloc, int | None]]
     """Per gang of the transaction: its new pods and the required-level domain chosen."""
     removed: list[IndexArray] = field(default_factory=list)
-    """Rows of running pods (see ``_Greedy.rp_*``) the transaction preempts."""
+    """Rows of running pods (see ``GreedyEngine.rp_*``) the transaction preempts."""
 
 
-class _Greedy:
-    """State of one greedy run: free capacity and quota usage, updated gang by gang."""
+class GreedyEngine:
+    """State of one greedy run: free capacity and quota usage, updated gang by gang.
+
+    :meth:`run` is the procedure of the module docstring. The peer emulations
+    (:mod:`gangopt.solvers.peers`) are subclasses that change it through these hooks, each
+    free to call the engine's own version:
+
+    * order and admission: :meth:`run` (the loop over transactions), :meth:`transactions`,
+      :meth:`admit` (one transaction: place, else preempt, else wait);
+    * how much of a gang to start: :meth:`min_counts`;
+    * where pods go: :meth:`place` (a gang's pods onto nodes, within its required domain),
+      :meth:`fill` (pods of one role onto candidate nodes);
+    * whom to preempt: :meth:`preempt` (victims for a transaction), :meth:`units` (removal
+      units), :meth:`remove_then_fill`, :meth:`reprieve`, :meth:`put_back`;
+    * growth: :meth:`grow`, :meth:`grow_running`;
+    * waiting: :meth:`wait` and :meth:`diagnose` (the reason a transaction waits);
+    * the result: :meth:`plan`.
+
+    Everything else (names with a leading underscore) is the engine's own business. A new
+    placement rule lands in :meth:`place`/:meth:`fill` (the engine's ``may place`` check is
+    eligibility and capacity per node, read from :class:`~gangopt.arrays.Eligibility`), in the
+    CP-SAT encoding, in the validator and in docs/rules.md.
+    """
 
     def __init__(self, rnd: Round, growth: Growth) -> None:
         self.rnd = rnd
@@ -209,7 +230,7 @@ class _Greedy:
 
     # ------------------------------------------------------------------------- setup
 
-    def _gang(self, spec: PendingGang | RunningGang) -> _Gang:
+    def _gang(self, spec: PendingGang | RunningGang) -> GangView:
         key = (spec.queue, tuple((tuple(r.requests.items()), role_signature(r)) for r in spec.roles))
         if self._shapes[0] is not self.quota:  # a peer added quota rows: every shape changed
             self._shapes = (self.quota, {})
@@ -218,7 +239,7 @@ class _Greedy:
         if shape is None:
             shape = shapes[key] = self._shape(spec)
         reqs, qreq, elig, idx = shape
-        return _Gang(spec=spec, reqs=reqs, qreq=qreq, elig=list(elig), idx=list(idx))
+        return GangView(spec=spec, reqs=reqs, qreq=qreq, elig=list(elig), idx=list(idx))
 
     def _shape(self, spec: PendingGang | RunningGang) -> _Shape:
         """The arrays of a gang that depend only on its queue and its roles' requests and
@@ -287,7 +308,7 @@ class _Greedy:
         assert isinstance(spec, RunningGang)
         return self.terms.preemption_cost(spec)
 
-    def _level(self, level: str) -> tuple[IntArray, list[IndexArray]]:
+    def level(self, level: str) -> tuple[IntArray, list[IndexArray]]:
         """Domain code per node at ``level`` and the rows of each domain (cached)."""
         if level not in self._levels:
             codes, names = domain_codes(self.rnd, level)
@@ -297,10 +318,10 @@ class _Greedy:
     # ------------------------------------------------------------------------- main loop
 
     def run(self) -> Plan:
-        for members in self._transactions():
-            self._admit([self.pending[i] for i in members])
-        self._final_reprieve()
-        growers: list[tuple[int, int, _Gang]] = []
+        for members in self.transactions():
+            self.admit([self.pending[i] for i in members])
+        self.final_reprieve()
+        growers: list[tuple[int, int, GangView]] = []
         if not self.eager:
             order = {name: k for k, name in enumerate(self.admitted)}
             growers += [(-g.spec.priority, order[g.name], g) for g in self.pending if g.name in order]
@@ -309,12 +330,12 @@ class _Greedy:
         growers += [(-g.spec.priority, base + k, g) for k, g in enumerate(self.running) if g.elastic]
         for _, k, g in sorted(growers, key=lambda t: (t[0], t[1])):
             if k >= base:
-                self._grow_running(k - base)
+                self.grow_running(k - base)
             else:
                 self._grow_pending(g)
-        return self._plan()
+        return self.plan()
 
-    def _transactions(self) -> list[list[int]]:
+    def transactions(self) -> list[list[int]]:
         """Pending gang indices in decision order, grouped gangs together."""
         order = sorted(
             range(len(self.pending)),
@@ -344,18 +365,18 @@ class _Greedy:
         spec = self.pending[i].spec
         return spec.group if isinstance(spec, PendingGang) else None
 
-    def _admit(self, gangs: list[_Gang]) -> None:
-        counts = [self._min_counts(g) for g in gangs]
-        result = self._attempt(gangs, counts, self.free.copy(order="K"), self.used)
-        hopeless = any(self._hopeless(g, c) for g, c in zip(gangs, counts, strict=True))
+    def admit(self, gangs: list[GangView]) -> None:
+        counts = [self.min_counts(g) for g in gangs]
+        result = self.attempt(gangs, counts, self.free.copy(order="K"), self.used)
+        hopeless = any(self.hopeless(g, c) for g, c in zip(gangs, counts, strict=True))
         if result is None and self.rnd.policy.preemption and not hopeless:
-            result = self._preempt(gangs, counts)
+            result = self.preempt(gangs, counts)
         if result is None:
-            self._wait(gangs, counts)
+            self.wait(gangs, counts)
             return
-        self._commit(gangs, counts, result)
+        self.commit(gangs, counts, result)
 
-    def _commit(self, gangs: list[_Gang], counts: list[list[int]], result: _Try) -> None:
+    def commit(self, gangs: list[GangView], counts: list[list[int]], result: Attempt) -> None:
         """Apply a transaction that fits: its preemptions, its pods, then eager growth."""
         self.free, self.used = result.free, result.used
         for pods in result.removed:
@@ -383,7 +404,7 @@ class _Greedy:
 
     # ------------------------------------------------------------------------- placement
 
-    def _min_counts(self, g: _Gang) -> list[int]:
+    def min_counts(self, g: GangView) -> list[int]:
         """Pods per role of the gang's minimum, rounded up to whole slices."""
         minimum = self.terms.min_pods(g.spec)
         counts = [minimum[r.name] for r in g.spec.roles]
@@ -391,11 +412,11 @@ class _Greedy:
         if size > 1:
             total = sum(counts)
             target = max(size, -(-total // size) * size)
-            counts = [a + b for a, b in zip(counts, self._more_pods(g, counts, target - total), strict=True)]
+            counts = [a + b for a, b in zip(counts, self.more_pods(g, counts, target - total), strict=True)]
         return counts
 
     @staticmethod
-    def _more_pods(g: _Gang, current: list[int], extra: int) -> list[int]:
+    def more_pods(g: GangView, current: list[int], extra: int) -> list[int]:
         """``extra`` further pods per role (roles in order, up to their replicas)."""
         out = []
         for role, have in zip(g.spec.roles, current, strict=True):
@@ -404,7 +425,7 @@ class _Greedy:
             extra -= take
         return out
 
-    def _attempt(self, gangs: list[_Gang], counts: list[list[int]], work: IntArray, used: IntArray) -> _Try | None:
+    def attempt(self, gangs: list[GangView], counts: list[list[int]], work: IntArray, used: IntArray) -> Attempt | None:
         """Place every gang's minimum on ``work`` (modified) within quota, or None."""
         demand = np.zeros(self.quota.size, dtype=np.int64)
         for g, c in zip(gangs, counts, strict=True):
@@ -414,18 +435,18 @@ class _Greedy:
         allocs: list[tuple[Alloc, int | None]] = []
         with self._reserved(work, min(g.spec.priority for g in gangs)):
             for g, c in zip(gangs, counts, strict=True):
-                placed = self._place(work, g, c)
+                placed = self.place(work, g, c)
                 if placed is None:
                     return None
                 allocs.append(placed)
-        return _Try(work, used + demand, allocs)
+        return Attempt(work, used + demand, allocs)
 
     def _record_new(self, alloc: Alloc, priority: int) -> None:
         if alloc:
             rows = np.fromiter((node for _, node, _ in alloc), dtype=np.intp, count=len(alloc))
             np.minimum.at(self.lowest_new, rows, priority)
 
-    def _unblocked(self, victims: Iterable[int]) -> list[int]:
+    def unblocked(self, victims: Iterable[int]) -> list[int]:
         """The victims none of whose pods sits on a node that already got a new pod of the
         victim's priority or lower this round: evicting it there would make room for its own
         priority (rule 5). Peers that do not decide in priority order need this; for the
@@ -452,16 +473,16 @@ class _Greedy:
         finally:
             work[rows] += RESERVED
 
-    def _place(
-        self, work: IntArray, g: _Gang, counts: list[int], *, topology: bool = True
+    def place(
+        self, work: IntArray, g: GangView, counts: list[int], *, topology: bool = True
     ) -> tuple[Alloc, int | None] | None:
         """Place ``counts`` pods per role of ``g`` on ``work`` (modified; partly on failure)."""
         topo = g.spec.topology if topology else None
         sliced = topology and g.slice_size > 0
         if topo is None or topo.required is None:
-            alloc = self._fill(work, None, g, counts, sliced=sliced)
+            alloc = self.fill(work, None, g, counts, sliced=sliced)
             return None if alloc is None else (alloc, None)
-        codes, groups = self._level(topo.required)
+        codes, groups = self.level(topo.required)
         n_domains = len(groups)
         ok = np.ones(n_domains, dtype=np.bool_)
         for r, n in enumerate(counts):
@@ -484,13 +505,13 @@ class _Greedy:
         for d in order.tolist():
             nodes = groups[d]
             rows = work[nodes]
-            alloc = self._fill(rows, nodes, g, counts, sliced=sliced)
+            alloc = self.fill(rows, nodes, g, counts, sliced=sliced)
             if alloc is not None:
                 work[nodes] = rows
                 return alloc, d
         return None
 
-    def _domain_growth(self, work: IntArray, g: _Gang, codes: IntArray, n_domains: int) -> IntArray:
+    def _domain_growth(self, work: IntArray, g: GangView, codes: IntArray, n_domains: int) -> IntArray:
         """Per domain, how many of the gang's members (up to its maximum) fit on ``work``: the
         roles' fit counts, each capped at its replicas, summed."""
         total = np.zeros(n_domains, dtype=np.int64)
@@ -501,8 +522,8 @@ class _Greedy:
             total += np.minimum(per_domain, role.replicas)
         return np.minimum(total, g.maximum)
 
-    def _fill(
-        self, rows: IntArray, nodes: IndexArray | None, g: _Gang, counts: list[int], *, sliced: bool
+    def fill(
+        self, rows: IntArray, nodes: IndexArray | None, g: GangView, counts: list[int], *, sliced: bool
     ) -> Alloc | None:
         """First-fit ``counts`` pods per role on ``rows`` (the cluster rows ``nodes``, or all
         rows when None). Modifies ``rows``, also partly on failure."""
@@ -522,7 +543,7 @@ class _Greedy:
         return out
 
     @staticmethod
-    def _chunks(g: _Gang, counts: list[int]) -> list[list[int]]:
+    def _chunks(g: GangView, counts: list[int]) -> list[list[int]]:
         """Consecutive slices of ``slice_size`` pods, each as pods per role."""
         size = g.slice_size
         seq = [r for r, n in enumerate(counts) for _ in range(n)]
@@ -530,12 +551,14 @@ class _Greedy:
             np.bincount(seq[i : i + size], minlength=len(counts)).astype(int).tolist() for i in range(0, len(seq), size)
         ]
 
-    def _fill_slices(self, rows: IntArray, nodes: IndexArray | None, g: _Gang, chunks: list[list[int]]) -> Alloc | None:
+    def _fill_slices(
+        self, rows: IntArray, nodes: IndexArray | None, g: GangView, chunks: list[list[int]]
+    ) -> Alloc | None:
         """Each chunk whole into the first slice-level domain where it fits. A chunk that fits
         nowhere fails the call (``rows`` keeps the chunks placed before it)."""
         topo = g.spec.topology
         assert topo is not None and topo.slice_level is not None
-        codes_all, groups = self._level(topo.slice_level)
+        codes_all, groups = self.level(topo.slice_level)
         codes = codes_all if nodes is None else codes_all[nodes]
         n_domains = len(groups)
         out: Alloc = []
@@ -551,7 +574,7 @@ class _Greedy:
                 pos = groups[d] if nodes is None else np.flatnonzero(codes == d)
                 sub_nodes = pos if nodes is None else nodes[pos]
                 sub = rows[pos]
-                placed = self._fill(sub, sub_nodes, g, chunk, sliced=False)
+                placed = self.fill(sub, sub_nodes, g, chunk, sliced=False)
                 if placed is not None:
                     rows[pos] = sub
                     break
@@ -562,7 +585,7 @@ class _Greedy:
 
     # ------------------------------------------------------------------------- growth
 
-    def _grow(self, g: _Gang, current: list[int], nodes: IndexArray | None) -> Alloc:
+    def grow(self, g: GangView, current: list[int], nodes: IndexArray | None) -> Alloc:
         """Add pods to ``g`` (which has ``current`` pods per role) up to its maximum while they
         fit, on the rows ``nodes`` (or anywhere); commits to the free capacity and quota."""
         maximum = g.maximum
@@ -574,7 +597,7 @@ class _Greedy:
         size = g.slice_size
         if size:
             while total + size <= maximum:
-                chunk = self._more_pods(g, current, size)
+                chunk = self.more_pods(g, current, size)
                 if sum(chunk) < size:
                     break
                 demand = np.asarray(chunk, dtype=np.int64) @ g.qreq
@@ -610,23 +633,23 @@ class _Greedy:
             self.free[nodes] = rows
         return out
 
-    def _grow_pending(self, g: _Gang) -> None:
+    def _grow_pending(self, g: GangView) -> None:
         if g.name not in self.allocs or not g.elastic:
             return
         with self._reserved(self.free, g.spec.priority):
             self._grow_pending_open(g)
 
-    def _grow_pending_open(self, g: _Gang) -> None:
+    def _grow_pending_open(self, g: GangView) -> None:
         topo = g.spec.topology
         nodes = None
         if topo is not None and topo.required is not None:
-            nodes = self._level(topo.required)[1][self.domain[g.name]]
+            nodes = self.level(topo.required)[1][self.domain[g.name]]
         current = list(self.counts[g.name])
-        grown = self._grow(g, current, nodes)
+        grown = self.grow(g, current, nodes)
         self._record_new(grown, g.spec.priority)
         self.allocs[g.name] = self.allocs[g.name] + grown
 
-    def _grow_running(self, gi: int) -> None:
+    def grow_running(self, gi: int) -> None:
         """Grow a running elastic gang that kept all its pods, inside its required domain and
         in whole slices (skipped if its current placement already breaks either)."""
         with self._reserved(self.free, self.running[gi].spec.priority):
@@ -645,27 +668,27 @@ class _Greedy:
         nodes = None
         pod_nodes = self.rp_node[s:e]
         if topo is not None and topo.required is not None:
-            codes, groups = self._level(topo.required)
+            codes, groups = self.level(topo.required)
             domains = np.unique(codes[pod_nodes])
             if domains.size != 1:
                 return
             nodes = groups[int(domains[0])]
         if topo is not None and g.slice_size:
-            codes = self._level(topo.slice_level or "")[0]
+            codes = self.level(topo.slice_level or "")[0]
             if (np.bincount(codes[pod_nodes]) % g.slice_size).any():
                 return
-        alloc = self._grow(g, current, nodes)
+        alloc = self.grow(g, current, nodes)
         if alloc:
             self._record_new(alloc, spec.priority)
             self.allocs[g.name] = alloc
 
     # ------------------------------------------------------------------------- preemption
 
-    def _hopeless(self, g: _Gang, counts: list[int]) -> bool:
+    def hopeless(self, g: GangView, counts: list[int]) -> bool:
         """True when even an empty cluster could not hold some role's minimum on its nodes."""
         return any(n and self._empty_fits(g, r) < n for r, n in enumerate(counts))
 
-    def _empty_fits(self, g: _Gang, r: int) -> int:
+    def _empty_fits(self, g: GangView, r: int) -> int:
         """Pods of role ``r`` the nodes it may use hold when empty (cached per role shape)."""
         key = (role_signature(g.spec.roles[r]), tuple(g.reqs[r].tolist()))
         if key not in self._empty:
@@ -697,7 +720,7 @@ class _Greedy:
         self.surplus[s:e] = False
         self.surplus[self._surplus(gi)] = True
 
-    def _units(self, victims: IndexArray) -> tuple[IndexArray, IndexArray, IndexArray, BoolArray]:
+    def units(self, victims: IndexArray) -> tuple[IndexArray, IndexArray, IndexArray, BoolArray]:
         """Removal units over ``victims`` (in order): first every surplus pod of elastic victims
         (one unit each; a victim's last pods first), then each victim's remaining pods (one
         unit per victim). Returns the pods of all units concatenated, unit start offsets
@@ -719,7 +742,7 @@ class _Greedy:
         evict = np.concatenate([np.zeros(spare_pods.size, dtype=np.bool_), np.ones(firsts.size, dtype=np.bool_)])
         return flat, starts, unit_victim, evict
 
-    def _preempt(self, gangs: list[_Gang], counts: list[list[int]]) -> _Try | None:
+    def preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
         """Make room for the transaction by removing the fewest leading victim units, then
         reprieve in reverse order (see the module docstring, step 3)."""
         if self.victim_rank.size == 0:
@@ -735,31 +758,31 @@ class _Greedy:
         if lower.size == 0:
             return None
         touches = np.logical_or.reduceat(near[self.rp_node] & self.kept, self.rp_start[:-1])
-        victims = np.asarray(self._unblocked(lower[touches[lower]].tolist()), dtype=np.intp)
+        victims = np.asarray(self.unblocked(lower[touches[lower]].tolist()), dtype=np.intp)
         if victims.size == 0:
             return None
-        return self._remove_then_fill(gangs, counts, *self._units(victims))
+        return self.remove_then_fill(gangs, counts, *self.units(victims))
 
-    def _remove_then_fill(
+    def remove_then_fill(
         self,
-        gangs: list[_Gang],
+        gangs: list[GangView],
         counts: list[list[int]],
         flat: IndexArray,
         starts: IndexArray,
         unit_victim: IndexArray,
         unit_evict: BoolArray,
-    ) -> _Try | None:
+    ) -> Attempt | None:
         """The fewest leading removal units (pods ``flat[starts[u]:starts[u+1]]`` of unit ``u``)
         that let the transaction fit, then reprieve in reverse order; None if none do."""
         if len(starts) < 2:
             return None
         freed_quota = np.vstack([np.zeros((1, self.quota.size), dtype=np.int64), np.cumsum(self.rp_q[flat], axis=0)])
 
-        def attempt(k: int) -> _Try | None:
+        def attempt(k: int) -> Attempt | None:
             end = int(starts[k])
             work = self.free.copy(order="K")
             _scatter_add(work, self.rp_node[flat[:end]], self.rp_rows[flat[:end]])
-            return self._attempt(gangs, counts, work, self.used - freed_quota[end])
+            return self.attempt(gangs, counts, work, self.used - freed_quota[end])
 
         n_units = len(starts) - 1
         best = attempt(n_units)
@@ -780,14 +803,14 @@ class _Greedy:
                 lo = mid
             else:
                 hi, best = mid, found
-        removed = self._reprieve(best, flat, starts[: hi + 1], unit_victim[:hi], unit_evict[:hi])
+        removed = self.reprieve(best, flat, starts[: hi + 1], unit_victim[:hi], unit_evict[:hi])
         if removed is None:
             return None
         best.removed = removed
         return best
 
-    def _reprieve(
-        self, best: _Try, flat: IndexArray, starts: IndexArray, unit_victim: IndexArray, unit_evict: BoolArray
+    def reprieve(
+        self, best: Attempt, flat: IndexArray, starts: IndexArray, unit_victim: IndexArray, unit_evict: BoolArray
     ) -> list[IndexArray] | None:
         """Put units back, last first, while the placement in ``best`` still fits; returns the
         pods that stay removed, or None if a victim would only have freed quota."""
@@ -803,7 +826,7 @@ class _Greedy:
         away = np.flatnonzero(~unit_landed)
         if away.size:
             pods = np.concatenate([flat[starts[u] : starts[u + 1]] for u in away.tolist()])
-            if self._put_back(work, used, pods):
+            if self.put_back(work, used, pods):
                 retained[away] = False
         evicting: set[int] = set()
         for u in range(n_units - 1, -1, -1):
@@ -812,7 +835,7 @@ class _Greedy:
             v = int(unit_victim[u])
             if not unit_evict[u] and v in evicting:
                 continue
-            if self._put_back(work, used, flat[starts[u] : starts[u + 1]]):
+            if self.put_back(work, used, flat[starts[u] : starts[u + 1]]):
                 retained[u] = False
             elif unit_evict[u]:
                 evicting.add(v)
@@ -831,11 +854,11 @@ class _Greedy:
             pods = np.concatenate([flat[starts[u] : starts[u + 1]] for u in units])
             if landed[self.rp_node[pods]].any():
                 removed.append(pods)
-            elif not self._put_back(work, used, pods):
+            elif not self.put_back(work, used, pods):
                 return None  # it only freed quota: not a preemption the plan may make
         return removed
 
-    def _put_back(self, work: IntArray, used: IntArray, pods: IndexArray) -> bool:
+    def put_back(self, work: IntArray, used: IntArray, pods: IndexArray) -> bool:
         """Put running pods back on their nodes if capacity and quota allow (modifies both)."""
         nodes, rows = self.rp_node[pods], self.rp_rows[pods]
         if len(pods) > 1:
@@ -850,7 +873,7 @@ class _Greedy:
         used += quota
         return True
 
-    def _final_reprieve(self) -> None:
+    def final_reprieve(self) -> None:
         """Put back evicted gangs (whole) and shrunk pods (one by one) that fit again."""
         changed = True
         while changed:
@@ -861,24 +884,24 @@ class _Greedy:
                 if lost.size == 0:
                     continue
                 if not self.alive[gi]:
-                    if self._put_back(self.free, self.used, lost):
+                    if self.put_back(self.free, self.used, lost):
                         self.kept[lost] = True
                         self.alive[gi] = True
                         changed = True
                     continue
                 for p in lost.tolist():
-                    if self._put_back(self.free, self.used, np.asarray([p], dtype=np.intp)):
+                    if self.put_back(self.free, self.used, np.asarray([p], dtype=np.intp)):
                         self.kept[p] = True
                         changed = True
 
     # ------------------------------------------------------------------------- waiting
 
-    def _wait(self, gangs: list[_Gang], counts: list[list[int]]) -> None:
-        culprit: _Gang | None = None
+    def wait(self, gangs: list[GangView], counts: list[list[int]]) -> None:
+        culprit: GangView | None = None
         code: WaitingCode = "capacity"
         reason = "the gangs of its group do not fit together"
         for g, c in zip(gangs, counts, strict=True):
-            found = self._diagnose(g, c, alone=len(gangs) == 1)
+            found = self.diagnose(g, c, alone=len(gangs) == 1)
             if found is not None:
                 culprit, (code, reason) = g, found
                 break
@@ -895,7 +918,7 @@ class _Greedy:
                     )
                 )
 
-    def _diagnose(self, g: _Gang, counts: list[int], *, alone: bool = False) -> tuple[WaitingCode, str] | None:
+    def diagnose(self, g: GangView, counts: list[int], *, alone: bool = False) -> tuple[WaitingCode, str] | None:
         """Why ``g`` alone cannot start now; None if it could (then its group is the reason)."""
         roles = g.spec.roles
         for r, n in enumerate(counts):
@@ -919,11 +942,11 @@ class _Greedy:
                 f"{human(int(demand[c]), res)}"
             )
         preempt = " (preempting lower-priority gangs does not make room)" if self.rnd.policy.preemption else ""
-        if not alone and self._place(self.free.copy(order="K"), g, counts) is not None:
+        if not alone and self.place(self.free.copy(order="K"), g, counts) is not None:
             return None
         topo = g.spec.topology
         constrained = topo is not None and (topo.required is not None or g.slice_size > 0)
-        loose = constrained and self._place(self.free.copy(order="K"), g, counts, topology=False) is not None
+        loose = constrained and self.place(self.free.copy(order="K"), g, counts, topology=False) is not None
         if topo is not None and loose:
             if topo.required is not None:
                 return "topology", f"no single {topo.required} has room for its {sum(counts)} pods{preempt}"
@@ -942,7 +965,7 @@ class _Greedy:
 
     # ------------------------------------------------------------------------- plan
 
-    def _plan(self) -> Plan:
+    def plan(self) -> Plan:
         nodes = [n.name for n in self.rnd.cluster.nodes]
         taken = {p.name for gang in self.rnd.running for p in gang.pods}
         placements: list[Placement] = []

@@ -1,46 +1,21 @@
-"""The ``gangopt`` command line: solve, validate, schema, explain, generate.
-
-Exit codes are a contract that scripts and schedulers wrapping gangopt rely on:
-
-- ``0``: success (``validate``: the plan is valid);
-- ``1``: the plan is invalid (``validate``) or something other than the input failed, reported
-  as one line on stderr;
-- ``2``: the input is unusable (malformed JSON, unknown field, bad quantity, cross-field
-  problem, bad flag). Every problem is printed on stderr as ``error: $.json.path: message``
-  and nothing is written to stdout, so a wrapper never parses half a plan.
-
-Output is built completely in memory before anything is written, and ``-o`` writes a
-temporary file in the target directory and renames it over the target, so a reader never
-sees a partial plan even if gangopt is killed mid-write.
-"""
+"""The one-round commands: ``solve``, ``validate``, ``schema``, ``generate``, ``explain``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from gangopt.cli.capacity import add_parsers as _add_capacity
-from gangopt.cli.k8s import add_parsers as _add_k8s
-from gangopt.cli.serve import add_parser as _add_serve
-from gangopt.cli.simulate import add_parser as _add_simulate
+from gangopt.cli.output import EXIT_FAILURE, EXIT_OK, emit
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
 from gangopt.io import load_plan, load_round
 from gangopt.replay.generate import GAP_TARGETS, SIZES, Spec, dump_round, generate
 from gangopt.schema import Policy, Round, json_schemas
-from gangopt.solvers.cpsat.search import solve
-from gangopt.solvers.peers.common import SOLVERS as PEER_SOLVERS
+from gangopt.solve import solve
+from gangopt.solvers import names as solver_names
 from gangopt.validation import validate
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_INPUT = 2
 
 # Flag -> Policy field, so that a rejected flag value is reported at the policy path it overrides.
 _POLICY_FLAGS = {
@@ -51,26 +26,14 @@ _POLICY_FLAGS = {
 }
 
 
-class _ArgumentError(Exception):
-    """argparse's usage errors, raised instead of exiting so ``main`` keeps control of the exit."""
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _ArgumentError(f"{self.prog}: {message}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser; separate from :func:`main` so docs and tests can inspect it."""
-    parser = _Parser(prog="gangopt", description="Optimal gang placement for GPU clusters, one round at a time.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-
+def add_parsers(sub: Any) -> None:
+    """The one-round commands: solve, validate, schema, generate, explain."""
     p = sub.add_parser("solve", help="decide one round and print the plan as JSON")
     p.add_argument("round", metavar="ROUND.json", help="the round to decide ('-' reads stdin)")
     p.add_argument(
         "--solver",
-        choices=["cpsat", "greedy", *PEER_SOLVERS],
+        choices=solver_names(),
         default="cpsat",
         help="default: cpsat; the others emulate peer schedulers (docs/peers.md)",
     )
@@ -114,39 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan", metavar="PLAN.json")
     p.set_defaults(func=_cmd_explain)
 
-    _add_simulate(sub)
-    _add_capacity(sub)
-    _add_k8s(sub)
-    _add_serve(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code instead of exiting, so tests can call it directly."""
-    try:
-        args = build_parser().parse_args(argv)
-    except _ArgumentError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_INPUT
-    except SystemExit as exit_:  # --help and --version
-        return exit_.code if isinstance(exit_.code, int) else EXIT_OK
-    func: Callable[[argparse.Namespace], int] = args.func
-    try:
-        return func(args)
-    except InputError as error:
-        for problem in error.problems:
-            print(f"error: {problem.path}: {problem.message}", file=sys.stderr)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as error:  # the contract: one line, no traceback
-        print(f"error: {_one_line(error)}", file=sys.stderr)
-        return EXIT_FAILURE
-
-
-# ----------------------------------------------------------------------------- commands
-
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     rnd = load_round(args.round)
@@ -155,10 +85,11 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     text = plan.model_dump_json(indent=2) + "\n"
     # The summary goes first: if it fails (a bug in explain), no plan has been emitted yet.
     explanation = summary(rnd, plan) if args.explain else None
-    _emit(text, args.output)
+    emit(text, args.output)
     if explanation is not None:
         sys.stderr.write(explanation)
     return EXIT_OK
+
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -166,22 +97,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     violations = validate(rnd, plan)
     if not violations:
-        _emit("plan is valid\n", None)
+        emit("plan is valid\n", None)
         return EXIT_OK
     lines = []
     for v in violations:
         where = ", ".join(f"{k} {val}" for k, val in (("gang", v.gang), ("node", v.node)) if val is not None)
         lines.append(f"{v.rule}: {v.message}" + (f" [{where}]" if where else ""))
     lines.append(f"{len(violations)} violation{'s' if len(violations) != 1 else ''}")
-    _emit("\n".join(lines) + "\n", None)
+    emit("\n".join(lines) + "\n", None)
     return EXIT_FAILURE
+
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
     schemas = json_schemas()
     document = schemas if args.which is None else schemas[args.which]
-    _emit(json.dumps(document, indent=2) + "\n", None)
+    emit(json.dumps(document, indent=2) + "\n", None)
     return EXIT_OK
+
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -203,19 +136,18 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         flag = "--" + str(error).split(" ", 1)[0].replace("_", "-")
         raise InputError([Problem(flag, str(error))], "arguments") from None
     rnd, info = generate(spec)
-    _emit(dump_round(rnd), args.output)
+    emit(dump_round(rnd), args.output)
     print(f"generated: {info.line()}", file=sys.stderr)
     return EXIT_OK
+
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     rnd = load_round(args.round)
     plan = load_plan(args.plan)
-    _emit(summary(rnd, plan), None)
+    emit(summary(rnd, plan), None)
     return EXIT_OK
 
-
-# ----------------------------------------------------------------------------- helpers
 
 
 def _policy(rnd: Round, args: argparse.Namespace) -> Policy:
@@ -245,42 +177,3 @@ def _policy(rnd: Round, args: argparse.Namespace) -> Policy:
             message = f"{p.message} (from {flag})" if flag else p.message
             problems.append(Problem("$.policy" + p.path.removeprefix("$"), message))
         raise InputError(problems, "policy") from None
-
-
-def _emit(text: str, output: str | None) -> None:
-    """Write complete ``text`` to ``output`` atomically (temp file + rename), or to stdout."""
-    if output is None or output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    target = Path(output)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as error:  # name the file the user asked for, not our temporary one
-        raise OSError(error.errno, error.strerror, str(target)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _one_line(error: BaseException) -> str:
-    """``TypeName: first line of the message`` -- enough to grep for, never a traceback."""
-    text = str(error).strip().splitlines()
-    if isinstance(error, OSError) and error.strerror:
-        name = f" {error.filename}" if error.filename else ""
-        return f"{error.strerror}{':' if name else ''}{name}"
-    if isinstance(error, NotImplementedError):
-        return f"not implemented yet{': ' + text[0] if text else ''}"
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
-
-
-def _version() -> str:
-    from gangopt import __version__
-
-    return __version__

@@ -1,0 +1,85 @@
+"""The one door: every round, whatever the solver, goes through :func:`solve` once.
+
+1. **Policy**: ``policy`` (if given) replaces the round's own.
+2. **Look up** the solver by name in the registry (:data:`gangopt.solvers.SOLVERS`).
+3. **Run** it: a :class:`~gangopt.result.Result` (the plan's decisions, plus what
+   the solver learned: prefiltered round, score, proven bounds).
+4. **Annotate** (:mod:`gangopt.annotate`): waiting reasons, score with bounds, gap. With
+   ``annotate=False`` this step is skipped (the plan keeps the solver's own short reasons,
+   no score or gap): for callers that only apply the plan, such as replays, where the
+   annotation cost about three times the greedy decision itself (Philly VC replay).
+5. **Validate** (:mod:`gangopt.validation`, independent of every solver). A CP-SAT plan that
+   breaks a rule is replaced by the greedy plan, status ``fallback``, and the message names
+   the broken rules; a greedy or peer plan that breaks one is an internal error
+   (``RuntimeError``): nothing stands behind them.
+6. **Time**: ``stats.total_seconds`` covers steps 2 to 5.
+
+:func:`run` is steps 3 to 6 for a decider made once and kept (a replay keeps one per
+simulation, so that a stateful emulation keeps its state between rounds).
+"""
+
+from __future__ import annotations
+
+import time
+
+from gangopt.annotate import annotate as finish
+from gangopt.result import Result
+from gangopt.schema import Plan, Policy, Round, Status
+from gangopt.solvers import Decide, Solver, get_solver
+from gangopt.solvers.greedy import greedy
+from gangopt.validation import Violation, validate
+
+
+def solve(rnd: Round, policy: Policy | None = None, *, solver: str = "cpsat", annotate: bool = True) -> Plan:
+    """Decide one round. ``policy`` overrides ``rnd.policy``; ``solver`` names any entry of
+    :data:`gangopt.solvers.SOLVERS` (``ValueError`` lists them); ``annotate=False`` skips
+    the annotation (not for ``cpsat``, which chooses its plan by the score). Every plan
+    returned has passed the validator."""
+    start = time.perf_counter()
+    if policy is not None:
+        rnd = rnd.model_copy(update={"policy": policy})
+    spec = get_solver(solver)
+    return run(rnd, spec, spec.make(None), annotate=annotate, start=start)
+
+
+def run(rnd: Round, spec: Solver, decide: Decide, *, annotate: bool = True, start: float | None = None) -> Plan:
+    """Steps 3 to 6 of the module docstring with a decider of ``spec`` made beforehand."""
+    start = time.perf_counter() if start is None else start
+    if not annotate and not spec.annotate_optional:
+        raise ValueError(f"annotate=False needs a solver other than {spec.name!r} (it chooses its plan by the score)")
+    result = decide(rnd)
+    plan = _finished(rnd, spec, result, annotate)
+    violations = [] if result.finished else validate(rnd, plan)
+    if violations:
+        if not spec.fallback:
+            raise RuntimeError(f"internal: {spec.name} plan failed validation: {_details(violations)}")
+        plan = _fallback(rnd, spec, result, violations)
+    stats = plan.stats.model_copy(update={"total_seconds": time.perf_counter() - start})
+    return plan.model_copy(update={"stats": stats})
+
+
+def _finished(rnd: Round, spec: Solver, result: Result, annotate: bool) -> Plan:
+    if result.finished:
+        return result.plan
+    if annotate:
+        return finish(rnd, result, explain_waiting=not spec.own_reasons)
+    return result.plan.model_copy(update={"stats": result.stats})
+
+
+def _fallback(rnd: Round, spec: Solver, result: Result, violations: list[Violation]) -> Plan:
+    """The greedy plan in place of a ``spec`` plan that broke ``violations`` (the safety net)."""
+    plan = greedy(rnd).model_copy(
+        update={
+            "status": Status.FALLBACK,
+            "message": f"internal: {spec.name} plan failed validation ({_details(violations)}); greedy plan returned",
+        }
+    )
+    fallback = finish(rnd, Result(plan=plan, stats=result.stats, pre=result.pre))
+    broken = validate(rnd, fallback)
+    if broken:
+        raise RuntimeError(f"internal: greedy plan failed validation: {_details(broken)}")
+    return fallback
+
+
+def _details(violations: list[Violation]) -> str:
+    return "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])

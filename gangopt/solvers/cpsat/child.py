@@ -1,0 +1,112 @@
+"""The CP-SAT search in a child process that can be killed (``policy.hard_limit``).
+
+CP-SAT can run far past its own limits on large models (presolve, or-tools #5163), and
+memory cannot be capped reliably (#1944): a process that can be killed is the only guarantee
+(optimization-notes §3.6). The child is forked, so it inherits the prefiltered round and the
+greedy plan without copying them; it sends back a :class:`~gangopt.result.Result`
+without the prefiltered round (the parent has its own). Meanwhile the parent finishes the
+greedy fallback on the second core (annotated and validated), so a kill costs no time after
+the deadline. The child asks the kernel to kill it if the parent dies (``PR_SET_PDEATHSIG``):
+a SIGKILLed parent leaves no orphan searching on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+from gangopt.annotate import annotate
+from gangopt.result import Result
+from gangopt.schema import Round, Status
+from gangopt.validation import validate
+
+HARD_GRACE = 0.25
+"""Seconds (plus 5 % of the time limit) the child may run past the limit before it is killed."""
+
+Search = Callable[[], Result]
+
+
+def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) -> Result:
+    """Run ``search`` in a forked child; answer with its result, or with ``fallback`` (the
+    greedy plan, finished here meanwhile) if the child overruns the hard limit or dies."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    parent = os.getpid()
+    child = context.Process(target=_child_main, args=(search, sender, parent), daemon=True)
+    child.start()
+    sender.close()
+    finished = _finish_fallback(rnd, fallback)
+    limit = rnd.policy.time_limit
+    wait = start + limit * 1.05 + HARD_GRACE - time.perf_counter()
+    why = f"CP-SAT did not return within the {limit:g} s limit and was stopped"
+    try:
+        if receiver.poll(max(0.0, wait)):
+            kind, payload = receiver.recv()
+            child.join()
+            if kind == "result":
+                assert isinstance(payload, Result)
+                return Result(
+                    plan=payload.plan, stats=payload.stats, pre=fallback.pre, score=payload.score, proven=payload.proven
+                )
+            raise RuntimeError(f"CP-SAT child failed: {payload}")
+    except EOFError:
+        child.join(timeout=1.0)
+        code = child.exitcode
+        died = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        why = f"the CP-SAT process died after {time.perf_counter() - start:.1f} s ({died}) without an answer"
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join()
+        receiver.close()
+    return _with_message(finished, f"{why}; greedy plan returned")
+
+
+def _finish_fallback(rnd: Round, fallback: Result) -> Result:
+    """The greedy fallback, annotated and validated ahead of the deadline."""
+    plan = annotate(rnd, fallback)
+    violations = validate(rnd, plan)
+    if violations:
+        details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])
+        raise RuntimeError(f"internal: greedy plan failed validation: {details}")
+    return Result(plan=plan, stats=fallback.stats, pre=fallback.pre, score=fallback.score, finished=True)
+
+
+def _with_message(result: Result, message: str) -> Result:
+    plan = result.plan.model_copy(update={"status": Status.FALLBACK, "message": message})
+    return Result(plan=plan, stats=result.stats, pre=result.pre, score=result.score, finished=True)
+
+
+def _child_main(search: Search, sender: Connection, parent: int) -> None:
+    """Entry point of the solving child: send ("result", Result) or ("error", text), then exit."""
+    try:
+        _die_with_parent(parent)
+        result = search()
+        sender.send(("result", Result(plan=result.plan, stats=result.stats, score=result.score, proven=result.proven)))
+    except BaseException as error:
+        sender.send(("error", f"{type(error).__name__}: {error}"))
+    finally:
+        sender.close()
+        os._exit(0)  # no atexit handlers or buffered output of the parent's copy
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (Linux); elsewhere nothing.
+    The parent may already be gone by the time this runs: then exit at once."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+__all__ = ["HARD_GRACE", "search_in_child"]

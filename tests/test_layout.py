@@ -1,0 +1,117 @@
+"""The house rules of the package layout (issue 11), checked on the source itself.
+
+- No import cycles between modules (imports under ``if TYPE_CHECKING:`` are types only and
+  do not count: they never run).
+- No module imports another module's underscore names.
+- One registry of solver names: every name is accepted by the door, the CLI, the replays and
+  the service's type, and nothing else keeps its own list.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import get_args
+
+import networkx as nx
+import pytest
+
+import gangopt
+from gangopt.cli import build_parser
+from gangopt.replay.policies import POLICY_NAMES, make_policy
+from gangopt.solvers import ALIASES, SOLVERS, SolverName, get_solver
+from tests.builders import cluster, make_round, pending
+
+PACKAGE = Path(gangopt.__file__).resolve().parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(tree: ast.Module) -> list[ast.ImportFrom | ast.Import]:
+    """Every import statement that runs (anywhere in the module), skipping TYPE_CHECKING blocks."""
+    found: list[ast.ImportFrom | ast.Import] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _graph() -> tuple[nx.DiGraph, list[tuple[str, str, str]]]:
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: nx.DiGraph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    private: list[tuple[str, str, str]] = []
+    for name, path in modules.items():
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [(a.name, None) for a in node.names]
+            else:
+                assert node.level == 0, f"{name}: relative import"
+                targets = [(f"{node.module}.{a.name}", a.name) for a in node.names]
+            for full, imported in targets:
+                module = full if full in modules else full.rsplit(".", 1)[0]
+                if module in modules and module != name:
+                    graph.add_edge(name, module)
+                if imported and imported.startswith("_") and not imported.startswith("__") and module in modules:
+                    private.append((name, module, imported))
+    return graph, private
+
+
+def test_no_import_cycles() -> None:
+    graph, _ = _graph()
+    assert list(nx.simple_cycles(graph)) == []
+
+
+def test_no_module_imports_another_modules_underscore_names() -> None:
+    _, private = _graph()
+    assert private == []
+
+
+def test_the_package_reads_as_the_pipeline() -> None:
+    """contract -> round as arrays -> solvers -> judging -> door -> replay / k8s / service / cli:
+    the solvers never import the door or the outer rooms, and the contract imports nothing else."""
+    graph, _ = _graph()
+    outer = ("gangopt.solve", "gangopt.replay", "gangopt.k8s", "gangopt.service", "gangopt.cli")
+
+    def inside(module: str, rooms: tuple[str, ...]) -> bool:
+        return any(module == room or module.startswith(room + ".") for room in rooms)
+
+    for module in graph:
+        if inside(module, ("gangopt.solvers",)):
+            assert not [m for m in graph.successors(module) if inside(m, outer)], module
+    for contract in ("gangopt.schema", "gangopt.checks", "gangopt.quantities", "gangopt.errors"):
+        assert set(graph.successors(contract)) <= {"gangopt.schema", "gangopt.checks", "gangopt.quantities",
+                                                   "gangopt.errors"}, contract
+
+
+def test_the_registry_types_and_aliases_agree() -> None:
+    assert set(get_args(SolverName)) == set(SOLVERS)
+    assert all(target in SOLVERS for target in ALIASES.values())
+    assert all(spec.name == name for name, spec in SOLVERS.items())
+    with pytest.raises(ValueError, match="known: cpsat, greedy"):
+        get_solver("nope")
+
+
+@pytest.mark.parametrize("name", [*SOLVERS, *ALIASES])
+def test_every_registry_name_is_accepted_everywhere(name: str) -> None:
+    """The door, the CLI's --solver, the replays' --policy all take every name."""
+    rnd = make_round(cluster(2), pending=[pending("a", gpu=4), pending("b", gpu=8)])
+    plan = gangopt.solve(rnd, solver=name)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.admitted, name
+    assert build_parser().parse_args(["solve", "x.json", "--solver", name]).solver == name
+    assert name in POLICY_NAMES
+    replayed = make_policy(name)(rnd)
+    assert replayed.admitted == plan.admitted

@@ -1,0 +1,110 @@
+"""The door (gangopt/solve.py): every solver's plan is annotated and validated there, and the
+safety net holds: a CP-SAT plan broken after the search is replaced by the greedy plan."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import gangopt
+from gangopt.result import Result
+from gangopt.schema import Placement, Plan, Round, Status
+from gangopt.solve import run
+from gangopt.solvers import SOLVERS, Decide, Solver
+from tests.builders import cluster, make_round, pending, running
+
+
+def contended() -> Round:
+    """Two 8-GPU nodes; a low-priority gang on n0; three gangs wait, not all fit."""
+    return make_round(
+        cluster(2),
+        running=[running("low", ["n0"], gpu=4, priority=0)],
+        pending=[pending("a", gpu=8, priority=5), pending("b", gpu=4), pending("c", replicas=2, gpu=4)],
+    )
+
+
+def breaking(spec: Solver) -> tuple[Solver, Decide]:
+    """``spec`` whose plans gain one pod on n0 after the search: n0 is then overcommitted."""
+    honest = spec.make(None)
+
+    def decide(rnd: Round) -> Result:
+        result = honest(rnd)
+        gang = result.plan.admitted[0]
+        extra = Placement(gang=gang, role="worker", pod=f"{gang}-worker-99", node="n0")
+        broken = result.plan.model_copy(update={"placements": [*result.plan.placements, extra]})
+        return dataclasses.replace(result, plan=broken)
+
+    return dataclasses.replace(spec, make=lambda _: decide), decide
+
+
+def test_a_broken_cpsat_plan_falls_back_to_the_greedy_plan_and_says_why() -> None:
+    rnd = contended()
+    spec, decide = breaking(SOLVERS["cpsat"])
+    plan = run(rnd, spec, decide)
+    assert plan.status == Status.FALLBACK
+    assert plan.message.startswith("internal: cpsat plan failed validation (")
+    assert "greedy plan returned" in plan.message
+    # The broken rule is named: n0 holds more than its capacity, or the gang breaks its maximum.
+    assert "capacity" in plan.message or "all_or_nothing" in plan.message
+    assert gangopt.validate(rnd, plan) == []
+    greedy = gangopt.solve(rnd, solver="greedy")
+    decisions = (plan.admitted, plan.placements, plan.preemptions)
+    assert decisions == (greedy.admitted, greedy.placements, greedy.preemptions)
+    assert plan.score.tiers and plan.gap is not None  # the fallback is annotated like any plan
+
+
+@pytest.mark.parametrize("name", [n for n in SOLVERS if n != "cpsat"])
+def test_a_broken_plan_from_a_solver_without_fallback_is_an_internal_error(name: str) -> None:
+    rnd = contended()
+    spec, decide = breaking(SOLVERS[name])
+    with pytest.raises(RuntimeError, match=f"internal: {name} plan failed validation"):
+        run(rnd, spec, decide)
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_every_solver_leaves_the_door_annotated_validated_and_timed(name: str) -> None:
+    rnd = contended()
+    plan = gangopt.solve(rnd, solver=name)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.status != Status.FALLBACK
+    assert {t.priority for t in plan.score.tiers} == {0, 5}
+    assert all(t.value <= t.bound + 1e-9 for t in plan.score.tiers)
+    assert plan.gap is not None and plan.gap >= 0
+    assert plan.stats.total_seconds > 0
+    assert sorted([*plan.admitted, *(w.gang for w in plan.waiting)]) == ["a", "b", "c"]
+
+
+def test_unknown_solvers_are_named_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown solver 'best' \(known: cpsat, greedy, fifo_first_fit"):
+        gangopt.solve(contended(), solver="best")
+
+
+def test_the_policy_argument_overrides_the_rounds_policy() -> None:
+    rnd = make_round(cluster(1), running=[running("low", ["n0"], gpu=4)], pending=[pending("a", gpu=8, priority=5)])
+    assert gangopt.solve(rnd).admitted == ["a"]  # low is evicted for a
+    plan = gangopt.solve(rnd, rnd.policy.model_copy(update={"preemption": False}))
+    assert isinstance(plan, Plan)
+    assert plan.preemptions == [] and plan.admitted == []
+
+
+def test_the_cpsat_steps_leave_the_prefiltered_round_as_it_was() -> None:
+    """Restricting the model and splitting classes make copies: the finisher (reasons,
+    bounds) still sees the whole prefiltered round."""
+    from gangopt.io import load_round
+    from gangopt.prefilter import prefilter
+    from gangopt.solvers.cpsat.encoding import encode
+    from gangopt.solvers.cpsat.neighbourhood import restrict
+    from gangopt.solvers.greedy import greedy
+
+    rnd = load_round("instances/scale-S.json")
+    pre = prefilter(rnd)
+    classes, fits, stranded = list(pre.classes), dict(pre.fits), {k: dict(v) for k, v in pre.stranded.items()}
+    view, allowed = restrict(pre, greedy(rnd), budget=200)
+    assert len(view.classes) < len(pre.classes)  # the view really dropped classes
+    assert all(max(c, default=-1) < len(view.classes) for c in allowed.values())
+    enc = encode(view, allowed)
+    assert enc.pre is view or len(enc.pre.classes) >= len(view.classes)
+    assert pre.classes == classes and pre.fits.keys() == fits.keys()
+    assert all(pre.fits[k] is fits[k] for k in fits)
+    assert {k: dict(v) for k, v in pre.stranded.items()} == stranded
