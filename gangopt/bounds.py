@@ -29,10 +29,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-from ortools.linear_solver import pywraplp
+
+if TYPE_CHECKING:
+    from ortools.linear_solver import pywraplp
 
 from gangopt.arrays import cluster_capacity, fit_counts
 from gangopt.objective import SCALE, ObjectiveTerms
@@ -199,6 +201,10 @@ def _growth_bound(pre: Prefiltered, must_run: bool) -> int:
     growth = _growth_items(pre, must_run, free)
     if not growth.count:
         return growth.constant
+    # Imported here: OR-Tools costs about half a second to import, and most rounds' bounds
+    # (and every command that only validates or explains) never need an LP.
+    from ortools.linear_solver import pywraplp
+
     solver = pywraplp.Solver.CreateSolver("GLOP")
     n = [solver.NumVar(0.0, float(c), "") for c in growth.count]
     for k in range(len(pre.resources)):

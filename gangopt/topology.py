@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from functools import cached_property
 from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from gangopt.memo import derived
+
+if TYPE_CHECKING:
+    import networkx as nx
 from gangopt.schema import NODE_LEVEL, Cluster
 
 ROOT = ("cluster", "cluster")
@@ -47,7 +50,10 @@ class Topology:
         """The domain tree, root -> broadest level -> ... -> node (each vertex has its ``level``).
 
         Built on first use only: the solver works on :meth:`codes`, and building the graph of
-        a 16,384-node cluster costs a quarter of a second."""
+        a 16,384-node cluster costs a quarter of a second (importing networkx another 0.4 s of
+        CPU, which is why it is imported here)."""
+        import networkx as nx
+
         graph = nx.DiGraph()
         graph.add_node(ROOT, level="cluster")
         for i in range(len(self.node_names)):

@@ -115,3 +115,28 @@ def test_every_registry_name_is_accepted_everywhere(name: str) -> None:
     assert name in POLICY_NAMES
     replayed = make_policy(name)(rnd)
     assert replayed.admitted == plan.admitted
+
+
+def test_commands_that_do_not_search_never_import_ortools_or_networkx(tmp_path: Path) -> None:
+    """Importing OR-Tools (and the pandas its CP-SAT wrapper pulls in) costs about half a second
+    of CPU, networkx 0.4 s (issue 13): validate, explain and schema must not pay for them."""
+    import subprocess
+    import sys
+
+    rnd = make_round(cluster(2), pending=[pending("a", gpu=4)])
+    round_file = tmp_path / "round.json"
+    round_file.write_text(rnd.model_dump_json())
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(gangopt.solve(rnd, solver="greedy", annotate=False).model_dump_json())
+    script = (
+        "import sys, contextlib, io\n"
+        "from gangopt.cli import main\n"
+        f"for argv in (['validate', {str(round_file)!r}, {str(plan_file)!r}], "
+        f"['explain', {str(round_file)!r}, {str(plan_file)!r}], ['schema']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert main(argv) == 0, argv\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'networkx', 'pandas'))\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

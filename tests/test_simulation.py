@@ -24,8 +24,7 @@ from gangopt.replay.simulation import (
     simulate,
 )
 from gangopt.replay.workload import Job, Workload, dump_workload
-from gangopt.schema import Plan, Policy, Round
-from gangopt.solvers.cpsat.stages import DETERMINISTIC_SHARE
+from gangopt.schema import DETERMINISTIC_SHARE, Plan, Policy, Round
 from gangopt.solvers.fifo import fifo_first_fit
 from gangopt.validation import validate
 

@@ -4,6 +4,7 @@ safety net holds: a CP-SAT plan broken after the search is replaced by the greed
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,74 @@ def test_the_cpsat_steps_leave_the_prefiltered_round_as_it_was() -> None:
     assert pre.classes == classes and pre.fits.keys() == fits.keys()
     assert all(pre.fits[k] is fits[k] for k in fits)
     assert {k: dict(v) for k, v in pre.stranded.items()} == stranded
+
+
+def test_the_cpsat_child_dies_with_its_parent(tmp_path: Path) -> None:
+    """A SIGKILLed solver leaves no orphan searching on (PR_SET_PDEATHSIG, issue 14)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import os, time\n"
+        "import gangopt, gangopt.solvers.cpsat as cpsat\n"
+        "from tests.test_solving import busy_round\n"
+        "def stuck(*args):\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        "cpsat._search = stuck\n"
+        "cpsat.IN_PROCESS_VARIABLES = 0\n"
+        "gangopt.solve(busy_round(nodes=16, gangs=8, time_limit=60.0))\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parent.parent)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert parent.poll() is None, "the solver exited before its child started"
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert _alive(child)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the CP-SAT child outlived its killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if pid_file.exists() and pid_file.read_text() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_cpsat_child_that_dies_early_is_reported_as_died_not_as_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import gangopt.solvers.cpsat as cpsat
+    from tests.test_solving import busy_round
+
+    def crash(*args: object) -> None:
+        os._exit(3)
+
+    monkeypatch.setattr(cpsat, "_search", crash)
+    monkeypatch.setattr(cpsat, "IN_PROCESS_VARIABLES", 0)
+    rnd = busy_round(nodes=16, gangs=8, time_limit=30.0)
+    plan = gangopt.solve(rnd)
+    assert plan.status == Status.FALLBACK
+    assert "died after" in plan.message and "(exit code 3)" in plan.message
+    assert "limit" not in plan.message
+    assert plan.stats.total_seconds < 20  # answered when the child died, not at the limit
+    assert gangopt.validate(rnd, plan) == []

@@ -55,6 +55,7 @@ from gangopt.checks import check_round
 from gangopt.replay.policies import SchedulingPolicy
 from gangopt.replay.workload import Job, Workload
 from gangopt.schema import (
+    DETERMINISTIC_SHARE,
     BoundPod,
     Cluster,
     GangSpec,
@@ -66,7 +67,6 @@ from gangopt.schema import (
     RunningGang,
     Weights,
 )
-from gangopt.solvers.cpsat.stages import DETERMINISTIC_SHARE
 from gangopt.validation import validate
 
 JobState = Literal["finished", "running", "pending", "not_arrived"]

@@ -19,7 +19,6 @@ from typing import Literal, get_args
 
 from gangopt.result import Result
 from gangopt.schema import Plan, Round, Stats
-from gangopt.solvers.cpsat import solve_cpsat
 from gangopt.solvers.fifo import fifo_first_fit
 from gangopt.solvers.greedy import greedy
 from gangopt.solvers.peers import SlurmBackfillLike, koordinator_like, kueue_like, volcano_like
@@ -58,6 +57,14 @@ def _plain(decide: Callable[[Round], Plan]) -> Callable[[Durations], Decide]:
     return make
 
 
+def _cpsat(rnd: Round) -> Result:
+    # Imported on first use: OR-Tools' CP-SAT (with the pandas it pulls in) costs about half a
+    # second of CPU to import, which validate, explain, schema, greedy and the peers never need.
+    from gangopt.solvers.cpsat import solve_cpsat
+
+    return solve_cpsat(rnd)
+
+
 def _greedy(rnd: Round) -> Result:
     return Result(plan=greedy(rnd))
 
@@ -69,7 +76,7 @@ def _slurm(durations: Durations) -> Decide:
 SOLVERS: dict[str, Solver] = {
     s.name: s
     for s in (
-        Solver("cpsat", "the optimizer: one CP-SAT model per round", lambda _: solve_cpsat, fallback=True,
+        Solver("cpsat", "the optimizer: one CP-SAT model per round", lambda _: _cpsat, fallback=True,
                annotate_optional=False),
         Solver("greedy", "the baseline: one gang at a time, first fit, Koordinator/Kueue-style preemption",
                lambda _: _greedy),

@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 
 from gangopt.objective import SCALE
 from gangopt.result import ProvenBounds
-from gangopt.schema import Policy, Status
+from gangopt.schema import DETERMINISTIC_SHARE, Policy, Status
 from gangopt.solvers.cpsat.encoding import Encoding
 from gangopt.solvers.cpsat.expansion import ClassValues
 
@@ -26,12 +26,6 @@ STAGE_LIMIT = 1 << 24
 """Largest weighted objective range one CP-SAT stage may carry. Small on purpose: measured on
 a 128-node round, one stage per large tier found far better plans in the same time than one
 stage carrying every tier with weights near 2^40 (which wrecks the LP's scaling)."""
-
-DETERMINISTIC_SHARE = 0.3
-"""CP-SAT's deterministic time limit, as a share of a stage's wall-clock budget. One worker
-stopped by deterministic time gives the same plan on every run; measured here, a second of
-wall time buys 0.3 to 0.5 deterministic units, so the deterministic limit normally binds first
-and the wall-clock limit is the safety net."""
 
 Part = int | str
 """A piece of the lexicographic objective: a priority tier (int), 'secondary' or 'fifo'."""
