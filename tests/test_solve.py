@@ -123,7 +123,7 @@ def test_the_cpsat_child_dies_with_its_parent(tmp_path: Path) -> None:
     script = (
         "import os, time\n"
         "import gangopt, gangopt.solvers.cpsat as cpsat\n"
-        "from tests.test_solving import busy_round\n"
+        "from tests.solvers.test_cpsat import busy_round\n"
         "def stuck(*args):\n"
         f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
         "    time.sleep(60)\n"
@@ -166,7 +166,7 @@ def test_a_cpsat_child_that_dies_early_is_reported_as_died_not_as_timed_out(monk
     import os
 
     import gangopt.solvers.cpsat as cpsat
-    from tests.test_solving import busy_round
+    from tests.solvers.test_cpsat import busy_round
 
     def crash(*args: object) -> None:
         os._exit(3)

@@ -22,7 +22,7 @@ from gangopt.replay.clusters import (
 )
 from gangopt.schema import Round
 
-MODELS = Path(__file__).resolve().parent.parent / "models"
+MODELS = Path(__file__).resolve().parents[2] / "models"
 MODEL_FILES = sorted(MODELS.glob("*.json"))
 
 EXPECTED = {

@@ -16,8 +16,8 @@ from gangopt.schema import BoundPod, Plan, Round, RunningGang, Score, Status
 from gangopt.solvers import SOLVERS
 from gangopt.validation import validate
 from tests.builders import cluster, make_round, pending, role, running
+from tests.replay.test_simulation import random_workload
 from tests.strategies import rounds
-from tests.test_simulation import random_workload
 
 
 def decisions(plan: Plan) -> tuple[object, ...]:

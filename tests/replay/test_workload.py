@@ -152,7 +152,7 @@ def test_copies_keep_or_recompute_the_cached_totals() -> None:
 
 
 def test_shipped_philly_sample() -> None:
-    path = Path(__file__).resolve().parent.parent / "instances" / "workloads" / "philly-6214e9.json"
+    path = Path(__file__).resolve().parents[2] / "instances" / "workloads" / "philly-6214e9.json"
     assert path.stat().st_size < 2_000_000
     wl = load_workload(path)
     assert len(wl.jobs) == 8000 and "CC BY 4.0" in wl.licence
@@ -162,7 +162,7 @@ def test_shipped_philly_sample() -> None:
 
 def test_shipped_full_philly_vc() -> None:
     """The whole VC, compressed: the same jobs as the sample at its start."""
-    folder = Path(__file__).resolve().parent.parent / "instances" / "workloads"
+    folder = Path(__file__).resolve().parents[2] / "instances" / "workloads"
     full = load_workload(folder / "philly-6214e9-full.json.gz")
     sample = load_workload(folder / "philly-6214e9.json")
     assert len(full.jobs) == 41226 and "CC BY 4.0" in full.licence

@@ -21,7 +21,7 @@ from gangopt.replay.generate import (
 )
 from gangopt.schema import Round
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gpus(role_requests: dict[str, int]) -> int:

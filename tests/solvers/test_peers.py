@@ -26,8 +26,8 @@ from gangopt.solvers.peers import (
 )
 from gangopt.validation import validate
 from tests.builders import cluster, make_round, pending, queue, running
+from tests.replay.test_simulation import job, random_workload
 from tests.strategies import rounds
-from tests.test_simulation import job, random_workload
 
 PEERS = [name for name in SOLVERS if name not in ("cpsat", "greedy")]
 """The emulations and the FIFO floor."""

@@ -1,0 +1,1 @@
+"""Tests of gangopt.replay (mirrors the package)."""

@@ -1,0 +1,1 @@
+"""Tests of gangopt.solvers (mirrors the package)."""
