@@ -37,7 +37,9 @@ def add_parsers(sub: Any) -> None:
     """Register ``sweep`` and ``capacity`` on the CLI's subparsers."""
     p = sub.add_parser("sweep", help="replay a workload for policies x cluster sizes x seeds, in parallel")
     p.add_argument("workload", metavar="WORKLOAD.json")
-    p.add_argument("--policy", choices=POLICY_NAMES, action="append", help="repeatable (default: greedy)")
+    p.add_argument(
+        "--policy", "--solver", dest="policy", choices=POLICY_NAMES, action="append", help="repeatable (default greedy)"
+    )
     p.add_argument("--nodes", type=int, nargs="+", required=True, metavar="N", help="cluster sizes (node counts)")
     _add_cluster_options(p)
     _add_run_options(p)
@@ -53,7 +55,7 @@ def add_parsers(sub: Any) -> None:
         metavar="SLO",
         help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/replay/slo.py)",
     )
-    p.add_argument("--policy", choices=POLICY_NAMES, default="greedy", help="default: greedy")
+    p.add_argument("--policy", "--solver", dest="policy", choices=POLICY_NAMES, default="greedy", help="default greedy")
     _add_cluster_options(p)
     _add_run_options(p)
     p.add_argument(

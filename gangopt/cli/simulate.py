@@ -40,9 +40,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--policy",
+        "--solver",
+        dest="policy",
         choices=POLICY_NAMES,
         action="append",
-        help="default: gangopt; repeat to compare policies on the same workload and cluster",
+        help="a solver name, as for 'solve --solver' (default: gangopt, i.e. cpsat); repeat to compare "
+        "policies on the same workload and cluster",
     )
     add_sim_options(p)
     p.add_argument("--seed", type=int, default=0, metavar="N", help="policy seed (default 0)")
