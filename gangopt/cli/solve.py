@@ -11,7 +11,7 @@ from gangopt.cli.output import EXIT_FAILURE, EXIT_OK, emit
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
 from gangopt.io import load_plan, load_round
-from gangopt.replay.generate import GAP_TARGETS, SIZES, Spec, dump_round, generate
+from gangopt.replay.generate import FRAGMENTED_SHARES, GAP_TARGETS, SIZES, Spec, dump_round, generate
 from gangopt.schema import Policy, Round, json_schemas
 from gangopt.solve import solve
 from gangopt.solvers import names as solver_names
@@ -65,6 +65,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--gangs", type=int, metavar="G", help="pending gangs (default: the size's; required with --nodes)")
     p.add_argument("--seed", type=int, default=0, metavar="K", help="random seed (default 0)")
     p.add_argument("--contention", action="store_true", help="demand about twice the free GPUs, fragmented racks")
+    p.add_argument(
+        "--fragmented",
+        action="store_true",
+        help="running gangs where they happened to land: free GPUs scattered, no node wholly free (issue 13)",
+    )
     p.add_argument(
         "--busy", type=float, metavar="F", help="share of GPUs already busy (default: 0.6-0.9 from the seed)"
     )
@@ -128,7 +133,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             gangs=gangs,
             seed=args.seed,
             contention=args.contention,
+            fragmented=args.fragmented,
             busy=args.busy,
+            elastic_share=FRAGMENTED_SHARES[0] if args.fragmented else Spec.elastic_share,
+            required_share=FRAGMENTED_SHARES[1] if args.fragmented else Spec.required_share,
+            preferred_share=FRAGMENTED_SHARES[2] if args.fragmented else Spec.preferred_share,
             time_limit=args.time_limit,
             gap_limit=GAP_TARGETS[args.size] if args.size is not None else Spec.gap_limit,
         )

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from gangopt.replay.clusters import parametric_cluster
-from gangopt.schema import Round
+from gangopt.schema import Cluster, Round
 
 GPUS_PER_NODE = 8
 CPU_PER_GPU = (8, 12)
@@ -80,6 +80,10 @@ class Spec:
     gangs: int
     seed: int = 0
     contention: bool = False
+    fragmented: bool = False
+    """Running gangs where they happened to land (random nodes, not bin-packed): free GPUs
+    scattered 1-7 per node, no node wholly free; 30 % of the pending gangs select a fabric
+    label. :data:`FRAGMENTED_SHARES` are the issue-13 mix of the other shares."""
     busy: float | None = None
     """Share of GPUs running before the round (default: uniform 0.6-0.9, contention 0.8-0.9)."""
     demand: float | None = None
@@ -113,6 +117,11 @@ class Spec:
             raise ValueError(f"gap_limit must be in [0, 1], got {self.gap_limit}")
 
 
+FRAGMENTED_SHARES = (0.2, 0.3, 0.4)
+"""Issue 13's pending mix for fragmented rounds (``gangopt generate --fragmented``): elastic,
+required and preferred topology shares."""
+
+
 def size_spec(name: str, seed: int = 0, contention: bool = False) -> Spec:
     """The :class:`Spec` of one of issue 3's rounds (``S``, ``M``, ``L``, ``XL``)."""
     try:
@@ -135,6 +144,7 @@ class Summary:
     largest: int
     alpha: float
     contention: bool
+    fragmented: bool = False
     topology: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
@@ -144,6 +154,7 @@ class Summary:
             f"({self.running} running gangs); {self.pending} pending gangs asking {self.demand_gpus} GPUs "
             f"({self.demand_gpus / max(1, free):.2f}x the {free} free; largest {self.largest}; "
             f"alpha {self.alpha:.2f}){'; contention' if self.contention else ''}"
+            f"{'; fragmented' if self.fragmented else ''}"
         )
 
 
@@ -240,7 +251,9 @@ def _requests(rng: random.Random, gpus: int) -> dict[str, Any]:
 class _Cluster:
     """Free GPUs per node and the rack of each node, for the placement simulation."""
 
-    def __init__(self, nodes: int, rack_size: int) -> None:
+    def __init__(self, nodes: int, rack_size: int, scatter: bool = False) -> None:
+        self.scatter = scatter
+        """Place on random nodes that fit (a cluster as it is after months of churn)."""
         self.free = np.full(nodes, GPUS_PER_NODE, dtype=np.int64)
         self.rack_size = rack_size
         self.racks = math.ceil(nodes / rack_size)
@@ -250,6 +263,11 @@ class _Cluster:
     def place(self, rng: random.Random, pods: int, per: int) -> list[int] | None:
         """Nodes for ``pods`` pods of ``per`` GPUs (one pod per node), or None if they do not fit."""
         fits = self.free >= per
+        if self.scatter:
+            candidates = np.flatnonzero(fits)
+            if candidates.size < pods:
+                return None
+            return sorted(int(candidates[k]) for k in rng.sample(range(candidates.size), pods))
         if pods == 1:
             candidates = np.flatnonzero(fits)
             if candidates.size == 0:
@@ -292,7 +310,8 @@ class _Running:
 
 def generate(spec: Spec) -> tuple[Round, Summary]:
     """The round described by ``spec``, and a summary of it. Deterministic for a spec."""
-    rng = random.Random(f"gangopt-generate/{spec.nodes}/{spec.gangs}/{spec.seed}/{int(spec.contention)}")
+    seed = f"gangopt-generate/{spec.nodes}/{spec.gangs}/{spec.seed}/{int(spec.contention)}"
+    rng = random.Random(seed + ("/fragmented" if spec.fragmented else ""))
     rack_size = spec.rack_size or (16 if spec.nodes <= 1024 else 32)
     cluster = parametric_cluster(spec.nodes, rack_size=rack_size)
     names = [n.name for n in cluster.nodes]
@@ -303,8 +322,11 @@ def generate(spec: Spec) -> tuple[Round, Summary]:
 
     # the tilt is fitted for the free capacity the busy share leaves
     alpha = fit_alpha(demand * total * (1 - busy) / max(1, spec.gangs), cap)
-    state = _Cluster(spec.nodes, rack_size)
+    state = _Cluster(spec.nodes, rack_size, scatter=spec.fragmented)
     runs = _fill(rng, state, busy, spec.contention, _Sampler(size_mix(alpha, cap, running=True)))
+    if spec.fragmented:
+        runs += _occupy_free_nodes(rng, state)
+        cluster = _with_fabric_labels(cluster, rack_size)
     running = [_running_data(rng, r, names) for r in runs]
     busy_gpus = int(total - state.free.sum())
 
@@ -313,6 +335,8 @@ def generate(spec: Spec) -> tuple[Round, Summary]:
     topo_counts: dict[str, int] = {}
     for i, gpus in enumerate(sizes):
         gang = _pending_data(rng, spec, i, gpus, rack_size)
+        if spec.fragmented and rng.random() < SELECTOR_SHARE:
+            gang["roles"][0]["node_selector"] = {FABRIC_LABEL: rng.choice(FABRICS)}
         if "topology" in gang:
             for kind, level in gang["topology"].items():
                 topo_counts[f"{kind}:{level}"] = topo_counts.get(f"{kind}:{level}", 0) + 1
@@ -345,6 +369,7 @@ def generate(spec: Spec) -> tuple[Round, Summary]:
         largest=max((_gang_gpus(g) for g in pending), default=0),
         alpha=alpha,
         contention=spec.contention,
+        fragmented=spec.fragmented,
         topology=dict(sorted(topo_counts.items())),
     )
     return rnd, summary
@@ -386,6 +411,9 @@ def _fill(rng: random.Random, state: _Cluster, busy: float, contention: bool, sa
     while used < overshoot and misses < 50:
         gpus = sampler.draw(rng)
         pods, per = pod_shape(gpus)
+        if state.scatter and per == GPUS_PER_NODE and rng.random() < SPLIT_SHARE:
+            per = rng.choice((2, 4))  # data-parallel workers of a few GPUs each, anywhere
+            pods = gpus // per
         nodes = state.place(rng, pods, per)
         if nodes is None:
             misses += 1
@@ -410,6 +438,36 @@ def _fill(rng: random.Random, state: _Cluster, busy: float, contention: bool, sa
         used -= run.gpus
         gone.add(k)
     return [r for k, r in enumerate(runs) if k not in gone]
+
+
+FABRIC_LABEL = "gangopt.io/fabric"
+FABRICS = ("ib", "roce")
+"""Fragmented rounds label each block's nodes with one fabric (blocks alternate)."""
+SPLIT_SHARE = 0.6
+"""Share of a fragmented round's running whole-node gangs whose pods ask 2 or 4 GPUs instead
+(so that the holes they leave are partial nodes)."""
+SELECTOR_SHARE = 0.3
+"""Share of a fragmented round's pending gangs that select one fabric."""
+
+
+def _occupy_free_nodes(rng: random.Random, state: _Cluster) -> list[_Running]:
+    """A small single-pod gang (1-2 GPUs) on every wholly free node: in a fragmented cluster
+    no node is free (issue 13's rounds)."""
+    runs: list[_Running] = []
+    for node in np.flatnonzero(state.free == GPUS_PER_NODE).tolist():
+        gpus = rng.choice((1, 2))
+        state.free[node] -= gpus
+        runs.append(_Running(f"small-{len(runs):05d}", gpus, [int(node)], gpus, {}))
+    return runs
+
+
+def _with_fabric_labels(cluster: Cluster, rack_size: int, racks_per_block: int = 8) -> Cluster:
+    """``cluster`` with :data:`FABRIC_LABEL` on every node, alternating by block."""
+    nodes = [
+        n.model_copy(update={"labels": {**n.labels, FABRIC_LABEL: FABRICS[(i // (rack_size * racks_per_block)) % 2]}})
+        for i, n in enumerate(cluster.nodes)
+    ]
+    return cluster.model_copy(update={"nodes": nodes})
 
 
 def _running_data(rng: random.Random, run: _Running, names: list[str]) -> dict[str, Any]:

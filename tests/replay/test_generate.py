@@ -121,3 +121,39 @@ def test_cli_generate_bad_flags_exit_2(argv: list[str], message: str, capsys: py
     captured = capsys.readouterr()
     assert captured.out == ""
     assert message in captured.err
+
+
+@pytest.mark.parametrize("busy", [0.6, 0.75, 0.9])
+def test_fragmented_rounds_scatter_the_free_gpus(busy: float) -> None:
+    """Issue 13's rounds: no node wholly free, holes of every size, a fabric selector on about
+    30 % of the pending gangs, the busy share as asked; the same spec gives the same round."""
+    import numpy as np
+
+    from gangopt.arrays import free_capacity, resource_names
+    from gangopt.replay.generate import FABRIC_LABEL, FRAGMENTED_SHARES
+
+    elastic, required, preferred = FRAGMENTED_SHARES
+    spec = Spec(
+        nodes=256, gangs=100, seed=3, fragmented=True, busy=busy,
+        elastic_share=elastic, required_share=required, preferred_share=preferred,
+    )
+    rnd, info = generate(spec)
+    assert greedy_plan_validates(rnd)
+    resources = resource_names(rnd)
+    free = free_capacity(rnd, resources)[:, resources.index("gpu")] // 1000
+    holes = np.bincount(free, minlength=9)
+    assert holes[8] == 0  # no node wholly free
+    assert (holes[1:8] > 0).sum() >= 4  # partial holes of many sizes
+    assert abs(info.busy_gpus / info.gpus - busy) < 0.06
+    selected = sum(1 for g in rnd.pending if FABRIC_LABEL in g.roles[0].node_selector)
+    assert 15 <= selected <= 45
+    assert generate(spec)[0] == rnd
+    assert "fragmented" in info.line()
+
+
+def greedy_plan_validates(rnd: Round) -> bool:
+    """The generated round is a valid round whose greedy plan validates."""
+    import gangopt
+
+    plan = gangopt.solve(rnd, solver="greedy", annotate=False)
+    return gangopt.validate(rnd, plan) == []
