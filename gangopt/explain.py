@@ -176,6 +176,7 @@ def _timing(plan: Plan) -> str:
         ["build", round(s.build_seconds, 3), "seconds"],
         ["solve", round(s.solve_seconds, 3), "seconds"],
         ["total", round(s.total_seconds, 3), "seconds"],
+        ["cpu", round(s.cpu_seconds, 3), "CPU seconds (this process and its solver children)"],
     ]
     return _section("Stats", table(["what", "value", "detail"], rows))
 

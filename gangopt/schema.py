@@ -475,6 +475,12 @@ class Stats(_Model):
     build_seconds: float = 0.0
     solve_seconds: float = 0.0
     total_seconds: float = 0.0
+    cpu_seconds: float = Field(
+        0.0,
+        description="CPU seconds the solve used: this process (all its threads) and the solver's child "
+        "processes. Machines are shared, so this, not wall time, compares solvers; solves running "
+        "concurrently in one process (the service) are counted together.",
+    )
 
 
 class Plan(_Model):

@@ -12,7 +12,8 @@
    breaks a rule is replaced by the greedy plan, status ``fallback``, and the message names
    the broken rules; a greedy or peer plan that breaks one is an internal error
    (``RuntimeError``): nothing stands behind them.
-6. **Time**: ``stats.total_seconds`` covers steps 2 to 5.
+6. **Time**: ``stats.total_seconds`` (wall) and ``stats.cpu_seconds`` (this process and the
+   solver's child processes) cover steps 2 to 5.
 
 :func:`run` is steps 3 to 6 for a decider made once and kept (a replay keeps one per
 simulation, so that a stateful emulation keeps its state between rounds).
@@ -20,6 +21,7 @@ simulation, so that a stateful emulation keeps its state between rounds).
 
 from __future__ import annotations
 
+import resource
 import time
 
 from gangopt.annotate import annotate as finish
@@ -36,15 +38,25 @@ def solve(rnd: Round, policy: Policy | None = None, *, solver: str = "cpsat", an
     the annotation (not for ``cpsat``, which chooses its plan by the score). Every plan
     returned has passed the validator."""
     start = time.perf_counter()
+    cpu = cpu_seconds()
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
     spec = get_solver(solver)
-    return run(rnd, spec, spec.make(None), annotate=annotate, start=start)
+    return run(rnd, spec, spec.make(None), annotate=annotate, start=start, cpu=cpu)
 
 
-def run(rnd: Round, spec: Solver, decide: Decide, *, annotate: bool = True, start: float | None = None) -> Plan:
+def run(
+    rnd: Round,
+    spec: Solver,
+    decide: Decide,
+    *,
+    annotate: bool = True,
+    start: float | None = None,
+    cpu: float | None = None,
+) -> Plan:
     """Steps 3 to 6 of the module docstring with a decider of ``spec`` made beforehand."""
     start = time.perf_counter() if start is None else start
+    cpu = cpu_seconds() if cpu is None else cpu
     if not annotate and not spec.annotate_optional:
         raise ValueError(f"annotate=False needs a solver other than {spec.name!r} (it chooses its plan by the score)")
     result = decide(rnd)
@@ -54,8 +66,14 @@ def run(rnd: Round, spec: Solver, decide: Decide, *, annotate: bool = True, star
         if not spec.fallback:
             raise RuntimeError(f"internal: {spec.name} plan failed validation: {_details(violations)}")
         plan = _fallback(rnd, spec, result, violations)
-    stats = plan.stats.model_copy(update={"total_seconds": time.perf_counter() - start})
-    return plan.model_copy(update={"stats": stats})
+    used = {"total_seconds": time.perf_counter() - start, "cpu_seconds": cpu_seconds() - cpu}
+    return plan.model_copy(update={"stats": plan.stats.model_copy(update=used)})
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (the CP-SAT search child)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _finished(rnd: Round, spec: Solver, result: Result, annotate: bool) -> Plan:
