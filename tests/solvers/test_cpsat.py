@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import gangopt
 from gangopt.objective import lexicographic_key, score
@@ -15,6 +16,7 @@ from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
 from gangopt.solvers.greedy.engine import greedy
 from tests.builders import cluster, make_round, pending, queue, running
+from tests.strategies import rounds
 
 
 def busy_round(nodes: int = 64, gangs: int = 40, seed: int = 1, time_limit: float = 10.0) -> Round:
@@ -257,3 +259,37 @@ def _assert_within_bounds(plan: Plan) -> None:
     assert all(t.value <= t.bound + 1e-9 for t in plan.score.tiers)
     assert plan.score.secondary_bound is not None
     assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds())
+def test_cpsat_is_never_worse_than_any_other_solver(rnd: Round) -> None:
+    """The portfolio floor (issue 13): greedy and every peer emulation are CP-SAT's candidate
+    warm starts, so its plan is at least as good as each of theirs, lexicographically."""
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    mine = lexicographic_key(score(rnd, plan))
+    for name in SOLVERS:
+        other = gangopt.solve(rnd, solver=name)
+        assert mine >= lexicographic_key(score(rnd, other)) or _close(mine, score(rnd, other)), name
+
+
+def _close(mine: tuple[float, ...], other: object) -> bool:
+    """Equal up to float noise in the secondary terms (scores are sums of tenths)."""
+    from gangopt.schema import Score
+
+    assert isinstance(other, Score)
+    theirs = lexicographic_key(other)
+    return len(mine) == len(theirs) and all(abs(a - b) <= 1e-6 for a, b in zip(mine, theirs, strict=True))
+
+
+def test_a_peer_plan_better_than_greedys_is_the_floor() -> None:
+    """instances/fragmentation.json: the Volcano-like plan is proven optimal by the cheap bounds
+    where greedy's is not, so it is returned without a model."""
+    rnd = gangopt.load_round("instances/fragmentation.json")
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.status == Status.OPTIMAL and plan.gap == 0.0
+    assert plan.stats.variables == 0
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    assert lexicographic_key(plan.score) >= lexicographic_key(greedy_plan.score)

@@ -5,9 +5,11 @@ model for reading it top to bottom):
 
 1. **Prefilter** the round (:mod:`gangopt.prefilter`): node arrays, eligibility, node
    classes, gangs that cannot start pruned with their reason.
-2. **Greedy candidates** (:mod:`gangopt.solvers.greedy`): the better of two greedy plans is
-   the warm start and the fallback; when the round's cheap bounds already prove it within
-   ``policy.gap_limit``, it is the answer and no model is built.
+2. **Candidates** (the portfolio floor): greedy (:mod:`gangopt.solvers.greedy`, eager and
+   deferred growth), then every peer emulation while they stay cheap; the best is the warm
+   start and the fallback, so CP-SAT's answer is never worse than any of them. When the
+   round's cheap bounds already prove a candidate within ``policy.gap_limit``, it is the
+   answer and no model is built.
 3. **Guard** (:mod:`~gangopt.solvers.cpsat.guard`): a model too large to build in time is
    restricted around the greedy plan (:mod:`~gangopt.solvers.cpsat.neighbourhood`) or not
    built; with ``policy.hard_limit`` a large search runs in a child that can be killed
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 from gangopt.annotate import cheap_bounds_for, plan_gap, tier_gap, tier_values
@@ -163,28 +166,51 @@ def _fallback(baseline: Candidate, stats: Stats, pre: Prefiltered, message: str)
 
 
 def _best_greedy(rnd: Round, pre: Prefiltered) -> tuple[Plan, Score, Plan | None]:
-    """The better (by the objective) of the two greedy variants with its score, and that plan
-    marked as the answer when the cheap bounds already prove it within ``policy.gap_limit``
-    (else None).
+    """The best candidate plan (by the objective) with its score, and that plan marked as the
+    answer when the cheap bounds already prove it within ``policy.gap_limit`` (else None).
 
-    The better plan is CP-SAT's warm start and fallback: starting from it is what makes
-    CP-SAT's plan never worse than greedy's. The second variant is skipped when the first is
-    already proven good enough or reaches every tier's ceiling (it costs seconds on the
-    largest rounds)."""
-    eager = greedy(rnd)
-    eager_score = score(rnd, eager)
-    proven = _proven_by_cheap_bounds(rnd, pre, eager, eager_score)
-    if proven is not None or reaches_ceilings(tier_values(eager_score), tier_ceilings(pre)):
-        return eager, eager_score, proven
-    deferred = greedy(rnd, growth="deferred")
-    deferred_score = score(rnd, deferred)
-    if lexicographic_key(deferred_score) <= lexicographic_key(eager_score):
-        return eager, eager_score, None
-    return deferred, deferred_score, _proven_by_cheap_bounds(rnd, pre, deferred, deferred_score)
+    The best candidate is CP-SAT's warm start and fallback: starting from it is what makes
+    CP-SAT's plan never worse than greedy's, or than any peer emulation's (the portfolio
+    floor, issue 13). Candidates, cheapest first, stopping as soon as one is proven good
+    enough or reaches every tier's ceiling: greedy with eager growth; greedy with deferred
+    growth; then each peer emulation, while the candidates so far took less than
+    :data:`PORTFOLIO_SHARE` of the time limit (they cost seconds on the largest rounds)."""
+    began = time.perf_counter()
+    ceilings = tier_ceilings(pre)
+    best: tuple[Plan, Score] | None = None
+    for make in _candidates():
+        if best is not None and time.perf_counter() - began > PORTFOLIO_SHARE * rnd.policy.time_limit:
+            break
+        plan = make(rnd)
+        plan_score = score(rnd, plan)
+        if best is not None and lexicographic_key(plan_score) <= lexicographic_key(best[1]):
+            continue
+        best = (plan, plan_score)
+        proven = _proven_by_cheap_bounds(rnd, pre, plan, plan_score)
+        if proven is not None or reaches_ceilings(tier_values(plan_score), ceilings):
+            return plan, plan_score, proven
+    assert best is not None
+    return best[0], best[1], None
+
+
+PORTFOLIO_SHARE = 0.05
+"""Candidates after the first are tried while all candidates so far took less than this share
+of the time limit: on a 10 s limit, half a second."""
+
+
+def _candidates() -> list[Callable[[Round], Plan]]:
+    """Plan makers in the order :func:`_best_greedy` tries them."""
+    from gangopt.solvers.fifo import fifo_first_fit
+    from gangopt.solvers.peers import koordinator_like, kueue_like, slurm_backfill_like, volcano_like
+
+    def deferred(rnd: Round) -> Plan:
+        return greedy(rnd, growth="deferred")
+
+    return [greedy, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
 
 
 def _proven_by_cheap_bounds(rnd: Round, pre: Prefiltered, plan: Plan, unbounded: Score) -> Plan | None:
-    """``plan`` (a greedy one, scored ``unbounded``) marked as the answer when the cheap
+    """``plan`` (a candidate, scored ``unbounded``) marked as the answer when the cheap
     bounds prove it within ``policy.gap_limit``: every tier's own relative gap and the
     total-value gap within the limit. No model is built then. None otherwise.
 
@@ -200,7 +226,7 @@ def _proven_by_cheap_bounds(rnd: Round, pre: Prefiltered, plan: Plan, unbounded:
     return plan.model_copy(
         update={
             "status": Status.OPTIMAL if gap <= 0 else Status.FEASIBLE,
-            "message": f"greedy plan proven within {gap:.3%} of the round's cheap bounds, every tier "
+            "message": f"{plan.solver} plan proven within {gap:.3%} of the round's cheap bounds, every tier "
             f"within {max((tier_gap(t) for t in s.tiers), default=0.0):.3%} (gap limit {limit:.2%}); "
             "no model needed",
         }
