@@ -192,10 +192,6 @@ class _Context:
             pods = [*pods, *self.kept(gang)]
         return Counter(p.role for p in pods)
 
-    def touched(self, gang: RunningGang) -> bool:
-        """Whether the plan gives the running gang new pods or removes some of its pods."""
-        return gang.name in self.touched_names
-
     @cached_property
     def touched_names(self) -> frozenset[str]:
         """Names of the gangs that get new pods or lose some (a few per round: checks skip
@@ -653,7 +649,7 @@ def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: 
     for node, extra in per_node.items():
         used, cap = ctx.used_on_node(node), ctx.nodes[node].capacity
         used.subtract(low_nodes.get(node, Counter()))
-        if any(used[r] + a > cap.get(r, 0) for r, a in extra.items() if a):
+        if any(used[r] + a > cap.get(r, 0) for r, a in extra.items()):
             return False
     extras: dict[str, Counter[str]] = {q: Counter({r: -a for r, a in c.items()}) for q, c in low_queues.items()}
     extras.setdefault(victim.queue, Counter()).update(total)
@@ -829,7 +825,7 @@ def _naming(gang: str, placements: list[Placement], taken: set[str]) -> list[Vio
         by_role[p.role].append(p.pod)
     out: list[Violation] = []
     for role, names in by_role.items():
-        free = (f"{gang}-{role}-{i}" for i in range(len(taken) + len(names) + 1))
+        free = (f"{gang}-{role}-{i}" for i in range(len(taken) + len(names)))  # at most len(taken) are taken
         expected = list(islice((n for n in free if n not in taken), len(names)))
         if sorted(set(names)) != sorted(expected):
             out.append(
@@ -954,8 +950,6 @@ def _resize_list(ctx: _Context) -> list[Violation]:
         elif after == len(run.pods):
             out.append(_v("consistency", f"resize of gang {r.gang} does not change its {after} members", r.gang))
     for run in ctx.rnd.running:
-        if not ctx.touched(run):
-            continue  # it keeps its pods and gets none: its member count does not change
         after = sum(ctx.members(run).values())
         if after != len(run.pods) and not ctx.evicted(run) and not resizes[run.name]:
             out.append(

@@ -12,15 +12,15 @@ these rows notice when any line of ``gangopt/validation.py`` is changed (docs/te
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache, partial
 from typing import Any
 
 import pytest
 
-from gangopt.schema import Placement, Plan, Preemption, Resize, Round, Toleration, Waiting
+from gangopt.schema import Cluster, Placement, Plan, Preemption, Resize, Round, Toleration, Waiting
 from gangopt.validation import Violation, validate
-from tests.builders import cluster, make_plan, make_round, pending, queue, role, running
+from tests.builders import cluster, make_plan, make_round, node, pending, queue, role, running
 
 Case = tuple[Round, Plan]
 """A round and a plan for it."""
@@ -43,9 +43,11 @@ def edit_preemption(plan: Plan, index: int = 0, **update: object) -> Plan:
     return edit(plan, preemptions=pres)
 
 
-def empty_eviction(gang: str) -> Preemption:
-    """An eviction of ``gang`` for hi that lists no pod."""
-    return Preemption(gang=gang, kind="evict", pods=[], nodes=[], priority=0, cost=0.0, for_gangs=["hi"])
+def empty_eviction(gang: str, pods: Sequence[str] = (), for_gangs: Sequence[str] = ("hi",)) -> Preemption:
+    """An eviction of ``gang`` (for hi) that lists no pod, or only ``pods``, and no node."""
+    return Preemption(
+        gang=gang, kind="evict", pods=list(pods), nodes=[], priority=0, cost=0.0, for_gangs=list(for_gangs)
+    )
 
 
 def rename(plan: Plan, old: str, new: str) -> Plan:
@@ -243,6 +245,32 @@ def sliced_victim() -> Case:
     return rnd, make_plan(rnd, place={"hi": ["n0"]}, shrink={"e": (["e-worker-4", "e-worker-5"], ["hi"])})
 
 
+def many_slices(extra: int) -> Case:
+    """Running e (1-GPU pods in node slices of 2) loses every pod on nodes a..f: a..e (62, 14, 6,
+    2, 2 pods: 1999 pairs, the slices tried back one at a time) and ``extra`` more 2-pod nodes
+    are refilled by hi, but f stays empty: its pair, the 2000th (+ ``extra``) tried, fits back.
+    At most MAX_SLICE_REPRIEVES = 2000 pairs are tried (docs/rules.md, rule 5)."""
+    full = {"a": 62, "b": 14, "c": 6, "d": 2, "e": 2, **{f"x{i}": 2 for i in range(extra)}}
+    sizes = {**full, "f": 2, "g": 2}
+    rnd = make_round(
+        Cluster(nodes=[node(name, n) for name, n in sizes.items()]),
+        running=[
+            running(
+                "e",
+                [name for name, n in sizes.items() for _ in range(n)],
+                gpu=1,
+                min_replicas=2,
+                slice_level="node",
+                slice_size=2,
+            )
+        ],
+        pending=[pending("hi", sum(full.values()) // 2, gpu=2, priority=10)],
+    )
+    lost = [p.name for p in rnd.running[0].pods if p.node != "g"]
+    hi = [name for name, n in full.items() for _ in range(n // 2)]
+    return rnd, make_plan(rnd, place={"hi": hi}, shrink={"e": (lost, ["hi"])})
+
+
 @cache
 def quota_victim() -> Case:
     """Queue q may use 8 GPUs: low (8, on n1) must go for hi (8, priority 10), which lands on n1."""
@@ -253,6 +281,19 @@ def quota_victim() -> Case:
         pending=[pending("hi", 1, gpu=8, queue="q", priority=10)],
     )
     return rnd, make_plan(rnd, place={"hi": ["n1"]}, evict={"low": ["hi"]})
+
+
+@cache
+def two_queues() -> Case:
+    """low (queue qa, no quota) holds n0; hi (qa, priority 10) lands on free n1; gb (queue qb,
+    1 GPU allowed) waits."""
+    rnd = make_round(
+        cluster(3),
+        queues=[queue("qa"), queue("qb", gpu=1)],
+        running=[running("low", ["n0"], gpu=8, queue="qa")],
+        pending=[pending("hi", 1, gpu=8, queue="qa", priority=10), pending("gb", 1, gpu=2, queue="qb")],
+    )
+    return rnd, make_plan(rnd, place={"hi": ["n1"]})
 
 
 @cache
@@ -374,6 +415,7 @@ SCENARIOS: dict[str, Callable[[], Case]] = {
         sliced_victim,
         quota_victim,
         quota_churn,
+        two_queues,
         quotas,
         over_quota,
         mover,
@@ -492,6 +534,17 @@ ALL_OR_NOTHING = [
         V("all_or_nothing", "running gang low: evicted but gets 1 new pods", "low"),
     ),
     case("untouched running gangs are not blamed for their input bounds", untouched),
+    case(
+        "an eviction entry that lists no pod does not touch its gang",
+        on(untouched, lambda plan: edit(plan, preemptions=[empty_eviction("m", for_gangs=[])])),
+        V("consistency", "eviction of gang m lists 0 of its 3 pods, not all", "m"),
+    ),
+    case(
+        "an eviction entry that lists only another gang's pod does not touch its gang",
+        on(untouched, lambda plan: edit(plan, preemptions=[empty_eviction("m", pods=["r-worker-0"], for_gangs=[])])),
+        V("consistency", "preemption of gang m lists pod r-worker-0, which is not one of its pods", "m"),
+        V("consistency", "eviction of gang m lists 0 of its 3 pods, not all", "m"),
+    ),
 ]
 
 CAPACITY = [
@@ -684,6 +737,13 @@ PREEMPTION = [
         V("preemption", "gang low: evicted, but all 1 pods fit back on n0 within capacity and quota", "low"),
     ),
     case(
+        "a needless eviction is reported although another queue is over its quota",
+        placed(two_queues, place={"hi": ["n1"], "gb": ["n2"]}, evict={"low": ["hi"]}),
+        V("preemption", "gang low: none of hi has a new pod on its nodes n0", "low"),
+        V("preemption", "gang low: evicted, but all 1 pods fit back on n0 within capacity and quota", "low"),
+        V("quota", "queue qb: gpu 2 > limit 1"),
+    ),
+    case(
         "freed node also receives a gang of the victim's priority",
         placed(churn, place={"b": ["n0"], "c": ["n0"]}, evict={"a": ["b"]}),
         V(
@@ -724,6 +784,17 @@ PREEMPTION = [
             "n0",
         ),
     ),
+    case(
+        "a slice that fits back, the 2000th tried",
+        partial(many_slices, 0),
+        V(
+            "preemption",
+            "gang e: shrunk, but pod e-worker-86, e-worker-87 fits back on f within capacity and quota",
+            "e",
+            "f",
+        ),
+    ),
+    case("a slice that fits back, the 2001st tried (past the limit)", partial(many_slices, 1)),
     case(
         "eviction entry that lists none of the victim's pods: bookkeeping only",
         lambda: (victim()[0], edit(make_plan(victim()[0]), preemptions=[empty_eviction("low")])),
