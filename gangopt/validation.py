@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, combinations, islice
+from typing import NamedTuple
 
 from gangopt.quantities import format_quantity
 from gangopt.schema import (
@@ -87,6 +88,11 @@ def validate(rnd: Round, plan: Plan) -> list[Violation]:
 def _qty(milli: int, resource: str) -> str:
     """An exact amount in Kubernetes notation ("8", "500m", "64Gi"), for messages."""
     return format_quantity(milli, resource)
+
+
+def _capacity(node: Node, resource: str) -> int:
+    """The node's capacity of a resource in milli-units; a resource it does not list has none."""
+    return node.capacity.get(resource, 0)
 
 
 def _domain(node: Node, level: str) -> str:
@@ -365,7 +371,7 @@ def _check_capacity(ctx: _Context) -> list[Violation]:
     for node in ctx.rnd.cluster.nodes:
         kept, new = ctx.kept_on_node.get(node.name, _NOTHING), ctx.new_on_node.get(node.name, _NOTHING)
         for res in sorted(set(kept) | set(new)):
-            used, cap = kept[res] + new[res], node.capacity.get(res, 0)
+            used, cap = kept[res] + new[res], _capacity(node, res)
             if used > cap:
                 out.append(
                     _v(
@@ -607,18 +613,18 @@ def _reprieve_violation(ctx: _Context, victim: RunningGang, lost: list[BoundPod]
         else ""
     )
     if ctx.evicted(victim):
-        if _fits_back(ctx, victim, lost, above):
-            nodes = ", ".join(sorted({p.node for p in lost}))
-            message = f"gang {name}: evicted, but all {len(lost)} pods fit back on {nodes} within capacity and quota"
-            return _v("preemption", message + where, name)
+        if not _fits_back(ctx, victim, lost, above):
+            return None
+        nodes = ", ".join(sorted({p.node for p in lost}))
+        message = f"gang {name}: evicted, but all {len(lost)} pods fit back on {nodes} within capacity and quota"
+        return _v("preemption", message + where, name)
+    candidates = _reprieve_candidates(ctx, victim, lost)
+    pods = next((pods for pods in candidates if _fits_back(ctx, victim, pods, above)), None)
+    if pods is None:
         return None
-    for pods in _reprieve_candidates(ctx, victim, lost):
-        if _fits_back(ctx, victim, pods, above):
-            names = ", ".join(p.name for p in pods)
-            nodes = ", ".join(sorted({p.node for p in pods}))
-            message = f"gang {name}: shrunk, but pod {names} fits back on {nodes} within capacity and quota"
-            return _v("preemption", message + where, name, pods[0].node)
-    return None
+    names, nodes = ", ".join(p.name for p in pods), ", ".join(sorted({p.node for p in pods}))
+    message = f"gang {name}: shrunk, but pod {names} fits back on {nodes} within capacity and quota"
+    return _v("preemption", message + where, name, pods[0].node)
 
 
 def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> Iterable[list[BoundPod]]:
@@ -635,7 +641,7 @@ def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod
     return islice(combos, MAX_SLICE_REPRIEVES)
 
 
-def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: bool = False) -> bool:
+def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: bool) -> bool:
     """Whether ``pods`` of the victim could stay where they were on top of the plan: capacity
     on their nodes and every quota of the victim's queue and cohort still hold. With ``above``,
     on top of the new pods of strictly higher priority than the victim only."""
@@ -646,25 +652,26 @@ def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: 
         per_node[pod.node].update(amounts)
         total.update(amounts)
     low_nodes, low_queues = ctx.new_up_to(victim.priority) if above else ({}, {})
-    for node, extra in per_node.items():
-        used, cap = ctx.used_on_node(node), ctx.nodes[node].capacity
+
+    def over_capacity(node: str, extra: Counter[str]) -> bool:
+        used = ctx.used_on_node(node)
         used.subtract(low_nodes.get(node, Counter()))
-        if any(used[r] + a > cap.get(r, 0) for r, a in extra.items()):
-            return False
+        return any(used[r] + a > _capacity(ctx.nodes[node], r) for r, a in extra.items())
+
     extras: dict[str, Counter[str]] = {q: Counter({r: -a for r, a in c.items()}) for q, c in low_queues.items()}
     extras.setdefault(victim.queue, Counter()).update(total)
-    return not any(
+    over_quota = (
         _scope_over(ctx, scope, extra=extras)
         for scope in _quota_scopes(ctx.rnd)
         if victim.queue in scope.queues and total[scope.resource]
     )
+    return not any(over_capacity(node, extra) for node, extra in per_node.items()) and not any(over_quota)
 
 
 # ----------------------------------------------------------------------------- rule 6: quota
 
 
-@dataclass(frozen=True)
-class _Scope:
+class _Scope(NamedTuple):
     """One quota limit: the queues it sums over, the resource, and the limit in milli-units."""
 
     label: str

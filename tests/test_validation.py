@@ -3,6 +3,8 @@ rule, and the corrected plan that breaks none (docs/plan-semantics.md, docs/rule
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from gangopt.schema import MatchExpression, Placement, Plan, Preemption, Resize, Round, Taint, Toleration, Waiting
@@ -39,6 +41,9 @@ def test_every_reported_rule_is_a_known_rule_name() -> None:
     plan = make_plan(rnd, place={"g": ["n0", "n0"]}, admitted=[])
     found = validate(rnd, plan)
     assert found and all(isinstance(v, Violation) and v.rule in RULES for v in found)
+    with pytest.raises(FrozenInstanceError):  # violations are values: callers may set or hash them
+        found[0].rule = "other"  # type: ignore[misc]
+    assert len(set(found)) == len(found)
 
 
 # ----------------------------------------------------------------------------- 1. all_or_nothing

@@ -272,6 +272,33 @@ def many_slices(extra: int) -> Case:
 
 
 @cache
+def rack_slices() -> Case:
+    """e: 6 x 1 GPU alternating on n0 and n1 (rack r0), in rack slices of 2, at least 2; hi
+    (6 GPUs) needs one slice of it: e-worker-0 (n0) and e-worker-1 (n1)."""
+    rnd = make_round(
+        cluster(2, racks=1),
+        running=[running("e", ["n0", "n1"] * 3, gpu=1, min_replicas=2, slice_level="rack", slice_size=2)],
+        pending=[pending("hi", 1, gpu=6, priority=10)],
+    )
+    return rnd, make_plan(rnd, place={"hi": ["n0"]}, shrink={"e": (["e-worker-0", "e-worker-1"], ["hi"])})
+
+
+@cache
+def single_slices() -> Case:
+    """e: role big (6 GPUs on n0, at least 0) and role small (1 GPU on n1, n0, n1, at least 1) in
+    node slices of 1; hi (7 GPUs) needs n0 and takes e-big-0."""
+    roles = [role("big", 1, gpu=6, min_replicas=0), role("small", 3, gpu=1, min_replicas=1)]
+    rnd = make_round(
+        cluster(2),
+        running=[
+            running("e", {"big": ["n0"], "small": ["n1", "n0", "n1"]}, roles=roles, slice_level="node", slice_size=1)
+        ],
+        pending=[pending("hi", 1, gpu=7, priority=10)],
+    )
+    return rnd, make_plan(rnd, place={"hi": ["n0"]}, shrink={"e": (["e-big-0"], ["hi"])})
+
+
+@cache
 def quota_victim() -> Case:
     """Queue q may use 8 GPUs: low (8, on n1) must go for hi (8, priority 10), which lands on n1."""
     rnd = make_round(
@@ -413,6 +440,8 @@ SCENARIOS: dict[str, Callable[[], Case]] = {
         churn,
         two_victims,
         sliced_victim,
+        rack_slices,
+        single_slices,
         quota_victim,
         quota_churn,
         two_queues,
@@ -783,6 +812,25 @@ PREEMPTION = [
             "e",
             "n0",
         ),
+    ),
+    case(
+        "sliced shrink of two slices where one suffices, a slice spanning two nodes",
+        placed(
+            rack_slices,
+            place={"hi": ["n0"]},
+            shrink={"e": (["e-worker-0", "e-worker-1", "e-worker-2", "e-worker-3"], ["hi"])},
+        ),
+        V(
+            "preemption",
+            "gang e: shrunk, but pod e-worker-0, e-worker-1 fits back on n0, n1 within capacity and quota",
+            "e",
+            "n0",
+        ),
+    ),
+    case(
+        "slices of 1 pod are given back one by one, in the gang's pod order",
+        placed(single_slices, place={"hi": ["n0"]}, shrink={"e": (["e-big-0", "e-small-0", "e-small-1"], ["hi"])}),
+        V("preemption", "gang e: shrunk, but pod e-small-0 fits back on n1 within capacity and quota", "e", "n1"),
     ),
     case(
         "a slice that fits back, the 2000th tried",
