@@ -2,20 +2,25 @@
 
     python scripts/mutate.py gangopt/validation.py --tests tests/test_validation.py [more test files]
     python scripts/mutate.py gangopt/validation.py --list          # number and show every mutant
-    python scripts/mutate.py gangopt/validation.py --tests ... --only 12 40
+    python scripts/mutate.py gangopt/validation.py --tests ... --only 12 40 [--fork] [--jobs 2]
 
-A *mutant* is the module with one small change (a comparison flipped, a constant off by one, a
-statement dropped, ...; see :func:`mutants`). Each mutant is written, one at a time, into a copy of
-the repository in a temporary directory (the working tree is never touched) and the given tests run
-there. A mutant the tests fail on (or that hangs past ``--timeout``) is *killed*; one they pass on
-*survives*, which means the tests would not notice that bug. Survivors are printed as
-``file:line: original -> mutated``, then the score ``killed/total``.
+A *mutant* is the module with one small change (a comparison flipped or negated, ``and``/``or``
+swapped, ``not`` dropped, a constant moved by one or set to 0, ``True``/``False`` swapped, ``+``/``-``
+swapped, an augmented assignment changed, an ``if`` condition forced or its body dropped, a
+``continue``/``break``/``return`` or a call statement such as ``out.append(...)`` removed; see
+:func:`_mutants_of`). Each mutant is written, one at a time, into a copy of the repository in a
+temporary directory (the working tree is never touched) and the given tests run there with
+``python -m pytest -x -q -p no:cacheprovider``, the copy first on the path. A mutant the tests
+fail on (or that runs past ``--timeout``) is *killed*; one they pass on *survives*: the tests would
+not notice that bug. Survivors are printed as ``file:line: original -> mutated``, then the score
+``killed/total``.
 
-Some mutants cannot be killed because they do not change behaviour (e.g. ``range(n + 1)`` ->
-``range(n + 2)`` where the extra index is never reached). List those in ``--equivalent`` (default
-``scripts/mutants-equivalent.txt``), one per line as printed, followed by ``  # reason``; they are
-left out of the score. Mutants that give the same program as another one, or as the original, are
-counted once, or not at all.
+Some mutants cannot be killed because they do not change behaviour (a cache disabled, a bound with
+slack). List those in ``--equivalent`` (default ``scripts/mutants-equivalent.txt``), one per line
+as printed, followed by ``  # reason``; they are left out of the score.
+
+``--fork`` runs pytest in forks of this process after importing, once, everything the tests import
+from outside the copy (pytest, pydantic, numpy, ...): the same runs, about twice as fast.
 """
 
 from __future__ import annotations
@@ -366,9 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.tests:
         parser.error("--tests is required (unless --list)")
     equivalent = read_equivalent(args.equivalent)
-    todo = [
-        n for n in (args.only if args.only is not None else range(len(described))) if described[n] not in equivalent
-    ]
+    wanted = args.only if args.only is not None else range(len(described))
+    if any(not 0 <= n < len(described) for n in wanted):
+        parser.error(f"--only: mutants are numbered 0 to {len(described) - 1} (see --list)")
+    todo = [n for n in wanted if described[n] not in equivalent]
 
     with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
         free = [copy_repository(Path(tmp) / str(job)) for job in range(max(1, args.jobs))]
