@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, combinations, islice
+from typing import NamedTuple
 
 from gangopt.quantities import format_quantity
 from gangopt.schema import (
@@ -36,6 +37,7 @@ from gangopt.schema import (
     RunningGang,
     Taint,
     Toleration,
+    TopologyRequest,
 )
 
 Gang = PendingGang | RunningGang
@@ -58,8 +60,6 @@ MAX_SLICE_REPRIEVES = 2000
 """Most pod combinations tried when asking whether part of a sliced shrink was needless."""
 _NOTHING: Counter[str] = Counter()
 """No requests (shared: never modified)."""
-_NO_ROLES: Mapping[str, Role] = {}
-"""No roles (shared: never modified)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,11 @@ def _qty(milli: int, resource: str) -> str:
     return format_quantity(milli, resource)
 
 
+def _capacity(node: Node, resource: str) -> int:
+    """The node's capacity of a resource in milli-units; a resource it does not list has none."""
+    return node.capacity.get(resource, 0)
+
+
 def _domain(node: Node, level: str) -> str:
     """The node's domain at ``level``; at the implicit level ``node`` that is the node itself."""
     return node.name if level == NODE_LEVEL else node.topology[level]
@@ -112,12 +117,15 @@ class _Context:
         self.nodes: dict[str, Node] = {n.name: n for n in rnd.cluster.nodes}
         self.pending: dict[str, PendingGang] = {g.name: g for g in rnd.pending}
         self.running: dict[str, RunningGang] = {g.name: g for g in rnd.running}
-        self.admitted: set[str] = {name for name in plan.admitted if name in self.pending}
-        self._members: dict[int, tuple[Gang, Mapping[str, int]]] = {}
+        self.admitted: set[str] = set(plan.admitted)  # other names there: see _admission_lists
 
     def gang(self, name: str) -> Gang | None:
         """The pending or running gang of that name, if any."""
         return self.pending.get(name) or self.running.get(name)
+
+    def spec(self, placement: Placement) -> Gang:
+        """The gang of a located placement (one of :attr:`new`)."""
+        return self.pending.get(placement.gang) or self.running[placement.gang]
 
     def role(self, gang: str, role: str) -> Role | None:
         """The role of that name in that gang, if both exist."""
@@ -125,16 +133,9 @@ class _Context:
 
     @cached_property
     def roles(self) -> dict[str, dict[str, Role]]:
-        """Per gang name (as :meth:`gang` resolves it), its roles by name (the first of a name).
+        """Per gang name, its roles by name (gang and role names are unique: Round checks it).
         Built once: the checks look a role up for every pod."""
-        out: dict[str, dict[str, Role]] = {}
-        for gang in (*self.pending.values(), *self.running.values()):
-            if gang.name not in out and self.gang(gang.name) is gang:
-                by_name: dict[str, Role] = {}
-                for r in gang.roles:
-                    by_name.setdefault(r.name, r)
-                out[gang.name] = by_name
-        return out
+        return {g.name: {r.name: r for r in g.roles} for g in (*self.rnd.pending, *self.rnd.running)}
 
     @cached_property
     def new(self) -> list[Placement]:
@@ -179,36 +180,23 @@ class _Context:
     def lost(self, gang: RunningGang) -> list[BoundPod]:
         """Pods of a running gang that the plan removes."""
         gone = self.removed.get(gang.name)
-        if not gone:
-            return []
-        return [p for p in gang.pods if p.name in gone]
+        return [p for p in gang.pods if p.name in gone] if gone else []
 
     def evicted(self, gang: RunningGang) -> bool:
         """Whether the plan removes every pod of the running gang."""
         return not self.kept(gang)
 
     def requests(self, gang: str, role: str) -> Amounts:
-        spec = self.role(gang, role)
-        return spec.requests if spec is not None else {}
+        """Per-pod requests of a role that exists (of a running pod or a located placement)."""
+        return self.roles[gang][role].requests
 
-    def members(self, gang: Gang) -> Mapping[str, int]:
+    def members(self, gang: Gang) -> Counter[str]:
         """Pods per role after the plan (roles without pods may be absent): new pods, plus
-        kept pods for a running gang. Counted once per gang: several checks ask."""
-        key = id(gang)
-        hit = self._members.get(key)
-        if hit is not None and hit[0] is gang:
-            return hit[1]
+        kept pods for a running gang."""
         pods: Sequence[BoundPod | Placement] = self.new_by_gang.get(gang.name, [])
         if isinstance(gang, RunningGang):
-            kept = self.kept(gang)
-            pods = [*pods, *kept] if pods else kept
-        count = _role_counts(pods)
-        self._members[key] = (gang, count)
-        return count
-
-    def touched(self, gang: RunningGang) -> bool:
-        """Whether the plan gives the running gang new pods or removes some of its pods."""
-        return gang.name in self.touched_names
+            pods = [*pods, *self.kept(gang)]
+        return Counter(p.role for p in pods)
 
     @cached_property
     def touched_names(self) -> frozenset[str]:
@@ -225,12 +213,7 @@ class _Context:
 
     @cached_property
     def kept_on_node(self) -> dict[str, Counter[str]]:
-        touched = self.touched_names  # the other gangs keep all their pods (self.kept, inlined)
-        kept = (
-            (gang.name, pod.role, pod.node)
-            for gang in self.rnd.running
-            for pod in (self.kept(gang) if gang.name in touched else gang.pods)
-        )
+        kept = ((gang.name, pod.role, pod.node) for gang in self.rnd.running for pod in self.kept(gang))
         return _requests_on_node(self, kept)
 
     @cached_property
@@ -247,9 +230,7 @@ class _Context:
         queue (what a victim of that priority or higher may not be evicted for)."""
         out: dict[int, tuple[dict[str, Counter[str]], dict[str, Counter[str]]]] = {}
         for p in self.new:
-            spec = self.gang(p.gang)
-            if spec is None:
-                continue
+            spec = self.spec(p)
             nodes, queues = out.setdefault(spec.priority, (defaultdict(Counter), defaultdict(Counter)))
             amounts = self.requests(p.gang, p.role)
             nodes[p.node].update(amounts)
@@ -285,18 +266,8 @@ class _Context:
             for pod in self.kept(gang):
                 out[gang.queue].update(self.requests(gang.name, pod.role))
         for p in self.new:
-            spec = self.gang(p.gang)
-            if spec is not None:
-                out[spec.queue].update(self.requests(p.gang, p.role))
+            out[self.spec(p).queue].update(self.requests(p.gang, p.role))
         return out
-
-
-def _role_counts(pods: Sequence[BoundPod | Placement]) -> Mapping[str, int]:
-    """Pods per role. Pods of a single role (most gangs) are counted without a Counter: every
-    running gang of every round is counted."""
-    if pods and all(p.role == pods[0].role for p in pods):
-        return {pods[0].role: len(pods)}
-    return Counter(p.role for p in pods)
 
 
 def _requests_on_node(ctx: _Context, pods: Iterable[tuple[str, str, str]]) -> dict[str, Counter[str]]:
@@ -307,11 +278,8 @@ def _requests_on_node(ctx: _Context, pods: Iterable[tuple[str, str, str]]) -> di
     out: dict[str, Counter[str]] = defaultdict(Counter)
     roles = ctx.roles  # ctx.requests, inlined: this loop sees every running pod
     for (gang, role, node), n in count.items():
-        spec = roles.get(gang, _NO_ROLES).get(role)
-        if spec is None:
-            continue
         total = out[node]
-        for res, amount in spec.requests.items():
+        for res, amount in roles[gang][role].requests.items():
             total[res] += amount * n
     return out
 
@@ -344,8 +312,10 @@ def _pending_members(ctx: _Context, gang: PendingGang) -> list[Violation]:
 
 
 def _running_members(ctx: _Context, run: RunningGang) -> list[Violation]:
-    """A running gang keeps 0 pods (evicted, and then gets no new ones) or stays within bounds."""
-    if run.name not in ctx.touched_names and _single_role_within_bounds(run):
+    """A running gang the plan touches keeps 0 pods (evicted, and then gets no new ones) or ends
+    within bounds. One the plan leaves alone is not blamed for its input (a bound may have been
+    lowered under running work, as for quotas)."""
+    if run.name not in ctx.touched_names:
         return []
     count = ctx.members(run)
     if ctx.evicted(run):
@@ -354,20 +324,6 @@ def _running_members(ctx: _Context, run: RunningGang) -> list[Violation]:
             return []
         return [_v("all_or_nothing", f"running gang {run.name}: evicted but gets {new} new pods", run.name)]
     return _bounds(run, count, f"running gang {run.name} after the plan")
-
-
-def _single_role_within_bounds(run: RunningGang) -> bool:
-    """Whether a running gang of one role, all its pods of that role, is within every bound:
-    the quick test for gangs a plan leaves alone (every running gang of every round of a
-    replay passes here; nearly all are such gangs). False only means "count it in full"."""
-    if len(run.roles) != 1:
-        return False
-    role, pods = run.roles[0], run.pods
-    n = len(pods)
-    if not (run.minimum <= n <= run.maximum and run.role_minimum(role) <= n <= role.replicas):
-        return False
-    name = role.name
-    return all(pod.role == name for pod in pods)
 
 
 def _bounds(gang: Gang, count: Mapping[str, int], what: str) -> list[Violation]:
@@ -414,10 +370,8 @@ def _check_capacity(ctx: _Context) -> list[Violation]:
     out: list[Violation] = []
     for node in ctx.rnd.cluster.nodes:
         kept, new = ctx.kept_on_node.get(node.name, _NOTHING), ctx.new_on_node.get(node.name, _NOTHING)
-        if not _over_capacity(node, kept, new):
-            continue
         for res in sorted(set(kept) | set(new)):
-            used, cap = kept[res] + new[res], node.capacity.get(res, 0)
+            used, cap = kept[res] + new[res], _capacity(node, res)
             if used > cap:
                 out.append(
                     _v(
@@ -428,13 +382,6 @@ def _check_capacity(ctx: _Context) -> list[Violation]:
                     )
                 )
     return out
-
-
-def _over_capacity(node: Node, kept: Counter[str], new: Counter[str]) -> bool:
-    """Whether some resource of ``node`` is overcommitted: the quick test before the report
-    (every node of every round passes here; almost none is over)."""
-    cap = node.capacity
-    return any(kept[res] + new[res] > cap.get(res, 0) for res in chain(kept, new))
 
 
 # ----------------------------------------------------------------------------- rule 3: eligibility
@@ -510,11 +457,14 @@ def _check_topology(ctx: _Context) -> list[Violation]:
     out: list[Violation] = []
     gangs: list[Gang] = [*ctx.rnd.pending, *ctx.rnd.running]
     for gang in gangs:
-        if gang.topology is None or not _placement_changed(ctx, gang):
+        topo = gang.topology
+        if topo is None or not _placement_changed(ctx, gang):
             continue
         nodes = [ctx.nodes[n] for n in ctx.pod_nodes(gang)]
-        out += _required_domain(gang, nodes, ctx)
-        out += _slices(gang, nodes)
+        if topo.required is not None and ctx.new_by_gang.get(gang.name):
+            out += _required_domain(gang, topo.required, nodes)
+        if topo.slice_size is not None:
+            out += _slices(gang, topo, nodes)
     return out
 
 
@@ -527,11 +477,8 @@ def _placement_changed(ctx: _Context, gang: Gang) -> bool:
     return not ctx.evicted(gang) and (new or bool(ctx.lost(gang)))
 
 
-def _required_domain(gang: Gang, nodes: list[Node], ctx: _Context) -> list[Violation]:
+def _required_domain(gang: Gang, level: str, nodes: list[Node]) -> list[Violation]:
     """All pods of the gang in one domain of the required level (checked when the gang gets new pods)."""
-    level = gang.topology.required if gang.topology else None
-    if level is None or not ctx.new_by_gang.get(gang.name):
-        return []
     by_domain: dict[str, list[str]] = defaultdict(list)
     for node in nodes:
         by_domain[_domain(node, level)].append(node.name)
@@ -547,20 +494,15 @@ def _required_domain(gang: Gang, nodes: list[Node], ctx: _Context) -> list[Viola
     ]
 
 
-def _slices(gang: Gang, nodes: list[Node]) -> list[Violation]:
+def _slices(gang: Gang, topo: TopologyRequest, nodes: list[Node]) -> list[Violation]:
     """In every domain of the slice level, the gang's pod count is a multiple of the slice size."""
-    topo = gang.topology
-    if topo is None or topo.slice_level is None or not topo.slice_size:
-        return []
-    count = Counter(_domain(n, topo.slice_level) for n in nodes)
+    level, size = topo.slice_level, topo.slice_size
+    assert level is not None and size is not None  # they go together (Round checks it)
+    count = Counter(_domain(n, level) for n in nodes)
     return [
-        _v(
-            "topology",
-            f"gang {gang.name}: {n} pods in {topo.slice_level} {d}, not a multiple of slice size {topo.slice_size}",
-            gang.name,
-        )
+        _v("topology", f"gang {gang.name}: {n} pods in {level} {d}, not a multiple of slice size {size}", gang.name)
         for d, n in sorted(count.items())
-        if n % topo.slice_size
+        if n % size
     ]
 
 
@@ -671,18 +613,18 @@ def _reprieve_violation(ctx: _Context, victim: RunningGang, lost: list[BoundPod]
         else ""
     )
     if ctx.evicted(victim):
-        if _fits_back(ctx, victim, lost, above):
-            nodes = ", ".join(sorted({p.node for p in lost}))
-            message = f"gang {name}: evicted, but all {len(lost)} pods fit back on {nodes} within capacity and quota"
-            return _v("preemption", message + where, name)
+        if not _fits_back(ctx, victim, lost, above):
+            return None
+        nodes = ", ".join(sorted({p.node for p in lost}))
+        message = f"gang {name}: evicted, but all {len(lost)} pods fit back on {nodes} within capacity and quota"
+        return _v("preemption", message + where, name)
+    candidates = _reprieve_candidates(ctx, victim, lost)
+    pods = next((pods for pods in candidates if _fits_back(ctx, victim, pods, above)), None)
+    if pods is None:
         return None
-    for pods in _reprieve_candidates(ctx, victim, lost):
-        if _fits_back(ctx, victim, pods, above):
-            names = ", ".join(p.name for p in pods)
-            nodes = ", ".join(sorted({p.node for p in pods}))
-            message = f"gang {name}: shrunk, but pod {names} fits back on {nodes} within capacity and quota"
-            return _v("preemption", message + where, name, pods[0].node)
-    return None
+    names, nodes = ", ".join(p.name for p in pods), ", ".join(sorted({p.node for p in pods}))
+    message = f"gang {name}: shrunk, but pod {names} fits back on {nodes} within capacity and quota"
+    return _v("preemption", message + where, name, pods[0].node)
 
 
 def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> Iterable[list[BoundPod]]:
@@ -699,7 +641,7 @@ def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod
     return islice(combos, MAX_SLICE_REPRIEVES)
 
 
-def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: bool = False) -> bool:
+def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: bool) -> bool:
     """Whether ``pods`` of the victim could stay where they were on top of the plan: capacity
     on their nodes and every quota of the victim's queue and cohort still hold. With ``above``,
     on top of the new pods of strictly higher priority than the victim only."""
@@ -710,25 +652,26 @@ def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: 
         per_node[pod.node].update(amounts)
         total.update(amounts)
     low_nodes, low_queues = ctx.new_up_to(victim.priority) if above else ({}, {})
-    for node, extra in per_node.items():
-        used, cap = ctx.used_on_node(node), ctx.nodes[node].capacity
+
+    def over_capacity(node: str, extra: Counter[str]) -> bool:
+        used = ctx.used_on_node(node)
         used.subtract(low_nodes.get(node, Counter()))
-        if any(used[r] + a > cap.get(r, 0) for r, a in extra.items() if a):
-            return False
+        return any(used[r] + a > _capacity(ctx.nodes[node], r) for r, a in extra.items())
+
     extras: dict[str, Counter[str]] = {q: Counter({r: -a for r, a in c.items()}) for q, c in low_queues.items()}
     extras.setdefault(victim.queue, Counter()).update(total)
-    return not any(
+    over_quota = (
         _scope_over(ctx, scope, extra=extras)
         for scope in _quota_scopes(ctx.rnd)
         if victim.queue in scope.queues and total[scope.resource]
     )
+    return not any(over_capacity(node, extra) for node, extra in per_node.items()) and not any(over_quota)
 
 
 # ----------------------------------------------------------------------------- rule 6: quota
 
 
-@dataclass(frozen=True)
-class _Scope:
+class _Scope(NamedTuple):
     """One quota limit: the queues it sums over, the resource, and the limit in milli-units."""
 
     label: str
@@ -793,8 +736,7 @@ def _check_quota(ctx: _Context) -> list[Violation]:
 def _check_stability(ctx: _Context) -> list[Violation]:
     """Running pods that are not preempted stay on their node under their name: no new pod
     reuses a kept pod's name, and no role of a running gang loses pods and gains others."""
-    placed = {p.pod for p in ctx.plan.placements}
-    kept = {pod.name: (gang.name, pod) for gang in ctx.rnd.running for pod in ctx.kept(gang) if pod.name in placed}
+    kept = {pod.name: (gang.name, pod) for gang in ctx.rnd.running for pod in ctx.kept(gang)}
     out: list[Violation] = []
     for p in ctx.plan.placements:
         if p.pod in kept:
@@ -808,10 +750,8 @@ def _check_stability(ctx: _Context) -> list[Violation]:
                     p.node,
                 )
             )
-    touched = ctx.touched_names
     for run in ctx.rnd.running:
-        if run.name in touched:  # a gang the plan leaves alone moves nothing
-            out += _moves(ctx, run)
+        out += _moves(ctx, run)
     return out
 
 
@@ -819,10 +759,7 @@ def _moves(ctx: _Context, run: RunningGang) -> list[Violation]:
     """Removing pods of a role and adding pods to the same role moves (or renames) them."""
     if ctx.evicted(run):
         return []  # reported by all_or_nothing when it grows
-    gone = ctx.lost(run)
-    if not gone:
-        return []
-    lost = Counter(p.role for p in gone)
+    lost = Counter(p.role for p in ctx.lost(run))
     new = Counter(p.role for p in ctx.new_by_gang.get(run.name, []))
     return [
         _v(
@@ -895,7 +832,7 @@ def _naming(gang: str, placements: list[Placement], taken: set[str]) -> list[Vio
         by_role[p.role].append(p.pod)
     out: list[Violation] = []
     for role, names in by_role.items():
-        free = (f"{gang}-{role}-{i}" for i in range(len(taken) + len(names) + 1))
+        free = (f"{gang}-{role}-{i}" for i in range(len(taken) + len(names)))  # at most len(taken) are taken
         expected = list(islice((n for n in free if n not in taken), len(names)))
         if sorted(set(names)) != sorted(expected):
             out.append(
@@ -998,6 +935,9 @@ def _resize_list(ctx: _Context) -> list[Violation]:
     one resize, from their running pod count to their count after the plan."""
     out: list[Violation] = []
     resizes: dict[str, int] = Counter(r.gang for r in ctx.plan.resizes)
+    for name, n in sorted(resizes.items()):
+        if n > 1 and name in ctx.running:
+            out.append(_v("consistency", f"resizes list gang {name} {n} times", name))
     for r in ctx.plan.resizes:
         run = ctx.running.get(r.gang)
         if run is None:
@@ -1005,8 +945,6 @@ def _resize_list(ctx: _Context) -> list[Violation]:
             out.append(_v("consistency", f"resize of {what} {r.gang}", r.gang))
             continue
         after = sum(ctx.members(run).values())
-        if resizes[r.gang] > 1:
-            out.append(_v("consistency", f"resizes list gang {r.gang} {resizes[r.gang]} times", r.gang))
         if (r.from_members, r.to_members) != (len(run.pods), after):
             out.append(
                 _v(
@@ -1019,8 +957,6 @@ def _resize_list(ctx: _Context) -> list[Violation]:
         elif after == len(run.pods):
             out.append(_v("consistency", f"resize of gang {r.gang} does not change its {after} members", r.gang))
     for run in ctx.rnd.running:
-        if not ctx.touched(run):
-            continue  # it keeps its pods and gets none: its member count does not change
         after = sum(ctx.members(run).values())
         if after != len(run.pods) and not ctx.evicted(run) and not resizes[run.name]:
             out.append(

@@ -113,26 +113,58 @@ BAD_ROUNDS: list[tuple[str, Callable[[Json], None] | str, str, str]] = [
     ("malformed JSON", '{"cluster": {"nodes": [', "$", "malformed JSON"),
     ("unknown field", _set("pending.0.prority", 3), "$.pending[0].prority", "unknown field"),
     ("negative quantity", _set("cluster.nodes.1.capacity.gpu", "-8"), "$.cluster.nodes[1].capacity.gpu", "negative"),
-    ("unparseable quantity", _set("pending.1.roles.0.requests.gpu", "four"), "$.pending[1].roles[0].requests.gpu",
-     "cannot parse quantity"),
-    ("quantity too large", _set("cluster.nodes.1.capacity.memory", "100Pi"), "$.cluster.nodes[1].capacity.memory",
-     "too large"),
-    ("absurd replicas", _set("pending.1.roles.0.replicas", 10**9), "$.pending[1].roles[0].replicas",
-     "less than or equal to 100000"),
-    ("priority beyond int32", _set("running.0.priority", 2**70), "$.running[0].priority",
-     "less than or equal to 2147483647"),
+    (
+        "unparseable quantity",
+        _set("pending.1.roles.0.requests.gpu", "four"),
+        "$.pending[1].roles[0].requests.gpu",
+        "cannot parse quantity",
+    ),
+    (
+        "quantity too large",
+        _set("cluster.nodes.1.capacity.memory", "100Pi"),
+        "$.cluster.nodes[1].capacity.memory",
+        "too large",
+    ),
+    (
+        "absurd replicas",
+        _set("pending.1.roles.0.replicas", 10**9),
+        "$.pending[1].roles[0].replicas",
+        "less than or equal to 100000",
+    ),
+    (
+        "priority beyond int32",
+        _set("running.0.priority", 2**70),
+        "$.running[0].priority",
+        "less than or equal to 2147483647",
+    ),
     ("duplicate node name", _set("cluster.nodes.2.name", "n0"), "$.cluster.nodes[2].name", "duplicate node name"),
     ("duplicate gang name", _set("pending.1.name", "old"), "$.pending[1].name", "duplicate gang name"),
     ("pod on missing node", _set("running.0.pods.0.node", "n9"), "$.running[0].pods[0].node", "does not exist"),
-    ("running over capacity", _set("running.0.roles.0.requests.gpu", 16), "$.cluster.nodes[3].capacity.gpu",
-     "more than its capacity"),
+    (
+        "running over capacity",
+        _set("running.0.roles.0.requests.gpu", 16),
+        "$.cluster.nodes[3].capacity.gpu",
+        "more than its capacity",
+    ),
     ("gang min over replicas", _set("pending.0.min_members", 3), "$.pending[0].min_members", "exceeds"),
-    ("role min over replicas", _set("pending.2.roles.0.min_replicas", 9), "$.pending[2].roles[0].min_replicas",
-     "exceeds"),
-    ("unknown required level", _set("pending.0.topology.required", "row"), "$.pending[0].topology.required",
-     "unknown topology level"),
-    ("unknown node level", _set("cluster.nodes.0.topology.row", "x"), "$.cluster.nodes[0].topology.row",
-     "unknown topology level"),
+    (
+        "role min over replicas",
+        _set("pending.2.roles.0.min_replicas", 9),
+        "$.pending[2].roles[0].min_replicas",
+        "exceeds",
+    ),
+    (
+        "unknown required level",
+        _set("pending.0.topology.required", "row"),
+        "$.pending[0].topology.required",
+        "unknown topology level",
+    ),
+    (
+        "unknown node level",
+        _set("cluster.nodes.0.topology.row", "x"),
+        "$.cluster.nodes[0].topology.row",
+        "unknown topology level",
+    ),
 ]
 
 
@@ -351,9 +383,7 @@ def test_validate_rejects_a_broken_plan_and_names_the_rule(
     assert "n0" in out
 
 
-def test_explain_names_every_pending_gang(
-    tmp_path: Path, round_file: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_explain_names_every_pending_gang(tmp_path: Path, round_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     plan = hand_plan()
     plan["waiting"] = []  # even a gang the plan forgets to mention is shown
     code = main(["explain", round_file, _write(tmp_path / "p.json", plan)])
@@ -373,8 +403,15 @@ def test_explain_shows_preemptions_resizes_and_timing() -> None:
             **hand_plan(),
             "gap": 0.125,
             "preemptions": [
-                {"gang": "old", "kind": "evict", "pods": ["old-worker-0"], "nodes": ["n3"], "priority": 0,
-                 "cost": 0.5, "for_gangs": ["train"]}
+                {
+                    "gang": "old",
+                    "kind": "evict",
+                    "pods": ["old-worker-0"],
+                    "nodes": ["n3"],
+                    "priority": 0,
+                    "cost": 0.5,
+                    "for_gangs": ["train"],
+                }
             ],
             "resizes": [{"gang": "old", "from_members": 1, "to_members": 0}],
             "stats": {"nodes": 4, "total_seconds": 1.23456},
@@ -414,9 +451,7 @@ def test_solve_prints_a_valid_plan(round_file: str, solver: str, capsys: pytest.
         assert "train" in plan.admitted  # the top-priority gang fits in rack r0
 
 
-def test_solve_explain_and_output_file(
-    tmp_path: Path, round_file: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_solve_explain_and_output_file(tmp_path: Path, round_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     output = tmp_path / "plan.json"
     code = main(["solve", round_file, "--explain", "-o", str(output)])
     out, err = capsys.readouterr()

@@ -15,8 +15,15 @@ from gangopt.schema import Plan, Round
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 FILES = sorted(INSTANCES.glob("*.json"))
 EXPECTED = {
-    "basic", "priorities", "preemption", "elastic", "topology",
-    "quotas", "gang-group", "deadlines", "fragmentation",
+    "basic",
+    "priorities",
+    "preemption",
+    "elastic",
+    "topology",
+    "quotas",
+    "gang-group",
+    "deadlines",
+    "fragmentation",
 }
 
 

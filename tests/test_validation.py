@@ -3,6 +3,8 @@ rule, and the corrected plan that breaks none (docs/plan-semantics.md, docs/rule
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from gangopt.schema import MatchExpression, Placement, Plan, Preemption, Resize, Round, Taint, Toleration, Waiting
@@ -17,6 +19,11 @@ def rules(rnd: Round, plan: Plan) -> set[str]:
 
 def messages(rnd: Round, plan: Plan, rule: str) -> list[str]:
     return [v.message for v in validate(rnd, plan) if v.rule == rule]
+
+
+def V(rule: str, message: str, gang: str | None = None, node: str | None = None) -> Violation:
+    """A violation, as a test expects it."""
+    return Violation(rule=rule, message=message, gang=gang, node=node)
 
 
 def assert_valid(rnd: Round, plan: Plan) -> None:
@@ -34,6 +41,9 @@ def test_every_reported_rule_is_a_known_rule_name() -> None:
     plan = make_plan(rnd, place={"g": ["n0", "n0"]}, admitted=[])
     found = validate(rnd, plan)
     assert found and all(isinstance(v, Violation) and v.rule in RULES for v in found)
+    with pytest.raises(FrozenInstanceError):  # violations are values: callers may set or hash them
+        found[0].rule = "other"  # type: ignore[misc]
+    assert len(set(found)) == len(found)
 
 
 # ----------------------------------------------------------------------------- 1. all_or_nothing
@@ -43,37 +53,47 @@ class TestAllOrNothing:
     def test_admitted_gang_starts_at_least_its_minimum(self) -> None:
         rnd = make_round(cluster(4), pending=[pending("g", 4, gpu=8)])
         partial = make_plan(rnd, place={"g": ["n0", "n1", "n2"]})
-        assert rules(rnd, partial) == {"all_or_nothing"}
-        assert "admitted gang g: 3 pods < minimum 4" in messages(rnd, partial, "all_or_nothing")
+        assert validate(rnd, partial) == [
+            V("all_or_nothing", "admitted gang g: 3 pods < minimum 4", "g"),
+            V("all_or_nothing", "admitted gang g: role worker has 3 pods < role minimum 4", "g"),
+        ]
         assert_valid(rnd, make_plan(rnd, place={"g": ["n0", "n1", "n2", "n3"]}))
 
     def test_admitted_gang_with_no_pods_at_all_is_partial(self) -> None:
         rnd = make_round(cluster(1), pending=[pending("g", 1, gpu=8)])
-        assert "all_or_nothing" in rules(rnd, make_plan(rnd, admitted=["g"]))
+        assert validate(rnd, make_plan(rnd, admitted=["g"])) == [
+            V("all_or_nothing", "admitted gang g: 0 pods < minimum 1", "g"),
+            V("all_or_nothing", "admitted gang g: role worker has 0 pods < role minimum 1", "g"),
+        ]
 
     def test_gang_that_is_not_admitted_has_no_pods(self) -> None:
         """Volcano #3373: pods of an unadmitted gang would hold GPUs without running."""
         rnd = make_round(cluster(2), pending=[pending("g", 2, gpu=8)])
         held = make_plan(rnd, place={"g": ["n0", "n1"]}, admitted=[])
-        assert "all_or_nothing" in rules(rnd, held)
+        assert validate(rnd, held) == [V("all_or_nothing", "gang g: not admitted but has 2 new pods", "g")]
         assert_valid(rnd, make_plan(rnd))
 
     def test_every_role_starts_at_least_its_role_minimum(self) -> None:
         roles = [role("launcher", 1, gpu=0, cpu=1), role("worker", 4, gpu=8, min_replicas=2)]
         rnd = make_round(cluster(4, cpu=16), pending=[pending("g", roles=roles)])
         no_launcher = make_plan(rnd, place={"g": {"worker": ["n0", "n1", "n2", "n3"]}})
-        assert any(
-            "role launcher has 0 pods < role minimum 1" in m for m in messages(rnd, no_launcher, "all_or_nothing")
-        )
+        assert validate(rnd, no_launcher) == [
+            V("all_or_nothing", "admitted gang g: role launcher has 0 pods < role minimum 1", "g")
+        ]
         assert_valid(rnd, make_plan(rnd, place={"g": {"launcher": ["n0"], "worker": ["n0", "n1"]}}))
 
     def test_no_role_gets_more_pods_than_its_replicas(self) -> None:
         rnd = make_round(cluster(2), pending=[pending("g", 2, gpu=4)])
-        assert "all_or_nothing" in rules(rnd, make_plan(rnd, place={"g": ["n0", "n0", "n1"]}))
+        assert validate(rnd, make_plan(rnd, place={"g": ["n0", "n0", "n1"]})) == [
+            V("all_or_nothing", "admitted gang g: 3 pods > maximum 2", "g"),
+            V("all_or_nothing", "admitted gang g: role worker has 3 pods > replicas 2", "g"),
+        ]
 
     def test_elastic_gang_stays_within_max_members(self) -> None:
         rnd = make_round(cluster(2), pending=[pending("g", 4, gpu=4, min_members=2, max_members=3)])
-        assert "all_or_nothing" in rules(rnd, make_plan(rnd, place={"g": ["n0", "n0", "n1", "n1"]}))
+        assert validate(rnd, make_plan(rnd, place={"g": ["n0", "n0", "n1", "n1"]})) == [
+            V("all_or_nothing", "admitted gang g: 4 pods > maximum 3", "g")
+        ]
         assert_valid(rnd, make_plan(rnd, place={"g": ["n0", "n0", "n1"]}))
 
     def test_gangs_of_a_group_start_together(self) -> None:
@@ -82,8 +102,7 @@ class TestAllOrNothing:
             cluster(2), pending=[pending("a", 1, gpu=8, group="pair"), pending("b", 1, gpu=8, group="pair")]
         )
         half = make_plan(rnd, place={"a": ["n0"]})
-        assert rules(rnd, half) == {"all_or_nothing"}
-        assert any("group pair" in m for m in messages(rnd, half, "all_or_nothing"))
+        assert validate(rnd, half) == [V("all_or_nothing", "group pair: a admitted but b not")]
         assert_valid(rnd, make_plan(rnd, place={"a": ["n0"], "b": ["n1"]}))
 
     def test_running_gang_is_not_shrunk_below_its_minimum(self) -> None:
@@ -94,7 +113,10 @@ class TestAllOrNothing:
             pending=[pending("hi", 1, gpu=4, priority=10)],
         )
         broken = make_plan(rnd, place={"hi": ["n0"]}, shrink={"e": (["e-worker-2", "e-worker-3"], ["hi"])})
-        assert any("2 pods < minimum 3" in m for m in messages(rnd, broken, "all_or_nothing"))
+        assert validate(rnd, broken) == [
+            V("all_or_nothing", "running gang e after the plan: 2 pods < minimum 3", "e"),
+            V("all_or_nothing", "running gang e after the plan: role worker has 2 pods < role minimum 3", "e"),
+        ]
         assert_valid(rnd, make_plan(rnd, place={"hi": ["n0"]}, evict={"e": ["hi"]}))
 
     def test_non_elastic_running_gang_cannot_lose_single_pods(self) -> None:
@@ -102,18 +124,29 @@ class TestAllOrNothing:
             cluster(1), running=[running("r", ["n0", "n0"], gpu=4)], pending=[pending("hi", 1, gpu=4, priority=10)]
         )
         broken = make_plan(rnd, place={"hi": ["n0"]}, shrink={"r": (["r-worker-1"], ["hi"])})
-        assert "all_or_nothing" in rules(rnd, broken)
+        assert validate(rnd, broken) == [
+            V("all_or_nothing", "running gang r after the plan: 1 pods < minimum 2", "r"),
+            V("all_or_nothing", "running gang r after the plan: role worker has 1 pods < role minimum 2", "r"),
+        ]
 
     def test_evicted_running_gang_does_not_grow(self) -> None:
         rnd = make_round(cluster(2), running=[running("e", ["n0"], gpu=8, replicas=2, min_replicas=1)])
         plan = make_plan(rnd, place={"e": ["n1"]}, evict={"e": []})
-        assert any("evicted but gets 1 new pods" in m for m in messages(rnd, plan, "all_or_nothing"))
+        assert validate(rnd, plan) == [
+            V("all_or_nothing", "running gang e: evicted but gets 1 new pods", "e"),
+            V("preemption", "gang e: preempted for no gang (for_gangs is empty)", "e"),
+            V("preemption", "gang e: evicted, but all 1 pods fit back on n0 within capacity and quota", "e"),
+        ]
 
     def test_running_gang_grows_at_most_to_its_replicas(self) -> None:
         rnd = make_round(cluster(2), running=[running("e", ["n0"], gpu=8, replicas=2, min_replicas=1)])
         assert_valid(rnd, make_plan(rnd, place={"e": ["n1"]}))
         too_many = make_plan(rnd, place={"e": ["n1", "n1"]})
-        assert "all_or_nothing" in rules(rnd, too_many)
+        assert validate(rnd, too_many) == [
+            V("all_or_nothing", "running gang e after the plan: 3 pods > maximum 2", "e"),
+            V("all_or_nothing", "running gang e after the plan: role worker has 3 pods > replicas 2", "e"),
+            V("capacity", "node n1: gpu 16 > capacity 8 (kept 0, new 16)", node="n1"),
+        ]
 
 
 # ----------------------------------------------------------------------------- 2. capacity
@@ -123,8 +156,7 @@ class TestCapacity:
     def test_new_pods_fit_their_node(self) -> None:
         rnd = make_round(cluster(1), pending=[pending("a", 1, gpu=6), pending("b", 1, gpu=4)])
         both = make_plan(rnd, place={"a": ["n0"], "b": ["n0"]})
-        assert rules(rnd, both) == {"capacity"}
-        assert messages(rnd, both, "capacity") == ["node n0: gpu 10 > capacity 8 (kept 0, new 10)"]
+        assert validate(rnd, both) == [V("capacity", "node n0: gpu 10 > capacity 8 (kept 0, new 10)", node="n0")]
         assert_valid(rnd, make_plan(rnd, place={"a": ["n0"]}))
 
     def test_kept_running_pods_count_against_capacity(self) -> None:
@@ -138,7 +170,9 @@ class TestCapacity:
 
     def test_resource_the_node_lacks_has_capacity_zero(self) -> None:
         rnd = make_round(cluster(1), pending=[pending("p", 1, gpu=1, rdma=1)])
-        assert "capacity" in rules(rnd, make_plan(rnd, place={"p": ["n0"]}))
+        assert validate(rnd, make_plan(rnd, place={"p": ["n0"]})) == [
+            V("capacity", "node n0: rdma 1 > capacity 0 (kept 0, new 1)", node="n0")
+        ]
 
     def test_every_resource_is_checked_not_only_gpu(self) -> None:
         rnd = make_round(cluster(1, cpu=4, memory="64Gi"), pending=[pending("p", 2, gpu=1, cpu=1, memory="40Gi")])
@@ -153,9 +187,8 @@ class TestEligibility:
     def test_no_new_pod_on_a_cordoned_node(self) -> None:
         rnd = make_round(cluster(2, cordoned=["n0"]), pending=[pending("p", 1, gpu=8)])
         plan = make_plan(rnd, place={"p": ["n0"]})
-        assert rules(rnd, plan) == {"eligibility"}
-        assert messages(rnd, plan, "eligibility") == [
-            "pod p-worker-0 of gang p on node n0: node is cordoned (schedulable=false)"
+        assert validate(rnd, plan) == [
+            V("eligibility", "pod p-worker-0 of gang p on node n0: node is cordoned (schedulable=false)", "p", "n0")
         ]
         assert_valid(rnd, make_plan(rnd, place={"p": ["n1"]}))
 
@@ -166,7 +199,14 @@ class TestEligibility:
     def test_node_selector_must_match_exactly(self) -> None:
         labels = {"n0": {"accel": "a100"}, "n1": {"accel": "h100"}}
         rnd = make_round(cluster(2, labels=labels), pending=[pending("p", 1, gpu=8, selector={"accel": "h100"})])
-        assert rules(rnd, make_plan(rnd, place={"p": ["n0"]})) == {"eligibility"}
+        assert validate(rnd, make_plan(rnd, place={"p": ["n0"]})) == [
+            V(
+                "eligibility",
+                "pod p-worker-0 of gang p on node n0: node_selector accel=h100 but node has accel=a100",
+                "p",
+                "n0",
+            )
+        ]
         assert_valid(rnd, make_plan(rnd, place={"p": ["n1"]}))
 
     def test_node_affinity_must_hold(self) -> None:
@@ -174,7 +214,14 @@ class TestEligibility:
         rnd = make_round(
             cluster(2, labels=labels), pending=[pending("p", 1, gpu=8, affinity=[("zone", "NotIn", ["a"])])]
         )
-        assert rules(rnd, make_plan(rnd, place={"p": ["n0"]})) == {"eligibility"}
+        assert validate(rnd, make_plan(rnd, place={"p": ["n0"]})) == [
+            V(
+                "eligibility",
+                "pod p-worker-0 of gang p on node n0: node_affinity zone NotIn [a] does not hold (node zone=a)",
+                "p",
+                "n0",
+            )
+        ]
         assert_valid(rnd, make_plan(rnd, place={"p": ["n1"]}))
 
     @pytest.mark.parametrize(
@@ -243,7 +290,9 @@ class TestEligibility:
 
     def test_growing_running_gang_is_checked_too(self) -> None:
         rnd = make_round(cluster(2, cordoned=["n1"]), running=[running("e", ["n0"], gpu=8, replicas=2, min_replicas=1)])
-        assert rules(rnd, make_plan(rnd, place={"e": ["n1"]})) == {"eligibility"}
+        assert validate(rnd, make_plan(rnd, place={"e": ["n1"]})) == [
+            V("eligibility", "pod e-worker-1 of gang e on node n1: node is cordoned (schedulable=false)", "e", "n1")
+        ]
 
 
 # ----------------------------------------------------------------------------- 4. topology
@@ -253,9 +302,8 @@ class TestTopology:
     def test_required_level_holds_all_pods_in_one_domain(self) -> None:
         rnd = make_round(cluster(4, racks=2), pending=[pending("g", 2, gpu=8, required="rack")])
         spread = make_plan(rnd, place={"g": ["n1", "n2"]})
-        assert rules(rnd, spread) == {"topology"}
-        assert messages(rnd, spread, "topology") == [
-            "gang g: required rack but pods span 2 domains (r0: 1 pods on n1; r1: 1 pods on n2)"
+        assert validate(rnd, spread) == [
+            V("topology", "gang g: required rack but pods span 2 domains (r0: 1 pods on n1; r1: 1 pods on n2)", "g")
         ]
         assert_valid(rnd, make_plan(rnd, place={"g": ["n2", "n3"]}))
 
@@ -263,7 +311,9 @@ class TestTopology:
         rnd = make_round(
             cluster(4, racks=2), running=[running("e", ["n0"], gpu=8, replicas=2, min_replicas=1, required="rack")]
         )
-        assert rules(rnd, make_plan(rnd, place={"e": ["n2"]})) == {"topology"}
+        assert validate(rnd, make_plan(rnd, place={"e": ["n2"]})) == [
+            V("topology", "gang e: required rack but pods span 2 domains (r0: 1 pods on n0; r1: 1 pods on n2)", "e")
+        ]
         assert_valid(rnd, make_plan(rnd, place={"e": ["n1"]}))
 
     def test_required_topology_holds_after_preemption(self) -> None:
@@ -274,16 +324,17 @@ class TestTopology:
             pending=[pending("hi", 2, gpu=8, required="rack", priority=10)],
         )
         across = make_plan(rnd, place={"hi": ["n0", "n2"]}, evict={"v1": ["hi"]})
-        assert "topology" in rules(rnd, across)
+        assert validate(rnd, across) == [
+            V("topology", "gang hi: required rack but pods span 2 domains (r0: 1 pods on n0; r1: 1 pods on n2)", "hi")
+        ]
         assert_valid(rnd, make_plan(rnd, place={"hi": ["n0", "n1"]}, evict={"v0": ["hi"]}))
 
     def test_slices_fill_whole_domains(self) -> None:
         rnd = make_round(cluster(4, racks=2), pending=[pending("g", 4, gpu=4, slice_level="rack", slice_size=2)])
         uneven = make_plan(rnd, place={"g": ["n0", "n0", "n1", "n2"]})
-        assert rules(rnd, uneven) == {"topology"}
-        assert messages(rnd, uneven, "topology") == [
-            "gang g: 3 pods in rack r0, not a multiple of slice size 2",
-            "gang g: 1 pods in rack r1, not a multiple of slice size 2",
+        assert validate(rnd, uneven) == [
+            V("topology", "gang g: 3 pods in rack r0, not a multiple of slice size 2", "g"),
+            V("topology", "gang g: 1 pods in rack r1, not a multiple of slice size 2", "g"),
         ]
         assert_valid(rnd, make_plan(rnd, place={"g": ["n0", "n1", "n2", "n3"]}))
 
@@ -326,23 +377,44 @@ class TestPreemption:
     def test_only_when_policy_allows(self) -> None:
         rnd = _victim_round(preemption=False)
         plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"low": ["hi"]})
-        assert rules(rnd, plan) == {"preemption"}
-        assert messages(rnd, plan, "preemption") == ["gang low: loses 1 pods but policy.preemption is false"]
+        assert validate(rnd, plan) == [V("preemption", "gang low: loses 1 pods but policy.preemption is false", "low")]
 
     def test_only_preemptible_victims(self) -> None:
         rnd = _victim_round(preemptible=False)
-        assert rules(rnd, make_plan(rnd, place={"hi": ["n0"]}, evict={"low": ["hi"]})) == {"preemption"}
+        assert validate(rnd, make_plan(rnd, place={"hi": ["n0"]}, evict={"low": ["hi"]})) == [
+            V("preemption", "gang low: loses 1 pods but is not preemptible", "low")
+        ]
 
     @pytest.mark.parametrize("victim_priority", [10, 11])
     def test_only_for_strictly_higher_priority(self, victim_priority: int) -> None:
         rnd = _victim_round(victim_priority=victim_priority)
         plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"low": ["hi"]})
-        assert any("not strictly higher" in m for m in messages(rnd, plan, "preemption"))
+        p = victim_priority
+        assert validate(rnd, plan) == [
+            V(
+                "preemption",
+                f"gang low (priority {p}) preempted for gang hi of priority 10, not strictly higher",
+                "low",
+            ),
+            V(
+                "preemption",
+                f"node n0 loses pods of gang low (priority {p}) but receives new pods of gang hi (priority 10), "
+                "not strictly higher",
+                "low",
+                "n0",
+            ),
+            V(
+                "preemption",
+                f"gang low: evicted, but all 1 pods fit back on n0 within capacity and quota beside the new pods "
+                f"of priority above {p} (the rest went to gangs of its priority or lower)",
+                "low",
+            ),
+        ]
 
     def test_for_gangs_must_name_someone(self) -> None:
         rnd = _victim_round()
         plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"low": []})
-        assert any("for_gangs is empty" in m for m in messages(rnd, plan, "preemption"))
+        assert validate(rnd, plan) == [V("preemption", "gang low: preempted for no gang (for_gangs is empty)", "low")]
 
     def test_beneficiary_uses_a_node_the_victim_freed(self) -> None:
         rnd = make_round(
@@ -351,9 +423,10 @@ class TestPreemption:
             pending=[pending("hi", 1, gpu=8, priority=10)],
         )
         elsewhere = make_plan(rnd, place={"hi": ["n0"]}, evict={"low": ["hi"]})
-        found = messages(rnd, elsewhere, "preemption")
-        assert any("none of hi has a new pod on its nodes n1" in m for m in found)
-        assert any("evicted, but all 1 pods fit back" in m for m in found)
+        assert validate(rnd, elsewhere) == [
+            V("preemption", "gang low: none of hi has a new pod on its nodes n1", "low"),
+            V("preemption", "gang low: evicted, but all 1 pods fit back on n1 within capacity and quota", "low"),
+        ]
         assert_valid(rnd, make_plan(rnd, place={"hi": ["n0"]}))
 
     def test_freed_node_serves_only_higher_priorities(self) -> None:
@@ -387,7 +460,15 @@ class TestPreemption:
         )
         assert_valid(rnd, make_plan(rnd, place={"hi": ["n0"], "mid": ["n1"]}, evict={"v": ["hi"]}))
         lower = make_plan(rnd, place={"hi": ["n0"], "lo": ["n1"]}, evict={"v": ["hi"]})
-        assert any("receives new pods of gang lo (priority 0)" in m for m in messages(rnd, lower, "preemption"))
+        assert validate(rnd, lower) == [
+            V(
+                "preemption",
+                "node n1 loses pods of gang v (priority 0) but receives new pods of gang lo (priority 0), "
+                "not strictly higher",
+                "v",
+                "n1",
+            )
+        ]
 
     def test_quota_a_victim_held_may_not_go_to_its_own_priority(self) -> None:
         """The quota form of the same churn: the preemptor lands beside the victim, and the
@@ -403,7 +484,9 @@ class TestPreemption:
     def test_beneficiary_must_start_pods(self) -> None:
         rnd = _victim_round()
         plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"low": ["hi", "other"]})
-        assert any("preempted for gang other, which gets no new pods" in m for m in messages(rnd, plan, "preemption"))
+        assert validate(rnd, plan) == [
+            V("preemption", "gang low: preempted for gang other, which gets no new pods", "low")
+        ]
 
     def test_no_victim_that_would_fit_back(self) -> None:
         """Kueue #5243: preempting many small pods spread over nodes, freeing no whole node."""
@@ -415,9 +498,17 @@ class TestPreemption:
             pending=[pending("big", 1, gpu=8, priority=10)],
         )
         spread = make_plan(rnd, place={"big": ["n0"]}, evict={f"v{i}": ["big"] for i in range(4)})
-        assert rules(rnd, spread) == {"capacity", "preemption"}
-        reprieved = {v.gang for v in validate(rnd, spread) if v.rule == "preemption" and "fit back" in v.message}
-        assert reprieved == {"v1", "v2", "v3"}
+        assert validate(rnd, spread) == [
+            V("capacity", "node n0: gpu 14 > capacity 8 (kept 6, new 8)", node="n0"),
+            *(
+                V("preemption", message, f"v{i}")
+                for i in (1, 2, 3)
+                for message in (
+                    f"gang v{i}: none of big has a new pod on its nodes n{i}",
+                    f"gang v{i}: evicted, but all 1 pods fit back on n{i} within capacity and quota",
+                )
+            ),
+        ]
         assert_valid(rnd, make_plan(rnd, place={"big": ["n0"]}, evict={"v0": ["big"], "k0": ["big"]}))
 
     def test_shrink_removes_no_pod_that_would_fit_back(self) -> None:
@@ -429,8 +520,9 @@ class TestPreemption:
         greedy = make_plan(
             rnd, place={"hi": ["n0"]}, shrink={"e": (["e-worker-1", "e-worker-2", "e-worker-3"], ["hi"])}
         )
-        assert rules(rnd, greedy) == {"preemption"}
-        assert any("shrunk, but pod e-worker-1 fits back on n0" in m for m in messages(rnd, greedy, "preemption"))
+        assert validate(rnd, greedy) == [
+            V("preemption", "gang e: shrunk, but pod e-worker-1 fits back on n0 within capacity and quota", "e", "n0")
+        ]
         assert_valid(rnd, make_plan(rnd, place={"hi": ["n0"]}, shrink={"e": (["e-worker-2", "e-worker-3"], ["hi"])}))
 
     def test_sliced_shrink_gives_back_whole_slices_only(self) -> None:
@@ -444,7 +536,14 @@ class TestPreemption:
         two_slices = make_plan(
             rnd, place={"hi": ["n0"]}, shrink={"e": (["e-worker-2", "e-worker-3", "e-worker-4", "e-worker-5"], ["hi"])}
         )
-        assert rules(rnd, two_slices) == {"preemption"}
+        assert validate(rnd, two_slices) == [
+            V(
+                "preemption",
+                "gang e: shrunk, but pod e-worker-2, e-worker-3 fits back on n0 within capacity and quota",
+                "e",
+                "n0",
+            )
+        ]
 
     def test_sliced_shrink_of_one_needed_pod_takes_its_whole_slice(self) -> None:
         """6 GPUs free a pod short: one pod would do by capacity, but slices come in pairs."""
@@ -464,7 +563,9 @@ class TestPreemption:
         )
         assert_valid(rnd, make_plan(rnd, place={"hi": ["n0"]}, evict={"low": ["hi"]}))
         roomy = make_round(rnd.cluster, queues=[queue("q", gpu=16)], running=rnd.running, pending=rnd.pending)
-        assert rules(roomy, make_plan(roomy, place={"hi": ["n0"]}, evict={"low": ["hi"]})) == {"preemption"}
+        assert validate(roomy, make_plan(roomy, place={"hi": ["n0"]}, evict={"low": ["hi"]})) == [
+            V("preemption", "gang low: evicted, but all 1 pods fit back on n0 within capacity and quota", "low")
+        ]
 
 
 # ----------------------------------------------------------------------------- 6. quota
@@ -474,8 +575,7 @@ class TestQuota:
     def test_queue_without_cohort_stays_within_nominal(self) -> None:
         rnd = make_round(cluster(2), queues=[queue("q", gpu=8)], pending=[pending("g", 2, gpu=8, queue="q")])
         plan = make_plan(rnd, place={"g": ["n0", "n1"]})
-        assert rules(rnd, plan) == {"quota"}
-        assert messages(rnd, plan, "quota") == ["queue q: gpu 16 > limit 8"]
+        assert validate(rnd, plan) == [V("quota", "queue q: gpu 16 > limit 8")]
         roomy = make_round(rnd.cluster, queues=[queue("q", gpu=16)], pending=rnd.pending)
         assert_valid(roomy, make_plan(roomy, place={"g": ["n0", "n1"]}))
 
@@ -522,9 +622,17 @@ class TestStability:
     def test_kept_running_pod_is_not_placed_again(self) -> None:
         rnd = make_round(cluster(2), running=[running("r", ["n0"], gpu=4)])
         moved = Plan(status="feasible", placements=[Placement(gang="r", role="worker", pod="r-worker-0", node="n1")])
-        found = [v for v in validate(rnd, moved) if v.rule == "stability"]
-        assert [v.message for v in found] == [
-            "pod r-worker-0 of running gang r stays on node n0, but the plan places it again on node n1"
+        assert validate(rnd, moved) == [
+            V("all_or_nothing", "running gang r after the plan: 2 pods > maximum 1", "r"),
+            V("all_or_nothing", "running gang r after the plan: role worker has 2 pods > replicas 1", "r"),
+            V(
+                "stability",
+                "pod r-worker-0 of running gang r stays on node n0, but the plan places it again on node n1",
+                "r",
+                "n1",
+            ),
+            V("consistency", "gang r role worker: new pods named r-worker-0, expected r-worker-1", "r"),
+            V("consistency", "gang r goes from 1 to 2 members without a resize entry", "r"),
         ]
         assert_valid(rnd, make_plan(rnd))
 
@@ -535,8 +643,9 @@ class TestStability:
             pending=[pending("hi", 1, gpu=4, priority=10)],
         )
         moved = make_plan(rnd, place={"hi": ["n0"], "e": ["n1"]}, shrink={"e": (["e-worker-1"], ["hi"])})
-        assert "stability" in rules(rnd, moved)
-        assert any("role worker loses 1 pods and gains 1 new ones" in m for m in messages(rnd, moved, "stability"))
+        assert validate(rnd, moved) == [
+            V("stability", "running gang e: role worker loses 1 pods and gains 1 new ones (moves pods)", "e")
+        ]
 
 
 # ----------------------------------------------------------------------------- consistency
@@ -565,25 +674,55 @@ class TestConsistency:
     @pytest.mark.parametrize(
         ("placement", "expected"),
         [
-            (Placement(gang="ghost", role="worker", pod="ghost-worker-0", node="n3"), "unknown gang ghost"),
-            (Placement(gang="wait", role="boss", pod="wait-boss-0", node="n3"), "gang wait has no role boss"),
-            (Placement(gang="hi", role="worker", pod="hi-worker-1", node="n9"), "unknown node n9"),
+            (
+                Placement(gang="ghost", role="worker", pod="ghost-worker-0", node="n3"),
+                V("consistency", "pod ghost-worker-0: unknown gang ghost", "ghost"),
+            ),
+            (
+                Placement(gang="wait", role="boss", pod="wait-boss-0", node="n3"),
+                V("consistency", "pod wait-boss-0: gang wait has no role boss (roles: worker)", "wait"),
+            ),
+            (
+                Placement(gang="hi", role="worker", pod="hi-worker-1", node="n9"),
+                V("consistency", "pod hi-worker-1 of gang hi: unknown node n9", "hi", "n9"),
+            ),
         ],
     )
-    def test_placements_name_known_gangs_roles_and_nodes(self, placement: Placement, expected: str) -> None:
+    def test_placements_name_known_gangs_roles_and_nodes(self, placement: Placement, expected: Violation) -> None:
         rnd, plan = _basic()
         broken = edit(plan, placements=[*plan.placements, placement])
-        assert any(expected in m for m in messages(rnd, broken, "consistency"))
+        assert validate(rnd, broken) == [expected]
 
     def test_pod_names_are_unique(self) -> None:
         rnd, plan = _basic()
         twice = edit(plan, placements=[*plan.placements, plan.placements[0]])
-        assert any("pod name hi-worker-0 is placed 2 times" in m for m in messages(rnd, twice, "consistency"))
+        assert validate(rnd, twice) == [
+            V("all_or_nothing", "admitted gang hi: 2 pods > maximum 1", "hi"),
+            V("all_or_nothing", "admitted gang hi: role worker has 2 pods > replicas 1", "hi"),
+            V("capacity", "node n0: gpu 16 > capacity 8 (kept 0, new 16)", node="n0"),
+            V("consistency", "pod name hi-worker-0 is placed 2 times"),
+            V(
+                "consistency",
+                "gang hi role worker: new pods named hi-worker-0, hi-worker-0, expected hi-worker-0, hi-worker-1",
+                "hi",
+            ),
+        ]
 
     def test_new_pod_does_not_reuse_a_preempted_pods_name(self) -> None:
         rnd, plan = _basic()
-        reuse = edit(plan, placements=[Placement(gang="low", role="worker", pod="low-worker-0", node="n3")])
-        assert any("reuses the name of a preempted pod" in m for m in messages(rnd, reuse, "consistency"))
+        reuse = edit(
+            plan,
+            placements=[p.model_copy(update={"pod": "low-worker-0"}) if p.gang == "hi" else p for p in plan.placements],
+        )
+        assert validate(rnd, reuse) == [
+            V(
+                "consistency",
+                "new pod low-worker-0 of gang hi reuses the name of a preempted pod of gang low",
+                "hi",
+                "n0",
+            ),
+            V("consistency", "gang hi role worker: new pods named low-worker-0, expected hi-worker-0", "hi"),
+        ]
 
     def test_new_pods_are_named_by_the_lowest_free_index(self) -> None:
         rnd, plan = _basic()
@@ -600,9 +739,10 @@ class TestConsistency:
 
     def test_admitted_lists_only_pending_gangs(self) -> None:
         rnd, plan = _basic()
-        found = messages(rnd, edit(plan, admitted=[*plan.admitted, "e", "ghost"]), "consistency")
-        assert "admitted lists a running gang e" in found
-        assert "admitted lists an unknown gang ghost" in found
+        assert validate(rnd, edit(plan, admitted=[*plan.admitted, "e", "ghost"])) == [
+            V("consistency", "admitted lists a running gang e", "e"),
+            V("consistency", "admitted lists an unknown gang ghost", "ghost"),
+        ]
 
     def test_waiting_gang_gives_a_reason(self) -> None:
         rnd, plan = _basic()
@@ -616,9 +756,9 @@ class TestConsistency:
 
     def test_preemption_lists_the_victims_own_pods(self) -> None:
         rnd, plan = self._with_preemption(pods=["low-worker-0", "e-worker-0"])
-        assert any(
-            "lists pod e-worker-0, which is not one of its pods" in m for m in messages(rnd, plan, "consistency")
-        )
+        assert validate(rnd, plan) == [
+            V("consistency", "preemption of gang low lists pod e-worker-0, which is not one of its pods", "low")
+        ]
 
     def test_preemption_lists_the_nodes_of_its_pods(self) -> None:
         rnd, plan = self._with_preemption(nodes=["n3"])
@@ -634,22 +774,27 @@ class TestConsistency:
         rnd, plan = self._with_preemption(kind="shrink")
         assert messages(rnd, plan, "consistency") == ["shrink of gang low removes all 1 pods (that is an evict)"]
         rnd2 = make_round(
-            cluster(1), running=[running("r", ["n0", "n0"], gpu=4)], pending=[pending("hi", 2, gpu=4, priority=10)]
+            cluster(1),
+            running=[running("r", ["n0", "n0"], gpu=4, min_replicas=1)],
+            pending=[pending("hi", 1, gpu=4, priority=10)],
         )
-        partial_evict = make_plan(rnd2, place={"hi": ["n0", "n0"]}, evict={"r": ["hi"]})
-        pre = partial_evict.preemptions[0].model_copy(update={"pods": ["r-worker-0"]})
-        found = messages(rnd2, edit(partial_evict, preemptions=[pre]), "consistency")
-        assert "eviction of gang r lists 1 of its 2 pods, not all" in found
+        shrink = make_plan(rnd2, place={"hi": ["n0"]}, shrink={"r": (["r-worker-1"], ["hi"])})
+        assert_valid(rnd2, shrink)
+        partial_evict = edit(shrink, preemptions=[shrink.preemptions[0].model_copy(update={"kind": "evict"})])
+        assert validate(rnd2, partial_evict) == [
+            V("consistency", "eviction of gang r lists 1 of its 2 pods, not all", "r")
+        ]
 
     def test_preemption_of_a_gang_that_is_not_running(self) -> None:
         rnd, plan = _basic()
         bogus = Preemption(gang="wait", kind="evict", pods=[], nodes=[], priority=0, cost=0.0, for_gangs=["hi"])
-        found = messages(rnd, edit(plan, preemptions=[*plan.preemptions, bogus]), "consistency")
-        assert "preemption of pending gang wait" in found
+        assert validate(rnd, edit(plan, preemptions=[*plan.preemptions, bogus])) == [
+            V("consistency", "preemption of pending gang wait", "wait")
+        ]
 
     def test_preemption_for_unknown_gang(self) -> None:
         rnd, plan = self._with_preemption(for_gangs=["hi", "ghost"])
-        assert "preemption of gang low is for unknown gang ghost" in messages(rnd, plan, "consistency")
+        assert validate(rnd, plan) == [V("consistency", "preemption of gang low is for unknown gang ghost", "low")]
 
     def test_resizes_match_the_member_counts(self) -> None:
         rnd, plan = _basic()

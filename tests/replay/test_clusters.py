@@ -82,8 +82,14 @@ def test_parametric_node_count_and_structure(nodes: int) -> None:
 
 def test_parametric_names_shape_and_labels() -> None:
     cluster = parametric_cluster(
-        300, gpus_per_node=4, cpu="64", memory="512Gi", gpu_model="A100",
-        rack_size=10, racks_per_block=3, blocks_per_zone=2,
+        300,
+        gpus_per_node=4,
+        cpu="64",
+        memory="512Gi",
+        gpu_model="A100",
+        rack_size=10,
+        racks_per_block=3,
+        blocks_per_zone=2,
     )
     first, last = cluster.nodes[0], cluster.nodes[-1]
     assert first.name == "z0-b0-r0-n0"

@@ -161,8 +161,10 @@ def greedy(rnd: Round) -> Plan:
     except ImportError:
         fn = None
     if fn is None:
+
         def fn(r: Round) -> Plan:
             return gangopt.solve(r, solver="greedy")
+
     try:
         plan = fn(rnd)
     except (NotImplementedError, ImportError) as error:

@@ -276,8 +276,13 @@ def test_eligibility_selector_affinity_and_taints() -> None:
         pending=[
             pending("nowhere", 1, gpu=1, selector={"type": "tpu"}),
             pending("h100", 1, gpu=8, selector={"type": "h100"}),
-            pending("tolerant", 1, gpu=8, affinity=[("type", "NotIn", ["a100"])],
-                    tolerations=[Toleration(key="dedicated", operator="Exists")]),
+            pending(
+                "tolerant",
+                1,
+                gpu=8,
+                affinity=[("type", "NotIn", ["a100"])],
+                tolerations=[Toleration(key="dedicated", operator="Exists")],
+            ),
         ],
     )
     plan = decide(rnd)
@@ -405,8 +410,16 @@ def random_round(rng: random.Random) -> Round:
         if len(nodes) > 1 and rng.random() < 0.4:
             replicas, min_replicas = len(nodes) + rng.randint(0, 3), rng.randint(1, len(nodes))
         runs.append(
-            running(f"r{k}", nodes, gpu=g, priority=rng.randint(0, 5), preemptible=rng.random() < 0.8,
-                    queue=pick_queue(), replicas=replicas, min_replicas=min_replicas)
+            running(
+                f"r{k}",
+                nodes,
+                gpu=g,
+                priority=rng.randint(0, 5),
+                preemptible=rng.random() < 0.8,
+                queue=pick_queue(),
+                replicas=replicas,
+                min_replicas=min_replicas,
+            )
         )
     pend = []
     for k in range(rng.randint(1, 7)):
@@ -436,8 +449,17 @@ def random_round(rng: random.Random) -> Round:
             for key in ("selector", "affinity", "tolerations", "slice_level", "slice_size"):
                 kw.pop(key, None)
         pend.append(
-            pending(f"p{k}", reps, g, roles=roles, priority=rng.randint(0, 6), queue=pick_queue(),
-                    group=rng.choice([None, None, None, "g1", "g2"]), submit_time=rng.random(), **kw)  # type: ignore[arg-type]
+            pending(
+                f"p{k}",
+                reps,
+                g,
+                roles=roles,
+                priority=rng.randint(0, 6),
+                queue=pick_queue(),
+                group=rng.choice([None, None, None, "g1", "g2"]),
+                submit_time=rng.random(),
+                **kw,
+            )  # type: ignore[arg-type]
         )
     return make_round(cl, running=runs, pending=pend, queues=queues, preemption=rng.random() < 0.8)
 
@@ -493,7 +515,10 @@ def test_eligibility_masks_follow_kubernetes_semantics() -> None:
     assert mask(selector={"t": "b"}) == [False, True, False, False]
     assert mask(affinity=[("t", "NotIn", ["a"])]) == [False, True, False, True]
     assert mask(affinity=[("t", "In", ["a", "b"])], tolerations=[Toleration(operator="Exists")]) == [
-        True, True, False, False,
+        True,
+        True,
+        False,
+        False,
     ]
     assert mask(affinity=[("t", "Exists", [])]) == [False, True, False, False]
     assert mask(affinity=[("t", "DoesNotExist", [])]) == [False, False, False, True]
