@@ -1,0 +1,293 @@
+"""Cheap bounds are tight where they should be: on small rounds whose optimum is stated in
+words (and checked against CP-SAT), each bound equals the optimum, not just exceeds it.
+
+Values are in objective units (tenths of a GPU-equivalent). The growth LP is solved in floating
+point and its answer gets a documented safety margin (``ceil(lp · (1 + 1e-6)) + 1``), so the
+growth bound is the hand LP value plus 1 or 2 tenths: the tests allow exactly that.
+"""
+
+from __future__ import annotations
+
+import gangopt
+from gangopt.bounds import cheap_bounds, packed_tier_bounds, tier_ceilings
+from gangopt.objective import SCALE, score
+from gangopt.prefilter import prefilter
+from gangopt.schema import Plan, Round, Status, Weights
+from tests.builders import cluster, make_round, pending, running
+
+NO_FRAGMENTATION = Weights(fragmentation=0)
+OPEN = 2  # tenths per opened node at the default fragmentation weight: round(10 · 0.25) = 2
+
+
+def solved(rnd: Round) -> Plan:
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.status == Status.OPTIMAL
+    return plan
+
+
+def tier_units(plan: Plan) -> dict[int, int]:
+    return {t.priority: round(t.value * SCALE) for t in plan.score.tiers}
+
+
+def assert_growth_bound(bound: int, lp: int) -> None:
+    """The LP optimum ``lp`` (computed by hand) plus the float safety margin of 1 or 2 tenths."""
+    assert lp + 1 <= bound <= lp + 2, (bound, lp)
+
+
+# ----------------------------------------------------------------------------- tier ceilings
+
+
+def test_tier_ceilings_equal_the_optimum_when_everything_fits() -> None:
+    # 4 nodes of 8 GPUs (T_gpu = 32, so a 4-GPU pod is 4/32 · 32 = 4 GPU-eq = 40 tenths).
+    # Everything fits: the optimum runs every gang, and the ceilings say exactly that.
+    rnd = make_round(
+        cluster(4),
+        running=[running("r", ["n0"], gpu=2, priority=3)],  # 20
+        pending=[
+            pending("a", 2, gpu=4, priority=5),  # 2 · 40 = 80
+            pending("b", 1, gpu=8, priority=0),  # 80
+            pending("c", 3, gpu=1, priority=0),  # 3 · 10 = 30
+        ],
+    )
+    ceilings = tier_ceilings(prefilter(rnd))
+    assert ceilings == {5: 80, 3: 20, 0: 80 + 30}
+    plan = solved(rnd)
+    assert tier_units(plan) == ceilings
+    assert all(t.bound == t.value for t in plan.score.tiers)
+
+
+def test_tier_ceilings_leave_out_gangs_that_can_never_run() -> None:
+    # 'huge' asks for a 16-GPU pod on 8-GPU nodes: the prefilter drops it, the ceiling does
+    # not count it, and the ceiling is again the optimum (only 'fits' runs).
+    rnd = make_round(cluster(2), pending=[pending("fits", 1, gpu=8), pending("huge", 1, gpu=16)])
+    ceilings = tier_ceilings(prefilter(rnd))
+    assert ceilings == {0: 80}  # T_gpu = 16: an 8-GPU pod is 8 GPU-eq
+    assert tier_units(solved(rnd)) == ceilings
+
+
+# ----------------------------------------------------------------------------- packed tiers
+
+
+def _contended() -> Round:
+    # Two 8-GPU nodes (T_gpu = 16; a 4-GPU pod is 40). 'top' takes a whole node in every
+    # optimal plan. Three 4-GPU gangs at priority 0 want the other node, which holds two:
+    # the optimum runs 'urgent' (deadline passed: urgency 2, value 80) and one of the others
+    # (40): 120, while the ceiling counts all three (160).
+    return make_round(
+        cluster(2),
+        now=0.0,
+        pending=[
+            pending("top", 1, gpu=8, priority=5),
+            pending("urgent", 1, gpu=4, deadline=-1.0),
+            pending("b", 1, gpu=4),
+            pending("c", 1, gpu=4),
+        ],
+    )
+
+
+def test_packed_tier_bound_equals_the_optimum_when_whole_gangs_fill_the_room() -> None:
+    rnd = _contended()
+    pre = prefilter(rnd)
+    assert tier_ceilings(pre) == {5: 80, 0: 80 + 40 + 40}
+    packed = packed_tier_bounds(pre, {5: True, 0: False})
+    # knapsack by value per GPU: urgent (80/4), then b (40/4) fill the 8 GPUs exactly
+    assert packed == {5: 80, 0: 80 + 40}
+    plan = solved(rnd)
+    assert tier_units(plan) == packed
+    assert [t.bound * SCALE for t in plan.score.tiers] == [80, 120]
+    assert plan.gap == 0.0
+
+
+def test_packed_tier_bounds_stop_below_the_first_tier_not_at_its_ceiling() -> None:
+    pre = prefilter(_contended())
+    # nothing says 'top' runs: only its own tier is bounded (by its 8 GPUs in 16: all of it)
+    assert packed_tier_bounds(pre, {5: False, 0: False}) == {5: 80}
+
+
+def test_packed_tier_bound_takes_the_tightest_resource() -> None:
+    # Two nodes of 8 GPUs and 32 CPUs (T_gpu = 16, T_cpu = 64). 'top' asks 1 GPU and 32 CPUs
+    # (value max(1/16, 32/64) · 16 = 8: 80). Three gangs of 1 GPU and 16 CPUs (max(1/16,
+    # 16/64) · 16 = 4: 40) are left 15 GPUs (all three fit) but 32 CPUs (two fit): 80.
+    rnd = make_round(
+        cluster(2, gpus=8, cpu=32),
+        pending=[pending("top", 1, gpu=1, cpu=32, priority=5)] + [pending(f"p{i}", 1, gpu=1, cpu=16) for i in range(3)],
+    )
+    pre = prefilter(rnd)
+    packed = packed_tier_bounds(pre, {5: True, 0: False})
+    assert packed == {5: 80, 0: 2 * 40}
+    assert tier_units(solved(rnd)) == packed
+
+
+def test_packed_tier_bounds_cascade_down_reached_tiers() -> None:
+    # Three 8-GPU nodes (T_gpu = 24: an 8-GPU pod is 80). Priorities 9 and 5 each take one
+    # node in every optimal plan; the two whole-node gangs at priority 0 share the last one.
+    rnd = make_round(
+        cluster(3),
+        pending=[
+            pending("p9", 1, gpu=8, priority=9),
+            pending("p5", 1, gpu=8, priority=5),
+            pending("a", 1, gpu=8),
+            pending("b", 1, gpu=8),
+        ],
+    )
+    pre = prefilter(rnd)
+    assert packed_tier_bounds(pre, {9: True, 5: True, 0: False}) == {9: 80, 5: 80, 0: 80}
+    # without the knowledge that priority 5 reaches its ceiling, tier 0 is bounded by 2 nodes
+    assert packed_tier_bounds(pre, {9: True, 5: False, 0: False}) == {9: 80, 5: 80}
+    assert tier_units(solved(rnd)) == {9: 80, 5: 80, 0: 80}
+
+
+def test_packed_tier_bound_counts_a_running_candidate_as_movable() -> None:
+    # A preemptible priority-0 gang holds half of n0 (4 GPUs); a priority-5 gang needs a
+    # whole node and n1 is busy with an unpreemptible 8-GPU gang: the optimum evicts the
+    # candidate. With tier 5 at its ceiling, tier 0 keeps only the fixed gang (80) and what
+    # fits in the 0 GPUs left: the bound is exact.
+    rnd = make_round(
+        cluster(2),
+        running=[
+            running("fixed", ["n1"], gpu=8, preemptible=False),
+            running("victim", ["n0"], gpu=4),
+        ],
+        pending=[pending("top", 1, gpu=8, priority=5)],
+    )
+    pre = prefilter(rnd)
+    assert tier_ceilings(pre) == {5: 80, 0: 80 + 40}
+    assert packed_tier_bounds(pre, {5: True, 0: False}) == {5: 80, 0: 80}
+    plan = solved(rnd)
+    assert tier_units(plan) == {5: 80, 0: 80}
+    assert [p.gang for p in plan.preemptions] == ["victim"]
+
+
+# ----------------------------------------------------------------------------- growth LP
+
+
+def test_growth_bound_is_the_room_left_by_the_minimum() -> None:
+    # Two idle 8-GPU nodes (T_gpu = 16); one gang of 1 to 8 pods of 3 GPUs (value 30 each).
+    # A node holds two such pods (6 of 8 GPUs): four pods at most, three above the minimum:
+    # growth 3 · 30 = 90. The LP: total room (16 - 3) / 3 = 4.33 members, but slots for a
+    # 3-GPU pod 2 + 2 less the minimum's 1 = 3: 90 exactly.
+    rnd = make_round(cluster(2), pending=[pending("e", 8, gpu=3, min_replicas=1)], weights=NO_FRAGMENTATION)
+    pre = prefilter(rnd)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 90)
+    assert round(solved(rnd).score.secondary * SCALE) == 90
+
+
+def test_growth_bound_sees_that_a_whole_node_pod_needs_a_whole_free_node() -> None:
+    # n0 and n1 each keep 4 GPUs of an unpreemptible gang; n2 is idle. A gang of 1 to 3 pods
+    # of 8 GPUs runs one pod (on n2) and can never grow: 12 GPUs are free in all, but there
+    # is one slot for an 8-GPU pod. The LP sees that: growth 0 (not 80).
+    rnd = make_round(
+        cluster(3),
+        running=[running("fixed", ["n0", "n1"], gpu=4, preemptible=False)],
+        pending=[pending("e", 3, gpu=8, min_replicas=1)],
+        weights=NO_FRAGMENTATION,
+    )
+    pre = prefilter(rnd)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 0)
+    assert solved(rnd).score.secondary == 0.0
+
+
+def test_growth_bound_of_a_running_gang_with_a_required_rack() -> None:
+    # Racks r0 = {n0, n1}, r1 = {n2, n3} of 8-GPU nodes (T_gpu = 32: a 4-GPU pod is 40).
+    # The elastic gang 'r' (2 to 6 pods of 4 GPUs, all in one rack) fills n0; an
+    # unpreemptible gang holds half of n1. 'r' can add one pod (n1), not the four r1 could
+    # hold: growth 1 · 40 above its current 2 (its minimum). n1 was busy: nothing opened.
+    rnd = make_round(
+        cluster(4, racks=2),
+        running=[
+            running("r", ["n0", "n0"], gpu=4, replicas=6, min_replicas=2, required="rack"),
+            running("blocker", ["n1"], gpu=4, preemptible=False),
+        ],
+    )
+    pre = prefilter(rnd)
+    for at_ceiling in (True, False):
+        assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=at_ceiling).secondary, 40)
+    plan = solved(rnd)
+    assert [p.node for p in plan.placements] == ["n1"]
+    assert round(plan.score.secondary * SCALE) == 40
+
+
+def test_growth_bound_of_a_pending_gang_with_a_required_rack() -> None:
+    # Same racks; r0 is full (unpreemptible), r1 idle. A pending gang of 1 to 6 pods of 4
+    # GPUs that must stay in one rack runs 4 pods in r1: 3 above its minimum, 120.
+    rnd = make_round(
+        cluster(4, racks=2),
+        running=[running("fixed", ["n0", "n1"], gpu=8, preemptible=False)],
+        pending=[pending("e", 6, gpu=4, min_replicas=1, required="rack")],
+        weights=NO_FRAGMENTATION,
+    )
+    pre = prefilter(rnd)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 120)
+    assert round(solved(rnd).score.secondary * SCALE) == 120
+
+
+def test_growth_bound_is_exact_without_anything_to_grow() -> None:
+    # No elastic gang: no LP, no margin; every plan's secondary is 0 without fragmentation.
+    rnd = make_round(cluster(2), pending=[pending("p", 2, gpu=4)], weights=NO_FRAGMENTATION)
+    pre = prefilter(rnd)
+    assert cheap_bounds(pre, tiers_at_ceiling=True).secondary == 0
+    assert cheap_bounds(pre, tiers_at_ceiling=False).secondary == 0
+
+
+# ----------------------------------------------------------------------------- opened nodes
+
+
+def test_opened_nodes_bound_one_node_per_whole_node_gang() -> None:
+    # Four idle 8-GPU nodes, three gangs of one 8-GPU pod: any plan that starts all three
+    # opens three nodes (-3 · 2). No growth: the bound is exact.
+    rnd = make_round(cluster(4), pending=[pending(f"p{i}", 1, gpu=8) for i in range(3)])
+    pre = prefilter(rnd)
+    assert cheap_bounds(pre, tiers_at_ceiling=True).secondary == -3 * OPEN
+    plan = solved(rnd)
+    assert round(plan.score.secondary * SCALE) == -3 * OPEN
+    assert plan.score.secondary_bound == plan.score.secondary and plan.gap == 0.0
+    # without the tiers at their ceilings, some plan might start nothing: no opened nodes
+    assert cheap_bounds(pre, tiers_at_ceiling=False).secondary == 0
+
+
+def test_opened_nodes_bound_by_amount() -> None:
+    # n0 keeps 4 GPUs of an unpreemptible gang; n1, n2 idle. Twelve 1-GPU pods (one gang):
+    # four fit beside 'fixed', eight need room elsewhere: one idle 8-GPU node.
+    rnd = make_round(
+        cluster(3),
+        running=[running("fixed", ["n0"], gpu=4, preemptible=False)],
+        pending=[pending("p", 12, gpu=1)],
+    )
+    pre = prefilter(rnd)
+    assert cheap_bounds(pre, tiers_at_ceiling=True).secondary == -1 * OPEN
+    assert round(solved(rnd).score.secondary * SCALE) == -1 * OPEN
+
+
+def test_opened_nodes_bound_by_shape() -> None:
+    # n0 and n1 each have 4 free GPUs (8 in all, enough by amount), n2 is idle: one 8-GPU
+    # pod fits on no busy node, so n2 must open.
+    rnd = make_round(
+        cluster(3),
+        running=[running("fixed", ["n0", "n1"], gpu=4, preemptible=False)],
+        pending=[pending("p", 1, gpu=8)],
+    )
+    pre = prefilter(rnd)
+    assert cheap_bounds(pre, tiers_at_ceiling=True).secondary == -1 * OPEN
+    plan = solved(rnd)
+    assert [p.node for p in plan.placements] == ["n2"]
+    assert plan.score.secondary == plan.score.secondary_bound == -OPEN / SCALE
+
+
+def test_opened_nodes_bound_is_zero_when_busy_nodes_have_room() -> None:
+    rnd = make_round(
+        cluster(2),
+        running=[running("fixed", ["n0"], gpu=4, preemptible=False)],
+        pending=[pending("p", 2, gpu=2)],
+    )
+    pre = prefilter(rnd)
+    assert cheap_bounds(pre, tiers_at_ceiling=True).secondary == 0
+    assert solved(rnd).score.secondary == 0.0
+
+
+def test_every_bound_of_a_plan_matches_its_score() -> None:
+    """The plan's reported bounds are those above whenever CP-SAT proves nothing tighter."""
+    rnd = _contended()
+    plan = solved(rnd)
+    rescored = score(rnd, plan, {t.priority: t.bound for t in plan.score.tiers}, plan.score.secondary_bound)
+    assert rescored == plan.score
