@@ -18,9 +18,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from gangopt.schema import Round
+
+
+def examples(n: int) -> int:
+    """``n`` examples under the default profile (100 examples), scaled with the loaded profile:
+    ``nightly`` (2,000) runs 20 · n, ``quick`` (10) n / 10. Explicit ``max_examples`` in
+    ``@settings`` would otherwise override every profile."""
+    return max(1, n * settings().max_examples // 100)
+
 
 GPU_SIZES = [1, 2, 4, 8]
 TAINT_EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]

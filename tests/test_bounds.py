@@ -14,7 +14,7 @@ from gangopt.objective import SCALE, ObjectiveTerms, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Plan, Round, Status
 from tests.builders import cluster, make_round, pending
-from tests.strategies import rounds
+from tests.strategies import examples, rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSIONS = ROOT / "tests" / "fixtures" / "regressions"
@@ -40,7 +40,7 @@ def assert_bounded(rnd: Round, plan: Plan) -> None:
         assert s.secondary <= tight.secondary / SCALE + 1e-9
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
 def test_cheap_bounds_bound_every_solvers_plan(rnd: Round) -> None:
     for solver in ("cpsat", "greedy", "koordinator_like", "kueue_like", "fifo_first_fit"):
@@ -50,7 +50,7 @@ def test_cheap_bounds_bound_every_solvers_plan(rnd: Round) -> None:
     assert_bounded(rnd, greedy(rnd, growth="deferred"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
 @example(CORDONED_CANDIDATE)
 def test_plan_gap_never_claims_more_than_cpsat_proves(rnd: Round) -> None:
@@ -150,7 +150,7 @@ def test_bounds_add_up_memory_across_many_nodes_without_overflow() -> None:
     assert plan.gap == 0.0
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rounds())
 def test_packed_tier_bounds_hold_for_the_optimum(rnd: Round) -> None:
     """Whatever valid plan says which top tiers reach their ceilings, the capacity bounds it

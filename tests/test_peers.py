@@ -26,7 +26,7 @@ from gangopt.simulation import SimConfig, simulate
 from gangopt.validation import validate
 from gangopt.workload import Workload
 from tests.builders import cluster, make_round, pending, queue, running
-from tests.strategies import rounds
+from tests.strategies import examples, rounds
 from tests.test_simulation import job, random_workload
 
 
@@ -351,7 +351,7 @@ def test_slurm_policy_remembers_start_times_between_rounds() -> None:
 
 
 @pytest.mark.parametrize("name", SOLVERS)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rnd=rounds())
 def test_every_peer_plan_validates(name: str, rnd: Round) -> None:
     plan = decide(rnd, name)  # raises if the validator objects

@@ -8,9 +8,9 @@ import gangopt
 from gangopt.baselines import greedy
 from gangopt.objective import lexicographic_key, score
 from gangopt.schema import Round, Status
-from tests.strategies import rounds
+from tests.strategies import examples, rounds
 
-PROFILE = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROFILE
@@ -37,7 +37,7 @@ def test_cpsat_never_worse_than_greedy(rnd: Round) -> None:
     assert lexicographic_key(optimal.score) >= lexicographic_key(score(rnd, baseline))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(rounds())
 def test_same_input_and_seed_give_the_same_plan(rnd: Round) -> None:
     first = gangopt.solve(rnd)
@@ -46,7 +46,7 @@ def test_same_input_and_seed_give_the_same_plan(rnd: Round) -> None:
     assert first.model_dump(exclude={"stats"}) == second.model_dump(exclude={"stats"})
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(rounds())
 def test_every_pending_gang_is_admitted_or_explained(rnd: Round) -> None:
     plan = gangopt.solve(rnd)
