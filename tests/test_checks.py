@@ -538,3 +538,18 @@ def test_the_other_entry_points_report_the_same_problems(tmp_path: Path) -> None
     assert [(p.path, p.message) for p in text.value.problems] == from_file
     assert [(p.path, p.message) for p in parsed.value.problems] == from_file
     assert str(parsed.value).splitlines()[1] == "  $.pending[0].max_members: max_members 4 is below the minimum 5"
+
+
+def test_limits_that_are_met_exactly_are_valid(tmp_path: Path) -> None:
+    """Every "exceeds" / "below" rule is strict: a minimum equal to its maximum is fine."""
+    data = base()
+    job = data["pending"][0]
+    job["roles"][1]["min_replicas"] = 4  # == replicas
+    job["min_members"] = 5  # == the 1 + 4 replicas of its roles
+    job["max_members"] = 5  # == the minimum
+    run = data["running"][0]
+    run["roles"][0]["replicas"] = 1  # == the one pod running
+    run["roles"][0]["min_replicas"] = 1  # == replicas, == the pods running
+    rnd = load(tmp_path, data)
+    assert (rnd.pending[0].minimum, rnd.pending[0].maximum) == (5, 5)
+    assert (rnd.running[0].minimum, rnd.running[0].maximum) == (1, 1)

@@ -15,7 +15,7 @@ import pytest
 
 import gangopt
 from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key, score
-from gangopt.schema import Plan, Round, Score, Weights
+from gangopt.schema import Cluster, Node, PendingGang, Plan, Role, Round, Score, Weights
 from tests.builders import cluster, make_plan, make_round, pending, role, running
 
 NOW = 7200.0
@@ -79,6 +79,28 @@ def test_without_gpus_the_unit_is_one_cpu() -> None:
     assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 16.0}
 
 
+def test_without_gpus_or_cpus_the_unit_is_the_largest_resource() -> None:
+    nodes = [Node(name=f"n{i}", capacity={"tpu": 4}) for i in range(2)]
+    rnd = make_round(
+        Cluster(nodes=nodes),
+        pending=[pending("p", roles=[role("w", 1, gpu=0, tpu=2)], submit_time=NOW)],
+        now=NOW,
+    )
+    # base resource tpu: T_tpu = 8 units; 2/8 · 8 = 2 TPU-eq -> 20
+    assert ObjectiveTerms.of(rnd).base_resource == "tpu"
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 2.0}
+
+
+def test_without_any_resource_every_pod_counts_as_one_unit() -> None:
+    rnd = make_round(
+        Cluster(nodes=[Node(name="n0", capacity={})]),
+        pending=[PendingGang(name="p", roles=[Role(replicas=1, requests={})], submit_time=NOW)],
+        now=NOW,
+    )
+    # no totals at all: base 'gpu' with T = 0, a pod is 1 unit -> 10
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 1.0}
+
+
 # ----------------------------------------------------------------------------- tiers
 
 
@@ -123,6 +145,22 @@ def test_minimum_configuration_tops_up_from_the_cheapest_role() -> None:
     # exactly the minimum configuration: no growth; n0 and n1 were idle, each opened costs
     # round(10 · 0.25) = 2 (the default fragmentation weight)
     assert s.secondary == -2 * 2 / SCALE
+
+
+def test_top_up_counts_what_a_role_minimum_already_holds() -> None:
+    # min_members 4; 'cheap' (2 cpu: 5 each) has 2 replicas with min_replicas 1, 'dear' (4 GPUs:
+    # 40 each) 4 replicas and no minimum. The top-up adds the one cheap pod left (1 + 1 = 2),
+    # then two dear ones: 2 · 5 + 2 · 40 = 90.
+    gang = pending(
+        "g",
+        roles=[role("cheap", 2, gpu=0, cpu=2, min_replicas=1), role("dear", 4, gpu=4)],
+        min_members=4,
+        submit_time=NOW,
+    )
+    rnd = make_round(**two_nodes(), pending=[gang])
+    assert ObjectiveTerms.of(rnd).min_pods(rnd.pending[0]) == {"cheap": 2, "dear": 2}
+    plan = make_plan(rnd, place={"g": {"cheap": ["n0", "n0"], "dear": ["n0", "n1"]}})
+    assert tiers(score(rnd, plan)) == {0: 9.0}
 
 
 def test_role_minimum_beats_the_cheapest_top_up() -> None:
@@ -170,6 +208,12 @@ URGENCY: list[tuple[str, float, float | None, dict[str, float], int]] = [
     ("no horizon", NOW, NOW + 1, {"deadline_horizon": 0}, 40),  # no ramp before the deadline
     ("no horizon, passed", NOW, NOW - 1, {"deadline_horizon": 0}, 80),
     ("aging and deadline add", NOW - 7200, NOW + 1800, {}, 68),  # 1 + 0.2 + 0.5 = 1.7 -> 68
+    # steep aging makes every second count: 10 h · 100 = 1000 -> 40 · 1001
+    ("steep aging", NOW - 36000, None, {"aging_per_hour": 100, "aging_cap": 1000}, 40 * 1001),
+    # a gang submitted after 'now' has waited 0 s, not a negative time nor one second
+    ("future submit, steep aging", NOW + 600, None, {"aging_per_hour": 3600, "aging_cap": 100}, 40),
+    ("deadline now, no horizon", NOW, NOW, {"deadline_horizon": 0}, 80),  # reached: full boost
+    ("one-second horizon", NOW, NOW + 0.5, {"deadline_horizon": 1}, 60),  # ramp 1 - 0.5/1 = 0.5
 ]
 
 
@@ -224,9 +268,18 @@ def test_eviction_with_the_default_cost() -> None:
     assert tiers(score(rnd, plan)) == {9: 4.0, 0: 0.0}
 
 
-def test_eviction_cost_counts_time_since_checkpoint_and_its_weight() -> None:
+@pytest.mark.parametrize(
+    ("w", "cost"),
+    [
+        # 8 GPU-eq · 3900 s / 3600 = 8.6667 GPU-hours; · 10 · 2 = 173.33 -> 173 tenths
+        (2.0, 173),
+        # · 10 · 100 = 8666.67 -> 8667 (a large weight shows every second of the formula)
+        (100.0, 8667),
+    ],
+)
+def test_eviction_cost_counts_time_since_checkpoint_and_its_weight(w: float, cost: int) -> None:
     rnd = make_round(
-        **two_nodes(weights=weights(fragmentation=0, preemption=2.0)),
+        **two_nodes(weights=weights(fragmentation=0, preemption=w)),
         running=[
             running("v", ["n0", "n0", "n1", "n1"], gpu=2).model_copy(
                 update={"seconds_since_checkpoint": 3600.0, "restart_seconds": 300.0}
@@ -235,8 +288,7 @@ def test_eviction_cost_counts_time_since_checkpoint_and_its_weight() -> None:
         pending=[pending("hi", 1, gpu=4, priority=9, submit_time=NOW)],
     )
     plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"v": ["hi"]})
-    # 8 GPU-eq · 3900 s / 3600 = 8.6667 GPU-hours; · 10 · weight 2 = 173.33 -> 173 tenths
-    assert score(rnd, plan).secondary == -173 / SCALE
+    assert score(rnd, plan).secondary == -cost / SCALE
 
 
 def test_a_free_eviction_still_costs_one() -> None:
@@ -443,6 +495,17 @@ def test_the_solver_reports_the_hand_computed_optimum() -> None:
     assert tiers(plan.score) == {0: (96 + 80) / SCALE}
     assert plan.score.secondary == -2 / SCALE  # one idle node opened at round(10 · 0.25) = 2
     assert plan.score == _rescored(rnd, plan)
+
+
+def test_bounds_are_attached_as_given() -> None:
+    rnd = _urgency_round(NOW, None)
+    plan = make_plan(rnd, place={"p": ["n0"]})
+    s = score(rnd, plan, {0: 9.5}, 1.25)
+    assert [(t.priority, t.value, t.bound) for t in s.tiers] == [(0, 4.0, 9.5)]
+    assert s.secondary_bound == 1.25
+    # a tier without a bound is bounded by its own value; no secondary bound is None
+    plain = score(rnd, plan)
+    assert [(t.value, t.bound) for t in plain.tiers] == [(4.0, 4.0)] and plain.secondary_bound is None
 
 
 def _rescored(rnd: Round, plan: Plan) -> Score:
