@@ -2,18 +2,27 @@
 words (and checked against CP-SAT), each bound equals the optimum, not just exceeds it.
 
 Values are in objective units (tenths of a GPU-equivalent). The growth LP is solved in floating
-point and its answer gets a documented safety margin (``ceil(lp · (1 + 1e-6)) + 1``), so the
-growth bound is the hand LP value plus 1 or 2 tenths: the tests allow exactly that.
+point and its answer gets a documented safety margin (``ceil(lp · (1 + 1e-6)) + 1``): for an
+LP optimum that is a whole number L of tenths (1 <= L < 10**6) the growth bound is L + 2, for
+L = 0 it is 1.
 """
 
 from __future__ import annotations
 
 import gangopt
-from gangopt.bounds import cheap_bounds, packed_tier_bounds, tier_ceilings
+from gangopt.bounds import (
+    CheapBounds,
+    _fractional_knapsack,
+    _opened_nodes_bound,
+    cheap_bounds,
+    packed_tier_bounds,
+    reaches_ceilings,
+    tier_ceilings,
+)
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Plan, Round, Status, Weights
-from tests.builders import cluster, make_round, pending, running
+from tests.builders import cluster, make_round, pending, role, running
 
 NO_FRAGMENTATION = Weights(fragmentation=0)
 OPEN = 2  # tenths per opened node at the default fragmentation weight: round(10 · 0.25) = 2
@@ -31,8 +40,9 @@ def tier_units(plan: Plan) -> dict[int, int]:
 
 
 def assert_growth_bound(bound: int, lp: int) -> None:
-    """The LP optimum ``lp`` (computed by hand) plus the float safety margin of 1 or 2 tenths."""
-    assert lp + 1 <= bound <= lp + 2, (bound, lp)
+    """The LP optimum ``lp`` (computed by hand, a whole number of tenths) plus the float safety
+    margin: ceil(lp · (1 + 1e-6)) = lp + 1 for 1 <= lp < 10**6, then + 1."""
+    assert bound == (lp + 2 if lp else 1), (bound, lp)
 
 
 # ----------------------------------------------------------------------------- tier ceilings
@@ -79,9 +89,9 @@ def _contended() -> Round:
         now=0.0,
         pending=[
             pending("top", 1, gpu=8, priority=5),
-            pending("urgent", 1, gpu=4, deadline=-1.0),
             pending("b", 1, gpu=4),
             pending("c", 1, gpu=4),
+            pending("urgent", 1, gpu=4, deadline=-1.0),  # last: the knapsack must sort by density
         ],
     )
 
@@ -291,3 +301,152 @@ def test_every_bound_of_a_plan_matches_its_score() -> None:
     plan = solved(rnd)
     rescored = score(rnd, plan, {t.priority: t.bound for t in plan.score.tiers}, plan.score.secondary_bound)
     assert rescored == plan.score
+
+
+# ----------------------------------------------------------------------------- more exact cases
+
+
+def test_packed_tier_bound_counts_gangs_that_ask_nothing_of_a_resource() -> None:
+    # Two nodes of 8 GPUs and 32 CPUs (T_gpu = 16, T_cpu = 64). 'top' takes 8 GPUs of one node
+    # (max(8/16, 1/64) · 16 = 8: 80). At priority 0 a CPU-only gang (16 CPUs: 16/64 · 16 = 4:
+    # 40) and two 4-GPU gangs (40 each) all fit on the other node: 120. In the GPU knapsack the
+    # CPU-only gang weighs nothing and always counts.
+    rnd = make_round(
+        cluster(2, gpus=8, cpu=32),
+        pending=[
+            pending("top", 1, gpu=8, cpu=1, priority=5),
+            pending("cpu-only", 1, gpu=0, cpu=16),
+            pending("g1", 1, gpu=4, cpu=1),
+            pending("g2", 1, gpu=4, cpu=1),
+        ],
+    )
+    pre = prefilter(rnd)
+    assert packed_tier_bounds(pre, {5: True, 0: False}) == {5: 80, 0: 40 + 40 + 40}
+    assert tier_units(solved(rnd)) == {5: 80, 0: 120}
+
+
+def test_packed_tier_bound_leaves_an_unshrinkable_candidate_movable() -> None:
+    # Three 8-GPU nodes (T_gpu = 24: a 4-GPU pod is 40); n2 holds an unpreemptible 8-GPU gang
+    # (80). 'victim' (4 GPUs on n0, priority 0) could be evicted for 'top' but need not be:
+    # top on n1, 'b' beside the victim on n0. Tier 0 = 80 + 40 + 40 = 160, and the packed
+    # bound finds the 8 GPUs left after 'top' for the victim and 'b': exact.
+    rnd = make_round(
+        cluster(3),
+        running=[running("fixed", ["n2"], gpu=8, preemptible=False), running("victim", ["n0"], gpu=4)],
+        pending=[pending("top", 1, gpu=8, priority=5), pending("b", 1, gpu=4)],
+    )
+    pre = prefilter(rnd)
+    assert packed_tier_bounds(pre, {5: True, 0: False}) == {5: 80, 0: 160}
+    plan = solved(rnd)
+    assert tier_units(plan) == {5: 80, 0: 160} and plan.preemptions == []
+
+
+def test_growth_bound_where_the_total_room_binds() -> None:
+    # Two idle 8-GPU nodes. 'a': 1 to 5 pods of 4 GPUs (40 each), 'b': 1 to 9 pods of 2 GPUs
+    # (20 each): 10 tenths per GPU either way. Their minimums take 6 GPUs; the other 10 GPUs
+    # hold growth worth 10 · 10 = 100 whatever the mix, and some plan fills them (a: 3 pods,
+    # b: 5 pods). The per-shape slot rows alone would allow a: 3 and b: 3 (180).
+    rnd = make_round(
+        cluster(2),
+        pending=[pending("a", 5, gpu=4, min_replicas=1), pending("b", 9, gpu=2, min_replicas=1)],
+        weights=NO_FRAGMENTATION,
+    )
+    pre = prefilter(rnd)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 100)
+    assert round(solved(rnd).score.secondary * SCALE) == 100
+
+
+def test_growth_bound_of_a_full_cluster() -> None:
+    # One 8-GPU node; a gang of 1 to 2 whole-node pods runs one and has no room left: LP 0.
+    rnd = make_round(cluster(1), pending=[pending("e", 2, gpu=8, min_replicas=1)], weights=NO_FRAGMENTATION)
+    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 0)
+    assert solved(rnd).score.secondary == 0.0
+
+
+def test_growth_bound_of_an_elastic_candidate_that_must_keep_running() -> None:
+    # Two 8-GPU nodes (T_gpu = 16: a 4-GPU pod is 40). 'low' (priority 0, 2 of 1..4 pods of 4
+    # GPUs) fills n0 and could be shrunk for 'top' (priority 5, one 8-GPU pod), which takes the
+    # idle n1 instead. Every optimal plan keeps low at 2 pods: 1 above its minimum, 40; there is
+    # no room to grow. The bound: low's minimum (4 GPUs) and top's (8 GPUs) leave 4 GPUs: one
+    # more member, 40, counted from low's minimum: 40.
+    rnd = make_round(
+        cluster(2),
+        running=[running("low", ["n0", "n0"], gpu=4, replicas=4, min_replicas=1)],
+        pending=[pending("top", 1, gpu=8, priority=5)],
+        weights=NO_FRAGMENTATION,
+    )
+    pre = prefilter(rnd)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 40)
+    plan = solved(rnd)
+    assert round(plan.score.secondary * SCALE) == 40 and plan.preemptions == []
+
+
+def test_growth_bound_counts_only_the_required_domains_the_prefilter_left() -> None:
+    # Racks r0 = {n0, n1} (label pool=a), r1 = {n2, n3} (no label), 8 GPUs each (T_gpu = 32: a
+    # 4-GPU pod is 40). n0 keeps 4 GPUs of an unpreemptible gang. A gang of 1 to 6 pods of 4
+    # GPUs, pool=a only, all in one rack: r0 holds 3 of them (1 + 2), r1 would hold 4 but is
+    # not eligible. Growth: 2 · 40 = 80.
+    rnd = make_round(
+        cluster(4, racks=2, labels={"n0": {"pool": "a"}, "n1": {"pool": "a"}}),
+        running=[running("fixed", ["n0"], gpu=4, preemptible=False)],
+        pending=[pending("e", 6, gpu=4, min_replicas=1, required="rack", selector={"pool": "a"})],
+        weights=NO_FRAGMENTATION,
+    )
+    pre = prefilter(rnd)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 80)
+    assert round(solved(rnd).score.secondary * SCALE) == 80
+
+
+def test_opened_nodes_bound_without_idle_nodes() -> None:
+    rnd = make_round(
+        cluster(1), running=[running("fixed", ["n0"], gpu=4, preemptible=False)], pending=[pending("p", 1, gpu=4)]
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 0
+    assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == 0
+
+
+def test_opened_nodes_bound_counts_a_gang_wide_minimum() -> None:
+    # As in the by-amount case, but the gang has 16 replicas and min_members 12 (no role
+    # minimum): its 12 mandatory 1-GPU pods exceed the 4 GPUs beside 'fixed' by 8: one node.
+    rnd = make_round(
+        cluster(3),
+        running=[running("fixed", ["n0"], gpu=4, preemptible=False)],
+        pending=[pending("p", roles=[role("w", 16, gpu=1)], min_members=12)],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+
+
+def test_bounds_are_computed_once_per_prefiltered_round() -> None:
+    pre = prefilter(_contended())
+    assert cheap_bounds(pre, tiers_at_ceiling=True) is cheap_bounds(pre, tiers_at_ceiling=True)
+    assert cheap_bounds(pre, tiers_at_ceiling=False) is cheap_bounds(pre, tiers_at_ceiling=False)
+
+
+KNAPSACK: list[tuple[list[tuple[int, int]], int, int]] = [
+    # (items (value, weight), capacity, hand bound)
+    ([(40, 4), (40, 4), (40, 4)], 8, 80),  # two whole items fill it exactly
+    ([(30, 3), (40, 8)], 4, 30 + 5 + 1),  # 30 (density 10), then 1/8 of 40 = 5, rounded up, + 1
+    ([(40, 8), (30, 3)], 4, 30 + 5 + 1),  # the same, whatever the order
+    ([(60, 6), (60, 6)], 8, 60 + 20 + 1),  # 2/6 of 60 = 20
+    ([(10, 3)], 1, 4 + 1),  # 1/3 of 10 = 3.33, rounded up: 4
+    ([(7, 0), (40, 4)], 0, 7),  # weightless items always count; nothing else fits
+    ([(40, 4)], -5, 0),  # no room at all
+    ([], 10, 0),
+]
+
+
+def test_fractional_knapsack() -> None:
+    for items, capacity, expected in KNAPSACK:
+        assert _fractional_knapsack(items, capacity) == expected, (items, capacity)
+
+
+def test_reaches_ceilings() -> None:
+    ceilings = {5: 80, 0: 40}
+    assert reaches_ceilings({5: 8.0, 0: 4.0}, ceilings)
+    assert reaches_ceilings({5: 8.0, 0: 0.7 + 0.1 + 3.2}, ceilings)  # 3.9999999999999996: float noise
+    assert not reaches_ceilings({5: 8.0, 0: 3.9}, ceilings)
+    assert not reaches_ceilings({5: 7.5, 0: 4.0}, ceilings)
+    assert not reaches_ceilings({5: 8.0}, ceilings)  # a missing tier is worth 0
+    assert reaches_ceilings({}, {3: 0})
+    assert reaches_ceilings({5: 0.7 + 0.1}, {5: 8})  # 0.7999999999999999 counts as 0.8
+    assert CheapBounds(tiers={5: 85, 0: 0}, secondary=0).tiers_in_units() == {5: 8.5, 0: 0.0}

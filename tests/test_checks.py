@@ -270,6 +270,19 @@ CHECK_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         [("$.pending[0].topology.slice_size", r"^no member count between 5 and 5 is a multiple of 3$")],
     ),
     (
+        "gang of 0 pods with a slice size no count meets",
+        edits(
+            setter("pending[0].roles[0].min_replicas", 0),
+            setter("pending[0].roles[1].min_replicas", 0),
+            pending_topology(slice_level="rack", slice_size=7),
+        ),
+        [
+            ("$.pending[0].min_members", r"^the gang may run with 0 pods"),
+            # 0 members is no answer: the counts searched start at 1
+            ("$.pending[0].topology.slice_size", r"^no member count between 0 and 5 is a multiple of 7$"),
+        ],
+    ),
+    (
         "running gang with an unknown required level",
         setter("running[0].topology", {"required": "row"}),
         [("$.running[0].topology.required", r"^unknown topology level 'row'")],
@@ -553,3 +566,13 @@ def test_limits_that_are_met_exactly_are_valid(tmp_path: Path) -> None:
     rnd = load(tmp_path, data)
     assert (rnd.pending[0].minimum, rnd.pending[0].maximum) == (5, 5)
     assert (rnd.running[0].minimum, rnd.running[0].maximum) == (1, 1)
+
+
+def test_slices_at_the_required_level_and_of_one_pod_are_valid(tmp_path: Path) -> None:
+    data = base()
+    data["pending"][0]["topology"] = {"required": "rack", "preferred": "rack", "slice_level": "rack", "slice_size": 5}
+    assert load(tmp_path, data).pending[0].topology is not None
+    data = base()
+    data["pending"][0]["roles"] = [{"name": "solo", "replicas": 1, "requests": {"gpu": 1}}]
+    data["pending"][0]["topology"] = {"slice_level": "node", "slice_size": 1}  # one member, a multiple of 1
+    assert load(tmp_path, data).pending[0].maximum == 1
