@@ -145,6 +145,7 @@ def test_packed_tier_bounds_cascade_down_reached_tiers() -> None:
     assert packed_tier_bounds(pre, {9: True, 5: True, 0: False}) == {9: 80, 5: 80, 0: 80}
     # without the knowledge that priority 5 reaches its ceiling, tier 0 is bounded by 2 nodes
     assert packed_tier_bounds(pre, {9: True, 5: False, 0: False}) == {9: 80, 5: 80}
+    assert packed_tier_bounds(pre, {9: True}) == {9: 80, 5: 80}  # a tier not listed is not reached
     assert tier_units(solved(rnd)) == {9: 80, 5: 80, 0: 80}
 
 
@@ -430,6 +431,7 @@ KNAPSACK: list[tuple[list[tuple[int, int]], int, int]] = [
     ([(60, 6), (60, 6)], 8, 60 + 20 + 1),  # 2/6 of 60 = 20
     ([(10, 3)], 1, 4 + 1),  # 1/3 of 10 = 3.33, rounded up: 4
     ([(7, 0), (40, 4)], 0, 7),  # weightless items always count; nothing else fits
+    ([(7, 1)], 0, 0),  # a weight of one milli-unit is a weight
     ([(40, 4)], -5, 0),  # no room at all
     ([], 10, 0),
 ]
@@ -448,5 +450,23 @@ def test_reaches_ceilings() -> None:
     assert not reaches_ceilings({5: 7.5, 0: 4.0}, ceilings)
     assert not reaches_ceilings({5: 8.0}, ceilings)  # a missing tier is worth 0
     assert reaches_ceilings({}, {3: 0})
+    assert not reaches_ceilings({}, {0: 5})  # a missing tier is worth 0, not 1
     assert reaches_ceilings({5: 0.7 + 0.1}, {5: 8})  # 0.7999999999999999 counts as 0.8
     assert CheapBounds(tiers={5: 85, 0: 0}, secondary=0).tiers_in_units() == {5: 8.5, 0: 0.0}
+
+
+def test_packed_tier_bound_adds_up_the_roles_of_a_gang() -> None:
+    # Two 8-GPU nodes (T_gpu = 16). 'top' takes a node. At priority 0, 'mr' has two roles of
+    # one 4-GPU pod each (80 for 8 GPUs) and 'x' one 4-GPU pod (40): the other node holds mr or
+    # x, so tier 0 is at most 80, and the knapsack (mr first at equal density) says so.
+    rnd = make_round(
+        cluster(2),
+        pending=[
+            pending("top", 1, gpu=8, priority=5),
+            pending("mr", roles=[role("a", 1, gpu=4), role("b", 1, gpu=4)]),
+            pending("x", 1, gpu=4),
+        ],
+    )
+    pre = prefilter(rnd)
+    assert packed_tier_bounds(pre, {5: True, 0: False}) == {5: 80, 0: 80}
+    assert tier_units(solved(rnd)) == {5: 80, 0: 80}

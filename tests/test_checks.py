@@ -325,6 +325,16 @@ CHECK_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "a thousandth of a resource the node lacks",
+        setter("running[0].roles[0].requests", {"gpu": 4, "rdma": "1m"}),
+        [
+            (
+                "$.cluster.nodes[0].capacity.rdma",
+                r"^running pods on node 'n0' request 0\.001 rdma, more than its capacity 0 rdma$",
+            )
+        ],
+    ),
+    (
         "running pods ask for a resource the node lacks",
         setter("running[0].roles[0].requests", {"gpu": 4, "memory": "1Gi"}),
         [
@@ -576,3 +586,9 @@ def test_slices_at_the_required_level_and_of_one_pod_are_valid(tmp_path: Path) -
     data["pending"][0]["roles"] = [{"name": "solo", "replicas": 1, "requests": {"gpu": 1}}]
     data["pending"][0]["topology"] = {"slice_level": "node", "slice_size": 1}  # one member, a multiple of 1
     assert load(tmp_path, data).pending[0].maximum == 1
+
+
+def test_asking_none_of_a_resource_the_node_lacks_is_valid(tmp_path: Path) -> None:
+    data = base()
+    data["running"][0]["roles"][0]["requests"] = {"gpu": 4, "rdma": 0}
+    assert load(tmp_path, data).running[0].roles[0].requests == {"gpu": 4000, "rdma": 0}

@@ -91,6 +91,17 @@ def test_without_gpus_or_cpus_the_unit_is_the_largest_resource() -> None:
     assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 2.0}
 
 
+def test_a_thousandth_of_a_gpu_still_makes_gpu_the_unit() -> None:
+    rnd = make_round(
+        Cluster(nodes=[Node(name="n0", capacity={"gpu": "1m", "cpu": 8})]),
+        pending=[pending("p", roles=[role("w", 1, gpu=0, cpu=4)], submit_time=NOW)],
+        now=NOW,
+    )
+    # T_gpu = 0.001 GPU: a pod with half the CPUs is 0.5 · 0.001 GPU-eq -> round(0.005) = 0 -> 1
+    assert ObjectiveTerms.of(rnd).base_resource == "gpu"
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 0.1}
+
+
 def test_without_any_resource_every_pod_counts_as_one_unit() -> None:
     rnd = make_round(
         Cluster(nodes=[Node(name="n0", capacity={})]),
