@@ -357,6 +357,31 @@ def test_growth_bound_where_the_total_room_binds() -> None:
     assert round(solved(rnd).score.secondary * SCALE) == 100
 
 
+def test_growth_bound_per_resource_leaves_out_pods_that_ask_none_of_it() -> None:
+    # Two nodes of 8 GPUs, 32 CPUs and 64Gi (nobody asks for memory): T_gpu = 16, T_cpu = 64.
+    # 'e': 1 to 2 whole-GPU-node pods (no CPU; 8/16 · 16 = 8: 80 each); 'c': 1 to 4 CPU-only
+    # pods of 4 CPUs (4/64 · 16 = 1: 10 each). Both grow to their maximum: 80 + 3 · 10 = 110.
+    rnd = make_round(
+        cluster(2, gpus=8, cpu=32, memory="64Gi"),
+        pending=[pending("e", 2, gpu=8, min_replicas=1), pending("c", 4, gpu=0, cpu=4, min_replicas=1)],
+        weights=NO_FRAGMENTATION,
+    )
+    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 110)
+    assert round(solved(rnd).score.secondary * SCALE) == 110
+
+
+def test_growth_bound_when_one_resource_has_no_room_left() -> None:
+    # One node of 8 GPUs and 32 CPUs (T_gpu = 8: an 8-GPU pod is 80, a 4-CPU pod 4/32 · 8 = 1:
+    # 10). e's minimum takes every GPU, so e cannot grow; c's CPU-only pods still can: 3 · 10.
+    rnd = make_round(
+        cluster(1, gpus=8, cpu=32),
+        pending=[pending("e", 2, gpu=8, min_replicas=1), pending("c", 4, gpu=0, cpu=4, min_replicas=1)],
+        weights=NO_FRAGMENTATION,
+    )
+    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 30)
+    assert round(solved(rnd).score.secondary * SCALE) == 30
+
+
 def test_growth_bound_of_a_full_cluster() -> None:
     # One 8-GPU node; a gang of 1 to 2 whole-node pods runs one and has no room left: LP 0.
     rnd = make_round(cluster(1), pending=[pending("e", 2, gpu=8, min_replicas=1)], weights=NO_FRAGMENTATION)
@@ -431,7 +456,9 @@ KNAPSACK: list[tuple[list[tuple[int, int]], int, int]] = [
     ([(60, 6), (60, 6)], 8, 60 + 20 + 1),  # 2/6 of 60 = 20
     ([(10, 3)], 1, 4 + 1),  # 1/3 of 10 = 3.33, rounded up: 4
     ([(7, 0), (40, 4)], 0, 7),  # weightless items always count; nothing else fits
-    ([(7, 1)], 0, 0),  # a weight of one milli-unit is a weight
+    ([(7, 1)], 0, 0),  # a weight of one milli-unit is a weight...
+    ([(7, 1)], 1, 7),  # ...that fits in one milli-unit
+    ([(60, 6), (50, 5), (1, 1)], 8, 60 + 20 + 1),  # stops at the first item cut: (1, 1) is not added
     ([(40, 4)], -5, 0),  # no room at all
     ([], 10, 0),
 ]
