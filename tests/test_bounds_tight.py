@@ -21,8 +21,8 @@ from gangopt.bounds import (
 )
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
-from gangopt.schema import Plan, Round, Status, Weights
-from tests.builders import cluster, make_round, pending, role, running
+from gangopt.schema import Cluster, Plan, Round, Status, Weights
+from tests.builders import cluster, make_round, node, pending, role, running
 
 NO_FRAGMENTATION = Weights(fragmentation=0)
 OPEN = 2  # tenths per opened node at the default fragmentation weight: round(10 · 0.25) = 2
@@ -380,6 +380,19 @@ def test_growth_bound_when_one_resource_has_no_room_left() -> None:
     )
     assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 30)
     assert round(solved(rnd).score.secondary * SCALE) == 30
+
+
+def test_growth_slots_are_reduced_only_by_minimum_pods_as_large() -> None:
+    # n0 has 8 GPUs, n1 10 (T_gpu = 18: an 8-GPU pod is 80). 'a' runs 1 to 2 pods of 8 GPUs,
+    # 'b' one pod of 2 GPUs. b fits beside a's second pod on n1: a grows by one, 80. b's small
+    # pod takes no slot for an 8-GPU pod: slots 1 + 1 less a's minimum = 1.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 8), node("n1", 10)]),
+        pending=[pending("a", 2, gpu=8, min_replicas=1), pending("b", 1, gpu=2)],
+        weights=NO_FRAGMENTATION,
+    )
+    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 80)
+    assert round(solved(rnd).score.secondary * SCALE) == 80
 
 
 def test_growth_bound_of_a_full_cluster() -> None:
