@@ -65,6 +65,8 @@ def _parse(value: object) -> int:
         number = _parse_string(value.strip())
     else:
         raise ValueError(f"expected a quantity such as 8, '500m' or '64Gi', got {value!r}")
+    if number.is_nan():  # json reads a bare NaN; comparing it below would raise InvalidOperation
+        raise ValueError(f"cannot parse quantity {value!r}")
     if number < 0:
         raise ValueError(f"quantity must not be negative, got {value!r}")
     milli = number * MILLI

@@ -3,17 +3,50 @@
 Small on purpose (≤ 8 nodes, ≤ 6 pending gangs): CP-SAT proves optimality on these in
 milliseconds, so the property tests can compare against the exact optimum and run hundreds
 of examples in CI time.
+
+Features drawn: racks and blocks; cordoned nodes; node labels (``gpu.model`` always, ``spot``
+on some nodes); taints of every effect (``NoSchedule``, ``NoExecute``, ``PreferNoSchedule``)
+with two values; running gangs of one or two roles (a CPU-only ``ps`` role beside the
+workers), elastic or not, with a required or preferred topology level (a required level
+holds for the pods already placed); pending gangs with roles, minimums, node selectors,
+node affinity (``In``/``NotIn``/``Exists``/``DoesNotExist``), tolerations (``Exists`` or
+``Equal`` with a value, always with a key, some for one effect only), topology requests,
+deadlines and groups; queues in a cohort, or one queue on its own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from gangopt.schema import Round
 
+
+def examples(n: int) -> int:
+    """``n`` examples under the default profile (100 examples), scaled with the loaded profile:
+    ``nightly`` (2,000) runs 20 · n, ``quick`` (10) n / 10. Explicit ``max_examples`` in
+    ``@settings`` would otherwise override every profile."""
+    return max(1, n * settings().max_examples // 100)
+
+
 GPU_SIZES = [1, 2, 4, 8]
+TAINT_EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
+AFFINITY = [
+    {"key": "gpu.model", "operator": "In", "values": ["A100"]},
+    {"key": "gpu.model", "operator": "NotIn", "values": ["H100"]},
+    {"key": "spot", "operator": "Exists"},
+    {"key": "spot", "operator": "DoesNotExist"},
+    {"key": "gpu.model", "operator": "In", "values": ["A100", "H100"]},
+]
+TOLERATIONS = [
+    {"key": "dedicated", "operator": "Exists"},
+    {"key": "dedicated", "operator": "Equal", "value": "infra"},
+    {"key": "dedicated", "operator": "Equal", "value": "batch"},
+    {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"},
+]
 
 
 @st.composite
@@ -32,8 +65,12 @@ def rounds(draw: st.DrawFn, max_nodes: int = 8, max_pending: int = 6, max_runnin
             "labels": {"gpu.model": draw(st.sampled_from(["A100", "H100"]))},
             "topology": {"block": f"b{i // 4}", "rack": f"r{i // 2}"},
         }
-        if draw(st.integers(0, 9)) == 0:
-            node["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+        if draw(st.integers(0, 3)) == 0:
+            node["labels"]["spot"] = "true"
+        if draw(st.integers(0, 6)) == 0:
+            effect = draw(st.sampled_from(TAINT_EFFECTS))
+            value = draw(st.sampled_from(["infra", "infra", "batch"]))
+            node["taints"] = [{"key": "dedicated", "value": value, "effect": effect}]
         if draw(st.integers(0, 14)) == 0:
             node["schedulable"] = False
         nodes.append(node)
@@ -66,7 +103,12 @@ def rounds(draw: st.DrawFn, max_nodes: int = 8, max_pending: int = 6, max_runnin
                 "nominal": {"gpu": draw(st.integers(4, 24))},
                 "borrowing_limit": {"gpu": 8},
             },
-            {"name": "team-b", "cohort": "all", "nominal": {"gpu": draw(st.integers(4, 24))}},
+            # team-b alone (no cohort): it never borrows and never lends
+            {
+                "name": "team-b",
+                "cohort": draw(st.sampled_from(["all", "all", None])),
+                "nominal": {"gpu": draw(st.integers(4, 24))},
+            },
         ]
     return Round.model_validate(data)
 
@@ -77,31 +119,59 @@ def _running(
     gpu = draw(st.sampled_from(GPU_SIZES))
     cpu = draw(st.sampled_from([1, 2, 4]))
     want = draw(st.integers(1, 3))
-    pods = []
-    for j in range(want):
-        options = [k for k, f in enumerate(free) if f["gpu"] >= gpu and f["cpu"] >= cpu]
+    topology = draw(st.sampled_from([None, None, None, "required", "preferred"]))
+    level = draw(st.sampled_from(["rack", "block", "node"]))
+    domain: str | None = None  # a required level holds for the pods already placed
+
+    def place(name: str, role: str, need_gpu: int, need_cpu: int) -> bool:
+        nonlocal domain
+        options = [k for k, f in enumerate(free) if f["gpu"] >= need_gpu and f["cpu"] >= need_cpu]
+        if topology == "required" and domain is not None:
+            options = [k for k in options if _domain(nodes[k], level) == domain]
         if not options:
-            break
+            return False
         k = draw(st.sampled_from(options))
-        free[k]["gpu"] -= gpu
-        free[k]["cpu"] -= cpu
-        pods.append({"name": f"r{i}-{j}", "node": nodes[k]["name"]})
+        free[k]["gpu"] -= need_gpu
+        free[k]["cpu"] -= need_cpu
+        domain = _domain(nodes[k], level)
+        pods.append({"name": name, "role": role, "node": nodes[k]["name"]})
+        return True
+
+    pods: list[dict[str, Any]] = []
+    for j in range(want):
+        if not place(f"r{i}-{j}", "worker", gpu, cpu):
+            break
     if not pods:
         return None
-    elastic = len(pods) > 1 and draw(st.booleans())
-    replicas = len(pods) + draw(st.integers(0, 2))
-    role: dict[str, Any] = {"replicas": replicas, "requests": {"gpu": gpu, "cpu": cpu}}
-    if elastic or replicas > len(pods):
-        role["min_replicas"] = draw(st.integers(1, len(pods)))
-    return {
+    workers = len(pods)
+    elastic = workers > 1 and draw(st.booleans())
+    replicas = workers + draw(st.integers(0, 2))
+    role: dict[str, Any] = {"name": "worker", "replicas": replicas, "requests": {"gpu": gpu, "cpu": cpu}}
+    if elastic or replicas > workers:
+        role["min_replicas"] = draw(st.integers(1, workers))
+    roles = [role]
+    if draw(st.integers(0, 3)) == 0 and place(f"r{i}-ps", "ps", 0, 1):
+        # a CPU-only parameter server: one running, maybe room for a second
+        ps: dict[str, Any] = {"name": "ps", "replicas": draw(st.integers(1, 2)), "requests": {"cpu": 1}}
+        if ps["replicas"] > 1:
+            ps["min_replicas"] = 1
+        roles.append(ps)
+    gang: dict[str, Any] = {
         "name": f"run{i}",
         "queue": draw(st.sampled_from(queues)),
         "priority": draw(st.integers(0, 3)),
         "preemptible": draw(st.sampled_from([True, True, False])),
         "seconds_since_checkpoint": draw(st.sampled_from([0, 600, 3600])),
-        "roles": [role],
+        "roles": roles,
         "pods": pods,
     }
+    if topology is not None:
+        gang["topology"] = {topology: level}
+    return gang
+
+
+def _domain(node: dict[str, Any], level: str) -> str:
+    return str(node["name"] if level == "node" else node["topology"][level])
 
 
 def _pending(draw: st.DrawFn, i: int, queues: list[str]) -> dict[str, Any]:
@@ -117,8 +187,10 @@ def _pending(draw: st.DrawFn, i: int, queues: list[str]) -> dict[str, Any]:
             role["min_replicas"] = draw(st.integers(1 if r == 0 else 0, replicas))
         if draw(st.integers(0, 5)) == 0:
             role["node_selector"] = {"gpu.model": draw(st.sampled_from(["A100", "H100"]))}
-        if draw(st.integers(0, 4)) == 0:
-            role["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+        if draw(st.integers(0, 5)) == 0:
+            role["node_affinity"] = [draw(st.sampled_from(AFFINITY))]
+        if draw(st.integers(0, 3)) == 0:
+            role["tolerations"] = draw(st.lists(st.sampled_from(TOLERATIONS), min_size=1, max_size=2, unique_by=str))
         roles.append(role)
     gang: dict[str, Any] = {
         "name": f"job{i}",

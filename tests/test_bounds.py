@@ -14,7 +14,7 @@ from gangopt.prefilter import prefilter
 from gangopt.schema import Plan, Round, Status
 from gangopt.solvers.greedy.engine import greedy
 from tests.builders import cluster, make_round, pending
-from tests.strategies import rounds
+from tests.strategies import examples, rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSIONS = ROOT / "tests" / "fixtures" / "regressions"
@@ -40,20 +40,23 @@ def assert_bounded(rnd: Round, plan: Plan) -> None:
         assert s.secondary <= tight.secondary / SCALE + 1e-9
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
 def test_cheap_bounds_bound_every_solvers_plan(rnd: Round) -> None:
     for solver in ("cpsat", "greedy", "koordinator_like", "kueue_like", "fifo_first_fit"):
-        assert_bounded(rnd, gangopt.solve(rnd, solver=solver))  # type: ignore[arg-type]
+        plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
+        assert solver != "cpsat" or plan.status != Status.FALLBACK
+        assert_bounded(rnd, plan)
     assert_bounded(rnd, greedy(rnd, growth="deferred"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
 @example(CORDONED_CANDIDATE)
 def test_plan_gap_never_claims_more_than_cpsat_proves(rnd: Round) -> None:
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
+    assert plan.status != Status.FALLBACK
     if plan.status == Status.OPTIMAL:
         assert plan.gap == 0.0
     assert plan.gap is not None and plan.gap >= 0.0
@@ -147,12 +150,13 @@ def test_bounds_add_up_memory_across_many_nodes_without_overflow() -> None:
     assert plan.gap == 0.0
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rounds())
 def test_packed_tier_bounds_hold_for_the_optimum(rnd: Round) -> None:
     """Whatever valid plan says which top tiers reach their ceilings, the capacity bounds it
     implies for the tiers below stay above the proven optimum's tier values."""
     best = gangopt.solve(rnd)
+    assert best.status != Status.FALLBACK
     assume(best.status == Status.OPTIMAL)
     pre = prefilter(rnd)
     ceilings = tier_ceilings(pre)

@@ -130,9 +130,6 @@ def test_fragmentation_greedy_strands_the_big_gang() -> None:
     """The greedy baseline (one gang at a time in submit order, first fit) spills the third
     8-GPU pod into block 1 and strands `big`; the round-wide plan starts all five."""
     rnd = gangopt.load_round(INSTANCES / "fragmentation.json")
-    try:
-        base = gangopt.solve(rnd, solver="greedy")
-    except (NotImplementedError, ImportError) as error:
-        pytest.skip(f"greedy baseline not available yet: {error}")
+    base = gangopt.solve(rnd, solver="greedy")
     assert gangopt.validate(rnd, base) == []
     assert "big" not in base.admitted and len(base.admitted) == 4

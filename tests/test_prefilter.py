@@ -20,7 +20,7 @@ from gangopt.io import load_round
 from gangopt.prefilter import NodeClass, prefilter
 from gangopt.schema import Round
 from gangopt.topology import Topology
-from tests.strategies import rounds
+from tests.strategies import examples, rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 # Issue 18, bug 2: job1 (required rack, tolerates the taint) found room in r1, then was pruned
@@ -83,7 +83,7 @@ def described(classes: list[NodeClass]) -> list[tuple[object, ...]]:
     return [(c.nodes, c.free.tolist(), list(c.candidates.items()), c.domains, c.idle) for c in classes]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds(max_running=6))
 def test_classes_match_the_per_node_definition(rnd: Round) -> None:
     topo = Topology(rnd.cluster)
@@ -105,7 +105,7 @@ def test_classes_match_on_a_shipped_round() -> None:
     assert described(fast) == described(reference_classes(rnd, topo, resources, movable))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 40), st.integers(0, 4), st.integers(1, 3), st.integers(0, 2**31 - 1))
 def test_row_groups_numbers_equal_rows_in_order_of_first_row(rows: int, cols: int, values: int, seed: int) -> None:
     key = np.random.default_rng(seed).integers(0, values, size=(rows, cols))
@@ -126,7 +126,7 @@ def test_candidate_signatures_compare_whole_pod_sets() -> None:
     assert ids[4] == 0
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds(max_running=6))
 def test_prefilter_prunes_as_the_per_gang_sums_say(rnd: Round) -> None:
     """Gangs kept are exactly those whose roles reach their minimum (the plain per-gang sums)."""
@@ -186,7 +186,7 @@ def test_topology_views_agree_with_node_paths() -> None:
     assert all(graph.nodes[("node", n.name)]["level"] == "node" for n in nodes)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds(max_running=6))
 def test_movable_running_matches_the_per_gang_definition(rnd: Round) -> None:
     """Gang maxima summed over flat role arrays equal the cached property, gang by gang."""
@@ -209,7 +209,7 @@ def test_gangs_pruned_with_their_group_keep_no_required_domains() -> None:
     assert set(pre.required_domains) <= set(pre.pending)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds(max_running=6))
 @example(GROUP_PRUNED)
 def test_pending_verdicts_shared_per_shape_match_one_gang_at_a_time(rnd: Round) -> None:

@@ -17,7 +17,7 @@ from gangopt.solvers import SOLVERS
 from gangopt.validation import validate
 from tests.builders import cluster, make_round, pending, role, running
 from tests.replay.test_simulation import random_workload
-from tests.strategies import rounds
+from tests.strategies import examples, rounds
 
 
 def decisions(plan: Plan) -> tuple[object, ...]:
@@ -25,7 +25,7 @@ def decisions(plan: Plan) -> tuple[object, ...]:
     return (plan.status, plan.solver, plan.admitted, plan.placements, plan.preemptions, plan.resizes)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
 def test_unannotated_greedy_decides_as_the_annotated_one_and_is_valid(rnd: Round) -> None:
     full = gangopt.solve(rnd, solver="greedy")
@@ -36,7 +36,7 @@ def test_unannotated_greedy_decides_as_the_annotated_one_and_is_valid(rnd: Round
     assert sorted([*lean.admitted, *(w.gang for w in lean.waiting)]) == sorted(g.name for g in rnd.pending)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
 def test_unannotated_peers_decide_as_the_annotated_ones(rnd: Round) -> None:
     for name in [n for n in SOLVERS if n not in ("cpsat", "greedy")]:

@@ -17,8 +17,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import pytest
-
 import gangopt
 from gangopt.schema import Plan, Round
 
@@ -146,29 +144,8 @@ def rack_of(rnd: Round) -> Callable[[str], str]:
 
 
 def greedy(rnd: Round) -> Plan:
-    """The greedy baseline (gangopt.solvers.greedy.engine.greedy, or solve(solver='greedy')), validated.
-
-    Skips the calling test while the baseline is not implemented yet: the CP-SAT half of each
-    test has already run by then."""
-    fn: Callable[[Round], Plan] | None = None
-    try:
-        from gangopt.solvers.greedy.engine import greedy as module_or_fn  # type: ignore[attr-defined]
-
-        if callable(module_or_fn):
-            fn = module_or_fn
-        else:
-            fn = getattr(module_or_fn, "greedy", None) or getattr(module_or_fn, "solve", None)
-    except ImportError:
-        fn = None
-    if fn is None:
-
-        def fn(r: Round) -> Plan:
-            return gangopt.solve(r, solver="greedy")
-
-    try:
-        plan = fn(rnd)
-    except (NotImplementedError, ImportError) as error:
-        pytest.skip(f"greedy baseline not available yet: {error}")
+    """The greedy baseline (``gangopt.solve(rnd, solver="greedy")``), checked by the validator."""
+    plan = gangopt.solve(rnd, solver="greedy")
     assert gangopt.validate(rnd, plan) == [], "greedy plans must be valid too"
     return plan
 

@@ -27,7 +27,7 @@ from gangopt.solvers.peers import (
 from gangopt.validation import validate
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.replay.test_simulation import job, random_workload
-from tests.strategies import rounds
+from tests.strategies import examples, rounds
 
 PEERS = [name for name in SOLVERS if name not in ("cpsat", "greedy")]
 """The emulations and the FIFO floor."""
@@ -354,7 +354,7 @@ def test_slurm_policy_remembers_start_times_between_rounds() -> None:
 
 
 @pytest.mark.parametrize("name", PEERS)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rnd=rounds())
 def test_every_peer_plan_validates(name: str, rnd: Round) -> None:
     plan = gangopt.solve(rnd, solver=name)  # raises if the validator objects

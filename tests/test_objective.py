@@ -1,0 +1,528 @@
+"""The objective, by hand: every term of docs/objective.md computed in the test on a tiny
+round and compared with ``gangopt.objective.score``.
+
+Units: the score reports GPU-equivalents, the model counts tenths (``SCALE = 10``). Unless a
+test says otherwise the cluster is two 8-GPU, 32-CPU nodes ``n0`` (rack r0) and ``n1``
+(rack r1): totals T_gpu = 16, T_cpu = 64, so a pod's value is
+``max(1, round(10 · max(gpu/16, cpu/64) · 16))``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import gangopt
+from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key, score
+from gangopt.schema import Cluster, Node, PendingGang, Plan, Role, Round, Score, Weights
+from tests.builders import cluster, make_plan, make_round, pending, role, running
+
+NOW = 7200.0
+
+
+def two_nodes(**policy: Any) -> dict[str, Any]:
+    return {"cluster": cluster(2, gpus=8, cpu=32, racks=2), "now": NOW, **policy}
+
+
+def tiers(s: Score) -> dict[int, float]:
+    return {t.priority: t.value for t in s.tiers}
+
+
+def weights(**w: float) -> Weights:
+    return Weights(**w)
+
+
+# ----------------------------------------------------------------------------- pod value
+
+
+POD_VALUES: list[tuple[str, dict[str, Any], int]] = [
+    # (id, role requests, hand value in tenths)
+    ("4 gpu", {"gpu": 4}, 40),  # 4/16 · 16 = 4 GPU-eq -> 40
+    ("1 gpu", {"gpu": 1}, 10),  # 1/16 · 16 = 1 -> 10
+    ("3 gpu", {"gpu": 3}, 30),
+    ("whole node", {"gpu": 8, "cpu": 32}, 80),  # max(8/16, 32/64) · 16 = 8 -> 80
+    ("cpu dominant", {"gpu": 1, "cpu": 16}, 40),  # max(1/16, 16/64 = 1/4) · 16 = 4 -> 40
+    ("cpu only", {"gpu": 0, "cpu": 2}, 5),  # 2/64 · 16 = 0.5 -> 5
+    ("tiny pod is worth 1", {"gpu": 0, "cpu": "100m"}, 1),  # 0.1/64 · 16 = 0.025 -> round(0.25) = 0 -> max(1, 0)
+    ("unknown resource ignored", {"gpu": 2, "rdma": 1}, 20),  # no node has rdma: T_rdma = 0 is left out
+]
+
+
+@pytest.mark.parametrize(("requests", "value"), [pytest.param(r, v, id=i) for i, r, v in POD_VALUES])
+def test_pod_value_is_the_dominant_share_in_gpus(requests: dict[str, Any], value: int) -> None:
+    rnd = make_round(**two_nodes(), pending=[pending("p", roles=[role("w", 1, **requests)])])
+    assert ObjectiveTerms.of(rnd).pod_value(rnd.pending[0].roles[0]) == value
+    plan = make_plan(rnd, place={"p": ["n0"]})
+    # one pod, submitted at 0 but 'now' is 7200: urgency 1 + 0.1 · 2 h = 1.2
+    assert tiers(score(rnd, plan)) == {0: max(1, round(value * 1.2)) / SCALE}
+
+
+def test_memory_can_be_the_dominant_share() -> None:
+    rnd = make_round(
+        cluster(2, gpus=8, memory="256Gi"),  # T_memory = 512Gi
+        pending=[pending("p", gpu=1, memory="128Gi", submit_time=NOW)],
+        now=NOW,
+    )
+    # max(1/16, 128/512 = 1/4) · 16 = 4 GPU-eq -> 40
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 4.0}
+
+
+def test_without_gpus_the_unit_is_one_cpu() -> None:
+    rnd = make_round(
+        cluster(2, gpus=0, cpu=32),
+        pending=[pending("p", gpu=0, cpu=16, submit_time=NOW)],
+        now=NOW,
+    )
+    # base resource cpu: T_cpu = 64 "units"; 16/64 · 64 = 16 CPU-eq -> 160
+    assert ObjectiveTerms.of(rnd).base_resource == "cpu"
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 16.0}
+
+
+def test_without_gpus_or_cpus_the_unit_is_the_largest_resource() -> None:
+    nodes = [Node(name=f"n{i}", capacity={"tpu": 4}) for i in range(2)]
+    rnd = make_round(
+        Cluster(nodes=nodes),
+        pending=[pending("p", roles=[role("w", 1, gpu=0, tpu=2)], submit_time=NOW)],
+        now=NOW,
+    )
+    # base resource tpu: T_tpu = 8 units; 2/8 · 8 = 2 TPU-eq -> 20
+    assert ObjectiveTerms.of(rnd).base_resource == "tpu"
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 2.0}
+
+
+def test_a_thousandth_of_a_gpu_still_makes_gpu_the_unit() -> None:
+    rnd = make_round(
+        Cluster(nodes=[Node(name="n0", capacity={"gpu": "1m", "cpu": 8})]),
+        pending=[pending("p", roles=[role("w", 1, gpu=0, cpu=4)], submit_time=NOW)],
+        now=NOW,
+    )
+    # T_gpu = 0.001 GPU: a pod with half the CPUs is 0.5 · 0.001 GPU-eq -> round(0.005) = 0 -> 1
+    assert ObjectiveTerms.of(rnd).base_resource == "gpu"
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 0.1}
+
+
+def test_without_any_resource_every_pod_counts_as_one_unit() -> None:
+    rnd = make_round(
+        Cluster(nodes=[Node(name="n0", capacity={})]),
+        pending=[PendingGang(name="p", roles=[Role(replicas=1, requests={})], submit_time=NOW)],
+        now=NOW,
+    )
+    # no totals at all: base 'gpu' with T = 0, a pod is 1 unit -> 10
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 1.0}
+
+
+# ----------------------------------------------------------------------------- tiers
+
+
+def test_tier_value_per_priority() -> None:
+    rnd = make_round(
+        **two_nodes(),
+        running=[
+            running("kept", ["n0"], gpu=2, priority=3),  # 20, stays
+            running("evicted", ["n1"], gpu=4, priority=3, preemption_cost=0.0),  # 40, goes
+            running("other", ["n0"], gpu=1, priority=1),  # 10, stays
+        ],
+        pending=[
+            pending("hi", 2, gpu=4, priority=5, submit_time=NOW),  # 2 · 40 = 80
+            pending("hi2", 1, gpu=1, priority=5, submit_time=NOW),  # 10
+            pending("lo", 1, gpu=1, priority=0, submit_time=NOW),  # waits: tier 0 is present with 0
+        ],
+    )
+    plan = make_plan(rnd, place={"hi": ["n1", "n1"], "hi2": ["n0"]}, evict={"evicted": ["hi"]})
+    s = score(rnd, plan)
+    assert [t.priority for t in s.tiers] == [5, 3, 1, 0]  # highest first, every priority present
+    assert tiers(s) == {5: (80 + 10) / SCALE, 3: 20 / SCALE, 1: 10 / SCALE, 0: 0.0}
+    # the eviction costs max(1, round(10 · 1 · 0 GPU-hours)) = 1 tenth; nodes n0, n1 were busy
+    assert s.secondary == -1 / SCALE
+
+
+def test_minimum_configuration_tops_up_from_the_cheapest_role() -> None:
+    # min_members 3 over a 1-pod launcher (2 cpu: 2/64 · 16 = 0.5 -> 5) and 4 workers of 4 GPUs
+    # (40): no role minimum (min_members set, no min_replicas), so the top-up takes the
+    # launcher first (5), then two workers (2 · 40): 85 tenths.
+    gang = pending(
+        "g",
+        roles=[role("launcher", 1, gpu=0, cpu=2), role("worker", 4, gpu=4)],
+        min_members=3,
+        submit_time=NOW,
+    )
+    rnd = make_round(**two_nodes(), pending=[gang])
+    terms = ObjectiveTerms.of(rnd)
+    assert terms.min_pods(rnd.pending[0]) == {"launcher": 1, "worker": 2}
+    plan = make_plan(rnd, place={"g": {"launcher": ["n0"], "worker": ["n0", "n1"]}})
+    s = score(rnd, plan)
+    assert tiers(s) == {0: 8.5}
+    # exactly the minimum configuration: no growth; n0 and n1 were idle, each opened costs
+    # round(10 · 0.25) = 2 (the default fragmentation weight)
+    assert s.secondary == -2 * 2 / SCALE
+
+
+def test_top_up_counts_what_a_role_minimum_already_holds() -> None:
+    # min_members 4; 'cheap' (2 cpu: 5 each) has 2 replicas with min_replicas 1, 'dear' (4 GPUs:
+    # 40 each) 4 replicas and no minimum. The top-up adds the one cheap pod left (1 + 1 = 2),
+    # then two dear ones: 2 · 5 + 2 · 40 = 90.
+    gang = pending(
+        "g",
+        roles=[role("cheap", 2, gpu=0, cpu=2, min_replicas=1), role("dear", 4, gpu=4)],
+        min_members=4,
+        submit_time=NOW,
+    )
+    rnd = make_round(**two_nodes(), pending=[gang])
+    assert ObjectiveTerms.of(rnd).min_pods(rnd.pending[0]) == {"cheap": 2, "dear": 2}
+    plan = make_plan(rnd, place={"g": {"cheap": ["n0", "n0"], "dear": ["n0", "n1"]}})
+    assert tiers(score(rnd, plan)) == {0: 9.0}
+
+
+def test_role_minimum_beats_the_cheapest_top_up() -> None:
+    # the launcher is required (min_replicas 1 is implied: no min_members); workers min 2 of 4
+    gang = pending(
+        "g",
+        roles=[role("launcher", 1, gpu=0, cpu=2), role("worker", 4, gpu=4, min_replicas=2)],
+        submit_time=NOW,
+    )
+    rnd = make_round(**two_nodes(weights=weights(fragmentation=0)), pending=[gang])
+    plan = make_plan(rnd, place={"g": {"launcher": ["n0"], "worker": ["n0", "n1", "n1"]}})
+    s = score(rnd, plan)
+    assert tiers(s) == {0: (5 + 2 * 40) / SCALE}
+    assert s.secondary == 40 / SCALE  # one worker above the minimum: growth 1 · 40
+
+
+# ----------------------------------------------------------------------------- urgency
+
+
+def _urgency_round(submit: float, deadline: float | None, **w: float) -> Round:
+    return make_round(
+        **two_nodes(weights=weights(**w)),
+        pending=[pending("p", gpu=4, submit_time=submit, deadline=deadline)],
+    )
+
+
+URGENCY: list[tuple[str, float, float | None, dict[str, float], int]] = [
+    # (id, submit, deadline, weights, hand tier value in tenths of a 4-GPU pod = 40)
+    ("fresh", NOW, None, {}, 40),
+    ("submitted in the future", NOW + 600, None, {}, 40),  # waited max(0, -600) = 0
+    ("2 h waited", NOW - 7200, None, {}, 48),  # 40 · (1 + 0.1 · 2) = 48
+    ("aging capped", NOW - 20 * 3600, None, {}, 80),  # 1 + min(1.0, 0.1 · 20) = 2 -> 80
+    ("custom cap", NOW - 20 * 3600, None, {"aging_cap": 0.5}, 60),  # 1 + min(0.5, 2.0) -> 60
+    ("custom rate", NOW - 3600, None, {"aging_per_hour": 0.25}, 50),  # 1 + 0.25 · 1 -> 50
+    ("no aging", NOW - 7200, None, {"aging_per_hour": 0}, 40),
+    ("deadline passed", NOW, NOW - 1, {}, 80),  # ramp 1: 1 + 1.0 -> 80
+    ("deadline now", NOW, NOW, {}, 80),  # slack 0 counts as reached
+    ("deadline in 15 min", NOW, NOW + 900, {}, 70),  # ramp 1 - 900/3600 = 0.75 -> 40 · 1.75
+    ("deadline in 45 min", NOW, NOW + 2700, {}, 50),  # ramp 0.25 -> 40 · 1.25
+    ("deadline at the horizon", NOW, NOW + 3600, {}, 40),  # ramp starts strictly inside the horizon
+    ("deadline beyond the horizon", NOW, NOW + 7200, {}, 40),
+    ("boost 3", NOW, NOW - 1, {"deadline_boost": 3}, 160),  # 1 + 3 -> 160
+    ("boost 0", NOW, NOW - 1, {"deadline_boost": 0}, 40),
+    ("short horizon", NOW, NOW + 300, {"deadline_horizon": 600}, 60),  # ramp 1 - 300/600 = 0.5 -> 1.5
+    ("no horizon", NOW, NOW + 1, {"deadline_horizon": 0}, 40),  # no ramp before the deadline
+    ("no horizon, passed", NOW, NOW - 1, {"deadline_horizon": 0}, 80),
+    ("aging and deadline add", NOW - 7200, NOW + 1800, {}, 68),  # 1 + 0.2 + 0.5 = 1.7 -> 68
+    # steep aging makes every second count: 10 h · 100 = 1000 -> 40 · 1001
+    ("steep aging", NOW - 36000, None, {"aging_per_hour": 100, "aging_cap": 2000}, 40 * 1001),
+    # a gang submitted after 'now' has waited 0 s, not a negative time nor one second
+    ("future submit, steep aging", NOW + 600, None, {"aging_per_hour": 3600, "aging_cap": 100}, 40),
+    ("deadline now, no horizon", NOW, NOW, {"deadline_horizon": 0}, 80),  # reached: full boost
+    ("one-second horizon", NOW, NOW + 0.5, {"deadline_horizon": 1}, 60),  # ramp 1 - 0.5/1 = 0.5
+]
+
+
+@pytest.mark.parametrize(
+    ("submit", "deadline", "w", "value"), [pytest.param(s, d, w, v, id=i) for i, s, d, w, v in URGENCY]
+)
+def test_urgency(submit: float, deadline: float | None, w: dict[str, float], value: int) -> None:
+    rnd = _urgency_round(submit, deadline, **w)
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: value / SCALE}
+
+
+def test_now_defaults_to_the_latest_submit_time() -> None:
+    rnd = make_round(
+        **{**two_nodes(), "now": None},
+        pending=[pending("old", gpu=4, submit_time=0), pending("new", gpu=4, submit_time=3600)],
+    )
+    # now = 3600: 'old' waited 1 h -> 40 · 1.1 = 44; 'new' waited 0 -> 40
+    assert tiers(score(rnd, make_plan(rnd, place={"old": ["n0"], "new": ["n1"]}))) == {0: (44 + 40) / SCALE}
+
+
+def test_running_gangs_have_no_urgency() -> None:
+    rnd = make_round(**two_nodes(), running=[running("r", ["n0"], gpu=4)], pending=[pending("p", submit_time=0)])
+    assert tiers(score(rnd, make_plan(rnd))) == {0: 40 / SCALE}  # not 48: no aging for running work
+
+
+# ----------------------------------------------------------------------------- preemption
+
+
+def _victim_round(**kw: Any) -> Round:
+    """A 4-pod, 2-GPU-per-pod gang v on n0, n0, n1, n1 and a 4-GPU priority-9 pod to make room for."""
+    w = weights(fragmentation=0, growth=kw.pop("growth", 1.0), preemption=kw.pop("w", 1.0))
+    return make_round(
+        **two_nodes(weights=w),
+        running=[running("v", ["n0", "n0", "n1", "n1"], gpu=2, replicas=4, **kw)],
+        pending=[pending("hi", 1, gpu=4, priority=9, submit_time=NOW)],
+    )
+
+
+def test_eviction_with_an_explicit_cost() -> None:
+    rnd = _victim_round(preemption_cost=2.0)
+    plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"v": ["hi"]})
+    # 10 · 1 · 2.0 GPU-hours = 20 tenths
+    assert score(rnd, plan).secondary == -20 / SCALE
+
+
+def test_eviction_with_the_default_cost() -> None:
+    rnd = _victim_round()
+    plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"v": ["hi"]})
+    # 4 pods of 2 GPUs = 8 GPU-eq; (0 s since checkpoint + 300 s restart) / 3600 h
+    # = 8 · 300 / 3600 = 0.6667 GPU-hours -> round(6.667) = 7 tenths
+    assert score(rnd, plan).secondary == -7 / SCALE
+    assert tiers(score(rnd, plan)) == {9: 4.0, 0: 0.0}
+
+
+@pytest.mark.parametrize(
+    ("w", "cost"),
+    [
+        # 8 GPU-eq · 3900 s / 3600 = 8.6667 GPU-hours; · 10 · 2 = 173.33 -> 173 tenths
+        (2.0, 173),
+        # · 10 · 100 = 8666.67 -> 8667 (a large weight shows every second of the formula)
+        (100.0, 8667),
+    ],
+)
+def test_eviction_cost_counts_time_since_checkpoint_and_its_weight(w: float, cost: int) -> None:
+    rnd = make_round(
+        **two_nodes(weights=weights(fragmentation=0, preemption=w)),
+        running=[
+            running("v", ["n0", "n0", "n1", "n1"], gpu=2).model_copy(
+                update={"seconds_since_checkpoint": 3600.0, "restart_seconds": 300.0}
+            )
+        ],
+        pending=[pending("hi", 1, gpu=4, priority=9, submit_time=NOW)],
+    )
+    plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"v": ["hi"]})
+    assert score(rnd, plan).secondary == -cost / SCALE
+
+
+def test_a_free_eviction_still_costs_one() -> None:
+    rnd = _victim_round(preemption_cost=0.0)
+    plan = make_plan(rnd, place={"hi": ["n0"]}, evict={"v": ["hi"]})
+    assert score(rnd, plan).secondary == -1 / SCALE  # max(1, round(0))
+
+
+SHRINKS: list[tuple[str, dict[str, Any], int, int]] = [
+    # (id, victim settings, pods removed, hand secondary in tenths)
+    # eviction 10 · 2.0 = 20, per pod round(20 / 4) = 5; 2 removed -> -10. Kept 2 of min 1:
+    # growth 1 member · 20 (a 2-GPU pod) = +20. Total +10.
+    ("explicit cost", {"preemption_cost": 2.0, "min_replicas": 1}, 2, 20 - 2 * 5),
+    # default: 8 GPU-eq · 300/3600 = 0.667 -> eviction round(6.67) = 7, per pod round(7/4 = 1.75) = 2
+    ("default cost", {"min_replicas": 1}, 2, 20 - 2 * 2),
+    # eviction 10 · 0.1 = 1, per pod max(1, round(1/4)) = 1; 3 removed, kept 1 = min: no growth
+    ("at least one per pod", {"preemption_cost": 0.1, "min_replicas": 1}, 3, -3 * 1),
+    # growth weight 0: members above the minimum are worth round(0 · 20) = 0
+    ("no growth value", {"preemption_cost": 2.0, "min_replicas": 1, "growth": 0.0}, 2, -2 * 5),
+    # preemption weight 3: eviction 10 · 3 · 2.0 = 60, per pod 15
+    ("preemption weight", {"preemption_cost": 2.0, "min_replicas": 1, "w": 3.0}, 2, 20 - 2 * 15),
+]
+
+
+@pytest.mark.parametrize(("kw", "removed", "secondary"), [pytest.param(k, r, s, id=i) for i, k, r, s in SHRINKS])
+def test_shrink_cost(kw: dict[str, Any], removed: int, secondary: int) -> None:
+    rnd = _victim_round(**kw)
+    pods = [p.name for p in rnd.running[0].pods][-removed:]  # from n1 first
+    plan = make_plan(rnd, place={"hi": ["n1"]}, shrink={"v": (pods, ["hi"])})
+    s = score(rnd, plan)
+    assert s.secondary == secondary / SCALE
+    # the shrunk gang still runs: its tier value (minimum 1 pod of 2 GPUs = 20) stays
+    assert tiers(s) == {9: 4.0, 0: 20 / SCALE}
+
+
+# ----------------------------------------------------------------------------- growth
+
+
+def test_growth_of_a_pending_elastic_gang() -> None:
+    rnd = make_round(
+        **two_nodes(weights=weights(fragmentation=0)),
+        pending=[pending("e", 3, gpu=4, min_replicas=1, submit_time=NOW)],
+    )
+    plan = make_plan(rnd, place={"e": ["n0", "n0", "n1"]})
+    s = score(rnd, plan)
+    assert tiers(s) == {0: 40 / SCALE}  # the tier counts the minimum, 1 pod
+    assert s.secondary == 2 * 40 / SCALE  # two members above it, 40 each
+
+
+def test_growth_weight_is_rounded_per_member() -> None:
+    rnd = make_round(
+        **two_nodes(weights=weights(fragmentation=0, growth=0.33)),
+        pending=[pending("e", 3, gpu=1, min_replicas=1, submit_time=NOW)],
+    )
+    plan = make_plan(rnd, place={"e": ["n0", "n0", "n1"]})
+    # round(0.33 · 10) = 3 per member (not round(0.33 · 10 · 2) = 7 for both)
+    assert score(rnd, plan).secondary == 2 * 3 / SCALE
+
+
+def test_growth_of_a_running_gang() -> None:
+    rnd = make_round(
+        **two_nodes(weights=weights(fragmentation=0)),
+        running=[running("r", ["n0", "n0"], gpu=2, replicas=5, min_replicas=1)],
+    )
+    # already 1 above its minimum (+20); one new pod on the idle n1 makes it 2 above (+40)
+    assert score(rnd, make_plan(rnd)).secondary == 20 / SCALE
+    plan = make_plan(rnd, place={"r": ["n1"]})
+    assert score(rnd, plan).secondary == 2 * 20 / SCALE
+    assert tiers(score(rnd, plan)) == {0: 20 / SCALE}
+
+
+def test_growth_of_a_multi_role_running_gang() -> None:
+    roles = [role("ps", 2, gpu=0, cpu=8, min_replicas=1), role("worker", 4, gpu=2, min_replicas=2)]
+    gang = running("r", {"ps": ["n0"], "worker": ["n0", "n1"]}, roles=roles)
+    rnd = make_round(**two_nodes(weights=weights(fragmentation=0)), running=[gang])
+    # ps: 8/64 · 16 = 2 -> 20; worker: 2/16 · 16 = 2 -> 20. Minimum: 1 ps + 2 workers.
+    assert tiers(score(rnd, make_plan(rnd))) == {0: (20 + 2 * 20) / SCALE}
+    # one ps and two workers more: 3 members above the minimum, 20 each
+    plan = make_plan(rnd, place={"r": {"ps": ["n1"], "worker": ["n1", "n1"]}})
+    assert score(rnd, plan).secondary == 3 * 20 / SCALE
+
+
+# ----------------------------------------------------------------------------- spread
+
+
+def test_spread_counts_extra_domains_at_the_preferred_level() -> None:
+    rnd = make_round(
+        cluster(4, gpus=8, cpu=32, racks=2, blocks=1),
+        pending=[pending("s", 3, gpu=4, preferred="rack", submit_time=NOW)],
+        now=NOW,
+        weights=weights(fragmentation=0, spread=2.5),
+    )
+    # n0, n1 in r0; n2, n3 in r1. Spread cost round(10 · 2.5) = 25 per extra rack.
+    one_rack = make_plan(rnd, place={"s": ["n0", "n1", "n1"]})
+    two_racks = make_plan(rnd, place={"s": ["n0", "n2", "n3"]})
+    assert score(rnd, one_rack).secondary == 0.0
+    assert score(rnd, two_racks).secondary == -25 / SCALE
+    assert lexicographic_key(score(rnd, one_rack)) > lexicographic_key(score(rnd, two_racks))
+    # a gang without a preferred level is never charged for spreading
+    plain = make_round(
+        rnd.cluster, pending=[pending("s", 3, gpu=4, submit_time=NOW)], now=NOW, weights=weights(fragmentation=0)
+    )
+    assert score(plain, make_plan(plain, place={"s": ["n0", "n2", "n3"]})).secondary == 0.0
+
+
+def test_spread_at_node_level() -> None:
+    rnd = make_round(
+        cluster(4, gpus=8, cpu=32),
+        pending=[pending("s", 4, gpu=2, preferred="node", submit_time=NOW)],
+        now=NOW,
+        weights=weights(fragmentation=0),
+    )
+    plan = make_plan(rnd, place={"s": ["n0", "n1", "n2", "n2"]})
+    assert score(rnd, plan).secondary == -(3 - 1) * 10 / SCALE  # three nodes: two extra, 10 each
+
+
+# ----------------------------------------------------------------------------- opened nodes
+
+
+OPENED: list[tuple[str, float, int]] = [
+    # (id, fragmentation weight, hand cost per opened node in tenths)
+    ("weight 1", 1.0, 10),
+    ("weight 0.3", 0.3, 3),
+    # the default 0.25 is round(2.5) = 2 tenths: Python rounds half to even
+    ("default weight", 0.25, 2),
+    ("weight 0.35", 0.35, 4),  # round(3.5) = 4
+    ("off", 0.0, 0),
+]
+
+
+@pytest.mark.parametrize(("w", "per_node"), [pytest.param(w, c, id=i) for i, w, c in OPENED])
+def test_opened_nodes(w: float, per_node: int) -> None:
+    rnd = make_round(
+        cluster(4, gpus=8, cpu=32),
+        running=[running("busy", ["n0"], gpu=1, preemptible=False)],
+        pending=[pending("p", 4, gpu=2, submit_time=NOW)],
+        now=NOW,
+        weights=weights(fragmentation=w),
+    )
+    # n0 is busy; n1 and n2 are idle and receive pods: two opened nodes
+    plan = make_plan(rnd, place={"p": ["n0", "n1", "n1", "n2"]})
+    assert score(rnd, plan).secondary == -2 * per_node / SCALE
+    packed = make_plan(rnd, place={"p": ["n0", "n0", "n0", "n1"]})
+    assert score(rnd, packed).secondary == -1 * per_node / SCALE
+
+
+def test_a_node_freed_by_an_eviction_is_not_opened() -> None:
+    rnd = make_round(
+        cluster(2, gpus=8, cpu=32),
+        running=[running("v", ["n0"], gpu=8, preemption_cost=1.0)],
+        pending=[pending("hi", 1, gpu=8, priority=5, submit_time=NOW)],
+        now=NOW,
+        weights=weights(fragmentation=2.0),
+    )
+    # hi lands on n0, which had pods before the plan: only the eviction costs (10 · 1.0)
+    assert score(rnd, make_plan(rnd, place={"hi": ["n0"]}, evict={"v": ["hi"]})).secondary == -10 / SCALE
+    # on the idle n1 it opens a node instead: 10 · 2.0 per node
+    assert score(rnd, make_plan(rnd, place={"hi": ["n1"]})).secondary == -20 / SCALE
+
+
+# ----------------------------------------------------------------------------- everything at once
+
+
+def test_all_secondary_terms_add_up() -> None:
+    rnd = make_round(
+        cluster(4, gpus=8, cpu=32, racks=2),
+        running=[running("v", ["n0", "n0"], gpu=4, replicas=2, min_replicas=1, preemption_cost=1.5)],
+        pending=[
+            pending("hi", 2, gpu=4, priority=5, preferred="rack", submit_time=NOW),
+            pending("e", 3, gpu=2, min_replicas=1, submit_time=NOW - 3600),
+        ],
+        now=NOW,
+        weights=weights(fragmentation=0.5, spread=1.0, growth=1.0, preemption=1.0),
+    )
+    # T_gpu = 32 over four nodes: a 4-GPU pod is 4/32 · 32 = 4 GPU-eq (40), a 2-GPU pod 20.
+    # v shrinks by one pod (on n0) for hi: eviction 10 · 1.5 = 15, per pod round(15/2 = 7.5) = 8.
+    # hi: one pod on n0 (r0), one on n2 (r1): 1 extra rack -> -10; n2 opened.
+    # e: 3 pods on n1 (r0, opened) and n3 (r1, opened): 2 members above its minimum, 20 each.
+    # opened: n1, n2, n3 -> 3 · round(10 · 0.5) = 15.
+    plan = make_plan(
+        rnd,
+        place={"hi": ["n0", "n2"], "e": ["n1", "n1", "n3"]},
+        shrink={"v": (["v-worker-1"], ["hi"])},
+    )
+    s = score(rnd, plan)
+    assert s.secondary == (-8 - 10 + 2 * 20 - 15) / SCALE
+    # tiers: hi 2 · 40 = 80 at priority 5; at 0, v keeps its minimum (40) and e its (20 · 1.1 = 22)
+    assert tiers(s) == {5: 8.0, 0: (40 + 22) / SCALE}
+
+
+def test_the_solver_reports_the_hand_computed_optimum() -> None:
+    """The plan CP-SAT returns is scored the same way, and on this round its value is known:
+    start the 2-pod gang packed on one idle node (opening one: -2) and nothing else."""
+    rnd = make_round(
+        cluster(3, gpus=8, cpu=32),
+        running=[running("busy", ["n0"], gpu=8, preemptible=False)],
+        pending=[pending("p", 2, gpu=4, submit_time=NOW - 7200)],
+        now=NOW,
+    )
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    # T_gpu = 24: a 4-GPU pod is 4/24 · 24 = 4 (40); urgency 1.2 -> round(80 · 1.2) = 96;
+    # the running 8-GPU gang stays in the same tier: + 80
+    assert tiers(plan.score) == {0: (96 + 80) / SCALE}
+    assert plan.score.secondary == -2 / SCALE  # one idle node opened at round(10 · 0.25) = 2
+    assert plan.score == _rescored(rnd, plan)
+
+
+def test_bounds_are_attached_as_given() -> None:
+    rnd = _urgency_round(NOW, None)
+    plan = make_plan(rnd, place={"p": ["n0"]})
+    s = score(rnd, plan, {0: 9.5}, 1.25)
+    assert [(t.priority, t.value, t.bound) for t in s.tiers] == [(0, 4.0, 9.5)]
+    assert s.secondary_bound == 1.25
+    # a tier without a bound is bounded by its own value; no secondary bound is None
+    plain = score(rnd, plan)
+    assert [(t.value, t.bound) for t in plain.tiers] == [(4.0, 4.0)] and plain.secondary_bound is None
+
+
+def _rescored(rnd: Round, plan: Plan) -> Score:
+    return score(
+        rnd,
+        plan,
+        {t.priority: t.bound for t in plan.score.tiers},
+        plan.score.secondary_bound,
+    )

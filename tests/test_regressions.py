@@ -1,0 +1,58 @@
+"""Bugs found in issue 18 while widening ``tests/strategies.py``, pinned as rounds under
+``tests/fixtures/regressions/`` (see docs/property-tests.md). A bug not fixed yet is a strict
+xfail test: it passes (and the strict xfail then fails, so the marker must go) once fixed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import gangopt
+from gangopt.bounds import tier_ceilings
+from gangopt.objective import SCALE
+from gangopt.prefilter import prefilter
+from gangopt.schema import Status
+
+REGRESSIONS = Path(__file__).resolve().parent / "fixtures" / "regressions"
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "greedy"])
+def test_running_gang_with_a_required_level_spanning_two_domains(solver: str) -> None:
+    # Fixed in the prefilter (it called names.index('') and every solver crashed).
+    # r: 2 of 4 pods (min 2), required rack, one pod in r0 (n0) and one in r1 (n2). The round
+    # loads (checks.py does not forbid it; rules.md checks the required level only for gangs
+    # that get new pods), so the only right answers are plans in which r does not grow.
+    rnd = gangopt.load_round(REGRESSIONS / "prefilter-running-required-spans-domains.json")
+    plan = gangopt.solve(rnd, solver=solver)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.status != Status.FALLBACK
+    assert not any(p.gang == "r" for p in plan.placements)
+    assert plan.admitted == ["p"]
+
+
+def test_tolerations_without_a_key_match_every_key() -> None:
+    # Fixed by the one reading of eligibility (issue 11): the prefilter had its own toleration
+    # check that tolerated nothing for an empty key. A key-less Equal toleration is now
+    # rejected at load (tests/test_eligibility.py), so the fixture's second gang uses Exists.
+    # n0 (8 GPUs) has taint dedicated=infra:NoSchedule; two 4-GPU gangs tolerate it through a
+    # key-less toleration each. Both fit on n0: the optimum runs both (2 · 40 = 80 tenths,
+    # T_gpu = 8: a 4-GPU pod is 4/8 · 8 = 4 GPU-eq) and opens one node (-2).
+    rnd = gangopt.load_round(REGRESSIONS / "prefilter-keyless-toleration.json")
+    pre = prefilter(rnd)
+    assert pre.pruned == {}
+    assert tier_ceilings(pre) == {0: 80}
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert sorted(plan.admitted) == ["empty-key", "no-key-equal"]
+    assert plan.status == Status.OPTIMAL and plan.gap == 0.0
+    assert plan.score.secondary == -2 / SCALE
+
+
+def test_the_keyless_toleration_round_is_solvable_by_greedy() -> None:
+    """The validator's reading (the documented one) admits both gangs."""
+    rnd = gangopt.load_round(REGRESSIONS / "prefilter-keyless-toleration.json")
+    plan = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, plan) == []
+    assert sorted(plan.admitted) == ["empty-key", "no-key-equal"]
