@@ -137,23 +137,22 @@ def _tier_items(pre: Prefiltered, terms: ObjectiveTerms) -> dict[int, list[tuple
     items: dict[int, list[tuple[int, list[int]]]] = {}
     for gi in pre.pending:
         gang = rnd.pending[gi]
-        items.setdefault(gang.priority, []).append((terms.tier_value(gang), _min_demand(terms, gang, pre.resources)))
+        items.setdefault(gang.priority, []).append((terms.tier_value(gang), _least_demand(gang, pre.resources)))
     for gi in pre.candidates:
         run = rnd.running[gi]
-        items.setdefault(run.priority, []).append((terms.tier_value(run), _min_demand(terms, run, pre.resources)))
+        items.setdefault(run.priority, []).append((terms.tier_value(run), _least_demand(run, pre.resources)))
     return items
 
 
-def _min_demand(terms: ObjectiveTerms, gang: PendingGang | RunningGang, resources: list[str]) -> list[int]:
-    """Per resource, what the gang's minimum configuration asks for (Python ints)."""
-    counts = terms.min_pods(gang)
-    total = [0] * len(resources)
-    for role in gang.roles:
-        vec = request_vector(role, resources)
-        n = counts[role.name]
-        for k in range(len(resources)):
-            total[k] += int(vec[k]) * n
-    return total
+def _least_demand(gang: PendingGang | RunningGang, resources: list[str]) -> list[int]:
+    """Per resource, the least any configuration the gang may start with asks for (Python ints).
+
+    Not the request of one minimum configuration: a gang whose minimum is one pod of any role
+    may start on its CPU-only role, so its least GPU demand is 0. Charging the configuration
+    :meth:`~gangopt.objective.ObjectiveTerms.min_pods` values (one GPU pod) made the packed
+    bound leave out a gang that fits, and a greedy plan was "proven" optimal at 17.8 where
+    CP-SAT found 19.0 (issue 18; tests/fixtures/regressions/bounds-packed-least-demand.json)."""
+    return [int(x) for x in _minimum_demand(gang, resources)]
 
 
 def _fractional_knapsack(items: list[tuple[int, int]], capacity: int) -> int:

@@ -21,6 +21,9 @@ REGRESSIONS = ROOT / "tests" / "fixtures" / "regressions"
 # Issue 18, bug 1: an elastic candidate kept on a cordoned node was charged against the
 # schedulable room, so the opened-nodes term claimed two idle nodes where one suffices.
 CORDONED_CANDIDATE = load_round(REGRESSIONS / "bounds-cordoned-elastic-candidate.json")
+# Issue 18: the packed tier bound charged each gang one minimum configuration's request; job4
+# (min_members 1) may start on its CPU-only role, so the bound left it out (17.8 < 19.0).
+LEAST_DEMAND = load_round(REGRESSIONS / "bounds-packed-least-demand.json")
 
 
 def assert_bounded(rnd: Round, plan: Plan) -> None:
@@ -64,6 +67,17 @@ def test_plan_gap_never_claims_more_than_cpsat_proves(rnd: Round) -> None:
         assert tier.value <= tier.bound + 1e-9
     assert plan.score.secondary_bound is not None
     assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
+
+
+def test_packed_tier_bound_charges_the_least_each_gang_may_start_with() -> None:
+    rnd = LEAST_DEMAND
+    optimum = gangopt.solve(rnd)
+    assert optimum.status == Status.OPTIMAL and "job4" in optimum.admitted
+    plan = gangopt.solve(rnd, solver="greedy")
+    assert "job4" not in plan.admitted
+    [tier] = plan.score.tiers
+    assert tier.bound >= optimum.score.tiers[0].value  # was 17.8 < 19.0: a false proof
+    assert plan.gap is not None and plan.gap > 0
 
 
 def test_opened_nodes_bound_does_not_charge_a_candidate_kept_on_a_cordoned_node() -> None:
@@ -152,6 +166,7 @@ def test_bounds_add_up_memory_across_many_nodes_without_overflow() -> None:
 
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rounds())
+@example(LEAST_DEMAND)
 def test_packed_tier_bounds_hold_for_the_optimum(rnd: Round) -> None:
     """Whatever valid plan says which top tiers reach their ceilings, the capacity bounds it
     implies for the tiers below stay above the proven optimum's tier values."""
