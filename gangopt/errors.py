@@ -6,7 +6,6 @@ mistake; the CLI prints them one per line and exits with code 2.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -62,19 +61,16 @@ def problems_from_validation(error: ValidationError) -> list[Problem]:
 
 
 def parse_model(model: type[M], data: Any, source: str = "input") -> M:
-    """Validate ``data`` (parsed JSON) as ``model`` or raise :class:`InputError`."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        raise InputError(problems_from_validation(error), source) from None
+    """Validate ``data`` (parsed JSON) as ``model`` or raise :class:`InputError`
+    (see :func:`gangopt.parsing.parse_model`)."""
+    from gangopt.parsing import parse_model as parse
+
+    return parse(model, data, source)
 
 
-def parse_json_text(model: type[M], text: str, source: str = "input") -> M:
-    """Parse JSON text as ``model``; malformed JSON is an :class:`InputError` at ``$``."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(
-            [Problem("$", f"malformed JSON: {error.msg} at line {error.lineno} column {error.colno}")], source
-        ) from None
-    return parse_model(model, data, source)
+def parse_json_text(model: type[M], text: str | bytes, source: str = "input") -> M:
+    """Parse JSON text as ``model``; every refusal is an :class:`InputError`
+    (see :func:`gangopt.parsing.parse_json`)."""
+    from gangopt.parsing import parse_json
+
+    return parse_json(model, text, source)

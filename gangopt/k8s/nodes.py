@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gangopt.k8s.context import Context, Obj, Source, as_mapping, as_resources, as_sequence, quantities
-from gangopt.schema import Node, Taint
+from gangopt.schema import Node, Taint, node_name_problem
 
 ALWAYS_KEPT = ("cpu", "memory", "gpu")
 
@@ -37,6 +37,9 @@ def has_pods_allocatable(src: Source) -> bool:
 
 
 def read_node(ctx: Context, src: Source, requested: set[str], pods_resource: bool) -> NodeInfo:
+    problem = node_name_problem(src.name)
+    if problem is not None:
+        ctx.error(src.path(".metadata.name"), problem)
     status = as_mapping(ctx, src.obj.get("status"), src.path(".status"))
     spec = as_mapping(ctx, src.obj.get("spec"), src.path(".spec"))
     field_name = "allocatable" if "allocatable" in status else "capacity"
