@@ -46,22 +46,23 @@ class _Composer(yaml.SafeLoader):
         self._depth = 0
         self._nodes = 0
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:  # type: ignore[override]
+    def _mark(self) -> Any:
+        return self.peek_event().start_mark  # type: ignore[no-untyped-call]
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise ComposerError(
                 None, None, f"YAML aliases are not allowed (*{event.anchor}); write the value out", event.start_mark
             )
         self._nodes += 1
         if self._nodes > MAX_NODES:
-            raise ComposerError(
-                None, None, f"more than {MAX_NODES:,} YAML nodes in one document", self.peek_event().start_mark
-            )
+            raise ComposerError(None, None, f"more than {MAX_NODES:,} YAML nodes in one document", self._mark())
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
-            node: Node = super().compose_node(parent, index)
+                raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", self._mark())
+            node: Node | None = super().compose_node(parent, index)
             return node
         finally:
             self._depth -= 1
@@ -97,7 +98,7 @@ def load_all(text: str) -> Iterator[Any]:
     """The documents of ``text``; raises ``yaml.YAMLError`` (with a mark) on anything refused."""
     loader = _Composer(text)
     try:
-        while loader.check_data():
+        while loader.check_data():  # type: ignore[no-untyped-call]
             yield loader.get_data()
     finally:
         loader.dispose()

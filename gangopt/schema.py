@@ -25,6 +25,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
     WithJsonSchema,
     model_validator,
 )
@@ -127,14 +130,16 @@ Resources = Annotated[
     PlainSerializer(lambda amounts: {k: format_quantity(v, k) for k, v in amounts.items()}),
 ]
 """Resource name (``gpu``, ``cpu``, ``memory``, ``rdma/hca``, ...) to amount."""
-Seconds = Annotated[float, Field(ge=-MAX_SECONDS, le=MAX_SECONDS)]
+Seconds = Annotated[StrictFloat, Field(ge=-MAX_SECONDS, le=MAX_SECONDS)]
 
 
 class _Model(BaseModel):
-    """Strict: no string or bool is coerced to a number (``"priority": "5"`` and
-    ``"replicas": true`` are errors, as in Kubernetes' strict decoding), floats are finite."""
+    """Every number and flag is strict (``StrictInt``, ``StrictFloat``, ``StrictBool``): no
+    string or bool is coerced to a number (``"priority": "5"`` and ``"replicas": true`` are
+    errors, as in Kubernetes' strict decoding) and floats are finite. Per field rather than
+    ``strict=True`` on the config, which would also refuse ``"optimal"`` for a Status enum."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # ----------------------------------------------------------------------------- cluster
@@ -156,7 +161,7 @@ class Node(_Model):
     capacity: Resources = Field(description="Allocatable amount per resource.")
     labels: Labels = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list, max_length=MAX_ITEMS)
-    schedulable: bool = Field(True, description="False for cordoned nodes: no new pods land there.")
+    schedulable: StrictBool = Field(True, description="False for cordoned nodes: no new pods land there.")
     topology: dict[Name, Name] = Field(
         default_factory=dict,
         max_length=MAX_LEVELS,
@@ -200,12 +205,12 @@ class Role(_Model):
     """A pod set of a gang (e.g. 1 launcher, 16 workers): identical pods."""
 
     name: Name = "worker"
-    replicas: int = Field(
+    replicas: StrictInt = Field(
         ge=1,
         le=MAX_REPLICAS,
         description="Pods wanted (the most the role will run).",
     )
-    min_replicas: int | None = Field(
+    min_replicas: StrictInt | None = Field(
         None, ge=0, le=MAX_REPLICAS, description="Fewest pods of this role the gang can run with (default: replicas)."
     )
     requests: Resources = Field(description="Per-pod resource requests.")
@@ -226,7 +231,7 @@ class TopologyRequest(_Model):
     required: Name | None = None
     preferred: Name | None = None
     slice_level: Name | None = None
-    slice_size: int | None = Field(None, ge=1, le=MAX_COUNT)
+    slice_size: StrictInt | None = Field(None, ge=1, le=MAX_COUNT)
 
 
 class GangSpec(_Model):
@@ -234,7 +239,7 @@ class GangSpec(_Model):
 
     name: Name
     queue: Name = "default"
-    priority: int = Field(
+    priority: StrictInt = Field(
         0,
         ge=-(2**31),
         le=2**31 - 1,
@@ -242,10 +247,10 @@ class GangSpec(_Model):
         "as a Kubernetes PriorityClass value.",
     )
     roles: list[Role] = Field(min_length=1, max_length=MAX_ROLES)
-    min_members: int | None = Field(
+    min_members: StrictInt | None = Field(
         None, ge=1, le=MAX_COUNT, description="All-or-nothing threshold over all roles (default: sum of role minimums)."
     )
-    max_members: int | None = Field(
+    max_members: StrictInt | None = Field(
         None, ge=1, le=MAX_COUNT, description="Elastic ceiling over all roles (default: sum of replicas)."
     )
     topology: TopologyRequest | None = None
@@ -317,16 +322,18 @@ class RunningGang(GangSpec):
     minimum) or grown (elastic, up to its maximum) by the plan."""
 
     pods: list[BoundPod] = Field(min_length=1, max_length=MAX_REPLICAS)
-    preemptible: bool = True
-    preemption_cost: float | None = Field(
+    preemptible: StrictBool = True
+    preemption_cost: StrictFloat | None = Field(
         None,
         ge=0,
         le=1e9,
         description="Cost of evicting the whole gang, in GPU-hours lost. "
         "Default: GPUs x (seconds_since_checkpoint + restart_seconds) / 3600.",
     )
-    seconds_since_checkpoint: float = Field(0.0, ge=0, le=MAX_SECONDS)
-    restart_seconds: float = Field(300.0, ge=0, le=MAX_SECONDS, description="Time to restart and reload a checkpoint.")
+    seconds_since_checkpoint: StrictFloat = Field(0.0, ge=0, le=MAX_SECONDS)
+    restart_seconds: StrictFloat = Field(
+        300.0, ge=0, le=MAX_SECONDS, description="Time to restart and reload a checkpoint."
+    )
 
 
 # ----------------------------------------------------------------------------- queues, policy
@@ -350,35 +357,41 @@ class Queue(_Model):
 class Weights(_Model):
     """Weights of the objective; see docs/objective.md for the exact formula."""
 
-    aging_per_hour: float = Field(0.1, ge=0, le=MAX_WEIGHT, description="Value added per hour waited, as a fraction.")
-    aging_cap: float = Field(1.0, ge=0, le=MAX_WEIGHT, description="Most value aging can add, as a fraction.")
-    deadline_boost: float = Field(
+    aging_per_hour: StrictFloat = Field(
+        0.1, ge=0, le=MAX_WEIGHT, description="Value added per hour waited, as a fraction."
+    )
+    aging_cap: StrictFloat = Field(1.0, ge=0, le=MAX_WEIGHT, description="Most value aging can add, as a fraction.")
+    deadline_boost: StrictFloat = Field(
         1.0, ge=0, le=MAX_WEIGHT, description="Value added to a gang at or near its deadline."
     )
-    deadline_horizon: float = Field(
+    deadline_horizon: StrictFloat = Field(
         3600.0, ge=0, le=MAX_SECONDS, description="Seconds before a deadline the boost starts."
     )
-    preemption: float = Field(1.0, ge=0, le=MAX_WEIGHT, description="Cost per GPU-hour lost by preemption.")
-    growth: float = Field(1.0, ge=0, le=MAX_WEIGHT, description="Value per GPU of elastic members above the minimum.")
-    spread: float = Field(1.0, ge=0, le=MAX_WEIGHT, description="Cost per extra domain at a gang's preferred level.")
-    fragmentation: float = Field(0.25, ge=0, le=MAX_WEIGHT, description="Cost per idle node opened by new pods.")
+    preemption: StrictFloat = Field(1.0, ge=0, le=MAX_WEIGHT, description="Cost per GPU-hour lost by preemption.")
+    growth: StrictFloat = Field(
+        1.0, ge=0, le=MAX_WEIGHT, description="Value per GPU of elastic members above the minimum."
+    )
+    spread: StrictFloat = Field(
+        1.0, ge=0, le=MAX_WEIGHT, description="Cost per extra domain at a gang's preferred level."
+    )
+    fragmentation: StrictFloat = Field(0.25, ge=0, le=MAX_WEIGHT, description="Cost per idle node opened by new pods.")
 
 
 class Policy(_Model):
     """How to solve this round."""
 
-    time_limit: float = Field(10.0, gt=0, le=1e6, description="Wall-clock seconds for the whole solve.")
-    work_limit: float | None = Field(
+    time_limit: StrictFloat = Field(10.0, gt=0, le=1e6, description="Wall-clock seconds for the whole solve.")
+    work_limit: StrictFloat | None = Field(
         None,
         gt=0,
         le=1e9,
         description="CP-SAT deterministic work units for all stages (default: 0.3 x time_limit). "
         "A solve that stops on work rather than on the wall clock gives the same plan on every run.",
     )
-    seed: int = Field(0, ge=0, le=2**31 - 1)
-    workers: int = Field(1, ge=1, le=64, description="CP-SAT workers; 1 is deterministic and fastest on 2 cores.")
-    preemption: bool = Field(True, description="Whether running gangs may be preempted or shrunk.")
-    hard_limit: bool = Field(
+    seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
+    workers: StrictInt = Field(1, ge=1, le=64, description="CP-SAT workers; 1 is deterministic and fastest on 2 cores.")
+    preemption: StrictBool = Field(True, description="Whether running gangs may be preempted or shrunk.")
+    hard_limit: StrictBool = Field(
         True,
         description="Run CP-SAT in a child process that is killed shortly after time_limit, so the "
         "call never overruns (the greedy plan is returned then). Models estimated below 5,000 "
@@ -387,7 +400,7 @@ class Policy(_Model):
         "model that overruns can block the caller.",
     )
     now: Seconds | None = Field(None, description="Current time (default: latest submit_time).")
-    gap_limit: float = Field(
+    gap_limit: StrictFloat = Field(
         0.0,
         ge=0,
         le=1,
@@ -525,7 +538,7 @@ class Plan(_Model):
     """The decision for one round."""
 
     api_version: Literal["gangopt/v1"] = "gangopt/v1"
-    status: Status = Field(strict=False)
+    status: Status
     solver: str = "cpsat"
     message: str = ""
     score: Score = Field(default_factory=Score)
