@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NoReturn
 
 from gangopt.cli_capacity import add_parsers as _add_capacity
@@ -31,6 +28,7 @@ from gangopt.cli_serve import add_parser as _add_serve
 from gangopt.cli_simulate import add_parser as _add_simulate
 from gangopt.errors import InputError, Problem, parse_model
 from gangopt.explain import summary
+from gangopt.files import write_atomic
 from gangopt.generate import GAP_TARGETS, SIZES, Spec, dump_round, generate
 from gangopt.io import load_plan, load_round
 from gangopt.peers import SOLVERS as PEER_SOLVERS
@@ -253,20 +251,7 @@ def _emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    target = Path(output)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as error:  # name the file the user asked for, not our temporary one
-        raise OSError(error.errno, error.strerror, str(target)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(text, output)
 
 
 def _one_line(error: BaseException) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import os
 import re
 import time
@@ -34,6 +35,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import FastAPI, Query, Request
@@ -681,14 +683,33 @@ def log_config(level: LogLevel) -> dict[str, Any]:
 
 
 def serve(settings: ServiceSettings) -> None:
-    """Run the server until interrupted (SIGINT/SIGTERM stop it gracefully)."""
+    """Run the server until SIGINT/SIGTERM, then drain: queued requests are answered 503 at
+    once, running ones finish (each within about ``max_time_limit``), and uvicorn is told to
+    give up on connections after ``max_time_limit + DRAIN_SLACK`` seconds whatever happens."""
     import uvicorn
 
-    uvicorn.run(
-        create_app(settings),
+    app = create_app(settings)
+    admission: Admission = app.state.admission
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            cancelled = admission.drain()
+            LOGGER.info("draining", extra={"signal": sig, "cancelled": cancelled})
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         log_config=log_config(settings.log_level),
         log_level=settings.log_level,
         access_log=False,
+        timeout_graceful_shutdown=math.ceil(settings.max_time_limit + DRAIN_SLACK),
     )
+    _Server(config).run()
+
+
+DRAIN_SLACK = 5.0
+"""Seconds a stop may take beyond ``max_time_limit``: the greedy plan and the expansion of
+CP-SAT's answer after the hard limit, and the answers' writing (measured: under 1 s for
+scale-M)."""

@@ -35,6 +35,12 @@ class _RoleGroup:
 def assemble(ctx: Context, gangs: list[Gang], queues: Queues) -> Result:
     result = Result()
     for gang in gangs:
+        if gang.gated:
+            ctx.warn(
+                gang.obj or gang.gated[0].src,
+                f"{len(gang.gated)} pod(s) have spec.schedulingGates: not counted toward the gang's quorum "
+                "and not bound until the gates are removed",
+            )
         roles = _roles(gang) if gang.pods else _template_roles(ctx, gang)
         if not roles:
             if gang.obj is not None:

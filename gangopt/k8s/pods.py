@@ -61,6 +61,7 @@ class Pod:
     node: str | None
     created: float | None
     preemptible: bool
+    gated: bool = False  # unbound with spec.schedulingGates: the scheduler does not see it yet
 
     @property
     def name(self) -> str:
@@ -81,7 +82,8 @@ def read_pods(ctx: Context, sources: list[Source], priorities: PriorityClasses, 
             ctx.warn(src, f"phase {phase!r} read as {'Running' if node else 'Pending'}")
         shape = pod_shape(ctx, src, spec, pods_resource)
         priority = _pod_priority(ctx, src, spec, priorities)
-        out.append(Pod(src, shape, priority, node, timestamp(ctx, src), _preemptible(src, spec, priority)))
+        gated = node is None and bool(spec.get("schedulingGates"))
+        out.append(Pod(src, shape, priority, node, timestamp(ctx, src), _preemptible(src, spec, priority), gated))
     return sorted(out, key=lambda p: (p.src.namespace, p.name))
 
 
