@@ -310,7 +310,7 @@ class Worker:
     def import_k8s(self, body: bytes, levels: list[tuple[str, str]], info: dict[str, Any]) -> Response:
         from gangopt import k8s  # written alongside; imported here so solve never needs it
 
-        objects = _unwrap(k8s.load_documents(text=decode(body, "manifests"), limit=self.settings.max_body_bytes))
+        objects = _unwrap(k8s.load_documents(text=body, limit=self.settings.max_body_bytes))
         imported = k8s.import_documents(objects, k8s.ImportOptions(levels=levels))
         pods = sum(g.total_replicas for g in [*imported.round.running, *imported.round.pending])
         self._refuse_pods(pods, "$.round")

@@ -8,6 +8,7 @@ refused in milliseconds instead of growing the process without end.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +18,20 @@ from gangopt import safe_yaml
 from gangopt.errors import InputError, Problem
 from gangopt.io import read_input
 from gangopt.k8s.context import Obj
-from gangopt.parsing import MAX_INPUT_BYTES, check_size, guarded
+from gangopt.parsing import MAX_INPUT_BYTES, check_size, decode, guarded
 from gangopt.strict_json import JSONProblem, loads
 
 
 def load_documents(
-    sources: list[str | Path] | None = None, text: str | None = None, limit: int = MAX_INPUT_BYTES
+    sources: list[str | Path] | None = None, text: str | bytes | None = None, limit: int = MAX_INPUT_BYTES
 ) -> list[dict[str, Any]]:
     """Read Kubernetes objects from files (``-`` is stdin) and/or ``text``: JSON, YAML or
     multi-document YAML; ``List`` kinds (what ``kubectl get -o yaml`` prints) are flattened
-    so that ``items[i]`` in error paths counts objects in the order read."""
+    so that ``items[i]`` in error paths counts objects in the order read. Problems with a whole
+    document are named by its file, ``input`` for ``text`` (bytes: decoded as UTF-8 here)."""
     texts = [(str(s), _read(s, limit)) for s in sources or []]
     if text is not None:
-        texts.append(("input", text))
+        texts.append(("input", _renamed("input", lambda: decode(text, "input"))))
     out: list[Obj] = []
     for name, content in texts:
         with guarded(name):
@@ -40,10 +42,15 @@ def load_documents(
 
 
 def _read(source: str | Path, limit: int) -> str:
+    return _renamed(str(source), lambda: read_input(source, limit))
+
+
+def _renamed(name: str, read: Callable[[], str]) -> str:
+    """``read()``, its problems named by the document (as the others here) rather than ``$``."""
     try:
-        return read_input(source, limit)
-    except InputError as error:  # file-level problems are named by the file, as the others here
-        raise InputError([Problem(str(source), p.message) for p in error.problems], str(source)) from None
+        return read()
+    except InputError as error:
+        raise InputError([Problem(name, p.message) for p in error.problems], name) from None
 
 
 def _parse_text(name: str, content: str) -> list[Any]:
