@@ -79,6 +79,10 @@ year 5000, finite, so that aging and deadline terms stay finite."""
 MAX_WEIGHT = 1000.0
 """Objective weights: the terms are scaled to integers for CP-SAT (docs/objective.md), and a
 weight of 1e308 made that an infinity (``int()`` of it failed with a 500)."""
+FAIL_FAST = True
+"""The long lists (nodes, gangs, queues, pods) stop at their first bad item: a 3 MB round with
+the same mistake on 60,000 nodes cost 383 MB of error objects (125x its size) when every item
+was checked; the problems of that first item are all reported."""
 MAX_COUNT = 10_000_000
 """Member counts (``min_members``, ``max_members``, ``slice_size``): above every total of pods."""
 
@@ -178,7 +182,7 @@ class Cluster(_Model):
         description="Levels from broadest to narrowest, e.g. ['zone', 'block', 'rack']. "
         "The level 'node' is implicit and always the narrowest.",
     )
-    nodes: list[Node] = Field(max_length=MAX_NODES)
+    nodes: list[Node] = Field(max_length=MAX_NODES, fail_fast=FAIL_FAST)
 
 
 # ----------------------------------------------------------------------------- gangs
@@ -321,7 +325,7 @@ class RunningGang(GangSpec):
     """A gang already running. It may be preempted (whole), shrunk (elastic, down to its
     minimum) or grown (elastic, up to its maximum) by the plan."""
 
-    pods: list[BoundPod] = Field(min_length=1, max_length=MAX_REPLICAS)
+    pods: list[BoundPod] = Field(min_length=1, max_length=MAX_REPLICAS, fail_fast=FAIL_FAST)
     preemptible: StrictBool = True
     preemption_cost: StrictFloat | None = Field(
         None,
@@ -418,9 +422,9 @@ class Round(_Model):
 
     api_version: Literal["gangopt/v1"] = "gangopt/v1"
     cluster: Cluster
-    queues: list[Queue] = Field(default_factory=list, max_length=MAX_QUEUES)
-    running: list[RunningGang] = Field(default_factory=list, max_length=MAX_GANGS)
-    pending: list[PendingGang] = Field(default_factory=list, max_length=MAX_GANGS)
+    queues: list[Queue] = Field(default_factory=list, max_length=MAX_QUEUES, fail_fast=FAIL_FAST)
+    running: list[RunningGang] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
+    pending: list[PendingGang] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
     policy: Policy = Field(default_factory=Policy)
 
     @model_validator(mode="after")

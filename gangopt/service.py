@@ -59,7 +59,7 @@ from gangopt.http_guard import (
     wait_for_disconnect,
 )
 from gangopt.http_guard import Refusal as HTTPError
-from gangopt.parsing import check_size, decode, load_json
+from gangopt.parsing import check_size, decode, load_json, parse_json
 from gangopt.schema import MAX_REPLICAS, Plan, Policy, Round
 from gangopt.solving import SolverName, solve
 from gangopt.validation import validate
@@ -277,9 +277,8 @@ class Worker:
         self.metrics = metrics
 
     def solve(self, body: bytes, solver: SolverName, info: dict[str, Any]) -> Response:
-        data = self._load(body, "round")
-        self._check_pods(data, "$")
-        rnd = parse_model(Round, data, "round")  # as gangopt.io.load_round does
+        limit = self.settings.max_body_bytes
+        rnd = parse_json(Round, body, "round", limit, lambda data: self._check_pods(data, "$"))  # as load_round
         policy = served_policy(rnd.policy, self.settings)
         info.update(nodes=len(rnd.cluster.nodes), running=len(rnd.running), pending=len(rnd.pending))
         info.update(solver=solver, time_limit=policy.time_limit)
