@@ -23,7 +23,10 @@ from gangopt.strict_json import JSONProblem, loads
 
 
 def load_documents(
-    sources: list[str | Path] | None = None, text: str | bytes | None = None, limit: int = MAX_INPUT_BYTES
+    sources: list[str | Path] | None = None,
+    text: str | bytes | None = None,
+    limit: int = MAX_INPUT_BYTES,
+    max_yaml_nodes: int = safe_yaml.MAX_NODES,
 ) -> list[dict[str, Any]]:
     """Read Kubernetes objects from files (``-`` is stdin) and/or ``text``: JSON, YAML or
     multi-document YAML; ``List`` kinds (what ``kubectl get -o yaml`` prints) are flattened
@@ -36,7 +39,7 @@ def load_documents(
     for name, content in texts:
         with guarded(name):
             check_size(content, limit, name)
-            for document in _parse_text(name, content):
+            for document in _parse_text(name, content, max_yaml_nodes):
                 out += _flatten(name, document)
     return out
 
@@ -53,7 +56,7 @@ def _renamed(name: str, read: Callable[[], str]) -> str:
         raise InputError([Problem(name, p.message) for p in error.problems], name) from None
 
 
-def _parse_text(name: str, content: str) -> list[Any]:
+def _parse_text(name: str, content: str, max_yaml_nodes: int) -> list[Any]:
     """JSON first (fast, exact), then YAML (a superset, and multi-document)."""
     stripped = content.lstrip()
     if stripped.startswith(("{", "[")):
@@ -64,7 +67,7 @@ def _parse_text(name: str, content: str) -> list[Any]:
         except (json.JSONDecodeError, RecursionError):
             pass  # YAML's flow style starts so too; its parser reports what is wrong
     try:
-        return [d for d in safe_yaml.load_all(content) if d is not None]
+        return [d for d in safe_yaml.load_all(content, max_yaml_nodes) if d is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
