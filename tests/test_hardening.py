@@ -176,13 +176,30 @@ def _busy(time_limit: float) -> bytes:
     return json.dumps(data).encode()
 
 
-def _post_and_hang_up(port: int, body: bytes, after: float) -> None:
+_LEAVERS = """
+import socket, sys, threading, time
+port, count, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+body = open(path, "rb").read()
+head = "POST /v1/solve HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nContent-Type: application/json\\r\\n"
+head += f"Content-Length: {len(body)}\\r\\n\\r\\n"
+def leave():
     sock = socket.create_connection(("127.0.0.1", port))
-    head = "POST /v1/solve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-    head += f"Content-Length: {len(body)}\r\n\r\n"
     sock.sendall(head.encode() + body)
-    time.sleep(after)
+    time.sleep(0.3)
     sock.close()
+threads = [threading.Thread(target=leave) for _ in range(count)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"""
+
+
+def _post_and_hang_up(port: int, body: bytes, count: int, tmp_path: Path) -> None:
+    """``count`` clients that send a solve and hang up 0.3 s later, in a process of their own:
+    sockets of this process would be inherited by the CP-SAT child the server forks (it runs in
+    this process here), and a socket still open in a child sends no FIN when closed here."""
+    file = tmp_path / "round.json"
+    file.write_bytes(body)
+    subprocess.run([sys.executable, "-c", _LEAVERS, str(port), str(count), str(file)], check=True, timeout=60)
 
 
 def _metric(base: str, name: str) -> float:
@@ -190,12 +207,12 @@ def _metric(base: str, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
 
 
-def test_queued_work_of_clients_that_left_is_cancelled() -> None:
-    """One worker busy for about 1.5 s, six clients queue a solve each and hang up after 0.3 s:
+def test_queued_work_of_clients_that_left_is_cancelled(tmp_path: Path) -> None:
+    """One worker busy for about 2 s, six clients queue a solve each and hang up after 0.3 s:
     their solves never run, so a request after them is answered as soon as the worker is free
-    (without cancellation: six more solves, about 9 s)."""
-    body = _busy(1.5)
-    with live_server(workers=1, queue_limit=8, max_time_limit=1.5) as base:
+    (without cancellation: six more solves, about 12 s)."""
+    body = _busy(2.0)
+    with live_server(workers=1, queue_limit=8, max_time_limit=2.0) as base:
         port = int(base.rsplit(":", 1)[1])
         busy = threading.Thread(target=lambda: httpx.post(f"{base}/v1/solve", content=body, headers=JSON, timeout=30))
         busy.start()
@@ -203,11 +220,7 @@ def test_queued_work_of_clients_that_left_is_cancelled() -> None:
         while _metric(base, "gangopt_requests_running") < 1 and time.monotonic() < deadline:
             time.sleep(0.02)  # the busy solve holds the worker before anyone queues
         before = _metric(base, "gangopt_rounds_solved_total")
-        leavers = [threading.Thread(target=_post_and_hang_up, args=(port, body, 0.3)) for _ in range(6)]
-        for t in leavers:
-            t.start()
-        for t in leavers:
-            t.join()
+        _post_and_hang_up(port, body, 6, tmp_path)
         start = time.perf_counter()
         response = httpx.post(
             f"{base}/v1/solve", content=(INSTANCES / "basic.json").read_bytes(), headers=JSON, timeout=30
@@ -218,7 +231,7 @@ def test_queued_work_of_clients_that_left_is_cancelled() -> None:
     print(f"\n6 clients gone: the next solve answered in {seconds:.2f} s; {solved:.0f} solves ran")
     assert response.status_code == 200
     assert solved - before == 2
-    assert seconds < 4.0
+    assert seconds < 5.0
 
 
 def test_sigterm_cancels_the_queue_and_drains_within_the_time_limit(tmp_path: Path) -> None:
@@ -400,7 +413,7 @@ def test_invalid_requests_never_get_a_server_error(negative_schema: Any, path: s
     """schemathesis' negative mode: bodies and parameters that break the schema on purpose."""
 
     @given(case=negative_schema[path]["POST"].as_strategy(generation_mode=GenerationMode.NEGATIVE))
-    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def check(case: Any) -> None:
         response = case.call(timeout=30)
         assert response.status_code < 500, response.text
