@@ -468,6 +468,30 @@ def k8s_cases() -> list[tuple[str, str | bytes, str, str]]:
             f"{pod_path}.metadata.creationTimestamp",
             "RFC 3339",
         ),
+        (
+            "node-taint-key-300",
+            node + "spec:\n  taints: [{key: " + "k" * 300 + ", effect: NoSchedule}]\n",
+            f"{n1}.spec.taints[0].key",
+            "253",
+        ),
+        (
+            "node-label-bidi",
+            node.replace("  name: n1\n", '  name: n1\n  labels: {a: "x\\u202ey"}\n'),
+            f"{n1}.metadata.labels.a",
+            "U+202E",
+        ),
+        (
+            "pod-selector-nul",
+            with_pod(extra='nodeSelector: {disk: "s\\0"}'),
+            f"{pod_path}.spec.nodeSelector.disk",
+            "U+0000",
+        ),
+        (
+            "pod-toleration-value-long",
+            with_pod(extra="tolerations: [{key: k, value: " + "v" * 2000 + "}]"),
+            f"{pod_path}.spec.tolerations[0].value",
+            "at most",
+        ),
         ("object-without-kind", "apiVersion: v1\nmetadata: {name: x}\n", "items[0]", "kind"),
         (
             "object-without-name",

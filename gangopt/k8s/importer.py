@@ -50,10 +50,9 @@ def _import(objects: list[dict[str, Any]], options: ImportOptions) -> Imported:
     ctx.raise_problems()
     result = assemble(ctx, gangs, queues)
     policy = _policy(ctx, sources, options.policy)
-    cluster = Cluster(
-        topology_levels=[name for name, _ in topology.levels],
-        nodes=[n.build(topology.domains[n.name]) for n in sorted(nodes, key=lambda n: n.name)],
-    )
+    built = [n.build(ctx, topology.domains[n.name]) for n in sorted(nodes, key=lambda n: n.name)]
+    ctx.raise_problems()
+    cluster = Cluster(topology_levels=[name for name, _ in topology.levels], nodes=[n for n in built if n])
     try:
         rnd = Round(
             cluster=cluster,
