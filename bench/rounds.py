@@ -6,7 +6,7 @@ from functools import cache
 from pathlib import Path
 
 import gangopt
-from gangopt.errors import parse_json_text
+from gangopt.parsing import parse_json
 from gangopt.replay.generate import SIZES, dump_round, generate, size_spec
 from gangopt.schema import Plan, Policy, Round
 
@@ -27,7 +27,7 @@ def round_text(size: str, seed: int = 0, contention: bool = False) -> str:
 def end_to_end(text: str, solver: str = "cpsat", time_limit: float | None = None) -> tuple[Round, Plan]:
     """What a caller pays: parse and validate the input, then solve (``gangopt.solve``
     prefilters, builds, searches, expands to nodes and validates the plan it returns)."""
-    rnd = parse_json_text(Round, text, "round")
+    rnd = parse_json(Round, text, "round")
     policy = None
     if time_limit is not None:
         policy = Policy.model_validate({**rnd.policy.model_dump(), "time_limit": time_limit})

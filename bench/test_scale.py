@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench.rounds import check_valid, end_to_end, round_text
-from gangopt.errors import parse_json_text
+from gangopt.parsing import parse_json
 from gangopt.prefilter import prefilter
 from gangopt.schema import Round
 
@@ -38,13 +38,13 @@ def test_time_to_plan(benchmark: Any, size: str, solver: str) -> None:
 
 @pytest.mark.slow
 def test_prefilter_xl(benchmark: Any) -> None:
-    rnd = parse_json_text(Round, round_text("XL"), "round")
+    rnd = parse_json(Round, round_text("XL"), "round")
     benchmark.group = "prefilter"
     pre = benchmark.pedantic(prefilter, args=(rnd,), rounds=5, iterations=1, warmup_rounds=1)
     assert pre.seconds < 60
 
 
 def test_prefilter_m(benchmark: Any) -> None:
-    rnd = parse_json_text(Round, round_text("M"), "round")
+    rnd = parse_json(Round, round_text("M"), "round")
     benchmark.group = "prefilter"
     benchmark.pedantic(prefilter, args=(rnd,), rounds=5, iterations=1, warmup_rounds=1)

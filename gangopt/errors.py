@@ -6,9 +6,8 @@ mistake; the CLI prints them one per line and exits with code 2.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -59,22 +58,3 @@ def problems_from_validation(error: ValidationError) -> list[Problem]:
             message = "unknown field"
         out.append(Problem(json_path(tuple(err["loc"])), message))
     return out
-
-
-def parse_model(model: type[M], data: Any, source: str = "input") -> M:
-    """Validate ``data`` (parsed JSON) as ``model`` or raise :class:`InputError`."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        raise InputError(problems_from_validation(error), source) from None
-
-
-def parse_json_text(model: type[M], text: str, source: str = "input") -> M:
-    """Parse JSON text as ``model``; malformed JSON is an :class:`InputError` at ``$``."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(
-            [Problem("$", f"malformed JSON: {error.msg} at line {error.lineno} column {error.colno}")], source
-        ) from None
-    return parse_model(model, data, source)

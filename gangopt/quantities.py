@@ -8,6 +8,8 @@ the encoder divide by a per-resource GCD before handing numbers to CP-SAT.
 
 from __future__ import annotations
 
+import math
+import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
@@ -57,9 +59,18 @@ def _parse_cached(value: str | int) -> int:
 
 
 def _parse(value: object) -> int:
+    try:
+        return _exact(value)
+    except ArithmeticError:  # decimal.Overflow and friends: not a quantity any node has
+        raise ValueError(f"quantity {value!r} is out of range") from None
+
+
+def _exact(value: object) -> int:
     if isinstance(value, int):
         number = Decimal(value)
     elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"quantity must be a finite number, got {value!r}")
         number = Decimal(repr(value))
     elif isinstance(value, str):
         number = _parse_string(value.strip())
@@ -77,7 +88,20 @@ def _parse(value: object) -> int:
     return int(milli)
 
 
+_GRAMMAR = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3}|n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?"
+)
+"""Kubernetes' quantity grammar (``<signedNumber><suffix>``, ASCII digits only): Python's
+``Decimal`` alone also takes ``1_0`` (ten), ``１０`` (full-width digits), ``NaN`` and
+``1e999999999`` (whose scaling overflows); exponents keep to three digits."""
+
+
 def _parse_string(text: str) -> Decimal:
+    if not _GRAMMAR.fullmatch(text):
+        raise ValueError(f"cannot parse quantity {text[:40]!r} (expected e.g. '8', '500m', '64Gi')")
+    exponent = re.search(r"[eE]([+-]?[0-9]+)$", text)
+    if exponent is not None and not -30 <= int(exponent.group(1)) <= 30:
+        raise ValueError(f"quantity {text!r} is out of range")
     suffix = ""
     for candidate in sorted(_SUFFIXES, key=len, reverse=True):
         if candidate and text.endswith(candidate):

@@ -12,18 +12,23 @@ are checked in :func:`Round._check_references`, which reports every problem with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Mapping
 from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
     PrivateAttr,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
     WithJsonSchema,
     model_validator,
 )
@@ -49,21 +54,97 @@ Quantity = Annotated[
         }
     ),
 ]
-Resources = Annotated[
-    dict[str, Quantity],
-    PlainSerializer(lambda amounts: {k: format_quantity(v, k) for k, v in amounts.items()}),
-]
-"""Resource name (``gpu``, ``cpu``, ``memory``, ``rdma/hca``, ...) to amount."""
 
-Name = Annotated[str, Field(min_length=1, max_length=253)]
+# ----------------------------------------------------------------------------- limits
 
 MAX_REPLICAS = 100_000
 """Pods per role at most: far above any real gang (the XL benchmark has ~19,000 pods in all),
 and low enough that a typo such as ``replicas: 1e9`` is an input error, not an hours-long solve."""
+MAX_NODES = 100_000
+"""Nodes per cluster: six times the XL benchmark's 16,384 (and above Kubernetes' tested 15,000)."""
+MAX_GANGS = 100_000
+"""Running gangs, and pending gangs, per round each."""
+MAX_QUEUES = 10_000
+MAX_LEVELS = 16
+"""Topology levels (Kueue's Topology allows 16 too)."""
+MAX_ROLES = 64
+"""Roles per gang; Kueue allows 8 pod sets per Workload."""
+MAX_ITEMS = 256
+"""Taints, tolerations, affinity terms and their values, labels, selectors and resources per
+object: Kubernetes sets no number, but a pod or node with more is not a real one."""
+MAX_TEXT = 1024
+"""Characters of a free-text value (a label value, a taint value)."""
+MAX_SECONDS = 1e11
+"""Times (``submit_time``, ``deadline``, ``policy.now``) in seconds: any epoch up to about the
+year 5000, finite, so that aging and deadline terms stay finite."""
+MAX_WEIGHT = 1000.0
+"""Objective weights: the terms are scaled to integers for CP-SAT (docs/objective.md), and a
+weight of 1e308 made that an infinity (``int()`` of it failed with a 500)."""
+FAIL_FAST = True
+"""The long lists (nodes, gangs, queues, pods) stop at their first bad item: a 3 MB round with
+the same mistake on 60,000 nodes cost 383 MB of error objects (125x its size) when every item
+was checked; the problems of that first item are all reported."""
+MAX_COUNT = 10_000_000
+"""Member counts (``min_members``, ``max_members``, ``slice_size``): above every total of pods."""
+
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+"""Control characters (NUL, newlines, escape sequences) and the invisible format characters
+used to make two names look alike or a log line read backwards (bidi overrides, zero widths)."""
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _printable(text: str) -> str:
+    bad = _INVISIBLE.search(text)
+    if bad is not None:
+        raise ValueError(f"contains the invisible or control character U+{ord(bad.group()):04X}")
+    return text
+
+
+def node_name_problem(text: str) -> str | None:
+    """Why ``text`` is not a Kubernetes node name (an RFC 1123 subdomain), or None."""
+    if len(text) > 253:
+        return f"a node name has at most 253 characters, this one {len(text)}"
+    if not _DNS_SUBDOMAIN.match(text):
+        return (
+            f"{text[:60]!r} is not a Kubernetes node name (an RFC 1123 subdomain: lowercase letters, "
+            "digits, '-' and '.', starting and ending with a letter or digit)"
+        )
+    return None
+
+
+def _node_name(text: str) -> str:
+    problem = node_name_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
+Name = Annotated[str, Field(min_length=1, max_length=253), AfterValidator(_printable)]
+"""A name: 1 to 253 characters (a Kubernetes object name's limit), no control characters."""
+NodeName = Annotated[
+    str,
+    Field(min_length=1, max_length=253, json_schema_extra={"pattern": _DNS_SUBDOMAIN.pattern}),
+    AfterValidator(_node_name),
+]
+"""A node name as Kubernetes allows it: an RFC 1123 DNS subdomain."""
+Text = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_printable)]
+Labels = Annotated[dict[Name, Text], Field(max_length=MAX_ITEMS)]
+Resources = Annotated[
+    dict[Name, Quantity],
+    Field(max_length=MAX_ITEMS),
+    PlainSerializer(lambda amounts: {k: format_quantity(v, k) for k, v in amounts.items()}),
+]
+"""Resource name (``gpu``, ``cpu``, ``memory``, ``rdma/hca``, ...) to amount."""
+Seconds = Annotated[StrictFloat, Field(ge=-MAX_SECONDS, le=MAX_SECONDS)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Every number and flag is strict (``StrictInt``, ``StrictFloat``, ``StrictBool``): no
+    string or bool is coerced to a number (``"priority": "5"`` and ``"replicas": true`` are
+    errors, as in Kubernetes' strict decoding) and floats are finite. Per field rather than
+    ``strict=True`` on the config, which would also refuse ``"optimal"`` for a Status enum."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class _WithDerived(_Model):
@@ -95,20 +176,22 @@ class Taint(_Model):
     ``PreferNoSchedule`` is a preference and never makes a node ineligible."""
 
     key: Name
-    value: str = ""
+    value: Text = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
 class Node(_Model):
     """A schedulable machine. ``topology`` names the node's domain at every cluster level."""
 
-    name: Name
+    name: NodeName
     capacity: Resources = Field(description="Allocatable amount per resource.")
-    labels: dict[str, str] = Field(default_factory=dict)
-    taints: list[Taint] = Field(default_factory=list)
-    schedulable: bool = Field(True, description="False for cordoned nodes: no new pods land there.")
-    topology: dict[str, str] = Field(
-        default_factory=dict, description="Domain name per topology level, e.g. {'zone': 'z1', 'rack': 'r7'}."
+    labels: Labels = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list, max_length=MAX_ITEMS)
+    schedulable: StrictBool = Field(True, description="False for cordoned nodes: no new pods land there.")
+    topology: dict[Name, Name] = Field(
+        default_factory=dict,
+        max_length=MAX_LEVELS,
+        description="Domain name per topology level, e.g. {'zone': 'z1', 'rack': 'r7'}.",
     )
 
 
@@ -117,10 +200,11 @@ class Cluster(_WithDerived):
 
     topology_levels: list[Name] = Field(
         default_factory=list,
+        max_length=MAX_LEVELS,
         description="Levels from broadest to narrowest, e.g. ['zone', 'block', 'rack']. "
         "The level 'node' is implicit and always the narrowest.",
     )
-    nodes: list[Node]
+    nodes: list[Node] = Field(max_length=MAX_NODES, fail_fast=FAIL_FAST)
 
 
 # ----------------------------------------------------------------------------- gangs
@@ -129,9 +213,9 @@ class Cluster(_WithDerived):
 class Toleration(_Model):
     """Kubernetes toleration. ``key=None`` with ``operator='Exists'`` tolerates every taint."""
 
-    key: str | None = None
+    key: Name | None = None
     operator: Literal["Equal", "Exists"] = "Equal"
-    value: str = ""
+    value: Text = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
 
     @model_validator(mode="after")
@@ -150,25 +234,25 @@ class MatchExpression(_Model):
 
     key: Name
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
+    values: list[Text] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class Role(_Model):
     """A pod set of a gang (e.g. 1 launcher, 16 workers): identical pods."""
 
     name: Name = "worker"
-    replicas: int = Field(
+    replicas: StrictInt = Field(
         ge=1,
         le=MAX_REPLICAS,
         description="Pods wanted (the most the role will run).",
     )
-    min_replicas: int | None = Field(
-        None, ge=0, description="Fewest pods of this role the gang can run with (default: replicas)."
+    min_replicas: StrictInt | None = Field(
+        None, ge=0, le=MAX_REPLICAS, description="Fewest pods of this role the gang can run with (default: replicas)."
     )
     requests: Resources = Field(description="Per-pod resource requests.")
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    node_affinity: list[MatchExpression] = Field(default_factory=list)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    node_selector: Labels = Field(default_factory=dict)
+    node_affinity: list[MatchExpression] = Field(default_factory=list, max_length=MAX_ITEMS)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class TopologyRequest(_Model):
@@ -180,10 +264,10 @@ class TopologyRequest(_Model):
     group inside one domain of ``slice_level`` (Kueue pod-set slices, Volcano sub-groups).
     """
 
-    required: str | None = None
-    preferred: str | None = None
-    slice_level: str | None = None
-    slice_size: int | None = Field(None, ge=1)
+    required: Name | None = None
+    preferred: Name | None = None
+    slice_level: Name | None = None
+    slice_size: StrictInt | None = Field(None, ge=1, le=MAX_COUNT)
 
 
 class GangSpec(_Model):
@@ -191,19 +275,19 @@ class GangSpec(_Model):
 
     name: Name
     queue: Name = "default"
-    priority: int = Field(
+    priority: StrictInt = Field(
         0,
         ge=-(2**31),
         le=2**31 - 1,
         description="Higher runs first; a gang only preempts strictly lower priorities. A 32-bit integer, "
         "as a Kubernetes PriorityClass value.",
     )
-    roles: list[Role] = Field(min_length=1)
-    min_members: int | None = Field(
-        None, ge=1, description="All-or-nothing threshold over all roles (default: sum of role minimums)."
+    roles: list[Role] = Field(min_length=1, max_length=MAX_ROLES)
+    min_members: StrictInt | None = Field(
+        None, ge=1, le=MAX_COUNT, description="All-or-nothing threshold over all roles (default: sum of role minimums)."
     )
-    max_members: int | None = Field(
-        None, ge=1, description="Elastic ceiling over all roles (default: sum of replicas)."
+    max_members: StrictInt | None = Field(
+        None, ge=1, le=MAX_COUNT, description="Elastic ceiling over all roles (default: sum of replicas)."
     )
     topology: TopologyRequest | None = None
 
@@ -256,8 +340,8 @@ _TOTALS_INPUTS = frozenset({"roles", "min_members", "max_members"})
 class PendingGang(GangSpec):
     """A gang waiting to start: all ``minimum`` pods start together or none does."""
 
-    submit_time: float = Field(0.0, description="Seconds (any epoch, same as policy.now).")
-    deadline: float | None = Field(None, description="Latest wanted start time, same clock as submit_time.")
+    submit_time: Seconds = Field(0.0, description="Seconds (any epoch, same as policy.now).")
+    deadline: Seconds | None = Field(None, description="Latest wanted start time, same clock as submit_time.")
     group: Name | None = Field(None, description="Gangs of one group start together or not at all.")
 
 
@@ -273,16 +357,19 @@ class RunningGang(GangSpec):
     """A gang already running. It may be preempted (whole), shrunk (elastic, down to its
     minimum) or grown (elastic, up to its maximum) by the plan."""
 
-    pods: list[BoundPod] = Field(min_length=1)
-    preemptible: bool = True
-    preemption_cost: float | None = Field(
+    pods: list[BoundPod] = Field(min_length=1, max_length=MAX_REPLICAS, fail_fast=FAIL_FAST)
+    preemptible: StrictBool = True
+    preemption_cost: StrictFloat | None = Field(
         None,
         ge=0,
+        le=1e9,
         description="Cost of evicting the whole gang, in GPU-hours lost. "
         "Default: GPUs x (seconds_since_checkpoint + restart_seconds) / 3600.",
     )
-    seconds_since_checkpoint: float = Field(0.0, ge=0)
-    restart_seconds: float = Field(300.0, ge=0, description="Time to restart and reload a checkpoint.")
+    seconds_since_checkpoint: StrictFloat = Field(0.0, ge=0, le=MAX_SECONDS)
+    restart_seconds: StrictFloat = Field(
+        300.0, ge=0, le=MAX_SECONDS, description="Time to restart and reload a checkpoint."
+    )
 
 
 # ----------------------------------------------------------------------------- queues, policy
@@ -306,14 +393,24 @@ class Queue(_Model):
 class Weights(_Model):
     """Weights of the objective; see docs/objective.md for the exact formula."""
 
-    aging_per_hour: float = Field(0.1, ge=0, description="Value added per hour waited, as a fraction.")
-    aging_cap: float = Field(1.0, ge=0, description="Most value aging can add, as a fraction.")
-    deadline_boost: float = Field(1.0, ge=0, description="Value added to a gang at or near its deadline.")
-    deadline_horizon: float = Field(3600.0, ge=0, description="Seconds before a deadline the boost starts.")
-    preemption: float = Field(1.0, ge=0, description="Cost per GPU-hour lost by preemption.")
-    growth: float = Field(1.0, ge=0, description="Value per GPU of elastic members above the minimum.")
-    spread: float = Field(1.0, ge=0, description="Cost per extra domain at a gang's preferred level.")
-    fragmentation: float = Field(0.25, ge=0, description="Cost per idle node opened by new pods.")
+    aging_per_hour: StrictFloat = Field(
+        0.1, ge=0, le=MAX_WEIGHT, description="Value added per hour waited, as a fraction."
+    )
+    aging_cap: StrictFloat = Field(1.0, ge=0, le=MAX_WEIGHT, description="Most value aging can add, as a fraction.")
+    deadline_boost: StrictFloat = Field(
+        1.0, ge=0, le=MAX_WEIGHT, description="Value added to a gang at or near its deadline."
+    )
+    deadline_horizon: StrictFloat = Field(
+        3600.0, ge=0, le=MAX_SECONDS, description="Seconds before a deadline the boost starts."
+    )
+    preemption: StrictFloat = Field(1.0, ge=0, le=MAX_WEIGHT, description="Cost per GPU-hour lost by preemption.")
+    growth: StrictFloat = Field(
+        1.0, ge=0, le=MAX_WEIGHT, description="Value per GPU of elastic members above the minimum."
+    )
+    spread: StrictFloat = Field(
+        1.0, ge=0, le=MAX_WEIGHT, description="Cost per extra domain at a gang's preferred level."
+    )
+    fragmentation: StrictFloat = Field(0.25, ge=0, le=MAX_WEIGHT, description="Cost per idle node opened by new pods.")
 
 
 DETERMINISTIC_SHARE = 0.3
@@ -326,17 +423,18 @@ normally binds first and the wall-clock limit is the safety net."""
 class Policy(_Model):
     """How to solve this round."""
 
-    time_limit: float = Field(10.0, gt=0, description="Wall-clock seconds for the whole solve.")
-    work_limit: float | None = Field(
+    time_limit: StrictFloat = Field(10.0, gt=0, le=1e6, description="Wall-clock seconds for the whole solve.")
+    work_limit: StrictFloat | None = Field(
         None,
         gt=0,
+        le=1e9,
         description="CP-SAT deterministic work units for all stages (default: 0.3 x time_limit). "
         "A solve that stops on work rather than on the wall clock gives the same plan on every run.",
     )
-    seed: int = Field(0, ge=0)
-    workers: int = Field(1, ge=1, le=64, description="CP-SAT workers; 1 is deterministic and fastest on 2 cores.")
-    preemption: bool = Field(True, description="Whether running gangs may be preempted or shrunk.")
-    hard_limit: bool = Field(
+    seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
+    workers: StrictInt = Field(1, ge=1, le=64, description="CP-SAT workers; 1 is deterministic and fastest on 2 cores.")
+    preemption: StrictBool = Field(True, description="Whether running gangs may be preempted or shrunk.")
+    hard_limit: StrictBool = Field(
         True,
         description="Run CP-SAT in a child process that is killed shortly after time_limit, so the "
         "call never overruns (the greedy plan is returned then). Models estimated below 5,000 "
@@ -344,8 +442,8 @@ class Policy(_Model):
         "costs about 45 ms). False solves every model in-process: less overhead, but a large "
         "model that overruns can block the caller.",
     )
-    now: float | None = Field(None, description="Current time (default: latest submit_time).")
-    gap_limit: float = Field(
+    now: Seconds | None = Field(None, description="Current time (default: latest submit_time).")
+    gap_limit: StrictFloat = Field(
         0.0,
         ge=0,
         le=1,
@@ -363,9 +461,9 @@ class Round(_WithDerived):
 
     api_version: Literal["gangopt/v1"] = "gangopt/v1"
     cluster: Cluster
-    queues: list[Queue] = Field(default_factory=list)
-    running: list[RunningGang] = Field(default_factory=list)
-    pending: list[PendingGang] = Field(default_factory=list)
+    queues: list[Queue] = Field(default_factory=list, max_length=MAX_QUEUES, fail_fast=FAIL_FAST)
+    running: list[RunningGang] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
+    pending: list[PendingGang] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
     policy: Policy = Field(default_factory=Policy)
 
     @model_validator(mode="after")

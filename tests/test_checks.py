@@ -19,7 +19,8 @@ import pytest
 
 import gangopt
 from gangopt.checks import check_round
-from gangopt.errors import InputError, parse_json_text, parse_model
+from gangopt.errors import InputError
+from gangopt.parsing import parse_json, parse_model
 from gangopt.schema import MAX_REPLICAS, Round
 
 Json = dict[str, Any]
@@ -555,7 +556,7 @@ def test_the_other_entry_points_report_the_same_problems(tmp_path: Path) -> None
     setter("pending[0].max_members", 4)(data)
     from_file = problems_of(tmp_path, data)
     with pytest.raises(InputError) as text:
-        parse_json_text(Round, json.dumps(data))
+        parse_json(Round, json.dumps(data))
     with pytest.raises(InputError) as parsed:
         parse_model(Round, copy.deepcopy(data))
     assert [(p.path, p.message) for p in text.value.problems] == from_file

@@ -10,7 +10,8 @@ import pytest
 
 import gangopt
 from gangopt import arrays, validation
-from gangopt.errors import InputError, parse_model
+from gangopt.errors import InputError
+from gangopt.parsing import parse_model
 from gangopt.schema import Round, Status, Taint, Toleration
 
 KEYS = [None, "dedicated", "gpu"]

@@ -39,7 +39,8 @@ from schemathesis.specs.openapi.checks import (
 import gangopt
 from gangopt import service
 from gangopt.cli import main
-from gangopt.errors import InputError, parse_json_text
+from gangopt.errors import InputError
+from gangopt.parsing import parse_json
 from gangopt.schema import Plan, Policy, Round
 from gangopt.service import ServiceSettings, create_app, served_policy
 
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
 TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+JSON = {"Content-Type": "application/json"}
 Json = dict[str, Any]
 
 
@@ -97,7 +99,7 @@ def server() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def client(server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server, headers=AUTH, timeout=60) as c:
+    with httpx.Client(base_url=server, headers={**AUTH, **JSON}, timeout=60) as c:
         yield c
 
 
@@ -244,7 +246,7 @@ def test_import_k8s_errors_are_422(client: httpx.Client) -> None:
 def _cli_problems(text: str) -> list[Json]:
     """The problems the CLI prints for this round text (same parser as gangopt.io)."""
     with pytest.raises(InputError) as error:
-        parse_json_text(Round, text, "round")
+        parse_json(Round, text, "round")
     return [{"path": p.path, "message": p.message} for p in error.value.problems]
 
 
@@ -332,7 +334,7 @@ def test_unexpected_error_is_one_line_500(client: httpx.Client, monkeypatch: pyt
 
 
 def test_token_is_required_except_for_healthz(server: str) -> None:
-    with httpx.Client(base_url=server, timeout=30) as anonymous:
+    with httpx.Client(base_url=server, headers=JSON, timeout=30) as anonymous:
         assert anonymous.get("/healthz").status_code == 200
         for method, path in [
             ("POST", "/v1/solve"),
@@ -426,7 +428,7 @@ async def _fire(base: str, body: str, total: int, concurrency: int) -> list[http
     """``total`` solve requests, ``concurrency`` in flight at a time."""
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as http:
+    async with httpx.AsyncClient(base_url=base, headers=JSON, timeout=120, limits=limits) as http:
 
         async def one() -> httpx.Response:
             async with gate:
@@ -512,7 +514,7 @@ def test_gangopt_serve_process(tmp_path: Path) -> None:
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_healthy(base)
-        response = httpx.post(f"{base}/v1/solve", headers=AUTH, content=_text("basic"), timeout=60)
+        response = httpx.post(f"{base}/v1/solve", headers={**AUTH, **JSON}, content=_text("basic"), timeout=60)
         assert response.status_code == 200
         assert Plan.model_validate_json(response.text).status == "optimal"
     finally:

@@ -7,10 +7,9 @@ sees a partial plan even if gangopt is killed mid-write.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-from pathlib import Path
+
+from gangopt.files import write_atomic
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -23,20 +22,7 @@ def emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    target = Path(output)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as error:  # name the file the user asked for, not our temporary one
-        raise OSError(error.errno, error.strerror, str(target)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(text, output)
 
 
 def one_line(error: BaseException) -> str:

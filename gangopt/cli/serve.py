@@ -8,10 +8,13 @@ FastAPI and uvicorn for the round-level commands. Same error contract: a bad fla
 from __future__ import annotations
 
 import argparse
+import stat
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gangopt.errors import InputError, Problem
+from gangopt.http_guard import is_loopback
 
 if TYPE_CHECKING:
     from gangopt.service import ServiceSettings
@@ -28,6 +31,9 @@ _FLAGS = {
     "max_pods": "--max-pods",
     "token": "--token-file",
     "log_level": "--log-level",
+    "body_timeout": "--body-timeout",
+    "allowed_hosts": "--allowed-host",
+    "docs": "--docs",
 }
 
 
@@ -63,6 +69,26 @@ def add_parser(sub: Any) -> None:
         help="require 'Authorization: Bearer <the file's content>' (default: $GANGOPT_TOKEN if set)",
     )
     p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds a client has to send its whole body; then 408 (default 10)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a Host header name to answer, repeatable; '*' for any (default: loopback names on a "
+        "loopback address, any otherwise)",
+    )
+    p.add_argument("--docs", action="store_true", help="serve Swagger UI at /docs (loads its script from a CDN)")
+    p.add_argument(
+        "--insecure-no-token",
+        action="store_true",
+        help="allow listening on a non-loopback address without a token (anyone who reaches the port can use it)",
+    )
+    p.add_argument(
         "--log-level", choices=["critical", "error", "warning", "info", "debug"], default="info", help="default info"
     )
     p.set_defaults(func=run)
@@ -92,24 +118,40 @@ def settings_from_args(args: argparse.Namespace) -> ServiceSettings:
         "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
         "max_pods": args.max_pods,
         "log_level": args.log_level,
+        "body_timeout": args.body_timeout,
+        "allowed_hosts": args.allowed_host,
+        "docs": args.docs,
     }
     if args.token_file is not None:
         values["token"] = _read_token(args.token_file)
     try:
-        return ServiceSettings(**values)
+        settings = ServiceSettings(**values)
     except ValidationError as error:
         problems = []
         for err in error.errors(include_url=False):
             field = str(err["loc"][0]) if err["loc"] else ""
             problems.append(Problem(_FLAGS.get(field, field), err["msg"]))
         raise InputError(problems, "arguments") from None
+    if settings.token is None and not is_loopback(settings.host) and not args.insecure_no_token:
+        message = (
+            f"{settings.host} is not a loopback address and no token is set (--token-file or $GANGOPT_TOKEN): "
+            "anyone who reaches the port could use the server; pass --insecure-no-token to serve anyway"
+        )
+        raise InputError([Problem("--host", message)], "arguments")
+    return settings
 
 
 def _read_token(path: str) -> str:
+    """The token in ``path``; a file other users may read is warned about (the token is then
+    theirs too), not refused: a Kubernetes Secret volume is 0644 unless defaultMode says otherwise."""
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
-    except OSError as error:
-        raise InputError([Problem("--token-file", f"cannot read {path}: {error.strerror}")], "arguments") from None
+        mode = Path(path).stat().st_mode
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise InputError([Problem("--token-file", f"cannot read {path}: {reason}")], "arguments") from None
+    if mode & stat.S_IROTH:
+        print(f"warning: --token-file {path} is readable by every user (chmod 600 it)", file=sys.stderr)
     if not token:
         raise InputError([Problem("--token-file", f"{path} is empty")], "arguments")
     return token

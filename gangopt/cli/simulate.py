@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gangopt.errors import InputError, Problem, parse_model
+from gangopt.errors import InputError, Problem
+from gangopt.parsing import parse_model
 from gangopt.replay.clusters import load_cluster, parametric_cluster
 from gangopt.replay.metrics import Metrics, compute_metrics
 from gangopt.replay.policies import POLICY_NAMES, make_policy

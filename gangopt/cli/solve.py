@@ -8,9 +8,10 @@ import sys
 from typing import Any
 
 from gangopt.cli.output import EXIT_FAILURE, EXIT_OK, emit
-from gangopt.errors import InputError, Problem, parse_model
+from gangopt.errors import InputError, Problem
 from gangopt.explain import summary
 from gangopt.io import load_plan, load_round
+from gangopt.parsing import parse_model
 from gangopt.replay.generate import FRAGMENTED_SHARES, GAP_TARGETS, SIZES, Spec, dump_round, generate
 from gangopt.schema import Policy, Round, json_schemas
 from gangopt.solve import solve

@@ -6,12 +6,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from gangopt.k8s.context import Context, quantities
+from gangopt.k8s.context import Context, build, quantities
 from gangopt.k8s.contract import ObjectRef
 from gangopt.k8s.gangs import Gang
 from gangopt.k8s.pods import Pod, Shape
 from gangopt.k8s.queues import Queues
-from gangopt.schema import BoundPod, MatchExpression, PendingGang, Role, RunningGang, Toleration
+from gangopt.schema import BoundPod, PendingGang, Role, RunningGang
 
 
 @dataclass
@@ -35,12 +35,20 @@ class _RoleGroup:
 def assemble(ctx: Context, gangs: list[Gang], queues: Queues) -> Result:
     result = Result()
     for gang in gangs:
+        if gang.gated:
+            ctx.warn(
+                gang.obj or gang.gated[0].src,
+                f"{len(gang.gated)} pod(s) have spec.schedulingGates: not counted toward the gang's quorum "
+                "and not bound until the gates are removed",
+            )
         roles = _roles(gang) if gang.pods else _template_roles(ctx, gang)
         if not roles:
             if gang.obj is not None:
                 ctx.warn(gang.obj, "no pods and no pod templates: nothing to schedule")
             continue
         spec = _spec_fields(ctx, gang, roles, queues)
+        if spec is None:
+            continue
         bound = [p for p in gang.pods if p.node is not None]
         if bound:
             _add_running(ctx, result, gang, roles, spec, bound)
@@ -74,17 +82,20 @@ def _template_roles(ctx: Context, gang: Gang) -> list[_RoleGroup]:
     return [_RoleGroup(t.role, t.shape, [], t.minimum, t.count) for t in gang.templates]
 
 
-def _spec_fields(ctx: Context, gang: Gang, roles: list[_RoleGroup], queues: Queues) -> dict[str, Any]:
+def _spec_fields(ctx: Context, gang: Gang, roles: list[_RoleGroup], queues: Queues) -> dict[str, Any] | None:
     """Fields shared by pending and running gangs."""
     priorities = sorted({p.priority for p in gang.pods})
     if len(priorities) > 1 and gang.priority is None and gang.obj is not None:
         ctx.warn(gang.obj, f"pods have priorities {priorities}; the highest is used")
     priority = gang.priority if gang.priority is not None else (priorities[-1] if priorities else 0)
     queue = gang.queue or next((q for q in map(queues.of_pod, gang.pods) if q), None)
+    built = [_role(ctx, gang, r) for r in roles]
+    if any(r is None for r in built):
+        return None  # reported; the import fails once every gang has been read
     return {
         "name": gang.name,
         "priority": priority,
-        "roles": [_role(r) for r in roles],
+        "roles": built,
         "min_members": max(gang.min_members, 1) if gang.min_members is not None else None,
         "max_members": _max_members(ctx, gang, sum(r.replicas for r in roles)),
         "topology": gang.topology,
@@ -104,16 +115,34 @@ def _max_members(ctx: Context, gang: Gang, total: int) -> int | None:
     return cap
 
 
-def _role(group: _RoleGroup) -> Role:
+_POD_FIELDS = {
+    "requests": ".containers",
+    "node_selector": ".nodeSelector",
+    "node_affinity": ".affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]",
+    "tolerations": ".tolerations",
+    "name": " (role name)",
+}
+"""Role field -> where it comes from in a pod's spec, for problems found only by the model."""
+
+
+def _role(ctx: Context, gang: Gang, group: _RoleGroup) -> Role | None:
     shape = group.shape
-    return Role(
+    if group.pods:
+        where = group.pods[0].src.path(".spec")
+    else:
+        where = gang.obj.path(".spec.podSets") if gang.obj is not None else f"gang {gang.name}"
+    return build(
+        ctx,
+        Role,
+        where,
+        _POD_FIELDS,
         name=group.name,
         replicas=group.replicas,
         min_replicas=group.minimum,
         requests=quantities(dict(shape.requests)),
         node_selector=dict(shape.node_selector),
-        node_affinity=[MatchExpression(key=k, operator=op, values=list(v)) for k, op, v in shape.affinity],
-        tolerations=[Toleration(key=k, operator=op, value=v, effect=e) for k, op, v, e in shape.tolerations],
+        node_affinity=[{"key": k, "operator": op, "values": list(v)} for k, op, v in shape.affinity],
+        tolerations=[{"key": k, "operator": op, "value": v, "effect": e} for k, op, v, e in shape.tolerations],
     )
 
 

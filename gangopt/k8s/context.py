@@ -7,13 +7,16 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from gangopt.errors import InputError, Problem
+from pydantic import BaseModel, ValidationError
+
+from gangopt.errors import InputError, Problem, json_path
 from gangopt.k8s.contract import ObjectRef
 from gangopt.quantities import format_quantity, parse_quantity
 
 Obj = dict[str, Any]
+M = TypeVar("M", bound=BaseModel)
 
 GPU_NAMES = {"nvidia.com/gpu": "gpu", "amd.com/gpu": "gpu"}
 
@@ -104,6 +107,21 @@ class Context:
             more = f" (and {len(who) - 1} more)" if len(who) > 1 else ""
             lines.append(f"{who[0]}{more}: {message}")
         return lines
+
+
+def build(ctx: Context, model: type[M], where: str, fields: dict[str, str], **values: Any) -> M | None:
+    """``model(**values)``, or None with every problem reported at the object field it came
+    from: ``where`` (an object path) plus ``fields[model field]`` (``labels`` of a Node is
+    ``.metadata.labels``), so that a value no reader checked (a taint key of 300 characters, a
+    control character in a label) is named where the user can find it."""
+    try:
+        return model(**values)
+    except ValidationError as error:
+        for err in error.errors(include_url=False):
+            loc = tuple(err["loc"])
+            head = fields.get(str(loc[0]), f".{loc[0]}") if loc else ""
+            ctx.error(where + head + json_path(loc[1:])[1:], str(err["msg"]).removeprefix("Value error, "))
+        return None
 
 
 def as_mapping(ctx: Context, value: Any, path: str) -> Obj:

@@ -54,6 +54,7 @@ class Gang:
     topology: TopologyRequest | None = None
     templates: list[_Template] = field(default_factory=list)
     created: float | None = None
+    gated: list[Pod] = field(default_factory=list)  # outside the quorum and the bindings, as every peer does
 
 
 class Gangs:
@@ -263,6 +264,9 @@ class Gangs:
         """Each pod to its gang (the first form that claims it), else a one-pod gang."""
         for pod in pods:
             gang, hint = self._gang_of(pod)
+            if pod.gated:
+                gang.gated.append(pod)
+                continue
             gang.pods.append(pod)
             if hint:
                 gang.hints[pod.name] = hint

@@ -17,13 +17,21 @@ from gangopt.k8s.nodes import has_pods_allocatable, read_node
 from gangopt.k8s.pods import PriorityClasses, check_bindings, read_pods, template_resources
 from gangopt.k8s.queues import Queues
 from gangopt.k8s.topology import read_topology
+from gangopt.parsing import guarded
 from gangopt.schema import Cluster, Policy, Round
 
 
 def import_documents(objects: list[dict[str, Any]], options: ImportOptions | None = None) -> Imported:
     """Map Kubernetes objects to a round. Deterministic: nodes, gangs and pods are sorted by
-    name, so the same objects (in any order, JSON or YAML) give the same round."""
-    options = options or ImportOptions()
+    name, so the same objects (in any order, JSON or YAML) give the same round.
+
+    Every model is built inside the parse boundary (:func:`gangopt.parsing.guarded`): a value
+    no reader checked (a taint key of 300 characters) is still an input error, not a 500."""
+    with guarded("imported round"):
+        return _import(objects, options or ImportOptions())
+
+
+def _import(objects: list[dict[str, Any]], options: ImportOptions) -> Imported:
     ctx = Context()
     sources = read_sources(ctx, objects)
     ctx.raise_problems()
@@ -42,10 +50,9 @@ def import_documents(objects: list[dict[str, Any]], options: ImportOptions | Non
     ctx.raise_problems()
     result = assemble(ctx, gangs, queues)
     policy = _policy(ctx, sources, options.policy)
-    cluster = Cluster(
-        topology_levels=[name for name, _ in topology.levels],
-        nodes=[n.build(topology.domains[n.name]) for n in sorted(nodes, key=lambda n: n.name)],
-    )
+    built = [n.build(ctx, topology.domains[n.name]) for n in sorted(nodes, key=lambda n: n.name)]
+    ctx.raise_problems()
+    cluster = Cluster(topology_levels=[name for name, _ in topology.levels], nodes=[n for n in built if n])
     try:
         rnd = Round(
             cluster=cluster,

@@ -68,7 +68,11 @@ def by_kind(ctx: Context, sources: list[Source]) -> dict[str, list[Source]]:
     out: dict[str, list[Source]] = defaultdict(list)
     for src in sources:
         groups = _KNOWN_GROUPS.get(src.kind)
-        if groups is None:
+        if src.kind == "ElasticQuota" and src.group == SP:
+            ctx.warn(
+                src, "ignored: scheduler-plugins ElasticQuota (capacity scheduling) is not mapped; no quota applies"
+            )
+        elif groups is None:
             reason = _IGNORED_KINDS.get(src.kind, f"kind {src.kind} ({src.api_version}) is not read by gangopt")
             ctx.warn(src, f"ignored: {reason}")
         elif src.group not in groups:

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gangopt.k8s.context import Context, Obj, Source, as_mapping, as_resources, as_sequence, quantities
-from gangopt.schema import Node, Taint
+from gangopt.k8s.context import Context, Obj, Source, as_mapping, as_resources, as_sequence, build, quantities
+from gangopt.schema import Node, Taint, node_name_problem
 
 ALWAYS_KEPT = ("cpu", "memory", "gpu")
+_NODE_FIELDS = {
+    "name": ".metadata.name",
+    "labels": ".metadata.labels",
+    "taints": ".spec.taints",
+    "capacity": ".status.allocatable",
+    "topology": ".metadata.labels (a topology label)",
+}
 
 
 @dataclass
@@ -19,8 +26,12 @@ class NodeInfo:
     taints: list[Taint]
     schedulable: bool
 
-    def build(self, topology: dict[str, str]) -> Node:
-        return Node(
+    def build(self, ctx: Context, topology: dict[str, str]) -> Node | None:
+        return build(
+            ctx,
+            Node,
+            self.src.path(""),
+            _NODE_FIELDS,
             name=self.name,
             capacity=quantities(self.capacity),
             labels=self.labels,
@@ -37,6 +48,9 @@ def has_pods_allocatable(src: Source) -> bool:
 
 
 def read_node(ctx: Context, src: Source, requested: set[str], pods_resource: bool) -> NodeInfo:
+    problem = node_name_problem(src.name)
+    if problem is not None:
+        ctx.error(src.path(".metadata.name"), problem)
     status = as_mapping(ctx, src.obj.get("status"), src.path(".status"))
     spec = as_mapping(ctx, src.obj.get("spec"), src.path(".spec"))
     field_name = "allocatable" if "allocatable" in status else "capacity"
@@ -68,5 +82,8 @@ def _taints(ctx: Context, src: Source, spec: Obj) -> list[Taint]:
         if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not taint.get("key"):
             ctx.error(src.path(f".spec.taints[{i}]"), f"a taint needs a key and a known effect, got {taint!r}")
             continue
-        out.append(Taint(key=str(taint["key"]), value=str(taint.get("value") or ""), effect=effect))
+        where = src.path(f".spec.taints[{i}]")
+        built = build(ctx, Taint, where, {}, key=str(taint["key"]), value=str(taint.get("value") or ""), effect=effect)
+        if built is not None:
+            out.append(built)
     return out

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gangopt.k8s.context import Context, Obj, Source, as_mapping, as_resources, as_sequence, string_map, timestamp
+from gangopt.k8s.kinds import KUEUE
 from gangopt.quantities import MILLI
 
 SYSTEM_PRIORITY = 1_000_000_000
@@ -61,6 +62,7 @@ class Pod:
     node: str | None
     created: float | None
     preemptible: bool
+    gated: bool = False  # unbound with spec.schedulingGates: the scheduler does not see it yet
 
     @property
     def name(self) -> str:
@@ -81,8 +83,21 @@ def read_pods(ctx: Context, sources: list[Source], priorities: PriorityClasses, 
             ctx.warn(src, f"phase {phase!r} read as {'Running' if node else 'Pending'}")
         shape = pod_shape(ctx, src, spec, pods_resource)
         priority = _pod_priority(ctx, src, spec, priorities)
-        out.append(Pod(src, shape, priority, node, timestamp(ctx, src), _preemptible(src, spec, priority)))
+        gated = node is None and _gated(spec)
+        out.append(Pod(src, shape, priority, node, timestamp(ctx, src), _preemptible(src, spec, priority), gated))
     return sorted(out, key=lambda p: (p.src.namespace, p.name))
+
+
+def _gated(spec: Obj) -> bool:
+    """Whether a gate other than Kueue's holds the pod back. Kueue's own gates
+    (``kueue.x-k8s.io/topology``) are lifted once Kueue places the workload, the decision gangopt
+    stands in for; any other gate (a quota controller, an operator) keeps the pod out of
+    scheduling, so every peer leaves it out of its gang's quorum."""
+    gates = spec.get("schedulingGates")
+    names = (
+        [str(g.get("name", "")) if isinstance(g, dict) else str(g) for g in gates] if isinstance(gates, list) else []
+    )
+    return any(not name.startswith(KUEUE) for name in names)
 
 
 def _pod_priority(ctx: Context, src: Source, spec: Obj, priorities: PriorityClasses) -> int:

@@ -88,6 +88,11 @@ class Queues:
         ignored = sorted(k for k in ("weight", "guarantee", "deserved", "reclaimable", "parent") if k in spec)
         if ignored:
             self.ctx.warn(src, f"{', '.join(ignored)} ignored (only capability is mapped)")
+        hierarchy = sorted(k for k in src.annotations if k in ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights"))
+        if hierarchy:
+            self.ctx.warn(
+                src, f"{', '.join(hierarchy)} ignored: hierarchical queues are not mapped (each queue stands alone)"
+            )
         self.queues[src.name] = Queue(name=src.name, nominal=quantities(capability))
 
     def local_queue(self, src: Source, namespace: str, name: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gangopt.errors import parse_model
+from gangopt.parsing import parse_model
 from gangopt.schema import Cluster, Node
 
 LEVELS: list[str] = ["zone", "block", "rack"]
@@ -112,9 +112,9 @@ def dump_cluster(cluster: Cluster) -> str:
     """Compact, deterministic JSON for a model file (one node per line keeps diffs readable)."""
     data = cluster.model_dump(mode="json", exclude_defaults=True)
     nodes = data.pop("nodes")
-    head = json.dumps(data, separators=(",", ":"))[:-1]
+    head = "".join(f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}," for k, v in data.items())
     lines = [json.dumps(n, separators=(",", ":"), sort_keys=True) for n in nodes]
-    return head + ',"nodes":[\n' + ",\n".join(lines) + "\n]}\n"
+    return "{" + head + '"nodes":[\n' + ",\n".join(lines) + "\n]}\n"  # a cluster without levels too
 
 
 # ----------------------------------------------------------------------------- synthesized racks

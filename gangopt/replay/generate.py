@@ -529,8 +529,8 @@ def dump_round(rnd: Round) -> str:
         return "[\n" + ",\n".join(json.dumps(v, separators=(",", ":")) for v in values) + "\n]"
 
     parts = [f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}" for k, v in data.items()]
-    head = json.dumps(cluster, separators=(",", ":"))[:-1]
-    parts.append(f'"cluster":{head},"nodes":{items(nodes)}}}')
+    head = "".join(f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}," for k, v in cluster.items())
+    parts.append(f'"cluster":{{{head}"nodes":{items(nodes)}}}')  # no levels: no stray comma
     parts += [f"{json.dumps(k)}:{items(v)}" for k, v in lists.items()]
     parts.append(f'"policy":{json.dumps(policy, separators=(",", ":"))}')
     return "{\n" + ",\n".join(parts) + "\n}\n"

@@ -36,7 +36,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gangopt.errors import InputError, Problem, parse_json_text
+from gangopt.errors import InputError, Problem
+from gangopt.parsing import parse_json
 from gangopt.schema import GangSpec, Role
 
 # ----------------------------------------------------------------------------- models
@@ -104,7 +105,7 @@ def load_workload(path: str | Path) -> Workload:
         raise InputError(
             [Problem("$", f"cannot read {source}: not UTF-8 text ({error.reason})")], str(source)
         ) from None
-    return parse_json_text(Workload, text, str(source))
+    return parse_json(Workload, text, str(source))
 
 
 def dump_workload(workload: Workload) -> str:

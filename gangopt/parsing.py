@@ -1,0 +1,147 @@
+"""The one parse boundary: bytes or text in, a validated model (or a list of manifests) out,
+and every failure on the way an :class:`~gangopt.errors.InputError` with a JSON path.
+
+The CLI (:mod:`gangopt.io`), the service (:mod:`gangopt.service`) and the Kubernetes import
+(:mod:`gangopt.k8s.documents`) all come through here, so a bad input gets the same answer
+everywhere: exit code 2 or HTTP 422, ``$.path: message``, never a traceback. Before this
+module, six kinds of bad input escaped as 500s or exit 1 (issue 14): ``RecursionError`` from
+JSON nested 10,000 deep, ``decimal.InvalidOperation``/``decimal.Overflow`` from ``NaN`` or
+``"1e999999999"`` quantities, ``OverflowError`` from a weight of 1e308, ``UnicodeDecodeError``
+from a Latin-1 file, and pydantic's own messages from models built outside this boundary.
+
+What is refused, and why, is listed in ``docs/limits.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gangopt.errors import InputError, Problem, problems_from_validation
+from gangopt.strict_json import JSONProblem, loads
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+"""Largest file the CLI reads (the service has its own ``--max-body-mb``, 32 MB by default):
+the XL benchmark round is about 12 MB, and parsing costs about 20 bytes of memory per byte."""
+
+MAX_CONTAINERS_PER_KB = 160
+"""JSON objects and arrays per kilobyte of input at most (counted as ``{`` and ``[`` bytes, before
+parsing, in C). Each costs 56-64 bytes as a Python dict or list and several hundred as a
+pydantic model, so a body of nothing but ``{},`` (one container per 3 bytes) grows about 170-fold
+in memory; real rounds have about 20 per KB (scale-M: 17), manifests fewer."""
+
+MAX_PROBLEMS = 100
+"""Problems reported per input: a 100,000-node round with the same mistake on every node does
+not need 100,000 lines (or a 100,000-item 422 body) to be understood."""
+
+
+def decode(data: bytes | str, source: str) -> str:
+    """UTF-8 text (a leading BOM dropped), or an error naming the first bad byte."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputError(
+            [Problem("$", f"not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start}")], source
+        ) from None
+
+
+def check_size(text: str, limit: int, source: str) -> None:
+    """Refuse ``text`` longer than ``limit`` bytes (as UTF-8) or denser in objects and arrays
+    than real input, before anything is built from it."""
+    if len(text) > limit:
+        raise InputError([Problem("$", f"the input has {len(text):,} characters; the most read is {limit:,}")], source)
+    containers = text.count("{") + text.count("[")
+    allowed = 1000 + len(text) * MAX_CONTAINERS_PER_KB // 1024
+    if containers > allowed:
+        raise InputError(
+            [
+                Problem(
+                    "$",
+                    f"{containers:,} objects and arrays in {len(text):,} bytes: more than {MAX_CONTAINERS_PER_KB} "
+                    "per KB, far denser than any real input (see docs/limits.md)",
+                )
+            ],
+            source,
+        )
+
+
+def load_json(text: str, source: str) -> Any:
+    """Strict JSON (:mod:`gangopt.strict_json`) with every refusal as a path-named problem."""
+    try:
+        return loads(text)
+    except json.JSONDecodeError as error:
+        message = f"malformed JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        raise InputError([Problem("$", message)], source) from None
+    except JSONProblem as error:
+        raise InputError([Problem(error.path, error.message)], source) from None
+    except RecursionError:
+        raise InputError([Problem("$", _DEEP)], source) from None
+    except ValueError as error:  # e.g. Python's own int-string limit
+        raise InputError([Problem("$", f"malformed JSON: {error}")], source) from None
+
+
+_DEEP = "nested too deeply (JSON and YAML input may nest about 100 levels; rounds need 7)"
+
+
+def parse_model(model: type[M], data: Any, source: str = "input") -> M:
+    """Validate parsed JSON as ``model`` (strict: see ``gangopt.schema._Model``)."""
+    with guarded(source):
+        return model.model_validate(data)
+
+
+def parse_json(
+    model: type[M],
+    data: bytes | str,
+    source: str = "input",
+    limit: int = MAX_INPUT_BYTES,
+    precheck: Callable[[Any], None] | None = None,
+) -> M:
+    """Bytes or text to ``model``: decode, size and density check, strict JSON, ``precheck`` of
+    the parsed data (counts that refuse a round before any model exists), then validation.
+
+    The strict parse is only a check: its objects are dropped before pydantic validates the
+    text itself (``model_validate_json``), so the parsed dicts and the models never coexist;
+    that halves the peak (a 3.9 MB round of 100,000 nodes: 38x its size in memory with
+    ``model_validate`` of the dicts, 25x this way)."""
+    text = decode(data, source)
+    check_size(text, limit, source)
+    parsed = load_json(text, source)
+    if precheck is not None:
+        precheck(parsed)
+    del parsed
+    with guarded(source):
+        return model.model_validate_json(text)
+
+
+@contextmanager
+def guarded(source: str) -> Iterator[None]:
+    """Turn what a bad input can raise below this point into an :class:`InputError`: pydantic's
+    errors with their paths, and the arithmetic and recursion errors no field check foresaw
+    (at ``$``, since their place is not known)."""
+    try:
+        yield
+    except InputError as error:
+        raise InputError(_capped(error.problems), error.source) from None
+    except ValidationError as error:
+        raise InputError(_capped(problems_from_validation(error)), source) from None
+    except RecursionError:
+        raise InputError([Problem("$", _DEEP)], source) from None
+    except ArithmeticError as error:
+        raise InputError([Problem("$", f"a number is out of range ({type(error).__name__})")], source) from None
+    except UnicodeError as error:
+        raise InputError([Problem("$", f"not valid text: {error}")], source) from None
+
+
+def _capped(problems: list[Problem]) -> list[Problem]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    more = len(problems) - MAX_PROBLEMS
+    return [*problems[:MAX_PROBLEMS], Problem("$", f"... and {more:,} more problems")]
