@@ -84,6 +84,9 @@ FAIL_FAST = True
 """The long lists (nodes, gangs, queues, pods) stop at their first bad item: a 3 MB round with
 the same mistake on 60,000 nodes cost 383 MB of error objects (125x its size) when every item
 was checked; the problems of that first item are all reported."""
+MAX_PLACEMENTS = 10_000_000
+"""New pods a plan (an input of ``validate`` and ``explain``) may place: every pending gang at its
+maximum stays far below; a bound keeps a plan file from being a memory bomb."""
 MAX_COUNT = 10_000_000
 """Member counts (``min_members``, ``max_members``, ``slice_size``): above every total of pods."""
 
@@ -595,11 +598,13 @@ class Plan(_Model):
         "all in GPU-equivalents) to the sum of their proven bounds, divided by the total value: "
         "0 = proven optimal. Per-part bounds are in score. Null when no bound is known.",
     )
-    admitted: list[str] = Field(default_factory=list, description="Pending gangs started by this plan.")
-    placements: list[Placement] = Field(default_factory=list)
-    preemptions: list[Preemption] = Field(default_factory=list)
-    resizes: list[Resize] = Field(default_factory=list)
-    waiting: list[Waiting] = Field(default_factory=list)
+    admitted: list[str] = Field(
+        default_factory=list, max_length=MAX_GANGS, description="Pending gangs started by this plan."
+    )
+    placements: list[Placement] = Field(default_factory=list, max_length=MAX_PLACEMENTS, fail_fast=FAIL_FAST)
+    preemptions: list[Preemption] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
+    resizes: list[Resize] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
+    waiting: list[Waiting] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
     stats: Stats = Field(default_factory=Stats)
 
 

@@ -267,8 +267,9 @@ def test_sigterm_cancels_the_queue_and_drains_within_the_time_limit(tmp_path: Pa
         clients = [threading.Thread(target=post) for _ in range(5)]
         for t in clients:
             t.start()
-            time.sleep(0.05)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 20
+        while _metric(base, "gangopt_queue_depth") < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)  # one solve running, four queued
         proc.send_signal(signal.SIGTERM)
         stopped = time.perf_counter()
         for t in clients:
