@@ -180,3 +180,34 @@ def test_a_cpsat_child_that_dies_early_is_reported_as_died_not_as_timed_out(monk
     assert "limit" not in plan.message
     assert plan.stats.total_seconds < 20  # answered when the child died, not at the limit
     assert gangopt.validate(rnd, plan) == []
+
+
+def test_the_cpsat_child_closes_the_descriptors_it_inherited(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A server's sockets must not stay open in the search child (issue 14)."""
+    import os
+    import socket
+
+    import gangopt.solvers.cpsat as cpsat
+    from tests.solvers.test_cpsat import busy_round
+
+    listing = tmp_path / "fds"
+
+    def record(*args: object) -> None:
+        listing.write_text(" ".join(os.listdir("/proc/self/fd")))
+        os._exit(0)
+
+    monkeypatch.setattr(cpsat, "_search", record)
+    monkeypatch.setattr(cpsat, "IN_PROCESS_VARIABLES", 0)
+    left, right = socket.socketpair()
+    try:
+        plan = gangopt.solve(busy_round(nodes=16, gangs=8, time_limit=30.0))
+    finally:
+        held = {left.fileno(), right.fileno()}
+        left.close()
+        right.close()
+    assert plan.status == Status.FALLBACK
+    open_in_child = {int(fd) for fd in listing.read_text().split()}
+    assert not held & open_in_child, (held, open_in_child)
+    assert len(open_in_child - {0, 1, 2}) <= 2  # the answer pipe (and listdir's own descriptor)

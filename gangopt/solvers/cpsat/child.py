@@ -7,7 +7,8 @@ greedy plan without copying them; it sends back a :class:`~gangopt.result.Result
 without the prefiltered round (the parent has its own). Meanwhile the parent finishes the
 greedy fallback on the second core (annotated and validated), so a kill costs no time after
 the deadline. The child asks the kernel to kill it if the parent dies (``PR_SET_PDEATHSIG``):
-a SIGKILLed parent leaves no orphan searching on.
+a SIGKILLed parent leaves no orphan searching on; and it closes the descriptors it inherited
+(a server's sockets) but its answer pipe.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def _child_main(search: Search, sender: Connection, parent: int) -> None:
     """Entry point of the solving child: send ("result", Result) or ("error", text), then exit."""
     try:
         _die_with_parent(parent)
+        _close_inherited(keep=sender.fileno())
         result = search()
         sender.send(("result", Result(plan=result.plan, stats=result.stats, score=result.score, proven=result.proven)))
     except BaseException as error:
@@ -97,6 +99,16 @@ def _child_main(search: Search, sender: Connection, parent: int) -> None:
 
 
 PR_SET_PDEATHSIG = 1
+
+
+def _close_inherited(keep: int) -> None:
+    """Close every descriptor the fork inherited except stdio and ``keep`` (the answer pipe).
+
+    In the service, the child would otherwise hold the server's sockets: a connection the
+    server closed sent no FIN until the search ended (issue 14's disconnect tests found it)."""
+    top = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024
+    os.closerange(3, keep)
+    os.closerange(keep + 1, max(keep + 1, top))
 
 
 def _die_with_parent(parent: int) -> None:
