@@ -111,6 +111,15 @@ def value(terms: Iterable[tuple[cp_model.IntVar, int]], solution: Solution) -> i
     return sum(c * solution[v.index] for v, c in terms)
 
 
+def lexicographic(enc: Encoding, step: int = 10_000) -> list[tuple[cp_model.IntVar, int]]:
+    """The tiers (higher priorities weigh ``step`` times more than the next) then the
+    secondary terms, as one objective: enough for the tiny rounds of these tests."""
+    out = [(v, c) for v, c in enc.secondary]
+    for rank, priority in enumerate(sorted(enc.tiers), start=1):
+        out += [(v, c * step**rank) for v, c in enc.tiers[priority]]
+    return out
+
+
 def values_of(enc: Encoding, solution: Solution) -> ClassValues:
     """The class-level decisions in a full solution of the model."""
     return ClassValues(
