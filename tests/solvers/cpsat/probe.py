@@ -6,14 +6,16 @@ Every probe works on a clone of ``enc.model``, so one encoding can be asked seve
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Mapping
 
 from ortools.sat.python import cp_model
 
 from gangopt.prefilter import RoleKey, prefilter
-from gangopt.schema import Plan, Round, Status
+from gangopt.schema import Plan, Round, RunningGang, Status
 from gangopt.solvers.cpsat.encoding import Encoding, encode
 from gangopt.solvers.cpsat.expansion import ClassValues, Decision, expand, to_plan_parts
+from tests.builders import cluster, make_round, pending, running
 
 Pick = Callable[[cp_model.IntVar], cp_model.IntVar]
 """Maps a variable of ``enc.model`` to the same variable in the probe's clone."""
@@ -146,3 +148,32 @@ def plan_from(rnd: Round, decision: Decision) -> Plan:
         preemptions=preemptions,
         resizes=resizes,
     )
+
+
+def busy_round(seed: int, nodes: int = 16, work_limit: float | None = None) -> Round:
+    """8-GPU nodes half full of low-priority work (some elastic), and a queue over three priorities."""
+    rng = random.Random(seed)
+    cl = cluster(nodes, gpus=8, racks=nodes // 4)
+    runs: list[RunningGang] = []
+    for j in range(nodes // 2):
+        size = rng.choice([2, 4])
+        spot = f"n{rng.randrange(nodes)}"
+        if sum(r.roles[0].requests["gpu"] for r in runs if r.pods[0].node == spot) + size * 1000 > 8000:
+            continue
+        runs.append(
+            running(
+                f"run{j}", [spot], gpu=size, replicas=rng.choice([1, 2]), min_replicas=1, priority=rng.choice([0, 1])
+            )
+        )
+    jobs = [
+        pending(
+            f"job{i}",
+            rng.choice([1, 2, 4]),
+            rng.choice([2, 4, 8]),
+            priority=rng.choice([0, 1, 2]),
+            submit_time=rng.randrange(3600),
+            required="rack" if rng.random() < 0.3 else None,
+        )
+        for i in range(nodes)
+    ]
+    return make_round(cl, running=runs, pending=jobs, now=3600, work_limit=work_limit)

@@ -8,20 +8,19 @@ a stage each part's weight exceeds everything the later parts can add.
 from __future__ import annotations
 
 import itertools
-import random
 import time
 
 import pytest
 
 from gangopt.objective import SCALE
-from gangopt.schema import Round, RunningGang
+from gangopt.schema import Round
 from gangopt.solvers.cpsat import stages as stages_module
 from gangopt.solvers.cpsat.encoding import Encoding, Terms
 from gangopt.solvers.cpsat.hints import warm_start
 from gangopt.solvers.cpsat.stages import STAGE_LIMIT, Part, Stage, plan_stages, proven_bounds, run_stages
 from gangopt.solvers.greedy import greedy
 from tests.builders import cluster, make_round, pending, running
-from tests.solvers.cpsat.probe import encoding_of, value
+from tests.solvers.cpsat.probe import busy_round, encoding_of, value
 
 
 def terms_of(enc: Encoding, part: Part) -> Terms:
@@ -103,35 +102,6 @@ def test_every_stage_is_lexicographic_and_within_the_limit() -> None:
         for r in reversed(merged):
             total += (total + 1) * r
         assert total > STAGE_LIMIT
-
-
-def busy_round(seed: int, nodes: int = 16, work_limit: float | None = None) -> Round:
-    """8-GPU nodes half full of low-priority work (some elastic), and a queue over three priorities."""
-    rng = random.Random(seed)
-    cl = cluster(nodes, gpus=8, racks=nodes // 4)
-    runs: list[RunningGang] = []
-    for j in range(nodes // 2):
-        size = rng.choice([2, 4])
-        spot = f"n{rng.randrange(nodes)}"
-        if sum(r.roles[0].requests["gpu"] for r in runs if r.pods[0].node == spot) + size * 1000 > 8000:
-            continue
-        runs.append(
-            running(
-                f"run{j}", [spot], gpu=size, replicas=rng.choice([1, 2]), min_replicas=1, priority=rng.choice([0, 1])
-            )
-        )
-    jobs = [
-        pending(
-            f"job{i}",
-            rng.choice([1, 2, 4]),
-            rng.choice([2, 4, 8]),
-            priority=rng.choice([0, 1, 2]),
-            submit_time=rng.randrange(3600),
-            required="rack" if rng.random() < 0.3 else None,
-        )
-        for i in range(nodes)
-    ]
-    return make_round(cl, running=runs, pending=jobs, now=3600, work_limit=work_limit)
 
 
 def part_values(enc: Encoding, staged: list[Stage], solution: list[int]) -> list[int]:
