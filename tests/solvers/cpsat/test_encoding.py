@@ -20,6 +20,7 @@ from tests.solvers.cpsat.probe import (
     class_of,
     encoding_of,
     feasible,
+    lexicographic,
     plan_of,
     solve,
     total_at_least,
@@ -58,15 +59,19 @@ def test_capacity_of_a_one_node_class_is_exact_per_resource() -> None:
 
 
 def test_capacity_of_a_class_of_one_shape_counts_pods_per_node() -> None:
-    """Capacity, one shape, no candidates: Σ_r x_{r,k} ≤ n_k · ⌊F_k / a⌋ — three 6-GPU pods on
-    two idle 8-GPU nodes: two fit (one per node), three do not (18 GPUs ≤ 16 fails anyway,
-    but so would 3 x 5 = 15 on the aggregate: see the 5-GPU case)."""
-    rnd = make_round(cluster(2, gpus=8), pending=[pending(f"g{i}", gpu=5) for i in range(3)])
+    """Capacity, one shape, no candidates: Σ_r x_{r,k} ≤ n_k · ⌊F_k / a⌋ — two 8-GPU nodes with
+    7 GPUs free each (a fixed 1-GPU pod on each, so the class is not idle and no opened-node
+    row helps): three 4-GPU pods need 12 of the 14 free GPUs, but one pod per node fits."""
+    rnd = make_round(
+        cluster(2, gpus=8),
+        running=[running("fixed", ["n0", "n1"], gpu=1, preemptible=False)],
+        pending=[pending(f"g{i}", gpu=4) for i in range(3)],
+    )
     enc = encoding_of(rnd)
-    assert len(enc.classes) == 1 and enc.classes[0].cls.size == 2
+    assert len(enc.classes) == 1 and enc.classes[0].cls.size == 2 and not enc.classes[0].cls.idle
     assert not enc.classes[0].patterns  # one shape: the plain count row
     assert feasible(enc, admit(enc, 0, 1))
-    assert not feasible(enc, admit(enc, 0, 1, 2))  # 15 GPUs <= 16, but one 5-GPU pod per node
+    assert not feasible(enc, admit(enc, 0, 1, 2))
 
 
 def test_packing_patterns_refuse_what_fits_in_total_but_on_no_node() -> None:
@@ -384,6 +389,39 @@ def test_nodes_freed_by_an_eviction_take_new_pods_of_higher_priority_only() -> N
     assert feasible(enc, {enc.alive[0]: 0, h_on_v: 1, s_idle: 1})
 
 
+def test_a_victims_node_no_higher_gang_can_use_is_not_freed_for_lower_ones() -> None:
+    """Rule 5 on a class where no strictly higher pod may land (no helper there): v keeps
+    all its pods on it while alive, and once v is evicted (for ``h`` on n0) its pod's node n1
+    takes no new pod of v's priority or lower (Σ x_low,k ≤ ub · alive_v)."""
+    rnd = make_round(
+        cluster(2, gpus=8, labels={"n0": {"pool": "h"}}),
+        running=[running("v", ["n0", "n1"], gpu=8, priority=0)],
+        pending=[pending("h", gpu=8, priority=5, selector={"pool": "h"}), pending("s", gpu=8, priority=0)],
+    )
+    enc = encoding_of(rnd)
+    n0, n1 = class_of(enc, "n0"), class_of(enc, "n1")
+    assert n0 != n1 and x_on(enc, "pending", 0, n1) is None
+    s_on_n1 = x_on(enc, "pending", 1, n1)
+    assert s_on_n1 is not None
+    assert feasible(enc, {enc.alive[0]: 0, enc.y[0]: 1, enc.y[1]: 0})
+    assert not feasible(enc, {enc.alive[0]: 0, enc.y[0]: 1, s_on_n1: 1})
+
+
+def test_a_running_gang_keeps_its_gang_wide_minimum() -> None:
+    """Running gang v: Σ members ≥ min_v · alive_v — two roles of 2 pods (role minimum 1 each)
+    and min_members 3: keeping one pod of each is refused, keeping three is allowed."""
+    roles = [role("a", 2, gpu=4, min_replicas=1), role("b", 2, gpu=4, min_replicas=1)]
+    rnd = make_round(
+        cluster(2, gpus=8),
+        running=[running("v", {"a": ["n0", "n1"], "b": ["n0", "n1"]}, roles=roles, min_members=3)],
+        pending=[pending("h", replicas=2, min_replicas=1, gpu=4, priority=5)],
+    )
+    enc = encoding_of(rnd)
+    kept = [var for _, _, var in enc.kept_of_gang[0]]
+    assert feasible(enc, {enc.alive[0]: 1, enc.y[0]: 1}, total_equal(kept, 3))
+    assert not feasible(enc, {enc.alive[0]: 1}, total_equal(kept, 2))
+
+
 def test_nodes_where_a_victim_shrinks_take_new_pods_of_higher_priority_only() -> None:
     """Rule 5 (node form, shrink): the ``loses_{v,k}`` literal — an elastic victim (4 x 2 GPUs,
     minimum 2) shrunk by two pods on its node: a priority-5 gang may use the room, a priority-0
@@ -428,6 +466,26 @@ def test_a_running_elastic_gang_grows_within_its_replicas_and_the_free_room() ->
     assert not feasible(enc, constrain=total_at_least(grow, 5))
 
 
+def test_a_gang_does_not_shrink_on_one_class_and_grow_on_another() -> None:
+    """Grow or shrink, across classes: an elastic candidate on n0 and n1 that gives n0's pod
+    up for ``h`` may not grow onto the idle n2 in the same round (that would move a pod);
+    growing there while keeping both pods, or shrinking alone, is allowed."""
+    rnd = make_round(
+        cluster(3, gpus=8, labels={"n0": {"pool": "h"}, "n1": {"pool": "h"}}),
+        running=[running("e", ["n0", "n1"], gpu=4, replicas=4, min_replicas=1, priority=0)],
+        pending=[pending("h", gpu=8, priority=5, selector={"pool": "h"})],
+    )
+    enc = encoding_of(rnd)
+    hosts, idle = class_of(enc, "n0"), class_of(enc, "n2")
+    assert hosts != idle
+    kept = enc.kept[(0, "worker", hosts)]
+    grow = x_on(enc, "running", 0, idle)
+    assert grow is not None
+    assert feasible(enc, {enc.alive[0]: 1, enc.y[0]: 1, kept: 1})
+    assert feasible(enc, {enc.alive[0]: 1, kept: 2, grow: 2})
+    assert not feasible(enc, {enc.alive[0]: 1, enc.y[0]: 1, kept: 1, grow: 1})
+
+
 def test_a_gang_that_grows_keeps_every_pod() -> None:
     """Grow or shrink: a candidate gang that gains pods keeps all its pods (no pod moves) — an
     elastic candidate on two nodes may shrink on one or grow, not both at once."""
@@ -449,35 +507,59 @@ def test_a_gang_that_grows_keeps_every_pod() -> None:
 
 
 def objective_round() -> Round:
-    """Preemption, growth, an elastic pending gang and two priorities on three nodes."""
+    """Preemption (a 3-pod victim, so its whole-gang cost is not 3 x its per-pod cost), growth,
+    an elastic pending gang, a preferred rack and idle nodes, over two priorities."""
     return make_round(
-        cluster(3, gpus=8),
+        cluster(4, gpus=8, racks=2),
         running=[
-            running("low", ["n0", "n0"], gpu=4, priority=0, preemption_cost=2.0),
+            running("low", ["n0"] * 3, gpu=2, priority=0, preemption_cost=2.0),
             running("grow", ["n1"], gpu=2, replicas=3, min_replicas=1, priority=5),
+            running("shrinks", ["n2"] * 3, gpu=2, min_replicas=1, priority=0, preemption_cost=1.5),
         ],
         pending=[
             pending("high", replicas=2, gpu=4, priority=5, submit_time=0),
+            pending("spread", replicas=2, gpu=4, preferred="rack", priority=0, submit_time=5),
             pending("elastic", replicas=4, gpu=2, min_replicas=2, priority=0, submit_time=10),
         ],
         now=3600,
     )
 
 
-@pytest.mark.parametrize("evict", [False, True])
-def test_the_tier_and_secondary_terms_equal_the_score_of_the_decoded_plan(evict: bool) -> None:
+def forced(enc: Encoding, case: str) -> dict[cp_model.IntVar, int]:
+    """The decision each objective case forces (by running gang name)."""
+    names = [g.name for g in enc.pre.rnd.running]
+    low, shrinks = names.index("low"), names.index("shrinks")
+    if case == "evict":
+        return {enc.alive[low]: 0}
+    kept = enc.kept[(shrinks, "worker", class_of(enc, "n2"))]
+    if case == "shrink":
+        return {enc.alive[low]: 1, enc.alive[shrinks]: 1, kept: 1}
+    return {enc.alive[low]: 1, enc.alive[shrinks]: 1, kept: 3}
+
+
+@pytest.mark.parametrize("case", ["keep", "evict", "shrink", "spread"])
+def test_the_tier_and_secondary_terms_equal_the_score_of_the_decoded_plan(case: str) -> None:
     """Objective: each tier's terms (plus its constant) and the secondary terms (plus their
     constant), divided by SCALE, equal ``objective.score`` of the plan the solution stands for;
-    checked at the best plan with and without the eviction."""
+    checked at the best plan keeping every running gang, evicting one, shrinking one, and with
+    the preferred-rack gang split over both racks."""
     rnd = objective_round()
     enc = encoding_of(rnd)
-    low = next(gi for gi, g in enumerate(rnd.running) if g.name == "low")
-    assert low in enc.alive
-    weights = [(v, 1000 * c) for terms in enc.tiers.values() for v, c in terms] + enc.secondary
-    solution = solve(enc, {enc.alive[low]: 0 if evict else 1}, maximize=weights)
+    fix = forced(enc, case)
+    constrain = None
+    if case == "spread":
+        spread = next(gi for gi in enc.y if rnd.pending[gi].name == "spread")
+        by_rack: dict[str, list[cp_model.IntVar]] = {"r0": [], "r1": []}
+        for (key, k), var in enc.x.items():
+            if key.kind == "pending" and key.gang == spread:
+                by_rack[enc.classes[k].cls.domains["rack"]].append(var)
+        fix[enc.y[spread]] = 1
+        constrain = both(total_equal(by_rack["r0"], 1), total_equal(by_rack["r1"], 1))
+    solution = solve(enc, fix, constrain, maximize=lexicographic(enc))
     assert solution is not None
     plan = plan_of(enc, solution)
-    assert bool(plan.preemptions) is evict
+    kinds = {p.kind for p in plan.preemptions}
+    assert kinds == {"evict": {"evict"}, "shrink": {"shrink"}}.get(case, set())
     s = score(rnd, plan)
     for tier in s.tiers:
         model_value = value(enc.tiers.get(tier.priority, []), solution) + enc.tier_constant.get(tier.priority, 0)
