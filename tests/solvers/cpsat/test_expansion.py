@@ -17,7 +17,7 @@ from gangopt.result import Result
 from gangopt.schema import Plan, Round, Status
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve
 from tests.builders import cluster, make_round, pending, queue, role, running
-from tests.solvers.cpsat.probe import encoding_of, lexicographic, plan_from, plan_of, solve, values_of
+from tests.solvers.cpsat.probe import class_of, encoding_of, lexicographic, plan_from, plan_of, solve, values_of, x_on
 
 
 def violations(rnd: Round, plan: Plan) -> list[str]:
@@ -266,3 +266,48 @@ def test_the_door_does_not_fall_back_on_a_round_the_reprieve_repairs() -> None:
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     assert plan.status != Status.FALLBACK, plan.message
+
+
+def shrink_beside_an_eviction_round() -> Round:
+    """Two 8-GPU nodes n0, n1 each hold one pod of ``v`` (elastic, minimum 1) and one of ``w``
+    (rigid), 4 GPUs each: one class of two nodes, with patterns over shapes 8 and 1. n2 is
+    idle. Queue q (8 GPUs) already uses 16; ``h`` (1 GPU) and ``g`` (8 GPUs) wait at priority 5."""
+    return make_round(
+        cluster(3, gpus=8),
+        queues=[queue("q", gpu=8)],
+        running=[
+            running("v", ["n0", "n1"], gpu=4, min_replicas=1, queue="q"),
+            running("w", ["n0", "n1"], gpu=4, queue="q"),
+        ],
+        pending=[pending("h", gpu=1, priority=5, queue="q"), pending("g", gpu=8, priority=5, queue="q")],
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="BUG (encoding/expansion): the beneficiary row of a shrink is per class ('victim_v <= "
+    "sum of higher x on classes where v runs'), but on a multi-node pattern class the node where "
+    "v loses its pod may be given a pattern with no slot for the beneficiary's shape; expansion "
+    "then puts the beneficiary on the class's other node, and when quota keeps v's pod from "
+    "coming back the plan breaks rule 5 ('none of h has a new pod on its nodes n0')",
+)
+def test_every_model_solution_expands_to_a_valid_plan_after_the_reprieve() -> None:
+    """A solution the model accepts: w evicted, v shrunk by one pod, h (1 GPU) on the class of
+    n0/n1, g on n2; the losing node n0 takes the pattern "one 8-GPU slot" (left empty), n1 the
+    pattern "v kept, four 1-GPU slots". Expanded and repaired, it must be a valid plan."""
+    rnd = shrink_beside_an_eviction_round()
+    enc = encoding_of(rnd)
+    shared, idle = class_of(enc, "n0"), class_of(enc, "n2")
+    cm = enc.classes[shared]
+    assert cm.shapes == [(8000,), (1000,)] and cm.entries == [(0, "worker"), (1, "worker")]
+    x_h, x_g = x_on(enc, "pending", 0, shared), x_on(enc, "pending", 1, idle)
+    assert x_h is not None and x_g is not None
+    fix = {enc.alive[0]: 1, enc.kept[(0, "worker", shared)]: 1, enc.alive[1]: 0, x_h: 1, x_g: 1}
+    for pattern, z in zip(cm.patterns, cm.z, strict=True):
+        if (pattern.kept, pattern.slots) in (((0, 0), (1, 0)), ((1, 0), (0, 4))):
+            fix[z] = 1
+    solution = solve(enc, fix)
+    assert solution is not None, "the model accepts this solution"
+    repaired = reprieve(rnd, expand(enc.pre, enc.classes, values_of(enc, solution)))
+    assert violations(rnd, plan_from(rnd, repaired)) == []
