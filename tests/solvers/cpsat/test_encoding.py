@@ -90,6 +90,34 @@ def test_packing_patterns_refuse_what_fits_in_total_but_on_no_node() -> None:
         assert sum(solution[z.index] for z in cm.z) == cm.cls.size  # Σ_p z_{k,p} = n_k
 
 
+def test_capacity_on_a_class_sees_every_resource_that_can_bind() -> None:
+    """Shapes that bind (docs/design.md, "Time limit, large rounds"): a resource is left out of a
+    class's shapes only when no pod asks more of it per GPU than the class has per GPU — two
+    nodes of 8 GPUs and 16 CPUs: 1-GPU pods asking 8 CPUs fit two per node (four, not five,
+    though GPUs would take sixteen); pods asking 1 CPU per GPU are counted by GPUs alone."""
+    cpu_bound = make_round(
+        cluster(2, gpus=8, cpu=16),
+        pending=[pending("many", replicas=5, min_replicas=1, gpu=1, cpu=8), pending("two", replicas=2, gpu=2, cpu=2)],
+    )
+    enc = encoding_of(cpu_bound)
+    (cm,) = enc.classes
+    assert cm.dims == [0, 1]
+    many = x_of(enc, "pending", 0)
+    assert feasible(enc, {enc.y[0]: 1, enc.y[1]: 0}, total_equal(many, 4))
+    assert not feasible(enc, {enc.y[0]: 1}, total_equal(many, 5))
+
+    gpu_bound = make_round(
+        cluster(2, gpus=8, cpu=16),
+        pending=[pending("many", replicas=16, min_replicas=1, gpu=1, cpu=1), pending("two", replicas=2, gpu=2, cpu=2)],
+    )
+    enc = encoding_of(gpu_bound)
+    (cm,) = enc.classes
+    assert cm.dims == [0]
+    many = x_of(enc, "pending", 0)
+    assert feasible(enc, {enc.y[0]: 1, enc.y[1]: 0}, total_equal(many, 16))
+    assert not feasible(enc, {enc.y[0]: 1, enc.y[1]: 1}, total_at_least(many, 13))
+
+
 def test_patterns_count_kept_candidate_pods_per_node() -> None:
     """Patterns with candidates: kept_{v,r,k} = Σ_p keep_{p,v,r} z_{k,p} — an elastic victim with
     one 4-GPU pod on each of two nodes may keep both only if a new 8-GPU pod finds no room;
