@@ -24,7 +24,7 @@ MAX_INT_DIGITS = 30
 
 
 class JSONProblem(ValueError):
-    """Strict JSON refused: ``path`` is a JSON path when known (duplicate keys), else ``$``."""
+    """Strict JSON refused: ``path`` is the JSON path of the offending key or value."""
 
     def __init__(self, path: str, message: str) -> None:
         super().__init__(message)
@@ -83,7 +83,7 @@ def loads(text: str) -> Any:
         return _DECODER.decode(text)
     except _NonFinite as error:
         where = _locate(text, error.literal)
-        raise JSONProblem("$", f"{error.literal} {error.what}{where}") from None
+        raise JSONProblem(_refused_path(text), f"{error.literal} {error.what}{where}") from None
     except _Duplicate as error:
         raise JSONProblem(_duplicate_path(text), f"duplicate key {error.key!r}") from None
 
@@ -97,6 +97,37 @@ def _locate(text: str, literal: str) -> str:
     line = text.count("\n", 0, match.start()) + 1
     column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
     return f" at line {line} column {column}"
+
+
+class _Refused:
+    """Stands for a literal strict JSON refuses, in the second parse that finds its path."""
+
+
+_REFUSED = _Refused()
+
+
+def _refused_path(text: str) -> str:
+    """The JSON path of the first refused literal (NaN, an infinite or over-long number; only
+    run once one is known), so the error names the field like every other input problem."""
+
+    def number(literal: str) -> Any:
+        value = float(literal)
+        return value if math.isfinite(value) else _REFUSED
+
+    def integer(literal: str) -> Any:
+        return _REFUSED if len(literal.lstrip("-")) > MAX_INT_DIGITS else 0
+
+    decoder = json.JSONDecoder(parse_constant=lambda _: _REFUSED, parse_float=number, parse_int=integer)
+    stack: list[tuple[str, Any]] = [("$", decoder.decode(text))]
+    while stack:
+        path, value = stack.pop()
+        if value is _REFUSED:
+            return path
+        if isinstance(value, dict):
+            stack += [(f"{path}.{k}", v) for k, v in reversed(list(value.items()))]
+        elif isinstance(value, list):
+            stack += [(f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value)))]
+    return "$"
 
 
 class _Pairs(list[tuple[str, Any]]):

@@ -220,9 +220,9 @@ URGENCY: list[tuple[str, float, float | None, dict[str, float], int]] = [
     ("no horizon, passed", NOW, NOW - 1, {"deadline_horizon": 0}, 80),
     ("aging and deadline add", NOW - 7200, NOW + 1800, {}, 68),  # 1 + 0.2 + 0.5 = 1.7 -> 68
     # steep aging makes every second count: 10 h · 100 = 1000 -> 40 · 1001
-    ("steep aging", NOW - 36000, None, {"aging_per_hour": 100, "aging_cap": 2000}, 40 * 1001),
+    ("steep aging", NOW - 36000, None, {"aging_per_hour": 100, "aging_cap": 1000}, 40 * 1001),
     # a gang submitted after 'now' has waited 0 s, not a negative time nor one second
-    ("future submit, steep aging", NOW + 600, None, {"aging_per_hour": 3600, "aging_cap": 100}, 40),
+    ("future submit, steep aging", NOW + 600, None, {"aging_per_hour": 1000, "aging_cap": 100}, 40),
     ("deadline now, no horizon", NOW, NOW, {"deadline_horizon": 0}, 80),  # reached: full boost
     ("one-second horizon", NOW, NOW + 0.5, {"deadline_horizon": 1}, 60),  # ramp 1 - 0.5/1 = 0.5
 ]

@@ -40,7 +40,6 @@ PARSED: list[tuple[object, int]] = [
     ("2000m", 2000),
     ("1000u", 1),
     ("5000000n", 5),
-    ("1.5e3m", 1500),
     # decimal suffixes
     ("1k", K * 1000),
     ("2.5k", 2500 * 1000),
@@ -67,6 +66,7 @@ PARSED: list[tuple[object, int]] = [
 ]
 
 INVALID: list[tuple[object, str]] = [
+    ("1.5e3m", "cannot parse"),  # Kubernetes' grammar: an exponent or a suffix, not both
     ("", r"^cannot parse quantity ''"),
     ("Gi", r"^cannot parse quantity 'Gi'"),
     ("8x", r"^cannot parse quantity '8x' \(expected e\.g\. '8', '500m', '64Gi'\)$"),
