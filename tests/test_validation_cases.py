@@ -76,7 +76,8 @@ def basic() -> Case:
 
 @cache
 def elastic() -> Case:
-    """g: 4 pods, at least 2, at most 3; two roles a and b of 2 pods, at least 1 each: mixed."""
+    """g: 4 pods of one role, at least 2 in all, at most 3 (starts 2); m: roles a and b of 2 pods,
+    at least 1 each (starts 1 + 2)."""
     rnd = make_round(
         cluster(2),
         pending=[
@@ -100,8 +101,8 @@ def shrinking() -> Case:
 
 @cache
 def two_role_runner() -> Case:
-    """Running r: role a (1 pod of 4 GPUs, at least 1), role b (up to 3 pods of 2 GPUs, at least 0),
-    a and b0 b1 on n0; hi (4 GPUs, priority 10) takes b's two pods; b grows on n1."""
+    """Running r: role a (1 pod of 4 GPUs, at least 1) and role b (2 of up to 3 pods of 2 GPUs, at
+    least 0), all on n0; hi (4 GPUs, priority 10) takes b's two pods."""
     roles = [role("a", 1, gpu=4, min_replicas=1), role("b", 3, gpu=2, min_replicas=0)]
     rnd = make_round(
         cluster(2),
