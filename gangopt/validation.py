@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain, combinations, islice
+from itertools import combinations, islice
 from typing import NamedTuple
 
 from gangopt.quantities import format_quantity
@@ -187,8 +187,10 @@ class _Context:
         return not self.kept(gang)
 
     def requests(self, gang: str, role: str) -> Amounts:
-        """Per-pod requests of a role that exists (of a running pod or a located placement)."""
-        return self.roles[gang][role].requests
+        """Per-pod requests of a role; none for a running pod of a role its gang lacks (a round
+        built without checks, as replays may)."""
+        spec = self.role(gang, role)
+        return spec.requests if spec is not None else {}
 
     def members(self, gang: Gang) -> Counter[str]:
         """Pods per role after the plan (roles without pods may be absent): new pods, plus
@@ -197,12 +199,6 @@ class _Context:
         if isinstance(gang, RunningGang):
             pods = [*pods, *self.kept(gang)]
         return Counter(p.role for p in pods)
-
-    @cached_property
-    def touched_names(self) -> frozenset[str]:
-        """Names of the gangs that get new pods or lose some (a few per round: checks skip
-        the rest of the running gangs with one set lookup)."""
-        return frozenset(name for name, pods in chain(self.new_by_gang.items(), self.removed.items()) if pods)
 
     def pod_nodes(self, gang: Gang) -> list[str]:
         """Node of every pod the gang has after the plan (kept and new)."""
@@ -278,8 +274,11 @@ def _requests_on_node(ctx: _Context, pods: Iterable[tuple[str, str, str]]) -> di
     out: dict[str, Counter[str]] = defaultdict(Counter)
     roles = ctx.roles  # ctx.requests, inlined: this loop sees every running pod
     for (gang, role, node), n in count.items():
+        spec = roles[gang].get(role)
+        if spec is None:
+            continue  # a running pod of a role its gang lacks (unchecked round): requests nothing
         total = out[node]
-        for res, amount in roles[gang][role].requests.items():
+        for res, amount in spec.requests.items():
             total[res] += amount * n
     return out
 
@@ -312,18 +311,13 @@ def _pending_members(ctx: _Context, gang: PendingGang) -> list[Violation]:
 
 
 def _running_members(ctx: _Context, run: RunningGang) -> list[Violation]:
-    """A running gang the plan touches keeps 0 pods (evicted, and then gets no new ones) or ends
-    within bounds. One the plan leaves alone is not blamed for its input (a bound may have been
-    lowered under running work, as for quotas)."""
-    if run.name not in ctx.touched_names:
-        return []
-    count = ctx.members(run)
+    """A running gang keeps 0 pods (evicted, and then gets no new ones) or stays within bounds."""
     if ctx.evicted(run):
         new = len(ctx.new_by_gang.get(run.name, []))
         if new == 0:
             return []
         return [_v("all_or_nothing", f"running gang {run.name}: evicted but gets {new} new pods", run.name)]
-    return _bounds(run, count, f"running gang {run.name} after the plan")
+    return _bounds(run, ctx.members(run), f"running gang {run.name} after the plan")
 
 
 def _bounds(gang: Gang, count: Mapping[str, int], what: str) -> list[Violation]:

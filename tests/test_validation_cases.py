@@ -18,7 +18,19 @@ from typing import Any
 
 import pytest
 
-from gangopt.schema import Cluster, Placement, Plan, Preemption, Resize, Round, Toleration, Waiting
+from gangopt.schema import (
+    BoundPod,
+    Cluster,
+    Placement,
+    Plan,
+    Preemption,
+    Resize,
+    Round,
+    RunningGang,
+    Status,
+    Toleration,
+    Waiting,
+)
 from gangopt.validation import Violation, validate
 from tests.builders import cluster, make_plan, make_round, node, pending, queue, role, running
 
@@ -76,7 +88,8 @@ def basic() -> Case:
 
 @cache
 def elastic() -> Case:
-    """g: 4 pods, at least 2, at most 3; two roles a and b of 2 pods, at least 1 each: mixed."""
+    """g: 4 pods of one role, at least 2 in all, at most 3 (starts 2); m: roles a and b of 2 pods,
+    at least 1 each (starts 1 + 2)."""
     rnd = make_round(
         cluster(2),
         pending=[
@@ -100,8 +113,8 @@ def shrinking() -> Case:
 
 @cache
 def two_role_runner() -> Case:
-    """Running r: role a (1 pod of 4 GPUs, at least 1), role b (up to 3 pods of 2 GPUs, at least 0),
-    a and b0 b1 on n0; hi (4 GPUs, priority 10) takes b's two pods; b grows on n1."""
+    """Running r: role a (1 pod of 4 GPUs, at least 1) and role b (2 of up to 3 pods of 2 GPUs, at
+    least 0), all on n0; hi (4 GPUs, priority 10) takes b's two pods."""
     roles = [role("a", 1, gpu=4, min_replicas=1), role("b", 3, gpu=2, min_replicas=0)]
     rnd = make_round(
         cluster(2),
@@ -408,20 +421,26 @@ def gap() -> Case:
 
 @cache
 def untouched() -> Case:
-    """Running gangs whose input placement breaks their own rules, which the plan leaves alone:
-    r spans two racks although it requires one; s has one pod per node in node slices of 2;
-    m runs 3 pods with max_members 2; n's role a is below its min_replicas."""
-    roles = [role("a", 2, gpu=1, min_replicas=2), role("b", 2, gpu=1, min_replicas=0)]
+    """Running gangs whose input placement breaks their own topology, which the plan leaves alone:
+    r spans two racks although it requires one; s has one pod per node in node slices of 2."""
     rnd = make_round(
         cluster(4, racks=2),
         running=[
             running("r", ["n0", "n2"], gpu=1, required="rack"),
             running("s", ["n1", "n3"], gpu=1, slice_level="node", slice_size=2),
-            running("m", ["n1"] * 3, gpu=1, replicas=4, min_replicas=1, max_members=2),
-            running("n", {"a": ["n2"], "b": ["n2", "n2"]}, roles=roles),
         ],
     )
     return rnd, make_plan(rnd)
+
+
+def stray_role() -> Case:
+    """A round built without checks (as replays may): running r has a pod of a role it does not
+    have, r-other-0 on n1; queue q allows 1 GPU, which r's worker pod uses. Nothing is done."""
+    gang = running("r", ["n0", "n1"], queue="q")
+    stray = BoundPod(name="r-other-0", role="other", node="n1")
+    unchecked = RunningGang.model_construct(**{**dict(gang), "pods": [gang.pods[0], stray]})
+    rnd = make_round(cluster(2), queues=[queue("q", gpu=1)]).model_copy(update={"running": [unchecked]})
+    return rnd, Plan(status=Status.FEASIBLE)
 
 
 SCENARIOS: dict[str, Callable[[], Case]] = {
@@ -562,18 +581,6 @@ ALL_OR_NOTHING = [
         placed(basic, place={"hi": ["n0"], "low": ["n2"]}, evict={"low": ["hi"]}),
         V("all_or_nothing", "running gang low: evicted but gets 1 new pods", "low"),
     ),
-    case("untouched running gangs are not blamed for their input bounds", untouched),
-    case(
-        "an eviction entry that lists no pod does not touch its gang",
-        on(untouched, lambda plan: edit(plan, preemptions=[empty_eviction("m", for_gangs=[])])),
-        V("consistency", "eviction of gang m lists 0 of its 3 pods, not all", "m"),
-    ),
-    case(
-        "an eviction entry that lists only another gang's pod does not touch its gang",
-        on(untouched, lambda plan: edit(plan, preemptions=[empty_eviction("m", pods=["r-worker-0"], for_gangs=[])])),
-        V("consistency", "preemption of gang m lists pod r-worker-0, which is not one of its pods", "m"),
-        V("consistency", "eviction of gang m lists 0 of its 3 pods, not all", "m"),
-    ),
 ]
 
 CAPACITY = [
@@ -695,6 +702,11 @@ TOPOLOGY = [
         V("topology", "gang e: 5 pods in node n0, not a multiple of slice size 2", "e"),
     ),
     case("untouched running gangs are not blamed for their input topology", untouched),
+    case(
+        "a running pod of a role its gang lacks (unchecked round) requests nothing",
+        stray_role,
+        V("all_or_nothing", "running gang r after the plan: role worker has 1 pods < role minimum 2", "r"),
+    ),
 ]
 
 PREEMPTION = [
@@ -1003,6 +1015,29 @@ CONSISTENCY = [
         "preemption of an unknown gang",
         on(basic, _append("preemptions", empty_eviction("ghost"))),
         V("consistency", "preemption of unknown gang ghost", "ghost"),
+    ),
+    case(
+        "an eviction entry that lists only another gang's pod removes nothing",
+        on(untouched, lambda plan: edit(plan, preemptions=[empty_eviction("r", pods=["s-worker-0"], for_gangs=[])])),
+        V("consistency", "preemption of gang r lists pod s-worker-0, which is not one of its pods", "r"),
+        V("consistency", "eviction of gang r lists 0 of its 2 pods, not all", "r"),
+    ),
+    case(
+        "a new pod named like a kept pod that a preemption of another gang lists",
+        on(
+            basic,
+            lambda plan: edit_preemption(
+                rename(plan, "hi-worker-0", "idle-worker-0"), pods=["low-worker-0", "idle-worker-0"]
+            ),
+        ),
+        V(
+            "stability",
+            "pod idle-worker-0 of running gang idle stays on node n3, but the plan places it again on node n0",
+            "idle",
+            "n0",
+        ),
+        V("consistency", "gang hi role worker: new pods named idle-worker-0, expected hi-worker-0", "hi"),
+        V("consistency", "preemption of gang low lists pod idle-worker-0, which is not one of its pods", "low"),
     ),
     case(
         "preemption lists another gang's pod",
