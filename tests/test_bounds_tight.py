@@ -510,3 +510,35 @@ def test_packed_tier_bound_adds_up_the_roles_of_a_gang() -> None:
     pre = prefilter(rnd)
     assert packed_tier_bounds(pre, {5: True, 0: False}) == {5: 80, 0: 80}
     assert tier_units(solved(rnd)) == {5: 80, 0: 80}
+
+
+def test_growth_bound_counts_the_surplus_a_fixed_gang_already_has() -> None:
+    # Two 8-GPU nodes (T_gpu = 16: a 4-GPU pod is 40). n0 is full with 'r': 2 of 1..3 pods,
+    # not preemptible, so 1 pod above its minimum stays (+40) and there is no room to add
+    # one. n1 is full with 's' (one fixed pod, no surplus), listed after r: it must not reset
+    # r's surplus. Nothing can be added anywhere, so there is no LP: the bound is exactly 40.
+    rnd = make_round(
+        cluster(2),
+        running=[
+            running("r", ["n0", "n0"], gpu=4, replicas=3, min_replicas=1, preemptible=False),
+            running("s", ["n1"], gpu=8, preemptible=False),
+        ],
+        weights=NO_FRAGMENTATION,
+    )
+    for at_ceiling in (True, False):
+        assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=at_ceiling).secondary == 40
+    assert solved(rnd).score.secondary == 40 / SCALE
+
+
+def test_growth_bound_counts_a_gang_wide_minimum_topped_up() -> None:
+    # One 8-GPU node (a 1-GPU pod is 10). 'p1': 4 replicas, min_members 2 and no role minimum,
+    # so its role minimums are 0 while its minimum configuration is 2 pods: counted from 0 the
+    # 4 pods are worth 40, less the 20 of its minimum. 'p2' (one pod, no growth) comes after.
+    # Optimum: p1 runs 4 pods, 2 above its minimum: 20. Bound: -20 + LP 40 (+ margin 2) = 22.
+    rnd = make_round(
+        cluster(1),
+        pending=[pending("p1", roles=[role("w", 4, gpu=1)], min_members=2), pending("p2", 1, gpu=1)],
+        weights=NO_FRAGMENTATION,
+    )
+    assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == -20 + 40 + 2
+    assert solved(rnd).score.secondary == 20 / SCALE
