@@ -542,3 +542,17 @@ def test_growth_bound_counts_a_gang_wide_minimum_topped_up() -> None:
     )
     assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == -20 + 40 + 2
     assert solved(rnd).score.secondary == 20 / SCALE
+
+
+def test_opened_nodes_bound_keeps_a_candidate_that_cannot_shrink_in_place() -> None:
+    # 'victim' (4 GPUs, priority 0, not elastic) could be evicted for 'top' (8 GPUs, priority
+    # 5), but every plan at the tier ceilings keeps it whole where it is: top must open n1.
+    rnd = make_round(
+        cluster(2),
+        running=[running("victim", ["n0"], gpu=4)],
+        pending=[pending("top", 1, gpu=8, priority=5)],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+    plan = solved(rnd)
+    assert plan.preemptions == [] and [p.node for p in plan.placements] == ["n1"]
+    assert plan.score.secondary == plan.score.secondary_bound == -OPEN / SCALE

@@ -467,9 +467,9 @@ def test_all_secondary_terms_add_up() -> None:
     rnd = make_round(
         cluster(4, gpus=8, cpu=32, racks=2),
         running=[running("v", ["n0", "n0"], gpu=4, replicas=2, min_replicas=1, preemption_cost=1.5)],
-        pending=[
-            pending("hi", 2, gpu=4, priority=5, preferred="rack", submit_time=NOW),
+        pending=[  # e first: its growth must still count after hi (no growth) is scored
             pending("e", 3, gpu=2, min_replicas=1, submit_time=NOW - 3600),
+            pending("hi", 2, gpu=4, priority=5, preferred="rack", submit_time=NOW),
         ],
         now=NOW,
         weights=weights(fragmentation=0.5, spread=1.0, growth=1.0, preemption=1.0),
