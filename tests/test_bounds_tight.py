@@ -556,3 +556,16 @@ def test_opened_nodes_bound_keeps_a_candidate_that_cannot_shrink_in_place() -> N
     plan = solved(rnd)
     assert plan.preemptions == [] and [p.node for p in plan.placements] == ["n1"]
     assert plan.score.secondary == plan.score.secondary_bound == -OPEN / SCALE
+
+
+def test_opened_nodes_bound_skips_shapes_no_idle_node_can_hold() -> None:
+    # n0 (16 GPUs) keeps 8 for an unpreemptible gang; n1 (4 GPUs) is idle. Two 8-GPU pods
+    # each fit beside 'fixed', not both. By amount: 16 GPUs asked, 8 free on busy nodes, 4
+    # per idle node: 2. By shape: no idle node holds an 8-GPU pod, so the shape count says
+    # nothing (and must not divide by zero): the bound is 2.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 16), node("n1", 4)]),
+        running=[running("fixed", ["n0"], gpu=8, preemptible=False)],
+        pending=[pending("a", 1, gpu=8), pending("b", 1, gpu=8)],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 2
