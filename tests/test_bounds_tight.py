@@ -569,3 +569,16 @@ def test_opened_nodes_bound_skips_shapes_no_idle_node_can_hold() -> None:
         pending=[pending("a", 1, gpu=8), pending("b", 1, gpu=8)],
     )
     assert _opened_nodes_bound(prefilter(rnd)) == 2
+
+
+def test_opened_nodes_bound_by_amount_when_shapes_say_nothing() -> None:
+    # n0 keeps 2 of 8 GPUs for an unpreemptible gang: 6 free. One gang of a 4-GPU and a 3-GPU
+    # pod: each shape alone fits beside 'fixed' (1 slot for >= 4, 2 for >= 3), but 7 GPUs do
+    # not fit in 6: one idle node opens, by amount. The optimum opens exactly one.
+    rnd = make_round(
+        cluster(2),
+        running=[running("fixed", ["n0"], gpu=2, preemptible=False)],
+        pending=[pending("g", roles=[role("a", 1, gpu=4), role("b", 1, gpu=3)])],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+    assert round(solved(rnd).score.secondary * SCALE) == -OPEN
