@@ -405,6 +405,21 @@ def test_spread_counts_extra_domains_at_the_preferred_level() -> None:
     assert score(plain, make_plan(plain, place={"s": ["n0", "n2", "n3"]})).secondary == 0.0
 
 
+def test_spread_adds_up_over_gangs() -> None:
+    rnd = make_round(
+        cluster(4, gpus=8, cpu=32, racks=2),
+        pending=[
+            pending("spread", 2, gpu=4, preferred="rack", submit_time=NOW),
+            pending("packed", 2, gpu=4, preferred="rack", submit_time=NOW),
+        ],
+        now=NOW,
+        weights=weights(fragmentation=0),
+    )
+    # 'spread' uses r0 and r1 (-10), 'packed' only r1 (0): -10 in all, whichever comes last
+    plan = make_plan(rnd, place={"spread": ["n0", "n2"], "packed": ["n3", "n3"]})
+    assert score(rnd, plan).secondary == -10 / SCALE
+
+
 def test_spread_at_node_level() -> None:
     rnd = make_round(
         cluster(4, gpus=8, cpu=32),
