@@ -9,6 +9,8 @@ L = 0 it is 1.
 
 from __future__ import annotations
 
+import pytest
+
 import gangopt
 from gangopt.bounds import (
     CheapBounds,
@@ -582,3 +584,30 @@ def test_opened_nodes_bound_by_amount_when_shapes_say_nothing() -> None:
     )
     assert _opened_nodes_bound(prefilter(rnd)) == 1
     assert round(solved(rnd).score.secondary * SCALE) == -OPEN
+
+
+def test_loose_growth_bound_leaves_room_for_a_minimum_that_may_not_run() -> None:
+    # One 8-GPU node; one gang of 1 to 4 pods of 4 GPUs (40 each). With the tiers at their
+    # ceilings the gang's minimum pod takes 4 GPUs and 1 member fits beside it: 40, the
+    # optimum. Without, the gang may not run, its minimum takes no room, and the loose bound
+    # lets 2 members into the 8 GPUs: 80 (still counted above the minimum, as the objective).
+    rnd = make_round(cluster(1), pending=[pending("e", 4, gpu=4, min_replicas=1)], weights=NO_FRAGMENTATION)
+    pre = prefilter(rnd)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 40)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=False).secondary, 80)
+    assert round(solved(rnd).score.secondary * SCALE) == 40
+
+
+@pytest.mark.parametrize(
+    ("growth", "bound"),
+    [
+        (0.0, 0),  # nothing is worth growing: no LP at all, the bound is exactly 0
+        (0.1, 2 * 1 + 2),  # round(0.1 · 10) = 1 per member, 2 members: LP 2, plus the margin
+    ],
+)
+def test_growth_bound_follows_the_growth_weight(growth: float, bound: int) -> None:
+    # One 8-GPU node (T_gpu = 8: a 1-GPU pod is 10); a gang of 1 to 3 one-GPU pods.
+    rnd = make_round(
+        cluster(1), pending=[pending("e", 3, gpu=1, min_replicas=1)], weights=Weights(fragmentation=0, growth=growth)
+    )
+    assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == bound
