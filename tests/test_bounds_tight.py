@@ -611,3 +611,23 @@ def test_growth_bound_follows_the_growth_weight(growth: float, bound: int) -> No
         cluster(1), pending=[pending("e", 3, gpu=1, min_replicas=1)], weights=Weights(fragmentation=0, growth=growth)
     )
     assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == bound
+
+
+def test_opened_nodes_bound_charges_an_elastic_candidates_minimum_to_busy_room() -> None:
+    # n0 and n2 have 8 GPUs, n1, n3, n4, n5 are idle with 4. 'low' (elastic, 2 of 1..2 pods of
+    # 4 GPUs on n0) and 'mid' (1 GPU on n2, not elastic) could both lose pods for 'top'
+    # (priority 5, 19 one-GPU pods), but at the tier ceilings both keep their minimum: mid
+    # stays whole where it is (n2: 7 free), low keeps one pod, on n0 or elsewhere.
+    # By amount: busy room 8 + 7 = 15, less low's minimum 4 = 11; 19 - 11 = 8 GPUs short,
+    # 4 per idle node: 2. By shape: 8 + 7 = 15 one-GPU slots, 4 short: 1. The bound is 2.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 8), node("n1", 4), node("n2", 8), *(node(f"n{i}", 4) for i in (3, 4, 5))]),
+        running=[
+            running("low", ["n0", "n0"], gpu=4, replicas=2, min_replicas=1),
+            running("mid", ["n2"], gpu=1),
+        ],
+        pending=[pending("top", 19, gpu=1, priority=5)],
+    )
+    pre = prefilter(rnd)
+    assert sorted(rnd.running[i].name for i in pre.candidates) == ["low", "mid"]
+    assert _opened_nodes_bound(pre) == 2
