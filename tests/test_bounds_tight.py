@@ -646,3 +646,17 @@ def test_opened_nodes_bound_ignores_resources_idle_nodes_lack() -> None:
     pre = prefilter(rnd)
     assert sorted(rnd.pending[i].name for i in pre.pending) == ["a", "b"]
     assert _opened_nodes_bound(pre) == 0
+
+
+def test_opened_nodes_bound_by_shape_counts_only_pods_at_least_as_large() -> None:
+    # n0 (2 GPUs, 2 CPUs) keeps 1 GPU and 1 CPU for an unpreemptible pod; n1 is idle. A
+    # GPU-only pod and a CPU-only pod both fit beside it: nothing opens. For the GPU-only
+    # shape only the GPU-only pod counts (the CPU-only one asks no GPU), 1 pod for 1 slot.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 2, cpu=2), node("n1", 8, cpu=8)]),
+        running=[running("fixed", ["n0"], gpu=1, cpu=1, preemptible=False)],
+        pending=[pending("g", 1, gpu=1), pending("c", 1, gpu=0, cpu=1)],
+    )
+    pre = prefilter(rnd)
+    assert _opened_nodes_bound(pre) == 0
+    assert solved(rnd).score.secondary == 0.0
