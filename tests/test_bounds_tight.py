@@ -660,3 +660,20 @@ def test_opened_nodes_bound_by_shape_counts_only_pods_at_least_as_large() -> Non
     pre = prefilter(rnd)
     assert _opened_nodes_bound(pre) == 0
     assert solved(rnd).score.secondary == 0.0
+
+
+def test_opened_nodes_bound_by_amount_tops_up_per_resource_from_the_cheapest_role() -> None:
+    # n0 (8 GPUs, 8 CPUs) keeps 2 and 2 for an unpreemptible pod: 6 and 6 free; n1 is idle.
+    # One gang, min_members 3: role 'a' (min 1 of 2; 2 GPUs, 3 CPUs), role 'b' (no minimum;
+    # 1 GPU, 4 CPUs). Its least demand: a's pod (2, 3) plus 2 more members at the cheapest
+    # per resource (1 GPU, 3 CPUs): 4 GPUs, 9 CPUs. 3 CPUs short, 8 per idle node: 1. Any
+    # 3 members ask at least 10 CPUs, so the optimum opens n1 too.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 8, cpu=8), node("n1", 8, cpu=8)]),
+        running=[running("fixed", ["n0"], gpu=2, cpu=2, preemptible=False)],
+        pending=[
+            pending("g", roles=[role("a", 2, gpu=2, cpu=3, min_replicas=1), role("b", 4, gpu=1, cpu=4)], min_members=3)
+        ],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+    assert any(p.node == "n1" for p in solved(rnd).placements)
