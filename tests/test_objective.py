@@ -102,6 +102,16 @@ def test_a_thousandth_of_a_gpu_still_makes_gpu_the_unit() -> None:
     assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 0.1}
 
 
+def test_a_resource_of_one_milli_unit_in_all_still_counts() -> None:
+    rnd = make_round(
+        Cluster(nodes=[Node(name="n0", capacity={"gpu": 8, "rdma": "1m"})]),
+        pending=[pending("p", roles=[role("w", 1, gpu=1, rdma="1m")], submit_time=NOW)],
+        now=NOW,
+    )
+    # the pod takes all of the cluster's rdma: max(1/8, 1/1) · 8 = 8 GPU-eq -> 80
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 8.0}
+
+
 def test_without_any_resource_every_pod_counts_as_one_unit() -> None:
     rnd = make_round(
         Cluster(nodes=[Node(name="n0", capacity={})]),
