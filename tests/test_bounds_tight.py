@@ -9,6 +9,8 @@ L = 0 it is 1.
 
 from __future__ import annotations
 
+import pytest
+
 import gangopt
 from gangopt.bounds import (
     CheapBounds,
@@ -510,3 +512,168 @@ def test_packed_tier_bound_adds_up_the_roles_of_a_gang() -> None:
     pre = prefilter(rnd)
     assert packed_tier_bounds(pre, {5: True, 0: False}) == {5: 80, 0: 80}
     assert tier_units(solved(rnd)) == {5: 80, 0: 80}
+
+
+def test_growth_bound_counts_the_surplus_a_fixed_gang_already_has() -> None:
+    # Two 8-GPU nodes (T_gpu = 16: a 4-GPU pod is 40). n0 is full with 'r': 2 of 1..3 pods,
+    # not preemptible, so 1 pod above its minimum stays (+40) and there is no room to add
+    # one. n1 is full with 's' (one fixed pod, no surplus), listed after r: it must not reset
+    # r's surplus. Nothing can be added anywhere, so there is no LP: the bound is exactly 40.
+    rnd = make_round(
+        cluster(2),
+        running=[
+            running("r", ["n0", "n0"], gpu=4, replicas=3, min_replicas=1, preemptible=False),
+            running("s", ["n1"], gpu=8, preemptible=False),
+        ],
+        weights=NO_FRAGMENTATION,
+    )
+    for at_ceiling in (True, False):
+        assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=at_ceiling).secondary == 40
+    assert solved(rnd).score.secondary == 40 / SCALE
+
+
+def test_growth_bound_counts_a_gang_wide_minimum_topped_up() -> None:
+    # One 8-GPU node (a 1-GPU pod is 10). 'p1': 4 replicas, min_members 2 and no role minimum,
+    # so its role minimums are 0 while its minimum configuration is 2 pods: counted from 0 the
+    # 4 pods are worth 40, less the 20 of its minimum. 'p2' (one pod, no growth) comes after.
+    # Optimum: p1 runs 4 pods, 2 above its minimum: 20. Bound: -20 + LP 40 (+ margin 2) = 22.
+    rnd = make_round(
+        cluster(1),
+        pending=[pending("p1", roles=[role("w", 4, gpu=1)], min_members=2), pending("p2", 1, gpu=1)],
+        weights=NO_FRAGMENTATION,
+    )
+    assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == -20 + 40 + 2
+    assert solved(rnd).score.secondary == 20 / SCALE
+
+
+def test_opened_nodes_bound_keeps_a_candidate_that_cannot_shrink_in_place() -> None:
+    # 'victim' (4 GPUs, priority 0, not elastic) could be evicted for 'top' (8 GPUs, priority
+    # 5), but every plan at the tier ceilings keeps it whole where it is: top must open n1.
+    rnd = make_round(
+        cluster(2),
+        running=[running("victim", ["n0"], gpu=4)],
+        pending=[pending("top", 1, gpu=8, priority=5)],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+    plan = solved(rnd)
+    assert plan.preemptions == [] and [p.node for p in plan.placements] == ["n1"]
+    assert plan.score.secondary == plan.score.secondary_bound == -OPEN / SCALE
+
+
+def test_opened_nodes_bound_skips_shapes_no_idle_node_can_hold() -> None:
+    # n0 (16 GPUs) keeps 8 for an unpreemptible gang; n1 (4 GPUs) is idle. Two 8-GPU pods
+    # each fit beside 'fixed', not both. By amount: 16 GPUs asked, 8 free on busy nodes, 4
+    # per idle node: 2. By shape: no idle node holds an 8-GPU pod, so the shape count says
+    # nothing (and must not divide by zero): the bound is 2.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 16), node("n1", 4)]),
+        running=[running("fixed", ["n0"], gpu=8, preemptible=False)],
+        pending=[pending("a", 1, gpu=8), pending("b", 1, gpu=8)],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 2
+
+
+def test_opened_nodes_bound_by_amount_when_shapes_say_nothing() -> None:
+    # n0 keeps 2 of 8 GPUs for an unpreemptible gang: 6 free. One gang of a 4-GPU and a 3-GPU
+    # pod: each shape alone fits beside 'fixed' (1 slot for >= 4, 2 for >= 3), but 7 GPUs do
+    # not fit in 6: one idle node opens, by amount. The optimum opens exactly one.
+    rnd = make_round(
+        cluster(2),
+        running=[running("fixed", ["n0"], gpu=2, preemptible=False)],
+        pending=[pending("g", roles=[role("a", 1, gpu=4), role("b", 1, gpu=3)])],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+    assert round(solved(rnd).score.secondary * SCALE) == -OPEN
+
+
+def test_loose_growth_bound_leaves_room_for_a_minimum_that_may_not_run() -> None:
+    # One 8-GPU node; one gang of 1 to 4 pods of 4 GPUs (40 each). With the tiers at their
+    # ceilings the gang's minimum pod takes 4 GPUs and 1 member fits beside it: 40, the
+    # optimum. Without, the gang may not run, its minimum takes no room, and the loose bound
+    # lets 2 members into the 8 GPUs: 80 (still counted above the minimum, as the objective).
+    rnd = make_round(cluster(1), pending=[pending("e", 4, gpu=4, min_replicas=1)], weights=NO_FRAGMENTATION)
+    pre = prefilter(rnd)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 40)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=False).secondary, 80)
+    assert round(solved(rnd).score.secondary * SCALE) == 40
+
+
+@pytest.mark.parametrize(
+    ("growth", "bound"),
+    [
+        (0.0, 0),  # nothing is worth growing: no LP at all, the bound is exactly 0
+        (0.1, 2 * 1 + 2),  # round(0.1 · 10) = 1 per member, 2 members: LP 2, plus the margin
+    ],
+)
+def test_growth_bound_follows_the_growth_weight(growth: float, bound: int) -> None:
+    # One 8-GPU node (T_gpu = 8: a 1-GPU pod is 10); a gang of 1 to 3 one-GPU pods.
+    rnd = make_round(
+        cluster(1), pending=[pending("e", 3, gpu=1, min_replicas=1)], weights=Weights(fragmentation=0, growth=growth)
+    )
+    assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == bound
+
+
+def test_opened_nodes_bound_charges_an_elastic_candidates_minimum_to_busy_room() -> None:
+    # n0 and n2 have 8 GPUs, n1, n3, n4, n5 are idle with 4. 'low' (elastic, 2 of 1..2 pods of
+    # 4 GPUs on n0) and 'mid' (1 GPU on n2, not elastic) could both lose pods for 'top'
+    # (priority 5, 19 one-GPU pods), but at the tier ceilings both keep their minimum: mid
+    # stays whole where it is (n2: 7 free), low keeps one pod, on n0 or elsewhere.
+    # By amount: busy room 8 + 7 = 15, less low's minimum 4 = 11; 19 - 11 = 8 GPUs short,
+    # 4 per idle node: 2. By shape: 8 + 7 = 15 one-GPU slots, 4 short: 1. The bound is 2.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 8), node("n1", 4), node("n2", 8), *(node(f"n{i}", 4) for i in (3, 4, 5))]),
+        running=[
+            running("low", ["n0", "n0"], gpu=4, replicas=2, min_replicas=1),
+            running("mid", ["n2"], gpu=1),
+        ],
+        pending=[pending("top", 19, gpu=1, priority=5)],
+    )
+    pre = prefilter(rnd)
+    assert sorted(rnd.running[i].name for i in pre.candidates) == ["low", "mid"]
+    assert _opened_nodes_bound(pre) == 2
+
+
+def test_opened_nodes_bound_ignores_resources_idle_nodes_lack() -> None:
+    # n0 (8 GPUs, 4 rdma) is busy with a 1-GPU pod; n1 (8 GPUs, no rdma) is idle. Two gangs of
+    # one pod asking 1 GPU and 3 rdma each fit on n0 one at a time, never both, and never on
+    # n1. An idle node cannot relieve an rdma shortage, so neither count uses rdma (nor
+    # divides by the 0 rdma of idle nodes): GPUs are not short, the bound is 0.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 8, rdma=4), node("n1", 8)]),
+        running=[running("fixed", ["n0"], gpu=1, preemptible=False)],
+        pending=[pending("a", 1, gpu=1, rdma=3), pending("b", 1, gpu=1, rdma=3)],
+    )
+    pre = prefilter(rnd)
+    assert sorted(rnd.pending[i].name for i in pre.pending) == ["a", "b"]
+    assert _opened_nodes_bound(pre) == 0
+
+
+def test_opened_nodes_bound_by_shape_counts_only_pods_at_least_as_large() -> None:
+    # n0 (2 GPUs, 2 CPUs) keeps 1 GPU and 1 CPU for an unpreemptible pod; n1 is idle. A
+    # GPU-only pod and a CPU-only pod both fit beside it: nothing opens. For the GPU-only
+    # shape only the GPU-only pod counts (the CPU-only one asks no GPU), 1 pod for 1 slot.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 2, cpu=2), node("n1", 8, cpu=8)]),
+        running=[running("fixed", ["n0"], gpu=1, cpu=1, preemptible=False)],
+        pending=[pending("g", 1, gpu=1), pending("c", 1, gpu=0, cpu=1)],
+    )
+    pre = prefilter(rnd)
+    assert _opened_nodes_bound(pre) == 0
+    assert solved(rnd).score.secondary == 0.0
+
+
+def test_opened_nodes_bound_by_amount_tops_up_per_resource_from_the_cheapest_role() -> None:
+    # n0 (8 GPUs, 8 CPUs) keeps 2 and 2 for an unpreemptible pod: 6 and 6 free; n1 is idle.
+    # One gang, min_members 3: role 'a' (min 1 of 2; 2 GPUs, 3 CPUs), role 'b' (no minimum;
+    # 1 GPU, 4 CPUs). Its least demand: a's pod (2, 3) plus 2 more members at the cheapest
+    # per resource (1 GPU, 3 CPUs): 4 GPUs, 9 CPUs. 3 CPUs short, 8 per idle node: 1. Any
+    # 3 members ask at least 10 CPUs, so the optimum opens n1 too.
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 8, cpu=8), node("n1", 8, cpu=8)]),
+        running=[running("fixed", ["n0"], gpu=2, cpu=2, preemptible=False)],
+        pending=[
+            pending("g", roles=[role("a", 2, gpu=2, cpu=3, min_replicas=1), role("b", 4, gpu=1, cpu=4)], min_members=3)
+        ],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+    assert any(p.node == "n1" for p in solved(rnd).placements)

@@ -102,6 +102,16 @@ def test_a_thousandth_of_a_gpu_still_makes_gpu_the_unit() -> None:
     assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 0.1}
 
 
+def test_a_resource_of_one_milli_unit_in_all_still_counts() -> None:
+    rnd = make_round(
+        Cluster(nodes=[Node(name="n0", capacity={"gpu": 8, "rdma": "1m"})]),
+        pending=[pending("p", roles=[role("w", 1, gpu=1, rdma="1m")], submit_time=NOW)],
+        now=NOW,
+    )
+    # the pod takes all of the cluster's rdma: max(1/8, 1/1) · 8 = 8 GPU-eq -> 80
+    assert tiers(score(rnd, make_plan(rnd, place={"p": ["n0"]}))) == {0: 8.0}
+
+
 def test_without_any_resource_every_pod_counts_as_one_unit() -> None:
     rnd = make_round(
         Cluster(nodes=[Node(name="n0", capacity={})]),
@@ -405,6 +415,21 @@ def test_spread_counts_extra_domains_at_the_preferred_level() -> None:
     assert score(plain, make_plan(plain, place={"s": ["n0", "n2", "n3"]})).secondary == 0.0
 
 
+def test_spread_adds_up_over_gangs() -> None:
+    rnd = make_round(
+        cluster(4, gpus=8, cpu=32, racks=2),
+        pending=[
+            pending("spread", 2, gpu=4, preferred="rack", submit_time=NOW),
+            pending("packed", 2, gpu=4, preferred="rack", submit_time=NOW),
+        ],
+        now=NOW,
+        weights=weights(fragmentation=0),
+    )
+    # 'spread' uses r0 and r1 (-10), 'packed' only r1 (0): -10 in all, whichever comes last
+    plan = make_plan(rnd, place={"spread": ["n0", "n2"], "packed": ["n3", "n3"]})
+    assert score(rnd, plan).secondary == -10 / SCALE
+
+
 def test_spread_at_node_level() -> None:
     rnd = make_round(
         cluster(4, gpus=8, cpu=32),
@@ -467,9 +492,9 @@ def test_all_secondary_terms_add_up() -> None:
     rnd = make_round(
         cluster(4, gpus=8, cpu=32, racks=2),
         running=[running("v", ["n0", "n0"], gpu=4, replicas=2, min_replicas=1, preemption_cost=1.5)],
-        pending=[
-            pending("hi", 2, gpu=4, priority=5, preferred="rack", submit_time=NOW),
+        pending=[  # e first: its growth must still count after hi (no growth) is scored
             pending("e", 3, gpu=2, min_replicas=1, submit_time=NOW - 3600),
+            pending("hi", 2, gpu=4, priority=5, preferred="rack", submit_time=NOW),
         ],
         now=NOW,
         weights=weights(fragmentation=0.5, spread=1.0, growth=1.0, preemption=1.0),
