@@ -209,6 +209,23 @@ def _check_running_pods(rnd: Round) -> list[Problem]:
             out.append(
                 (f"$.running[{i}].pods", f"{len(gang.pods)} pods running, fewer than the gang minimum {gang.minimum}")
             )
+        # A running gang outside its own bounds could only be left alone by breaking them, and
+        # every plan must end each running gang within them (rule 1): such a round made every
+        # solver's plan fail validation ("internal: greedy plan failed validation").
+        counted = sum(per_role.values()) == len(gang.pods)  # every pod's role known: counts hold
+        within = all(per_role[r.name] <= r.replicas for r in gang.roles)
+        if counted and within and len(gang.pods) > gang.maximum:
+            message = f"{len(gang.pods)} pods running, more than the gang maximum {gang.maximum}"
+            out.append((f"$.running[{i}].max_members", message))
+        for j, role in enumerate(gang.roles):
+            floor = gang.role_minimum(role)
+            if counted and per_role[role.name] < floor <= role.replicas and len(gang.pods) >= gang.minimum:
+                out.append(
+                    (
+                        f"$.running[{i}].roles[{j}].min_replicas",
+                        f"{per_role[role.name]} pods of role {role.name!r} running, fewer than its minimum {floor}",
+                    )
+                )
     for name, usage in used.items():
         capacity = nodes[name].capacity
         for res, amount in sorted(usage.items()):

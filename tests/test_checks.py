@@ -305,6 +305,28 @@ CHECK_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         [("$.running[0].roles[0].replicas", r"^4 pods running, more than replicas 3$")],
     ),
     (
+        "more pods than the gang maximum",
+        edits(add_pod("run-1", "n1"), setter("running[0].max_members", 1)),
+        [("$.running[0].max_members", r"^2 pods running, more than the gang maximum 1$")],
+    ),
+    (
+        "a role below its own minimum while the gang total is met",
+        edits(
+            setter("running[0].min_members", 1),
+            setter(
+                "running[0].roles",
+                [
+                    {"name": "worker", "replicas": 3, "min_replicas": 1, "requests": {"gpu": 4}},
+                    {"name": "ps", "replicas": 2, "min_replicas": 2, "requests": {"cpu": 1}},
+                ],
+            ),
+            add_pod("run-1", "n1"),
+            add_pod("run-2", "n2"),
+            add_pod("run-ps", "n1", role="ps"),
+        ),
+        [("$.running[0].roles[1].min_replicas", r"^1 pods of role 'ps' running, fewer than its minimum 2$")],
+    ),
+    (
         "fewer pods than the gang minimum",
         setter("running[0].roles[0].min_replicas", 2),
         [("$.running[0].pods", r"^1 pods running, fewer than the gang minimum 2$")],
