@@ -677,3 +677,23 @@ def test_opened_nodes_bound_by_amount_tops_up_per_resource_from_the_cheapest_rol
     )
     assert _opened_nodes_bound(prefilter(rnd)) == 1
     assert any(p.node == "n1" for p in solved(rnd).placements)
+
+
+@pytest.mark.parametrize(
+    ("cpu", "lp", "optimum"),
+    [
+        # 2 milli-CPUs: the minimum pod takes 1, one member fits in the other (a pod is
+        # max(0, 1/2) · 8 = 4 GPU-eq: 40)
+        ("2m", 40, 40),
+        # 1 milli-CPU: the minimum pod takes it all, nothing can grow (a pod is 8 GPU-eq)
+        ("1m", 0, 0),
+    ],
+)
+def test_growth_bound_with_requests_of_one_milli_unit(cpu: str, lp: int, optimum: int) -> None:
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 8, cpu=cpu)]),
+        pending=[pending("e", 4, gpu=0, cpu="1m", min_replicas=1)],
+        weights=NO_FRAGMENTATION,
+    )
+    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, lp)
+    assert round(solved(rnd).score.secondary * SCALE) == optimum
