@@ -697,3 +697,21 @@ def test_growth_bound_with_requests_of_one_milli_unit(cpu: str, lp: int, optimum
     )
     assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, lp)
     assert round(solved(rnd).score.secondary * SCALE) == optimum
+
+
+def test_growth_bound_counts_an_unshrinkable_candidate_once() -> None:
+    # Two 8-GPU nodes (T_gpu = 16: a 4-GPU pod is 40). 'victim' (4 GPUs on n0, priority 0, not
+    # elastic) stays whole in every plan at the tier ceilings; 'top' (priority 5, 1 to 3 pods
+    # of 4 GPUs) takes the other 12 GPUs: 2 members above its minimum, 80. The victim's pod is
+    # taken out of the room once (as a fixed pod), not again as a minimum to place.
+    rnd = make_round(
+        cluster(2),
+        running=[running("victim", ["n0"], gpu=4)],
+        pending=[pending("top", 3, gpu=4, min_replicas=1, priority=5)],
+        weights=NO_FRAGMENTATION,
+    )
+    pre = prefilter(rnd)
+    assert [rnd.running[i].name for i in pre.candidates] == ["victim"]
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 80)
+    plan = solved(rnd)
+    assert round(plan.score.secondary * SCALE) == 80 and plan.preemptions == []
