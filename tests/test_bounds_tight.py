@@ -633,13 +633,14 @@ def test_opened_nodes_bound_charges_an_elastic_candidates_minimum_to_busy_room()
     assert _opened_nodes_bound(pre) == 2
 
 
-def test_opened_nodes_bound_ignores_resources_idle_nodes_lack() -> None:
-    # n0 (8 GPUs, 4 rdma) is busy with a 1-GPU pod; n1 (8 GPUs, no rdma) is idle. Two gangs of
-    # one pod asking 1 GPU and 3 rdma each fit on n0 one at a time, never both, and never on
-    # n1. An idle node cannot relieve an rdma shortage, so neither count uses rdma (nor
-    # divides by the 0 rdma of idle nodes): GPUs are not short, the bound is 0.
+@pytest.mark.parametrize("rdma", [4, 8])
+def test_opened_nodes_bound_ignores_resources_idle_nodes_lack(rdma: int) -> None:
+    # n0 (8 GPUs, 4 or 8 rdma) is busy with a 1-GPU pod; n1 (8 GPUs, no rdma) is idle. Two
+    # gangs of one pod asking 1 GPU and 3 rdma each fit on n0 (with 4 rdma one at a time, with
+    # 8 both), never on n1. An idle node cannot relieve rdma, short or not, so neither count
+    # uses rdma (nor divides by the 0 rdma of idle nodes): GPUs are not short, the bound is 0.
     rnd = make_round(
-        Cluster(nodes=[node("n0", 8, rdma=4), node("n1", 8)]),
+        Cluster(nodes=[node("n0", 8, rdma=rdma), node("n1", 8)]),
         running=[running("fixed", ["n0"], gpu=1, preemptible=False)],
         pending=[pending("a", 1, gpu=1, rdma=3), pending("b", 1, gpu=1, rdma=3)],
     )
