@@ -716,3 +716,16 @@ def test_growth_bound_counts_an_unshrinkable_candidate_once() -> None:
     assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 80)
     plan = solved(rnd)
     assert round(plan.score.secondary * SCALE) == 80 and plan.preemptions == []
+
+
+def test_opened_nodes_bound_tops_up_a_single_member() -> None:
+    # n0 keeps 2 of 8 GPUs: 6 free; n1 is idle. Gang: role 'a' (1 pod of 4 GPUs, required),
+    # role 'b' (2 pods of 3 GPUs, none required), min_members 2: one b pod on top of a, 7 GPUs
+    # at least, more than the 6 free: one idle node opens, in the optimum too.
+    rnd = make_round(
+        cluster(2),
+        running=[running("fixed", ["n0"], gpu=2, preemptible=False)],
+        pending=[pending("g", roles=[role("a", 1, gpu=4, min_replicas=1), role("b", 2, gpu=3)], min_members=2)],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+    assert any(p.node == "n1" for p in solved(rnd).placements)
