@@ -633,13 +633,14 @@ def test_opened_nodes_bound_charges_an_elastic_candidates_minimum_to_busy_room()
     assert _opened_nodes_bound(pre) == 2
 
 
-def test_opened_nodes_bound_ignores_resources_idle_nodes_lack() -> None:
-    # n0 (8 GPUs, 4 rdma) is busy with a 1-GPU pod; n1 (8 GPUs, no rdma) is idle. Two gangs of
-    # one pod asking 1 GPU and 3 rdma each fit on n0 one at a time, never both, and never on
-    # n1. An idle node cannot relieve an rdma shortage, so neither count uses rdma (nor
-    # divides by the 0 rdma of idle nodes): GPUs are not short, the bound is 0.
+@pytest.mark.parametrize("rdma", [4, 8])
+def test_opened_nodes_bound_ignores_resources_idle_nodes_lack(rdma: int) -> None:
+    # n0 (8 GPUs, 4 or 8 rdma) is busy with a 1-GPU pod; n1 (8 GPUs, no rdma) is idle. Two
+    # gangs of one pod asking 1 GPU and 3 rdma each fit on n0 (with 4 rdma one at a time, with
+    # 8 both), never on n1. An idle node cannot relieve rdma, short or not, so neither count
+    # uses rdma (nor divides by the 0 rdma of idle nodes): GPUs are not short, the bound is 0.
     rnd = make_round(
-        Cluster(nodes=[node("n0", 8, rdma=4), node("n1", 8)]),
+        Cluster(nodes=[node("n0", 8, rdma=rdma), node("n1", 8)]),
         running=[running("fixed", ["n0"], gpu=1, preemptible=False)],
         pending=[pending("a", 1, gpu=1, rdma=3), pending("b", 1, gpu=1, rdma=3)],
     )
@@ -674,6 +675,57 @@ def test_opened_nodes_bound_by_amount_tops_up_per_resource_from_the_cheapest_rol
         pending=[
             pending("g", roles=[role("a", 2, gpu=2, cpu=3, min_replicas=1), role("b", 4, gpu=1, cpu=4)], min_members=3)
         ],
+    )
+    assert _opened_nodes_bound(prefilter(rnd)) == 1
+    assert any(p.node == "n1" for p in solved(rnd).placements)
+
+
+@pytest.mark.parametrize(
+    ("cpu", "lp", "optimum"),
+    [
+        # 2 milli-CPUs: the minimum pod takes 1, one member fits in the other (a pod is
+        # max(0, 1/2) · 8 = 4 GPU-eq: 40)
+        ("2m", 40, 40),
+        # 1 milli-CPU: the minimum pod takes it all, nothing can grow (a pod is 8 GPU-eq)
+        ("1m", 0, 0),
+    ],
+)
+def test_growth_bound_with_requests_of_one_milli_unit(cpu: str, lp: int, optimum: int) -> None:
+    rnd = make_round(
+        Cluster(nodes=[node("n0", 8, cpu=cpu)]),
+        pending=[pending("e", 4, gpu=0, cpu="1m", min_replicas=1)],
+        weights=NO_FRAGMENTATION,
+    )
+    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, lp)
+    assert round(solved(rnd).score.secondary * SCALE) == optimum
+
+
+def test_growth_bound_counts_an_unshrinkable_candidate_once() -> None:
+    # Two 8-GPU nodes (T_gpu = 16: a 4-GPU pod is 40). 'victim' (4 GPUs on n0, priority 0, not
+    # elastic) stays whole in every plan at the tier ceilings; 'top' (priority 5, 1 to 3 pods
+    # of 4 GPUs) takes the other 12 GPUs: 2 members above its minimum, 80. The victim's pod is
+    # taken out of the room once (as a fixed pod), not again as a minimum to place.
+    rnd = make_round(
+        cluster(2),
+        running=[running("victim", ["n0"], gpu=4)],
+        pending=[pending("top", 3, gpu=4, min_replicas=1, priority=5)],
+        weights=NO_FRAGMENTATION,
+    )
+    pre = prefilter(rnd)
+    assert [rnd.running[i].name for i in pre.candidates] == ["victim"]
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 80)
+    plan = solved(rnd)
+    assert round(plan.score.secondary * SCALE) == 80 and plan.preemptions == []
+
+
+def test_opened_nodes_bound_tops_up_a_single_member() -> None:
+    # n0 keeps 2 of 8 GPUs: 6 free; n1 is idle. Gang: role 'a' (1 pod of 4 GPUs, required),
+    # role 'b' (2 pods of 3 GPUs, none required), min_members 2: one b pod on top of a, 7 GPUs
+    # at least, more than the 6 free: one idle node opens, in the optimum too.
+    rnd = make_round(
+        cluster(2),
+        running=[running("fixed", ["n0"], gpu=2, preemptible=False)],
+        pending=[pending("g", roles=[role("a", 1, gpu=4, min_replicas=1), role("b", 2, gpu=3)], min_members=2)],
     )
     assert _opened_nodes_bound(prefilter(rnd)) == 1
     assert any(p.node == "n1" for p in solved(rnd).placements)
