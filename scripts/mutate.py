@@ -16,7 +16,7 @@ not notice that bug. Survivors are printed as ``file:line: original -> mutated``
 ``killed/total``.
 
 Some mutants cannot be killed because they do not change behaviour (a cache disabled, a bound with
-slack). List those in ``--equivalent`` (default ``scripts/mutants-equivalent.txt``), one per line
+slack). List those in ``--equivalent`` (default ``tests/mutation-equivalents/<module>.txt``), one per line
 as printed, followed by ``  # reason``; they are left out of the score.
 
 ``--fork`` runs pytest in forks of this process after importing, once, everything the tests import
@@ -42,7 +42,8 @@ from dataclasses import field as default
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_EQUIVALENT = REPO / "scripts" / "mutants-equivalent.txt"
+EQUIVALENTS = REPO / "tests" / "mutation-equivalents"
+"""Known-equivalent mutants of ``gangopt/<module>.py`` are listed in ``<module>.txt`` here."""
 SKIP_DIRS = shutil.ignore_patterns(
     ".git", ".venv", "__pycache__", "*.egg-info", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"
 )
@@ -354,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", type=int, default=None, metavar="N", help="run only these mutants")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1: cores are shared)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per mutant (default: 5x the clean run)")
-    parser.add_argument("--equivalent", type=Path, default=DEFAULT_EQUIVALENT, help="known-equivalent mutants")
+    parser.add_argument(
+        "--equivalent", type=Path, default=None, help="known-equivalent mutants (default: tests/mutation-equivalents/<module>.txt)"
+    )
     parser.add_argument(
         "--fork", action="store_true", help="run pytest in forks of a process that has imported its dependencies"
     )
@@ -370,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.tests:
         parser.error("--tests is required (unless --list)")
+    if args.equivalent is None:
+        args.equivalent = EQUIVALENTS / f"{Path(target).stem}.txt"
     equivalent = read_equivalent(args.equivalent)
     wanted = args.only if args.only is not None else range(len(described))
     if any(not 0 <= n < len(described) for n in wanted):
