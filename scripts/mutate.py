@@ -356,7 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1: cores are shared)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per mutant (default: 5x the clean run)")
     parser.add_argument(
-        "--equivalent", type=Path, default=None, help="known-equivalent mutants (default: tests/mutation-equivalents/<module>.txt)"
+        "--equivalent",
+        type=Path,
+        default=None,
+        help="known-equivalent mutants (default: tests/mutation-equivalents/<module>.txt)",
     )
     parser.add_argument(
         "--fork", action="store_true", help="run pytest in forks of a process that has imported its dependencies"
