@@ -7,7 +7,7 @@ from pathlib import Path
 
 import gangopt
 from gangopt.parsing import parse_json
-from gangopt.replay.generate import SIZES, dump_round, generate, size_spec
+from gangopt.replay.generate import FRAGMENTED_SHARES, SIZES, Spec, dump_round, generate, size_spec
 from gangopt.schema import Plan, Policy, Round
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +24,25 @@ def round_text(size: str, seed: int = 0, contention: bool = False) -> str:
     return dump_round(rnd)
 
 
+@cache
+def fragmented_text(size: str, busy: float = 0.75, seed: int = 0) -> str:
+    """Issue 13's fragmented round of a size: running gangs where they happened to land, no
+    node wholly free, a fabric selector on 30 % of the pending gangs, preemption on."""
+    nodes, gangs = SIZES[size]
+    elastic, required, preferred = FRAGMENTED_SHARES
+    spec = Spec(
+        nodes=nodes,
+        gangs=gangs,
+        seed=seed,
+        fragmented=True,
+        busy=busy,
+        elastic_share=elastic,
+        required_share=required,
+        preferred_share=preferred,
+    )
+    return dump_round(generate(spec)[0])
+
+
 def end_to_end(text: str, solver: str = "cpsat", time_limit: float | None = None) -> tuple[Round, Plan]:
     """What a caller pays: parse and validate the input, then solve (``gangopt.solve``
     prefilters, builds, searches, expands to nodes and validates the plan it returns)."""
@@ -31,7 +50,7 @@ def end_to_end(text: str, solver: str = "cpsat", time_limit: float | None = None
     policy = None
     if time_limit is not None:
         policy = Policy.model_validate({**rnd.policy.model_dump(), "time_limit": time_limit})
-    return rnd, gangopt.solve(rnd, policy, solver="greedy" if solver == "greedy" else "cpsat")
+    return rnd, gangopt.solve(rnd, policy, solver=solver)
 
 
 def check_valid(rnd: Round, plan: Plan, solver: str) -> None:
