@@ -570,6 +570,9 @@ class _RoomVerdict:
 
     blocked_role: int | None = None
     short_of: int | None = None
+    short_role: int | None = None
+    """A role whose own minimum does not fit (then ``role_room`` is the room it has)."""
+    role_room: int = 0
     feasible: list[str] | None = None
     best: int = 0
 
@@ -598,6 +601,14 @@ def _pending_verdict(
         key, _ = fits[room.blocked_role]
         role = gang.roles[room.blocked_role]
         return Pruned("eligibility" if not _any_eligible(pre, key) else "capacity", _no_room(pre, gang, role))
+    if room.short_role is not None:
+        role = gang.roles[room.short_role]
+        wants = ", ".join(human(v, r) for r, v in sorted(role.requests.items()) if v) or "no requests"
+        return Pruned(
+            "capacity",
+            f"role {role.name!r} needs {gang.role_minimum(role)} pods ({wants} each); the whole cluster offers "
+            f"room for {room.role_room} even after every allowed preemption",
+        )
     if room.short_of is not None:
         return Pruned(
             "capacity",
@@ -632,6 +643,9 @@ def _room_verdict(
             return _RoomVerdict(blocked_role=ri)
     totals = [sums.total(fit, role.replicas) for (_, fit), role in zip(fits, gang.roles, strict=True)]
     if not _reaches_minimum(gang, totals):
+        for ri, (total, role) in enumerate(zip(totals, gang.roles, strict=True)):
+            if total < gang.role_minimum(role):
+                return _RoomVerdict(short_of=sum(totals), short_role=ri, role_room=total)
         return _RoomVerdict(short_of=sum(totals))
     if level is None:
         return _RoomVerdict()

@@ -226,3 +226,15 @@ def test_pending_verdicts_shared_per_shape_match_one_gang_at_a_time(rnd: Round) 
         memo = pf._pending_verdict(pre, gi, gang, fits, sums, before, shared)
         assert memo == alone
         assert pre.required_domains.pop(gi, None) == alone_domains
+
+
+def test_a_role_short_of_its_own_minimum_is_named_with_its_room() -> None:
+    """Issue 14: a 2-master gang with room for 1 master was told "needs 16 gpu for 4 pods; the
+    whole cluster offers room for 4" (the total, not the role that does not fit)."""
+    rnd = load_round(ROOT / "tests" / "fixtures" / "regressions" / "reasons-role-short.json")
+    pruned = prefilter(rnd).pruned["job"]
+    assert pruned.code == "capacity"
+    assert pruned.reason == (
+        "role 'master' needs 2 pods (40 cpu each); the whole cluster offers room for 1 even after every allowed "
+        "preemption"
+    )
