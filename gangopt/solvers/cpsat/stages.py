@@ -30,6 +30,7 @@ stage carrying every tier with weights near 2^40 (which wrecks the LP's scaling)
 Part = int | str
 """A piece of the lexicographic objective: a priority tier (int), 'secondary' or 'fifo'."""
 
+
 @dataclass
 class Stage:
     """One objective of the lexicographic sequence."""
@@ -44,6 +45,7 @@ class Stage:
     part_values: list[int] = field(default_factory=list)
     """Each part's value (model units, without constants) at the stage's answer."""
 
+
 def _part_terms(enc: Encoding, part: Part) -> list[tuple[cp_model.IntVar, int]]:
     if part == "secondary":
         return enc.secondary
@@ -52,8 +54,10 @@ def _part_terms(enc: Encoding, part: Part) -> list[tuple[cp_model.IntVar, int]]:
     assert isinstance(part, int)
     return enc.tiers[part]
 
+
 def _part_range(enc: Encoding, part: Part) -> int:
     return sum(abs(c) * max(abs(enc.ub(v)), abs(enc.lb(v))) for v, c in _part_terms(enc, part))
+
 
 def plan_stages(enc: Encoding) -> list[Stage]:
     """Group the parts (tiers highest first, then secondary, then the FIFO tie-break) into
@@ -72,11 +76,13 @@ def plan_stages(enc: Encoding) -> list[Stage]:
         stages.append(_make_stage(group))
     return stages
 
+
 def _weighted_range(group: list[tuple[Part, int]]) -> int:
     total = 0
     for _, rng in reversed(group):
         total = total + (total + 1) * rng
     return total
+
 
 def _make_stage(group: list[tuple[Part, int]]) -> Stage:
     """Weights make the stage lexicographic: each part outweighs everything after it."""
@@ -88,6 +94,7 @@ def _make_stage(group: list[tuple[Part, int]]) -> Stage:
         below += weight * rng
     weights.reverse()
     return Stage(parts=[p for p, _ in group], weights=weights)
+
 
 def _stage_expr(enc: Encoding, stage: Stage) -> tuple[list[cp_model.IntVar], list[int]]:
     vars_: list[cp_model.IntVar] = []
@@ -101,6 +108,7 @@ def _stage_expr(enc: Encoding, stage: Stage) -> tuple[list[cp_model.IntVar], lis
 FIRST_STAGE_SHARE = 0.6
 """Share of the remaining time a stage may use when later stages follow: earlier stages
 decide higher priorities, so they get more; time a stage does not use flows on."""
+
 
 def run_stages(
     enc: Encoding, stages: list[Stage], deadline: float, start: list[int] | None
@@ -183,6 +191,7 @@ def run_stages(
     values = _values_from(enc, incumbent) if incumbent is not None else None
     return values, status, message.strip()
 
+
 def _gap_limits(
     solver: cp_model.CpSolver, enc: Encoding, done: list[Stage], stage: Stage, incumbent: list[int] | None
 ) -> None:
@@ -219,6 +228,7 @@ def _gap_limits(
     )
     params.absolute_gap_limit = max(0.0, limit * smallest)
 
+
 def _proven_bound(enc: Encoding, stage: Stage, solver: cp_model.CpSolver, result: cp_model.CpSolverStatus) -> float:
     """The bound CP-SAT proved for a stage it did not improve; its ranges if it proved none."""
     if result == cp_model.INFEASIBLE:  # cannot happen: the pooled solution is feasible
@@ -228,9 +238,11 @@ def _proven_bound(enc: Encoding, stage: Stage, solver: cp_model.CpSolver, result
         bound = float(sum(w * _part_range(enc, p) for w, p in zip(stage.weights, stage.parts, strict=True)))
     return max(stage.value, bound)
 
+
 def _ceiling(enc: Encoding, vars_: list[cp_model.IntVar], coeffs: list[int]) -> int:
     """The largest value the stage's objective could take, from variable bounds alone."""
     return sum(c * (enc.ub(v) if c > 0 else enc.lb(v)) for v, c in zip(vars_, coeffs, strict=True))
+
 
 def _best_in_pool(
     pool: list[list[int]],
@@ -241,6 +253,7 @@ def _best_in_pool(
     """The pooled solution best for this stage among those keeping every earlier optimum."""
     keeps = [s for s in pool if all((_objective_at(s, v, c) or 0) >= value for v, c, value in fixed)]
     return max(keeps, key=lambda s: _objective_at(s, vars_, coeffs) or 0, default=None)
+
 
 def _configure(solver: cp_model.CpSolver, policy: Policy, work: float, hard: float) -> None:
     """The stage stops on deterministic ``work``, so reruns agree; the wall clock (``hard``:
@@ -256,10 +269,12 @@ def _configure(solver: cp_model.CpSolver, policy: Policy, work: float, hard: flo
     params.linearization_level = 2
     params.log_search_progress = False
 
+
 def _objective_at(solution: list[int] | None, vars_: list[cp_model.IntVar], coeffs: list[int]) -> int | None:
     if solution is None:
         return None
     return sum(c * solution[v.index] for v, c in zip(vars_, coeffs, strict=True))
+
 
 def _values_from(enc: Encoding, solution: list[int]) -> ClassValues:
     """The decisions in a full solution vector (indexed like the model's variables)."""
@@ -271,15 +286,18 @@ def _values_from(enc: Encoding, solution: list[int]) -> ClassValues:
         z={k: [solution[z.index] for z in cm.z] for k, cm in enumerate(enc.classes) if cm.z},
     )
 
+
 def _hint(enc: Encoding, solution: list[int]) -> None:
     """Start the next solve from ``solution`` (a complete assignment)."""
     enc.model.clear_hints()  # type: ignore[no-untyped-call]
     enc.model.proto.solution_hint.vars.extend(range(len(solution)))
     enc.model.proto.solution_hint.values.extend(solution)
 
+
 def _ceiling_of(enc: Encoding, stage: Stage) -> float:
     vars_, coeffs = _stage_expr(enc, stage)
     return float(_ceiling(enc, vars_, coeffs))
+
 
 def proven_bounds(enc: Encoding, stages: list[Stage]) -> ProvenBounds:
     """Per-tier bounds and the secondary bound proven by the stages.
