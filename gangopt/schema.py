@@ -346,6 +346,15 @@ class PendingGang(GangSpec):
     submit_time: Seconds = Field(0.0, description="Seconds (any epoch, same as policy.now).")
     deadline: Seconds | None = Field(None, description="Latest wanted start time, same clock as submit_time.")
     group: Name | None = Field(None, description="Gangs of one group start together or not at all.")
+    expected_duration: StrictFloat | None = Field(
+        None,
+        ge=0,
+        le=MAX_SECONDS,
+        description="Expected run time in seconds at the gang's full size (from the user's time limit or "
+        "history; in replays, the job's remaining work). Lets the cpsat solver's look-ahead backfill: "
+        "a gang that surely ends before a reservation starts may use the reserved nodes "
+        "(see Policy.lookahead). Unknown: it never ends before any reservation.",
+    )
 
 
 class BoundPod(_Model):
@@ -372,6 +381,25 @@ class RunningGang(GangSpec):
     seconds_since_checkpoint: StrictFloat = Field(0.0, ge=0, le=MAX_SECONDS)
     restart_seconds: StrictFloat = Field(
         300.0, ge=0, le=MAX_SECONDS, description="Time to restart and reload a checkpoint."
+    )
+    started_at: Seconds | None = Field(
+        None,
+        description="When the gang's current run started (its last start or restart), same clock as "
+        "policy.now. With Policy.lookahead.min_run_seconds, a gang that started less than that long "
+        "ago is not evicted or shrunk by the cpsat solver.",
+    )
+    expected_end: Seconds | None = Field(
+        None,
+        description="When the gang is expected to finish, same clock as policy.now: when its pods free "
+        "their nodes, which the cpsat solver's look-ahead uses to reserve a future slot for a "
+        "blocked gang. Unknown: it holds its nodes beyond any reservation.",
+    )
+    evictions: StrictInt = Field(
+        0,
+        ge=0,
+        le=MAX_COUNT,
+        description="Times this gang was already evicted; with Policy.lookahead.max_evictions, a gang "
+        "evicted that often is not evicted again by the cpsat solver.",
     )
 
 
@@ -416,6 +444,46 @@ class Weights(_Model):
     fragmentation: StrictFloat = Field(0.25, ge=0, le=MAX_WEIGHT, description="Cost per idle node opened by new pods.")
 
 
+class LookAhead(_Model):
+    """How the cpsat solver plans beyond the round (docs/objective.md, "Look-ahead").
+
+    These are decisions of gangopt's optimizer, not rules of the round: a plan that ignores
+    them is still valid (``gangopt validate`` does not check them), the greedy solver and the
+    peer emulations ignore them, and the cpsat solver follows them in every plan it returns
+    (its portfolio candidates are decided under them too). They need the round's times:
+    ``RunningGang.started_at``/``expected_end``/``evictions`` and
+    ``PendingGang.expected_duration``; without those they change nothing.
+    """
+
+    reservations: StrictInt = Field(
+        2,
+        ge=0,
+        le=MAX_GANGS,
+        description="Blocked gangs (highest priority, then longest waiting) that get a reserved future "
+        "slot: the whole nodes on which they fit earliest, by the running gangs' expected ends. Gangs of "
+        "the same or lower priority that would not end before it (expected_duration) do not start "
+        "there (Slurm's backfill, decided in the round). 0 turns reservations off.",
+    )
+    reserve_after: StrictFloat = Field(
+        0.0, ge=0, le=MAX_SECONDS, description="Seconds a gang must have waited before it may get a reservation."
+    )
+    min_run_seconds: StrictFloat = Field(
+        900.0,
+        ge=0,
+        le=MAX_SECONDS,
+        description="A running gang that (re)started less than this many seconds ago (started_at) is not "
+        "evicted or shrunk: a gang that just restarted has lost nothing since its checkpoint, so it is "
+        "the cheapest victim, and without this floor it is evicted again and again.",
+    )
+    max_evictions: StrictInt | None = Field(
+        None,
+        ge=0,
+        le=MAX_COUNT,
+        description="A running gang already evicted this many times (evictions) is not evicted again; "
+        "null: no budget.",
+    )
+
+
 DETERMINISTIC_SHARE = 0.3
 """The default ``Policy.work_limit`` as a share of ``time_limit``: CP-SAT's deterministic work
 units. One worker stopped by deterministic time gives the same plan on every run; measured
@@ -457,6 +525,7 @@ class Policy(_Model):
         "returned without building a model, and makes large rounds much faster.",
     )
     weights: Weights = Field(default_factory=Weights)
+    lookahead: LookAhead = Field(default_factory=LookAhead)
 
 
 class Round(_WithDerived):

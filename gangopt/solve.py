@@ -2,6 +2,9 @@
 
 1. **Policy**: ``policy`` (if given) replaces the round's own.
 2. **Look up** the solver by name in the registry (:data:`gangopt.solvers.SOLVERS`).
+   A solver with ``lookahead`` (CP-SAT) decides the round's look-ahead view
+   (:mod:`gangopt.lookahead`: reserved nodes, protected running gangs) and steps 3 and 4 run
+   on the view; step 5 validates against the round itself.
 3. **Run** it: a :class:`~gangopt.result.Result` (the plan's decisions, plus what
    the solver learned: prefiltered round, score, proven bounds).
 4. **Annotate** (:mod:`gangopt.annotate`): waiting reasons, score with bounds, gap. With
@@ -25,6 +28,7 @@ import resource
 import time
 
 from gangopt.annotate import annotate as finish
+from gangopt.lookahead import look_ahead
 from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Status
 from gangopt.solvers import Decide, Solver, get_solver
@@ -59,9 +63,13 @@ def run(
     cpu = cpu_seconds() if cpu is None else cpu
     if not annotate and not spec.annotate_optional:
         raise ValueError(f"annotate=False needs a solver other than {spec.name!r} (it chooses its plan by the score)")
-    result = decide(rnd)
-    plan = _finished(rnd, spec, result, annotate)
-    violations = [] if result.finished else validate(rnd, plan)
+    view = look_ahead(rnd) if spec.lookahead else None
+    decided = view.round if view is not None else rnd
+    result = decide(decided)
+    plan = _finished(decided, spec, result, annotate)
+    if view is not None:
+        plan = view.annotate(plan, rnd.now)
+    violations = [] if result.finished and (view is None or not view.restricted) else validate(rnd, plan)
     if violations:
         if not spec.fallback:
             raise RuntimeError(f"internal: {spec.name} plan failed validation: {_details(violations)}")

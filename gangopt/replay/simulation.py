@@ -59,6 +59,7 @@ from gangopt.schema import (
     BoundPod,
     Cluster,
     GangSpec,
+    LookAhead,
     PendingGang,
     Plan,
     Policy,
@@ -108,6 +109,9 @@ class SimConfig:
     """``policy.preemption`` of every round."""
     workers: int = 1
     weights: Weights | None = None
+    lookahead: LookAhead | None = None
+    """``policy.lookahead`` of every round (None: the schema's defaults); only the cpsat solver
+    reads it (see :mod:`gangopt.lookahead`)."""
     queues: tuple[Queue, ...] = ()
     """Tenant queues (quotas) of every round; jobs of unlisted queues are unlimited."""
     check_rounds: bool = False
@@ -239,6 +243,8 @@ class _Live:
     prod_start: float = 0.0
     rate: float = 0.0
     pending_since: float = 0.0
+    run_start: float = 0.0
+    """When the current run started (the last start or restart; a resize is not a restart)."""
     version: int = 0
     min_gpus: float = 0.0
     """GPUs of the job's cheapest ``minimum`` pods (what it needs, at least, to start)."""
@@ -274,8 +280,13 @@ def _gang_fields(job: Job) -> dict[str, Any]:
     return {name: getattr(job, name) for name in GangSpec.model_fields}
 
 
-def _pending_gang(job: Job) -> PendingGang:
-    return PendingGang(**_gang_fields(job), submit_time=job.arrival, deadline=job.deadline)
+def _pending_gang(job: Job, remaining: float | None = None) -> PendingGang:
+    """The job as a pending gang; ``expected_duration`` is its remaining run time at full size
+    (the whole duration before its first start)."""
+    left = job.duration if remaining is None else remaining
+    return PendingGang(
+        **_gang_fields(job), submit_time=job.arrival, deadline=job.deadline, expected_duration=max(0.0, left)
+    )
 
 
 # ----------------------------------------------------------------------------- simulator
@@ -440,6 +451,8 @@ class Simulator:
         }
         if cfg.weights is not None:
             policy_fields["weights"] = cfg.weights
+        if cfg.lookahead is not None:
+            policy_fields["lookahead"] = cfg.lookahead
         policy = Policy.model_validate(policy_fields)
         rnd = Round.model_construct(
             cluster=self.cluster, queues=list(cfg.queues), running=running, pending=pending, policy=policy
@@ -452,8 +465,18 @@ class Simulator:
         return rnd
 
     def _running_gang(self, lv: _Live, t: float) -> RunningGang:
+        """The job as the round sees it: pods, time since its checkpoint, and its times (the
+        simulator knows the exact expected end, as a user's exact time limit would)."""
         since, _ = lv.checkpoint(t, self.config.checkpoint_interval)
-        return self._placed_gang(lv).model_copy(update={"seconds_since_checkpoint": max(0.0, t - since)})
+        end = lv.finish_time()
+        return self._placed_gang(lv).model_copy(
+            update={
+                "seconds_since_checkpoint": max(0.0, t - since),
+                "started_at": lv.run_start,
+                "expected_end": end if math.isfinite(end) else None,
+                "evictions": lv.record.preemptions,
+            }
+        )
 
     def _placed_gang(self, lv: _Live) -> RunningGang:
         """``lv.running_gang``, rebuilt when the job's pods changed. Its cached totals
@@ -569,6 +592,7 @@ class Simulator:
         if rec.first_start is None:
             rec.first_start = t
         rec.waited += t - lv.pending_since
+        lv.run_start = t
         lv.pods = pods
         self.gpus_allocated += lv.gpus_now
         self.running[lv.job.name] = lv
@@ -586,6 +610,7 @@ class Simulator:
         lv.rate = 0.0
         lv.version += 1
         lv.pending_since = t
+        lv.pending_gang = _pending_gang(lv.job, remaining=lv.job.duration - saved + self.config.restart_seconds)
         del self.running[lv.job.name]
         self.pending[lv.job.name] = lv
         self.pending_gpus += lv.min_gpus
