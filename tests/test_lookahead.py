@@ -1,0 +1,212 @@
+"""The look-ahead view (gangopt/lookahead.py): protection, reservations, backfill; and that a
+plan decided on the view is a plan for the round."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gangopt
+from gangopt.lookahead import RESERVED_LABEL, look_ahead
+from gangopt.schema import LookAhead, PendingGang, Round, RunningGang
+from gangopt.solvers.greedy import greedy
+from tests.builders import cluster, make_round, pending, running
+from tests.strategies import examples, rounds
+
+NOW = 10_000.0
+
+
+def timed(gang: RunningGang, **times: Any) -> RunningGang:
+    return gang.model_copy(update=times)
+
+
+def lasting(gang: PendingGang, seconds: float | None) -> PendingGang:
+    return gang.model_copy(update={"expected_duration": seconds})
+
+
+def backfill_round(**lookahead: Any) -> Round:
+    """Two 8-GPU nodes. n0: 7 GPUs busy until now+100; n1: 4 GPUs busy until now+5000. The
+    oldest gang needs a whole node (blocked now, fits on n0 at now+100); a long 1-GPU gang and
+    a short one (50 s) wait too."""
+    return make_round(
+        cluster(2),
+        running=[
+            timed(running("r0", ["n0"], gpu=7), expected_end=NOW + 100, started_at=0.0),
+            timed(running("r1", ["n1"], gpu=4), expected_end=NOW + 5000, started_at=0.0),
+        ],
+        pending=[
+            lasting(pending("big", gpu=8, submit_time=1.0), 3600),
+            lasting(pending("long", gpu=1, submit_time=2.0), 7200),
+            lasting(pending("short", gpu=1, submit_time=3.0), 50),
+        ],
+        now=NOW,
+        lookahead=LookAhead(**lookahead),
+    )
+
+
+def nodes_of(plan: gangopt.Plan, gang: str) -> set[str]:
+    return {p.node for p in plan.placements if p.gang == gang}
+
+
+# ----------------------------------------------------------------------------- reservations
+
+
+def test_blocked_gang_gets_the_nodes_that_free_up_first() -> None:
+    view = look_ahead(backfill_round())
+    [r] = view.reservations
+    assert (r.gang, r.nodes, r.start) == ("big", ("n0",), NOW + 100)
+    labels = {n.name: n.labels.get(RESERVED_LABEL) for n in view.round.cluster.nodes}
+    assert labels == {"n0": "big", "n1": None}
+    # the long gang would still run at now+100: kept off n0; the short one ends before it
+    assert view.held_off == {"long": ["big"]}
+
+
+def test_backfill_in_the_plan() -> None:
+    rnd = backfill_round()
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert nodes_of(plan, "long") == {"n1"}
+    assert "big" not in plan.admitted
+    assert "reserved for big" in plan.message
+    # without the look-ahead nothing keeps the long gang off n0's one free GPU
+    first_fit = greedy(rnd)
+    assert nodes_of(first_fit, "long") == {"n0"}
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("off", []),
+        ("no expected ends", []),
+        ("too young to reserve", []),
+        ("higher priority passes", ["big"]),
+    ],
+)
+def test_when_no_reservation_is_made_or_kept(case: str, expected: list[str]) -> None:
+    settings_: dict[str, Any] = {"reservations": 0} if case == "off" else {}
+    if case == "too young to reserve":
+        settings_["reserve_after"] = NOW  # big waited NOW - 1 s
+    rnd = backfill_round(**settings_)
+    if case == "no expected ends":
+        rnd = rnd.model_copy(update={"running": [timed(g, expected_end=None) for g in rnd.running]})
+    if case == "higher priority passes":
+        rnd = rnd.model_copy(
+            update={"pending": [g.model_copy(update={"priority": 5}) if g.name == "long" else g for g in rnd.pending]}
+        )
+    view = look_ahead(rnd)
+    assert [r.gang for r in view.reservations] == expected
+    assert "long" not in view.held_off
+
+
+def test_a_gang_that_fits_now_gets_no_reservation() -> None:
+    rnd = make_round(
+        cluster(2),
+        running=[timed(running("r0", ["n0"], gpu=7), expected_end=NOW + 100)],
+        pending=[lasting(pending("big", gpu=8), 10.0)],
+        now=NOW,
+    )
+    assert look_ahead(rnd).reservations == []
+
+
+def test_required_domain_reservation_stays_in_one_domain() -> None:
+    """A 2-pod gang that must stay in one rack: n0 (rack r0) frees first, but its rack mate n1
+    only at +9000, while rack r1 (n2, n3) is whole at +500."""
+    rnd = make_round(
+        cluster(4, racks=2),
+        running=[
+            timed(running("a", ["n0"], gpu=8), expected_end=NOW + 100),
+            timed(running("b", ["n1"], gpu=8), expected_end=NOW + 9000),
+            timed(running("c", ["n2"], gpu=8), expected_end=NOW + 300),
+            timed(running("d", ["n3"], gpu=8), expected_end=NOW + 500),
+        ],
+        pending=[pending("pair", replicas=2, gpu=8, required="rack")],
+        now=NOW,
+    )
+    [r] = look_ahead(rnd).reservations
+    assert (r.nodes, r.start) == (("n2", "n3"), NOW + 500)
+
+
+# ----------------------------------------------------------------------------- protection
+
+
+@pytest.mark.parametrize(
+    ("started_at", "evictions", "lookahead", "protected"),
+    [
+        (NOW - 100, 0, {}, True),  # younger than the default 900 s
+        (NOW - 1000, 0, {}, False),
+        (NOW - 100, 0, {"min_run_seconds": 0}, False),
+        (None, 0, {}, False),  # start unknown
+        (NOW - 1000, 3, {"max_evictions": 3}, True),
+        (NOW - 1000, 2, {"max_evictions": 3}, False),
+    ],
+)
+def test_protection(started_at: float | None, evictions: int, lookahead: dict[str, Any], protected: bool) -> None:
+    rnd = make_round(
+        cluster(1),
+        running=[timed(running("low", ["n0"], gpu=8, priority=0), started_at=started_at, evictions=evictions)],
+        pending=[pending("high", gpu=8, priority=5)],
+        now=NOW,
+        lookahead=LookAhead(**lookahead),
+    )
+    view = look_ahead(rnd)
+    assert view.protected == (["low"] if protected else [])
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert ("high" in plan.admitted) is not protected
+    # the look-ahead is the optimizer's: greedy still preempts
+    assert "high" in greedy(rnd).admitted
+
+
+# ----------------------------------------------------------------------------- the view is a restriction
+
+
+@st.composite
+def timed_rounds(draw: st.DrawFn) -> Round:
+    rnd = draw(rounds())
+    now = rnd.now
+    times = st.one_of(st.none(), st.floats(min_value=now - 3000, max_value=now + 3000, allow_nan=False))
+    run = [
+        g.model_copy(
+            update={
+                "started_at": draw(times),
+                "expected_end": draw(times),
+                "evictions": draw(st.integers(0, 3)),
+            }
+        )
+        for g in rnd.running
+    ]
+    durations = st.one_of(st.none(), st.floats(min_value=0, max_value=6000, allow_nan=False))
+    pend = [g.model_copy(update={"expected_duration": draw(durations)}) for g in rnd.pending]
+    lookahead = LookAhead(
+        reservations=draw(st.integers(0, 3)),
+        min_run_seconds=draw(st.sampled_from([0.0, 900.0])),
+        max_evictions=draw(st.sampled_from([None, 1, 2])),
+    )
+    policy = rnd.policy.model_copy(update={"lookahead": lookahead, "time_limit": 2.0})
+    return rnd.model_copy(update={"running": run, "pending": pend, "policy": policy})
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(timed_rounds())
+def test_a_plan_for_the_view_is_a_plan_for_the_round(rnd: Round) -> None:
+    view = look_ahead(rnd)
+    plan = greedy(view.round)
+    assert gangopt.validate(view.round, plan) == []
+    assert gangopt.validate(rnd, plan) == []
+    held = {name for r in view.reservations for name in r.nodes}
+    for p in plan.placements:
+        if p.node in held and p.gang in view.held_off:
+            pytest.fail(f"{p.gang} placed on reserved node {p.node}")
+    for pre in plan.preemptions:
+        assert pre.gang not in view.protected
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(timed_rounds())
+def test_cpsat_under_look_ahead_is_valid_and_never_falls_back(rnd: Round) -> None:
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert "failed validation" not in plan.message
