@@ -31,6 +31,9 @@ T = TypeVar("T")
 SCALE = 10
 """Objective units per GPU-equivalent (and per GPU-hour, per domain, per node)."""
 
+SHORT_WORK_SECONDS = 3600.0
+"""The expected duration at which a gang gets half of ``Weights.short_first``."""
+
 
 
 
@@ -100,11 +103,13 @@ class ObjectiveTerms:
         return max(1, round(SCALE * self.pod_geq(role)))
 
     def urgency(self, gang: PendingGang) -> float:
-        """1 + aging + deadline boost; running gangs have urgency 1."""
+        """1 + aging + deadline boost + short-work boost; running gangs have urgency 1."""
         w = self.rnd.policy.weights
         now = self.rnd.now
         waited_hours = max(0.0, now - gang.submit_time) / 3600.0
         factor = 1.0 + min(w.aging_cap, w.aging_per_hour * waited_hours)
+        if gang.expected_duration is not None and w.short_first > 0:
+            factor += w.short_first * SHORT_WORK_SECONDS / (SHORT_WORK_SECONDS + gang.expected_duration)
         if gang.deadline is not None and w.deadline_boost > 0:
             slack = gang.deadline - now
             if slack <= 0:

@@ -434,6 +434,14 @@ class Weights(_Model):
     deadline_horizon: StrictFloat = Field(
         3600.0, ge=0, le=MAX_SECONDS, description="Seconds before a deadline the boost starts."
     )
+    short_first: StrictFloat = Field(
+        0.0,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Value added to a pending gang with a known expected_duration d, as a fraction: "
+        "short_first x 3600 / (3600 + d), so a job of minutes gains almost all of it and one of a day "
+        "4 %. Shortest work first within a priority tier lowers mean wait and JCT.",
+    )
     preemption: StrictFloat = Field(1.0, ge=0, le=MAX_WEIGHT, description="Cost per GPU-hour lost by preemption.")
     growth: StrictFloat = Field(
         1.0, ge=0, le=MAX_WEIGHT, description="Value per GPU of elastic members above the minimum."
