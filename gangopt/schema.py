@@ -479,9 +479,16 @@ class LookAhead(_Model):
         900.0,
         ge=0,
         le=MAX_SECONDS,
-        description="A running gang that (re)started less than this many seconds ago (started_at) is not "
-        "evicted or shrunk: a gang that just restarted has lost nothing since its checkpoint, so it is "
-        "the cheapest victim, and without this floor it is evicted again and again.",
+        description="A running gang that restarted after an eviction (evictions >= 1) less than this many "
+        "seconds ago (started_at) is not evicted or shrunk: a gang that just restarted has lost nothing "
+        "since its checkpoint, so it is the cheapest victim, and without this floor it is evicted again "
+        "and again. See first_run for gangs never evicted.",
+    )
+    first_run: StrictBool = Field(
+        False,
+        description="min_run_seconds protects gangs on their first run too. Off by default: on a contended "
+        "Philly replay it kept priority-2 jobs waiting behind young lower-priority work (p95 19 min "
+        "instead of under a minute).",
     )
     max_evictions: StrictInt | None = Field(
         None,

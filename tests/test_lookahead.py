@@ -135,10 +135,12 @@ def test_required_domain_reservation_stays_in_one_domain() -> None:
 @pytest.mark.parametrize(
     ("started_at", "evictions", "lookahead", "protected"),
     [
-        (NOW - 100, 0, {}, True),  # younger than the default 900 s
-        (NOW - 1000, 0, {}, False),
-        (NOW - 100, 0, {"min_run_seconds": 0}, False),
-        (None, 0, {}, False),  # start unknown
+        (NOW - 100, 1, {}, True),  # restarted less than the default 900 s ago
+        (NOW - 100, 0, {}, False),  # first run: only with first_run
+        (NOW - 100, 0, {"first_run": True}, True),
+        (NOW - 1000, 1, {}, False),
+        (NOW - 100, 1, {"min_run_seconds": 0}, False),
+        (None, 1, {}, False),  # start unknown
         (NOW - 1000, 3, {"max_evictions": 3}, True),
         (NOW - 1000, 2, {"max_evictions": 3}, False),
     ],
