@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gangopt.errors import InputError
+from gangopt.replay.clusters import parametric_cluster
 from gangopt.replay.workload import (
     Job,
     Workload,
@@ -167,3 +168,38 @@ def test_shipped_full_philly_vc() -> None:
     sample = load_workload(folder / "philly-6214e9.json")
     assert len(full.jobs) == 41226 and "CC BY 4.0" in full.licence
     assert full.jobs[: len(sample.jobs)] == sample.jobs
+
+
+def _clipped_gpu_load(wl: Workload, gpus: float) -> float:
+    """GPU-seconds within [first, last arrival] over ``gpus`` x that span (the README's load)."""
+    start, end = wl.jobs[0].arrival, wl.jobs[-1].arrival
+    used = sum(j.gpus() * (min(end, j.arrival + j.duration) - j.arrival) for j in wl.jobs)
+    return used / (gpus * (end - start))
+
+
+def test_shipped_openb_window() -> None:
+    """Issue 12's openb window: 2,392 pods, 455 start deadlines of the documented form on GPU
+    pods only, every pod fits a ``--nodes`` node, 77 % GPU load on 2 nodes."""
+    path = Path(__file__).resolve().parents[2] / "instances" / "workloads" / "openb-11M-12M.json"
+    assert path.stat().st_size < 2_000_000
+    wl = load_workload(path)
+    assert len(wl.jobs) == 2392 and "research or study" in wl.licence
+    assert all(0 <= j.arrival < 1_000_000 for j in wl.jobs)
+    with_deadline = [j for j in wl.jobs if j.deadline is not None]
+    assert len(with_deadline) == 455
+    assert all(j.gpus() > 0 and j.deadline == j.arrival + max(60.0, 0.5 * j.duration) for j in with_deadline)
+    node = parametric_cluster(1).nodes[0].capacity
+    assert all(r.requests.get(k, 0) <= node[k] for j in wl.jobs for r in j.roles for k in r.requests)
+    assert 0.76 < _clipped_gpu_load(wl, 16.0) < 0.78
+
+
+def test_shipped_philly_b436b2_window() -> None:
+    """The second contended window: VC b436b2's jobs 6,000 on, 41 multi-node gangs, 73 % GPU
+    load on 6 nodes."""
+    path = Path(__file__).resolve().parents[2] / "instances" / "workloads" / "philly-b436b2-06000.json"
+    assert path.stat().st_size < 2_000_000
+    wl = load_workload(path)
+    assert len(wl.jobs) == 1423 and wl.jobs[0].name == "philly-b436b2-06000" and wl.jobs[0].arrival == 0
+    assert all(j.queue == "b436b2" for j in wl.jobs)
+    assert sum(1 for j in wl.jobs if j.total_replicas > 1) == 41
+    assert 0.70 < _clipped_gpu_load(wl, 48.0) < 0.76
