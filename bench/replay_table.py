@@ -1,0 +1,355 @@
+"""Issue 12's replay benchmark: every policy on each contended replay, in one process, and
+gangopt's targets as PASS/FAIL.
+
+    python -m bench.replay_table [--quick] [--policy NAME ...] [--replay NAME ...] [--json OUT]
+
+For each replay (:data:`REPLAYS`: the openb window on 2 nodes, the Philly 6-node slice and
+the Philly VC b436b2 window on 6 nodes) every policy of :data:`POLICIES` replays the same
+workload on the same cluster with the same settings (``gangopt simulate``'s defaults: rounds
+at most every 60 s, CP-SAT budget 1 s of deterministic work per round, checkpoints every
+1,800 s, preemption on). One Markdown table per replay: waits, JCT, deadline misses,
+preemptions, the priority-2 p95 wait, the p95 wait of the largest size class
+(:func:`gangopt.replay.metrics.largest_class`), the policy's wall and CPU seconds (summed
+``plan.stats``), the replay's CPU seconds (this process and its finished children, around the
+whole replay) and jobs per wall second. Then :func:`evaluate` prints issue 12's targets for
+gangopt. Progress goes to stderr, tables to stdout.
+
+``--quick`` replays a prefix of each workload (:data:`QUICK_FIRST`) to check the plumbing in
+about a minute; its numbers are not the benchmark's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gangopt.replay.clusters import parametric_cluster
+from gangopt.replay.metrics import Metrics, compute_metrics
+from gangopt.replay.policies import SchedulingPolicy, make_policy
+from gangopt.replay.simulation import SimConfig, simulate
+from gangopt.replay.workload import Workload, load_workload
+from gangopt.schema import Plan, Round
+from gangopt.solve import cpu_seconds
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ROOT / "instances" / "workloads"
+
+OURS = "gangopt"
+POLICIES: tuple[str, ...] = (
+    "gangopt",
+    "greedy",
+    "fifo_first_fit",
+    "koordinator_like",
+    "volcano_like",
+    "kueue_like",
+    "slurm_backfill_like",
+)
+"""gangopt first, then greedy and the five emulations: its six peers."""
+
+HEADLINE: tuple[str, ...] = ("mean_wait", "p95_wait", "p99_wait", "mean_jct", "deadline_misses")
+"""The metrics of the 'no peer better on more than one' and 'worst on none' targets (lower is better)."""
+
+
+@dataclass(frozen=True)
+class Replay:
+    name: str
+    workload: str
+    """File under instances/workloads/."""
+    nodes: int
+    first: int | None = None
+    """Replay only the first N jobs by arrival (``--first``)."""
+
+    def command(self) -> str:
+        first = f" --first {self.first}" if self.first else ""
+        return f"gangopt simulate instances/workloads/{self.workload}{first} --nodes {self.nodes}"
+
+
+REPLAYS: tuple[Replay, ...] = (
+    Replay("openb-11M-12M", "openb-11M-12M.json", nodes=2),
+    Replay("philly-6214e9", "philly-6214e9.json", nodes=6, first=600),
+    Replay("philly-b436b2", "philly-b436b2-06000.json", nodes=6),
+)
+QUICK_FIRST: dict[str, int] = {"openb-11M-12M": 300, "philly-6214e9": 200, "philly-b436b2": 200}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the targets compare, per policy: seconds, counts."""
+
+    mean_wait: float
+    p95_wait: float
+    p99_wait: float
+    mean_jct: float
+    deadline_misses: int
+    preemptions: int
+    p2_p95_wait: float | None
+    """p95 queueing delay of priority-2 jobs; None when the workload has none."""
+    largest_p95_wait: float
+    jobs_per_cpu_second: float = 0.0
+
+    @classmethod
+    def of(cls, m: Metrics, replay_cpu: float) -> Outcome:
+        p2 = m.queueing_delay_by_priority.get(2)
+        return cls(
+            mean_wait=m.queueing_delay.mean,
+            p95_wait=m.queueing_delay.p95,
+            p99_wait=m.queueing_delay.p99,
+            mean_jct=m.jct.mean,
+            deadline_misses=m.deadline_misses,
+            preemptions=m.preemptions,
+            p2_p95_wait=None if p2 is None else p2.p95,
+            largest_p95_wait=m.queueing_delay_largest_class.p95,
+            jobs_per_cpu_second=m.arrived / replay_cpu if replay_cpu > 0 else 0.0,
+        )
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    passed: bool
+    detail: str
+
+
+def _better(a: float, b: float) -> bool:
+    """``a`` strictly lower than ``b`` beyond float noise."""
+    return a < b - 1e-9 * max(1.0, abs(b))
+
+
+def evaluate(outcomes: Mapping[str, Outcome], interval: float) -> list[Target]:
+    """Issue 12's targets for :data:`OURS` against every other policy in ``outcomes``.
+
+    1. No peer better on more than one of :data:`HEADLINE` (strictly lower).
+    2. gangopt worst on none of them: not the highest value of all policies unless every
+       policy has that value (ties at the top with a peer count as worst; all equal does not).
+    3. Preemptions <= greedy's (skipped when greedy did not run).
+    4. Priority-2 p95 wait <= 2 rounds (2 x ``interval``); passes when there is no priority 2.
+    5. Largest-size-class p95 wait <= 1.1 x the best peer's.
+    6. (issue 12, "Faster replays") replay jobs per CPU second >= half of greedy's; CPU, not
+       wall, because the machine is shared (skipped when greedy did not run).
+    """
+    ours = outcomes[OURS]
+    peers = {name: o for name, o in outcomes.items() if name != OURS}
+    targets: list[Target] = []
+    if not peers:
+        return targets
+    beaten = {name: [k for k in HEADLINE if _better(getattr(o, k), getattr(ours, k))] for name, o in peers.items()}
+    offenders = {name: ks for name, ks in beaten.items() if len(ks) > 1}
+    targets.append(
+        Target(
+            "no peer better on more than one of mean/p95/p99 wait, mean JCT, deadline misses",
+            not offenders,
+            "; ".join(f"{n} better on {', '.join(ks)}" for n, ks in offenders.items())
+            or "most any peer beats: " + str(max(len(ks) for ks in beaten.values())),
+        )
+    )
+    worst = []
+    for k in HEADLINE:
+        values = [getattr(o, k) for o in outcomes.values()]
+        if getattr(ours, k) >= max(values) and _better(min(values), getattr(ours, k)):
+            worst.append(k)
+    targets.append(Target("gangopt worst on none of them", not worst, ", ".join(worst) or "-"))
+    if "greedy" in peers:
+        g = peers["greedy"].preemptions
+        targets.append(Target("preemptions <= greedy's", ours.preemptions <= g, f"{ours.preemptions} vs greedy {g}"))
+    bound = 2 * interval
+    p2 = ours.p2_p95_wait
+    targets.append(
+        Target(
+            f"priority-2 p95 wait <= 2 rounds ({bound:g} s)",
+            p2 is None or p2 <= bound,
+            "no priority-2 job" if p2 is None else f"{p2:.0f} s",
+        )
+    )
+    best_name, best = min(((n, o.largest_p95_wait) for n, o in peers.items()), key=lambda item: item[1])
+    targets.append(
+        Target(
+            "largest-size-class p95 wait <= 1.1 x the best peer's",
+            ours.largest_p95_wait <= 1.1 * best + 1e-9,
+            f"{_duration(ours.largest_p95_wait)} vs {best_name} {_duration(best)}",
+        )
+    )
+    if "greedy" in peers:
+        ratio = (
+            ours.jobs_per_cpu_second / peers["greedy"].jobs_per_cpu_second
+            if peers["greedy"].jobs_per_cpu_second
+            else 0.0
+        )
+        targets.append(
+            Target(
+                "replay speed >= half of greedy's (jobs per CPU second)",
+                ratio >= 0.5,
+                f"{ours.jobs_per_cpu_second:.0f} vs greedy {peers['greedy'].jobs_per_cpu_second:.0f} ({ratio:.2f}x)",
+            )
+        )
+    return targets
+
+
+# ----------------------------------------------------------------------------- running
+
+
+class CpuMeter:
+    """A policy that sums the wall and CPU seconds of the plans it returns (``plan.stats``:
+    this process and CP-SAT's child processes, :func:`gangopt.solve.run`)."""
+
+    def __init__(self, policy: SchedulingPolicy) -> None:
+        self.policy = policy
+        self.validated = getattr(policy, "validated", False)
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    def __call__(self, rnd: Round) -> Plan:
+        plan = self.policy(rnd)
+        self.wall += plan.stats.total_seconds
+        self.cpu += plan.stats.cpu_seconds
+        return plan
+
+
+@dataclass(frozen=True)
+class Run:
+    policy: str
+    metrics: Metrics
+    replay_cpu: float
+    """CPU seconds of the whole replay (simulation, policy, validation): this process and its
+    finished children."""
+    solver_cpu: float
+    solver_wall: float
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome.of(self.metrics, self.replay_cpu)
+
+
+def load(replay: Replay, first: int | None) -> Workload:
+    workload = load_workload(WORKLOADS / replay.workload)
+    if first is not None:
+        order = sorted(range(len(workload.jobs)), key=lambda i: (workload.jobs[i].arrival, i))[:first]
+        workload = workload.model_copy(update={"jobs": [workload.jobs[i] for i in sorted(order)]})
+    return workload
+
+
+def run_policy(workload: Workload, nodes: int, policy: str, config: SimConfig) -> Run:
+    cluster = parametric_cluster(nodes)
+    meter = CpuMeter(make_policy(policy, workload))
+    cpu = cpu_seconds()
+    result = simulate(workload, cluster, meter, config, name=policy)
+    replay_cpu = cpu_seconds() - cpu
+    return Run(policy, compute_metrics(result), replay_cpu, meter.cpu, meter.wall)
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _class_label(m: Metrics) -> str:
+    c = m.largest_size_class
+    n = m.queueing_delay_largest_class.count
+    if c <= 0:
+        return f"CPU-only and up, {n} jobs"
+    lower = c // 2
+    return f"> {lower:g} GPUs, {n} jobs" if c > 1 else f"all GPU jobs, {n} jobs"
+
+
+def table(runs: Sequence[Run]) -> str:
+    """One Markdown table: a row per policy."""
+    label = _class_label(runs[0].metrics) if runs else ""
+    lines = [
+        "| policy | mean wait | p95 wait | p99 wait | mean JCT | deadline misses | preemptions (max/job) "
+        f"| priority-2 p95 wait | largest class p95 wait ({label}) | policy wall s | policy CPU s "
+        "| replay CPU s | jobs/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        m = r.metrics
+        p2 = m.queueing_delay_by_priority.get(2)
+        lines.append(
+            f"| {r.policy} | {_duration(m.queueing_delay.mean)} | {_duration(m.queueing_delay.p95)} "
+            f"| {_duration(m.queueing_delay.p99)} | {_duration(m.jct.mean)} "
+            f"| {m.deadline_misses} of {m.deadlines} | {m.preemptions} ({m.max_preemptions_per_job}) "
+            f"| {'-' if p2 is None else _duration(p2.p95)} | {_duration(m.queueing_delay_largest_class.p95)} "
+            f"| {r.solver_wall:.1f} | {r.solver_cpu:.1f} | {r.replay_cpu:.1f} | {m.jobs_per_second:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def targets_table(targets: Sequence[Target]) -> str:
+    lines = ["| target (gangopt) | result | detail |", "|---|---|---|"]
+    lines += [f"| {t.name} | {'PASS' if t.passed else 'FAIL'} | {t.detail} |" for t in targets]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="replay short prefixes (plumbing check, not the benchmark)"
+    )
+    parser.add_argument("--policy", action="append", choices=POLICIES, help="only this policy (repeatable)")
+    parser.add_argument(
+        "--replay", action="append", choices=[r.name for r in REPLAYS], help="only this replay (repeatable)"
+    )
+    parser.add_argument("--first", type=int, metavar="N", help="replay the first N jobs of every replay")
+    parser.add_argument("--interval", type=float, default=60.0, metavar="S", help="round interval (default 60)")
+    parser.add_argument("--time-limit", type=float, default=1.0, metavar="S", help="CP-SAT budget per round")
+    parser.add_argument("--json", metavar="OUT", help="write every metric, the CPU seconds and the targets here")
+    args = parser.parse_args(argv)
+    policies = list(dict.fromkeys(args.policy or POLICIES))
+    replays = [r for r in REPLAYS if not args.replay or r.name in args.replay]
+    config = SimConfig(interval=args.interval, time_limit=args.time_limit)
+    out: dict[str, Any] = {}
+    started = time.perf_counter()
+    for replay in replays:
+        first = args.first or (QUICK_FIRST[replay.name] if args.quick else replay.first)
+        workload = load(replay, first)
+        command = Replay(replay.name, replay.workload, replay.nodes, first).command()
+        runs = []
+        for policy in policies:
+            t0 = time.perf_counter()
+            runs.append(run_policy(workload, replay.nodes, policy, config))
+            print(
+                f"{replay.name} {policy}: {time.perf_counter() - t0:.1f} s wall, {runs[-1].replay_cpu:.1f} s CPU",
+                file=sys.stderr,
+                flush=True,
+            )
+        outcomes = {r.policy: r.outcome for r in runs}
+        targets = evaluate(outcomes, args.interval) if OURS in outcomes else []
+        print(f"### {replay.name}: {len(workload.jobs)} jobs on {replay.nodes} nodes\n")
+        print(f"`{command}` (every policy, one process)\n")
+        print(table(runs))
+        if targets:
+            print(targets_table(targets))
+        out[replay.name] = {
+            "command": command,
+            "jobs": len(workload.jobs),
+            "nodes": replay.nodes,
+            "runs": {
+                r.policy: {
+                    "metrics": r.metrics.model_dump(mode="json"),
+                    "replay_cpu_seconds": r.replay_cpu,
+                    "policy_cpu_seconds": r.solver_cpu,
+                    "policy_wall_seconds": r.solver_wall,
+                    "outcome": asdict(r.outcome),
+                }
+                for r in runs
+            },
+            "targets": [asdict(t) for t in targets],
+        }
+    print(f"total {time.perf_counter() - started:.0f} s wall", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
