@@ -108,3 +108,18 @@ def test_main_writes_json_for_restricted_policies(tmp_path: Path, capsys: pytest
     assert list(data) == ["philly-6214e9"] and list(data["philly-6214e9"]["runs"]) == ["greedy"]
     assert data["philly-6214e9"]["targets"] == []  # no gangopt run: nothing to judge
     assert "| greedy |" in capsys.readouterr().out
+
+
+def test_reuse_takes_the_other_policies_from_an_earlier_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    base = ["--replay", "philly-6214e9", "--first", "20"]
+    assert main([*base, "--policy", "greedy", "--policy", "fifo_first_fit", "--json", str(old)]) == 0
+    assert main([*base, "--policy", "greedy", "--reuse", str(old), "--json", str(new)]) == 0
+    runs = json.loads(new.read_text())["philly-6214e9"]["runs"]
+    assert list(runs) == ["greedy", "fifo_first_fit"]
+    assert (runs["greedy"]["reused"], runs["fifo_first_fit"]["reused"]) == (False, True)
+    before = json.loads(old.read_text())["philly-6214e9"]["runs"]["fifo_first_fit"]["metrics"]
+    assert runs["fifo_first_fit"]["metrics"] == before
+    assert "| fifo_first_fit (reused) |" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--reuse"):
+        main(["--replay", "philly-6214e9", "--first", "21", "--policy", "greedy", "--reuse", str(old)])
