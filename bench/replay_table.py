@@ -2,6 +2,7 @@
 gangopt's targets as PASS/FAIL.
 
     python -m bench.replay_table [--quick] [--policy NAME ...] [--replay NAME ...] [--json OUT]
+                                 [--reuse OLD.json | --reprint OLD.json]
 
 For each replay (:data:`REPLAYS`: the openb window on 2 nodes, the Philly 6-node slice and
 the Philly VC b436b2 window on 6 nodes) every policy of :data:`POLICIES` replays the same
@@ -19,6 +20,8 @@ from an earlier ``--json OUT.json`` of the same replays and settings (marked "re
 peers' replays take most of the run (fifo_first_fit alone about 4 CPU minutes on the openb
 window), and a change to gangopt's objective does not change them. A change to shared code
 (validator, simulator, the greedy engine the peers use) does: rerun everything then.
+
+``--reprint OLD.json`` replays nothing and prints the tables and targets of an earlier run.
 
 ``--quick`` replays a prefix of each workload (:data:`QUICK_FIRST`) to check the plumbing in
 about a minute; its numbers are not the benchmark's.
@@ -122,6 +125,11 @@ class Target:
     detail: str
 
 
+def _gap(peer: float, ours: float) -> str:
+    """How much lower the peer's value is than ours, relative to ours ("-12 %")."""
+    return f"{100 * (peer - ours) / ours:+.1f} %" if ours else f"{peer:g} vs {ours:g}"
+
+
 def _better(a: float, b: float) -> bool:
     """``a`` strictly lower than ``b`` beyond float noise."""
     return a < b - 1e-9 * max(1.0, abs(b))
@@ -146,12 +154,17 @@ def evaluate(outcomes: Mapping[str, Outcome], interval: float) -> list[Target]:
         return targets
     beaten = {name: [k for k in HEADLINE if _better(getattr(o, k), getattr(ours, k))] for name, o in peers.items()}
     offenders = {name: ks for name, ks in beaten.items() if len(ks) > 1}
+
+    def gaps(name: str, keys: Sequence[str]) -> str:
+        return ", ".join(f"{k} {_gap(getattr(peers[name], k), getattr(ours, k))}" for k in keys)
+
     targets.append(
         Target(
             "no peer better on more than one of mean/p95/p99 wait, mean JCT, deadline misses",
             not offenders,
-            "; ".join(f"{n} better on {', '.join(ks)}" for n, ks in offenders.items())
-            or "most any peer beats: " + str(max(len(ks) for ks in beaten.values())),
+            "; ".join(f"{n} better on {gaps(n, ks)}" for n, ks in offenders.items())
+            or "at most one each: "
+            + ("; ".join(f"{n} on {gaps(n, ks)}" for n, ks in beaten.items() if ks) or "no peer better on any"),
         )
     )
     worst = []
@@ -169,7 +182,7 @@ def evaluate(outcomes: Mapping[str, Outcome], interval: float) -> list[Target]:
         Target(
             f"priority-2 p95 wait <= 2 rounds ({bound:g} s)",
             p2 is None or p2 <= bound,
-            "no priority-2 job" if p2 is None else f"{p2:.0f} s",
+            "no priority-2 job" if p2 is None else _duration(p2),
         )
     )
     best_name, best = min(((n, o.largest_p95_wait) for n, o in peers.items()), key=lambda item: item[1])
@@ -297,6 +310,7 @@ def _class_label(m: Metrics) -> str:
 def table(runs: Sequence[Run]) -> str:
     """One Markdown table: a row per policy."""
     label = _class_label(runs[0].metrics) if runs else ""
+    mark = any(not r.reused for r in runs)  # a reprint reuses every row: no marks then
     lines = [
         "| policy | mean wait | p95 wait | p99 wait | mean JCT | deadline misses | preemptions (max/job) "
         f"| priority-2 p95 wait | largest class p95 wait ({label}) | policy wall s | policy CPU s "
@@ -307,7 +321,7 @@ def table(runs: Sequence[Run]) -> str:
         m = r.metrics
         p2 = m.queueing_delay_by_priority.get(2)
         lines.append(
-            f"| {r.policy}{' (reused)' if r.reused else ''} | {_duration(m.queueing_delay.mean)} "
+            f"| {r.policy}{' (reused)' if r.reused and mark else ''} | {_duration(m.queueing_delay.mean)} "
             f"| {_duration(m.queueing_delay.p95)} "
             f"| {_duration(m.queueing_delay.p99)} | {_duration(m.jct.mean)} "
             f"| {m.deadline_misses} of {m.deadlines} | {m.preemptions} ({m.max_preemptions_per_job}) "
@@ -339,14 +353,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--reuse", metavar="OLD.json", help="take the policies not run now from this earlier --json output"
     )
+    parser.add_argument(
+        "--reprint", metavar="OLD.json", help="replay nothing: print the tables and targets of an earlier --json output"
+    )
     args = parser.parse_args(argv)
+    if args.reprint:
+        if args.policy or args.reuse:
+            parser.error("--reprint takes neither --policy nor --reuse")
+        args.reuse, args.policy = args.reprint, []
     previous: dict[str, Any] = json.loads(Path(args.reuse).read_text(encoding="utf-8")) if args.reuse else {}
-    policies = list(dict.fromkeys(args.policy or POLICIES))
+    policies = list(dict.fromkeys(POLICIES if args.policy is None else args.policy))
     replays = [r for r in REPLAYS if not args.replay or r.name in args.replay]
     config = SimConfig(interval=args.interval, time_limit=args.time_limit)
     out: dict[str, Any] = {}
     started = time.perf_counter()
     for replay in replays:
+        if args.reprint and replay.name not in previous:
+            continue
         first = args.first or (QUICK_FIRST[replay.name] if args.quick else replay.first)
         workload = load(replay, first)
         command = Replay(replay.name, replay.workload, replay.nodes, first).command()

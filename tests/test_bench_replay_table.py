@@ -123,3 +123,12 @@ def test_reuse_takes_the_other_policies_from_an_earlier_run(tmp_path: Path, caps
     assert "| fifo_first_fit (reused) |" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--reuse"):
         main(["--replay", "philly-6214e9", "--first", "21", "--policy", "greedy", "--reuse", str(old)])
+
+
+def test_reprint_replays_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = tmp_path / "old.json"
+    assert main(["--replay", "philly-6214e9", "--first", "20", "--policy", "greedy", "--json", str(old)]) == 0
+    first = capsys.readouterr().out
+    assert main(["--first", "20", "--reprint", str(old)]) == 0
+    again = capsys.readouterr().out
+    assert again == first and "(reused)" not in again  # only the replay the file holds, same table
