@@ -127,7 +127,10 @@ class Target:
 
 def _gap(peer: float, ours: float) -> str:
     """How much lower the peer's value is than ours, relative to ours ("-12 %")."""
-    return f"{100 * (peer - ours) / ours:+.1f} %" if ours else f"{peer:g} vs {ours:g}"
+    if not ours:
+        return f"{peer:g} vs {ours:g}"
+    share = 100 * (peer - ours) / ours
+    return f"{share:+.1f} %" if abs(share) >= 0.1 else f"{share:+.3f} %"
 
 
 def _better(a: float, b: float) -> bool:
