@@ -41,6 +41,7 @@ from typing import Any
 from gangopt.replay.clusters import parametric_cluster
 from gangopt.replay.metrics import Metrics, compute_metrics
 from gangopt.replay.policies import SchedulingPolicy, make_policy
+from gangopt.replay.report import hours
 from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.replay.workload import Workload, load_workload
 from gangopt.schema import Plan, Round
@@ -185,7 +186,7 @@ def evaluate(outcomes: Mapping[str, Outcome], interval: float) -> list[Target]:
         Target(
             f"priority-2 p95 wait <= 2 rounds ({bound:g} s)",
             p2 is None or p2 <= bound,
-            "no priority-2 job" if p2 is None else _duration(p2),
+            "no priority-2 job" if p2 is None else hours(p2),
         )
     )
     best_name, best = min(((n, o.largest_p95_wait) for n, o in peers.items()), key=lambda item: item[1])
@@ -193,7 +194,7 @@ def evaluate(outcomes: Mapping[str, Outcome], interval: float) -> list[Target]:
         Target(
             "largest-size-class p95 wait <= 1.1 x the best peer's",
             ours.largest_p95_wait <= 1.1 * best + 1e-9,
-            f"{_duration(ours.largest_p95_wait)} vs {best_name} {_duration(best)}",
+            f"{hours(ours.largest_p95_wait)} vs {best_name} {hours(best)}",
         )
     )
     if "greedy" in peers:
@@ -293,14 +294,6 @@ def reused(old: dict[str, Any] | None, command: str, config: SimConfig, ran: Seq
 # ----------------------------------------------------------------------------- printing
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _class_label(m: Metrics) -> str:
     c = m.largest_size_class
     n = m.queueing_delay_largest_class.count
@@ -324,11 +317,11 @@ def table(runs: Sequence[Run]) -> str:
         m = r.metrics
         p2 = m.queueing_delay_by_priority.get(2)
         lines.append(
-            f"| {r.policy}{' (reused)' if r.reused and mark else ''} | {_duration(m.queueing_delay.mean)} "
-            f"| {_duration(m.queueing_delay.p95)} "
-            f"| {_duration(m.queueing_delay.p99)} | {_duration(m.jct.mean)} "
+            f"| {r.policy}{' (reused)' if r.reused and mark else ''} | {hours(m.queueing_delay.mean)} "
+            f"| {hours(m.queueing_delay.p95)} "
+            f"| {hours(m.queueing_delay.p99)} | {hours(m.jct.mean)} "
             f"| {m.deadline_misses} of {m.deadlines} | {m.preemptions} ({m.max_preemptions_per_job}) "
-            f"| {'-' if p2 is None else _duration(p2.p95)} | {_duration(m.queueing_delay_largest_class.p95)} "
+            f"| {'-' if p2 is None else hours(p2.p95)} | {hours(m.queueing_delay_largest_class.p95)} "
             f"| {r.solver_wall:.1f} | {r.solver_cpu:.1f} | {r.replay_cpu:.1f} | {m.jobs_per_second:.0f} |"
         )
     return "\n".join(lines) + "\n"
