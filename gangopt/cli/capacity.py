@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from gangopt.cli.simulate import add_sim_options, load_sliced_workload, sim_config
+from gangopt.cli.simulate import add_sim_options, checked_workload, load_sliced_workload, sim_config
 from gangopt.errors import InputError, Problem
 from gangopt.replay.capacity import (
     CompactionResult,
@@ -149,6 +149,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     spec = _spec(args)
     if any(n < 0 for n in args.nodes):
         raise InputError([Problem("--nodes", "sizes must be >= 0")], "arguments")
+    workload = checked_workload(args, workload, spec.build(max(args.nodes)))
     outcomes = sweep(
         workload,
         args.policy or ["greedy"],
@@ -183,6 +184,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     workload = load_sliced_workload(args)
     spec = _spec(args)
     slos = _slos(args.slo)
+    workload = checked_workload(args, workload, spec.build(args.max_nodes))
     ev = Evaluator(
         workload,
         slos,

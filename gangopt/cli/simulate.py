@@ -19,6 +19,7 @@ from gangopt.parsing import parse_model
 from gangopt.replay.clusters import load_cluster, parametric_cluster
 from gangopt.replay.metrics import Metrics, compute_metrics
 from gangopt.replay.policies import POLICY_NAMES, make_policy
+from gangopt.replay.preflight import SHOWN, preflight
 from gangopt.replay.report import comparison_table, write_simulation_report
 from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.replay.workload import Workload, load_workload
@@ -77,6 +78,11 @@ def add_sim_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-preemption", action="store_true", help="never preempt or shrink running jobs")
     p.add_argument(
+        "--drop-impossible",
+        action="store_true",
+        help="replay without the jobs that can never start on the cluster (default: name them and exit 2)",
+    )
+    p.add_argument(
         "--validate",
         choices=["always", "untrusted"],
         default="always",
@@ -95,6 +101,19 @@ def load_sliced_workload(args: argparse.Namespace) -> Workload:
         note = f"replayed: the first {len(jobs)} jobs by arrival (--first {args.first})"
         workload = workload.model_copy(update={"jobs": jobs, "assumptions": [*workload.assumptions, note]})
     return workload
+
+
+def checked_workload(args: argparse.Namespace, workload: Workload, cluster: Cluster) -> Workload:
+    """The pre-flight check of every replay command (:mod:`gangopt.replay.preflight`): exit 2
+    naming the jobs that can never start on ``cluster``, or, with ``--drop-impossible``, the
+    workload without them and a warning per dropped job on stderr."""
+    kept, dropped = preflight(workload, cluster, drop=args.drop_impossible, source=str(args.workload))
+    for x in dropped[:SHOWN]:
+        print(f"warning: {x.path}: dropped job {x.name!r}: {x.reason}", file=sys.stderr)
+    if dropped:
+        more = f" ({len(dropped) - SHOWN} not listed)" if len(dropped) > SHOWN else ""
+        print(f"warning: dropped {len(dropped)} jobs that can never start on this cluster{more}", file=sys.stderr)
+    return kept
 
 
 def _cluster(args: argparse.Namespace) -> Cluster:
@@ -150,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     config = sim_config(args)
     workload = load_sliced_workload(args)
     cluster = _cluster(args)
+    workload = checked_workload(args, workload, cluster)
     if workload.jobs and config.horizon is not None:
         first = min(j.arrival for j in workload.jobs)
         config = SimConfig(**{**config.__dict__, "horizon": first + config.horizon})

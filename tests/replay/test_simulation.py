@@ -305,11 +305,12 @@ def test_cli_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     path = tmp_path / "w.json"
     path.write_text(dump_workload(random_workload(4, n=10)))
     out = tmp_path / "report"
-    assert main(["simulate", str(path), "--nodes", "2", "--policy", "greedy", "--out", str(out)]) == 0
+    # 3 nodes: the workload has 3-pod jobs of 8 GPUs, which 2 nodes could never start
+    assert main(["simulate", str(path), "--nodes", "3", "--policy", "greedy", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "queueing delay" in text and "policy greedy: 2 nodes, 16 GPUs" in text
+    assert "queueing delay" in text and "policy greedy: 3 nodes, 24 GPUs" in text
     assert (out / "metrics.json").is_file()
-    assert main(["simulate", str(path), "--nodes", "2", "--policy", "fifo_first_fit", "--json"]) == 0
+    assert main(["simulate", str(path), "--nodes", "3", "--policy", "fifo_first_fit", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["policy"] == "fifo_first_fit"
 
 
