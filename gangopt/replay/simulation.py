@@ -148,6 +148,8 @@ class JobRecord:
     """GPUs at the job's maximum size."""
     duration: float
     deadline: float | None
+    deadline_kind: str = "start"
+    """What ``deadline`` bounds: ``start`` or ``completion`` (:attr:`Job.deadline_kind`)."""
     state: JobState = "not_arrived"
     first_start: float | None = None
     finish: float | None = None
@@ -275,7 +277,7 @@ def _gang_fields(job: Job) -> dict[str, Any]:
 
 
 def _pending_gang(job: Job) -> PendingGang:
-    return PendingGang(**_gang_fields(job), submit_time=job.arrival, deadline=job.deadline)
+    return PendingGang(**_gang_fields(job), submit_time=job.arrival, deadline=job.start_deadline)
 
 
 # ----------------------------------------------------------------------------- simulator
@@ -304,6 +306,7 @@ class Simulator:
                 gpus=job.gpus(),
                 duration=job.duration,
                 deadline=job.deadline,
+                deadline_kind=job.deadline_kind,
             )
             per_role = {r.name: r.requests.get(GPU, 0) / 1000.0 for r in job.roles}
             per_pod = sorted(per_role[r.name] for r in job.roles for _ in range(r.replicas))

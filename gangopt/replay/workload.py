@@ -11,7 +11,12 @@ Modelled
 * ``duration`` is the run time in seconds **with the job's maximum member count** (for the
   traces: the size it really ran at). How it changes with fewer or more members, and what a
   preemption costs, is the simulator's business (:mod:`gangopt.replay.simulation`).
-* ``deadline`` is the latest wanted **start** time (the meaning of ``PendingGang.deadline``).
+* ``deadline`` bounds what ``deadline_kind`` says: ``start`` (the default; the meaning of
+  ``PendingGang.deadline``) or ``completion`` (the meaning in published traces such as
+  ElasticFlow's). The replay turns a completion deadline into the start deadline the round
+  needs, ``deadline - duration`` (the latest start that still finishes in time at full
+  size), and the metrics count it missed when the job *finishes* after it. Passing a
+  completion deadline as a start deadline would silently add the job's duration as slack.
 
 Left out
 --------
@@ -32,7 +37,7 @@ import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -47,14 +52,36 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DeadlineKind = Literal["start", "completion"]
+"""What a job's ``deadline`` bounds: its start (the round's meaning) or its completion."""
+
+
 class Job(GangSpec):
     """One job of a workload: a gang that arrives, waits, runs for a while and leaves.
-    Roles, minimum and maximum follow the same rules as a pending gang (:class:`GangSpec`)."""
+    Roles, minimum and maximum follow the same rules as a pending gang (``GangSpec``)."""
 
     arrival: float = Field(ge=0, description="Submission time, seconds since the workload's start.")
     duration: float = Field(gt=0, description="Run time in seconds with the job's maximum member count.")
-    deadline: float | None = Field(None, description="Latest wanted start time, same clock as arrival.")
-    preemptible: bool = True
+    deadline: float | None = Field(
+        None,
+        description="Deadline, same clock as arrival; whether it bounds the start or the completion is deadline_kind.",
+    )
+    deadline_kind: DeadlineKind = Field(
+        "start",
+        description="'start': latest wanted start (as PendingGang.deadline). 'completion': latest wanted finish, "
+        "as published traces give it; the replay's rounds see deadline - duration (the latest start that finishes "
+        "in time at full size) and the metrics count a miss when the job finishes after the deadline.",
+    )
+    preemptible: bool = Field(True, description="Whether a higher-priority job may evict or shrink it.")
+
+    @property
+    def start_deadline(self) -> float | None:
+        """The latest start the round is told (``PendingGang.deadline``): the deadline itself,
+        or for a completion deadline ``deadline - duration`` (may be before arrival: a deadline
+        no start can meet is still urgent, and counted missed)."""
+        if self.deadline is None or self.deadline_kind == "start":
+            return self.deadline
+        return self.deadline - self.duration
 
     def gpus(self, resource: str = "gpu") -> float:
         """GPUs (whole units) of all pods at the maximum size."""
@@ -75,12 +102,16 @@ class Job(GangSpec):
 
 
 class Workload(_Model):
-    """Jobs plus their provenance. ``assumptions`` lists every value that is not data."""
+    """Jobs plus their provenance: what ``gangopt simulate``, ``sweep`` and ``capacity`` replay
+    (``gangopt import trace`` writes one from a CSV or a trace). ``assumptions`` lists every
+    value that is not data."""
 
     source: str = Field("", description="Where the jobs came from (trace, file, commit).")
     licence: str = Field("", description="Licence of the underlying data.")
-    assumptions: list[str] = Field(default_factory=list)
-    jobs: list[Job]
+    assumptions: list[str] = Field(
+        default_factory=list, description="Every value a converter assigned or assumed rather than read, in words."
+    )
+    jobs: list[Job] = Field(description="The jobs, in any order (the replay sorts them by arrival).")
 
     @model_validator(mode="after")
     def _unique(self) -> Workload:
@@ -90,6 +121,11 @@ class Workload(_Model):
                 raise ValueError(f"jobs[{i}]: duplicate job name {job.name!r} (first at index {seen[job.name]})")
             seen[job.name] = i
         return self
+
+
+def workload_schema() -> dict[str, Any]:
+    """The JSON Schema of a workload file, as ``gangopt schema workload`` prints it."""
+    return Workload.model_json_schema(mode="validation")
 
 
 def load_workload(path: str | Path) -> Workload:
