@@ -141,7 +141,23 @@ def load_workload(path: str | Path) -> Workload:
         raise InputError(
             [Problem("$", f"cannot read {source}: not UTF-8 text ({error.reason})")], str(source)
         ) from None
+    if _looks_like_csv(text):
+        header = text.lstrip().splitlines()[0][:120]
+        message = (
+            f"this looks like CSV (first line: {header!r}), not a workload (JSON: gangopt schema workload); "
+            f"convert it with: gangopt import trace {source} -o WORKLOAD.json"
+        )
+        raise InputError([Problem("$", message)], str(source))
     return parse_json(Workload, text, str(source))
+
+
+def _looks_like_csv(text: str) -> bool:
+    """A first line with commas or tabs that does not start a JSON value: a CSV or TSV table."""
+    stripped = text.lstrip()
+    if not stripped or stripped[0] in "{[":
+        return False
+    first = stripped.splitlines()[0]
+    return "," in first or "\t" in first
 
 
 def dump_workload(workload: Workload) -> str:
@@ -183,14 +199,17 @@ PHILLY_LICENCE = "CC BY 4.0 (Philly trace data, msr-fiddle/philly-traces); extra
 GPUS_PER_NODE = 8
 
 
-def philly_roles(gpus: int, cpu_per_gpu: int = 12, memory_gib_per_gpu: int = 64) -> list[Role]:
-    """The gang for a job of ``gpus`` GPUs on 8-GPU servers.
+def philly_roles(
+    gpus: int, cpu_per_gpu: int = 12, memory_gib_per_gpu: int = 64, gpus_per_node: int = GPUS_PER_NODE
+) -> list[Role]:
+    """The gang for a job of ``gpus`` GPUs on ``gpus_per_node``-GPU servers (8 for Philly).
 
-    ``n = ceil(gpus / 8)`` pods. When ``n`` divides ``gpus`` (every size in the trace: 1, 2,
-    4, 8, 12 = 2x6, 16, 24, 32, 64, 128) one role ``worker`` of ``n`` identical pods of
-    ``gpus / n`` GPUs; otherwise ``worker`` with ``n - 1`` pods of 8 GPUs and ``tail`` with one
-    pod of the rest. Each pod asks ``cpu_per_gpu`` CPUs and ``memory_gib_per_gpu`` GiB per GPU
-    (the Helios default node, 8 GPUs / 96 CPUs, divided evenly; memory assumed).
+    ``n = ceil(gpus / gpus_per_node)`` pods. When ``n`` divides ``gpus`` (every size in the
+    Philly trace: 1, 2, 4, 8, 12 = 2x6, 16, 24, 32, 64, 128) one role ``worker`` of ``n``
+    identical pods of ``gpus / n`` GPUs; otherwise ``worker`` with ``n - 1`` pods of
+    ``gpus_per_node`` GPUs and ``tail`` with one pod of the rest. Each pod asks ``cpu_per_gpu``
+    CPUs and ``memory_gib_per_gpu`` GiB per GPU (the Helios default node, 8 GPUs / 96 CPUs,
+    divided evenly; memory assumed).
     """
     if gpus < 1:
         raise ValueError(f"a Philly job needs at least one GPU, got {gpus}")
@@ -198,12 +217,14 @@ def philly_roles(gpus: int, cpu_per_gpu: int = 12, memory_gib_per_gpu: int = 64)
     def req(g: int) -> dict[str, Any]:
         return {"gpu": g, "cpu": g * cpu_per_gpu, "memory": f"{g * memory_gib_per_gpu}Gi"}
 
-    n = math.ceil(gpus / GPUS_PER_NODE)
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+    n = math.ceil(gpus / gpus_per_node)
     if gpus % n == 0:
         return [Role(name="worker", replicas=n, requests=req(gpus // n))]
     return [
-        Role(name="worker", replicas=n - 1, requests=req(GPUS_PER_NODE)),
-        Role(name="tail", replicas=1, requests=req(gpus - GPUS_PER_NODE * (n - 1))),
+        Role(name="worker", replicas=n - 1, requests=req(gpus_per_node)),
+        Role(name="tail", replicas=1, requests=req(gpus - gpus_per_node * (n - 1))),
     ]
 
 
