@@ -12,7 +12,14 @@ import json
 import sys
 from typing import Any
 
-from gangopt.cli.simulate import add_sim_options, checked_workload, load_sliced_workload, sim_config
+from gangopt.cli.simulate import (
+    add_cluster_options,
+    add_sim_options,
+    checked_workload,
+    cluster_spec,
+    load_sliced_workload,
+    sim_config,
+)
 from gangopt.errors import InputError, Problem
 from gangopt.replay.capacity import (
     CompactionResult,
@@ -30,7 +37,13 @@ from gangopt.replay.capacity import (
 from gangopt.replay.policies import POLICY_NAMES
 from gangopt.replay.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
 from gangopt.replay.slo import SLO, parse_slo
-from gangopt.replay.sweep import ClusterSpec, NodeType, parse_node_shape, sweep
+from gangopt.replay.sweep import sweep
+
+CAPACITY_COST = (
+    "Cost: about 8x greedy's CPU time (first 1,000 jobs of the Philly sample, 5 sizes: 77 s against "
+    "9.4 s of CPU; same answer, 8 nodes); --policy greedy gives a fast first estimate."
+)
+"""The price of sizing for gangopt, measured (docs/capacity-planning.md, 'Which policy to size for')."""
 
 
 def add_parsers(sub: Any) -> None:
@@ -41,7 +54,7 @@ def add_parsers(sub: Any) -> None:
         "--policy", "--solver", dest="policy", choices=POLICY_NAMES, action="append", help="repeatable (default greedy)"
     )
     p.add_argument("--nodes", type=int, nargs="+", required=True, metavar="N", help="cluster sizes (node counts)")
-    _add_cluster_options(p)
+    add_cluster_options(p)
     _add_run_options(p)
     p.add_argument("--slo", action="append", default=[], metavar="SLO", help="also report these SLOs per run")
     p.set_defaults(func=run_sweep)
@@ -55,8 +68,16 @@ def add_parsers(sub: Any) -> None:
         metavar="SLO",
         help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/replay/slo.py)",
     )
-    p.add_argument("--policy", "--solver", dest="policy", choices=POLICY_NAMES, default="greedy", help="default greedy")
-    _add_cluster_options(p)
+    p.add_argument(
+        "--policy",
+        "--solver",
+        dest="policy",
+        choices=POLICY_NAMES,
+        default="gangopt",
+        help="the policy the cluster is sized for (default: gangopt, i.e. CP-SAT with --time-limit per round). "
+        f"{CAPACITY_COST} Size for the scheduler you will run: greedy's or a peer's answer can differ by a node",
+    )
+    add_cluster_options(p)
     _add_run_options(p)
     p.add_argument(
         "--seed-share",
@@ -80,20 +101,6 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=run_capacity)
 
 
-def _add_cluster_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--node-shape",
-        action="append",
-        default=[],
-        metavar="[NAME:]SPEC",
-        help="node type, e.g. 'gpu=8,cpu=96,memory=1Ti,model=H100,rack=16' (default); repeat for several types",
-    )
-    p.add_argument(
-        "--fixed", action="append", default=[], metavar="NAME=N", help="count of a node type that is not varied"
-    )
-    p.add_argument("--vary", metavar="NAME", help="the node type whose count is searched (default: the first)")
-
-
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     add_sim_options(p)
     p.add_argument("--seeds", type=int, default=1, metavar="K", help="seeds 0..K-1 (seed 0: the trace as is)")
@@ -105,20 +112,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", help="write a report folder (CSV/JSON, PNG plots, report.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--progress", action="store_true", help="progress bars on stderr")
-
-
-def _spec(args: argparse.Namespace) -> ClusterSpec:
-    try:
-        types = tuple(parse_node_shape(t) for t in args.node_shape) or (NodeType(),)
-        fixed = []
-        for term in args.fixed:
-            name, eq, count = term.partition("=")
-            if not eq or not count.isdigit():
-                raise ValueError(f"--fixed expects NAME=N, got {term!r}")
-            fixed.append((name, int(count)))
-        return ClusterSpec(types, tuple(fixed), args.vary or types[0].name)
-    except ValueError as error:
-        raise InputError([Problem("--node-shape", str(error))], "arguments") from None
 
 
 def _slos(texts: list[str]) -> tuple[SLO, ...]:
@@ -146,7 +139,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     _check(args)
     config = sim_config(args)
     workload = load_sliced_workload(args)
-    spec = _spec(args)
+    spec = cluster_spec(args)
     if any(n < 0 for n in args.nodes):
         raise InputError([Problem("--nodes", "sizes must be >= 0")], "arguments")
     workload = checked_workload(args, workload, spec.build(max(args.nodes)))
@@ -182,7 +175,7 @@ def run_capacity(args: argparse.Namespace) -> int:
         raise InputError([Problem("--seed-share", "must be in (0, 1]")], "arguments")
     config = sim_config(args)
     workload = load_sliced_workload(args)
-    spec = _spec(args)
+    spec = cluster_spec(args)
     slos = _slos(args.slo)
     workload = checked_workload(args, workload, spec.build(args.max_nodes))
     ev = Evaluator(

@@ -105,7 +105,7 @@ def _diagnose(
         request = arrays.request_vector(role.requests, resources)
         if int(arrays.fit_counts(capacity, request, rows=rows).max()) > 0:
             continue
-        for j in np.flatnonzero(request > 0).tolist():
+        for j in sorted(np.flatnonzero(request > 0).tolist(), key=lambda j: resources[j] != "gpu"):  # GPUs first
             largest = int(capacity[rows, j].max())
             if largest < int(request[j]):
                 name = resources[j]

@@ -171,7 +171,9 @@ def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> 
 
 
 def comparison_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
-    """One row per run: waits, JCT, utilization, idle-but-needed, preemptions, solver time."""
+    """One row per run: waits, JCT, utilization over the common window (the trace's span, the
+    same for every policy), GPU-hours delivered, idle-but-needed, preemptions and GPU-hours
+    they lost, deadline misses, solver time."""
     header = [
         "policy",
         "nodes",
@@ -181,10 +183,13 @@ def comparison_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
         "wait p50",
         "wait p95",
         "wait p99",
+        "JCT mean",
         "JCT p50",
         "util",
+        "GPU-h delivered",
         "idle-needed GPU-h",
         "preempt",
+        "GPU-h lost",
         "deadline miss",
         "solver s",
         "wall s",
@@ -199,16 +204,35 @@ def comparison_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
             hours(m.queueing_delay.p50),
             hours(m.queueing_delay.p95),
             hours(m.queueing_delay.p99),
+            hours(m.jct.mean),
             hours(m.jct.p50),
-            f"{m.utilization_mean:.1%}",
+            f"{m.utilization_window:.1%}",
+            f"{m.gpu_hours_delivered:.0f}",
             f"{m.idle_needed_gpu_hours:.0f}",
             str(m.preemptions),
+            f"{m.lost_gpu_hours:.1f}",
             f"{m.deadline_misses}/{m.deadlines}",
             f"{m.solver_seconds_total:.1f}",
             f"{m.wall_seconds:.1f}",
         ]
         for m in metrics
     ]
+    return _table(header, rows, markdown)
+
+
+def priority_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
+    """Queueing delay per priority (and per queue when there are several), one row per policy
+    and tier: the per-tier rows ``gangopt simulate`` prints, side by side."""
+    header = ["policy", "jobs of", "jobs", "wait mean", "wait p50", "wait p95", "wait p99", "wait max"]
+    rows = []
+    for m in metrics:
+        groups = [(f"priority {p}", s) for p, s in m.queueing_delay_by_priority.items()]
+        if len(m.queueing_delay_by_queue) > 1:
+            groups += [(f"queue {q}", s) for q, s in m.queueing_delay_by_queue.items()]
+        for label, q in groups:
+            rows.append(
+                [m.policy, label, str(q.count), hours(q.mean), hours(q.p50), hours(q.p95), hours(q.p99), hours(q.max)]
+            )
     return _table(header, rows, markdown)
 
 
@@ -247,6 +271,7 @@ def write_simulation_report(
     first = runs[0][0]
     where = f"{first.nodes} nodes, {first.gpus_total:g} GPUs" if runs else ""
     config = first.config
+    window = max(m.window_end - m.start_time for m in all_metrics) if all_metrics else 0.0
     data = "metrics.json, metrics.csv, jobs.csv, rounds.csv, timeline.csv"
     lines = [
         "# Simulation report",
@@ -261,9 +286,18 @@ def write_simulation_report(
         "",
         comparison_table(all_metrics, markdown=True),
         "Waits are first start minus arrival; a job that never started counts with its wait up to the end "
-        "(censored). *idle-needed*: GPU-hours that sat free while waiting jobs needed them (fragmentation or "
-        "head-of-line blocking). Definitions: `gangopt/replay/metrics.py`.",
+        "(censored). JCT (job completion time) is finish minus arrival, over finished jobs. *util*: GPUs "
+        f"allocated over the common window, the trace's span ({hours(window)} from the first arrival: when "
+        "the last job would finish if every job started on arrival), the same for every policy, so a policy "
+        "with a shorter makespan does not look better packed. *GPU-h delivered*: GPU-hours allocated minus "
+        "those preemptions rolled back (*GPU-h lost*). *idle-needed*: GPU-hours that sat free while waiting "
+        "jobs needed them (fragmentation or head-of-line blocking). Deadlines: a start deadline is missed by "
+        "starting after it, a completion deadline by finishing after it. Definitions: "
+        "`gangopt/replay/metrics.py`.",
         "",
+        "## Queueing delay per priority",
+        "",
+        priority_table(all_metrics, markdown=True),
         "## Queue and allocation over time",
         "",
         "![timeline](timeline.png)",
@@ -299,7 +333,8 @@ def _csv_text(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def sweep_table(outcomes: Sequence[Outcome], markdown: bool = False) -> str:
-    """Per policy and size: median over seeds of the wait percentiles, utilization, solver time."""
+    """Per policy and size: median over seeds of the wait percentiles, utilization over the
+    common window (the trace's span, the same for every policy and size), wall time."""
     groups: dict[tuple[str, int], list[Outcome]] = defaultdict(list)
     for o in outcomes:
         groups[(o.task.policy, o.task.nodes)].append(o)
@@ -331,7 +366,7 @@ def sweep_table(outcomes: Sequence[Outcome], markdown: bool = False) -> str:
                 hours(med(lambda m: m.queueing_delay.p95)),
                 hours(med(lambda m: m.queueing_delay.p99)),
                 f"{med(lambda m: m.unstarted):.0f}",
-                f"{med(lambda m: m.utilization_mean):.1%}",
+                f"{med(lambda m: m.utilization_window):.1%}",
                 f"{sum(o.metrics.wall_seconds for o in group):.1f}",
             ]
         )
@@ -445,6 +480,10 @@ def write_capacity_report(
                         "values": dict(zip([s.label for s in slos], o.slo_values, strict=True)),
                         "wait_p95": o.metrics.queueing_delay.p95,
                         "utilization": o.metrics.utilization_mean,
+                        "utilization_window": o.metrics.utilization_window,
+                        "jct_mean": o.metrics.jct.mean,
+                        "gpu_hours_delivered": o.metrics.gpu_hours_delivered,
+                        "lost_gpu_hours": o.metrics.lost_gpu_hours,
                         "wall_seconds": o.metrics.wall_seconds,
                     }
                     for o in v.outcomes
