@@ -263,6 +263,8 @@ def table(m: Metrics) -> str:
     lines += [row(f"priority {p}", s) for p, s in m.queueing_delay_by_priority.items()]
     if len(m.queueing_delay_by_queue) > 1:
         lines += [row(f"queue {name}", s) for name, s in m.queueing_delay_by_queue.items()]
+    if len(m.queueing_delay_by_gpus) > 1:
+        lines += [row(f"jobs of {size} GPUs", s) for size, s in m.queueing_delay_by_gpus.items()]
     lines.append(row("JCT (finished)", m.jct))
     lines += [
         "",

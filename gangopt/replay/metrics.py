@@ -11,6 +11,7 @@ Definitions
   started counts with its wait up to the end of the simulation (a lower bound, *censored*);
   leaving it out would reward a policy for starving jobs. ``unstarted`` says how many.
   Percentiles are numpy's linear interpolation (``p50`` of 1, 2, 3, 4 is 2.5).
+  Also per priority, per queue and per job size (GPUs at full size, :func:`size_bucket`).
 * **JCT** = finish - arrival, over finished jobs only.
 * **Allocation** is time-weighted over ``[start, end]`` of the simulation from the step
   timeline: mean GPUs allocated and mean utilization (allocated / total) over the policy's
@@ -123,10 +124,28 @@ class Metrics(BaseModel):
     """Allocated GPU-hours minus the GPU-hours preemptions rolled back."""
     completion_deadlines: int = 0
     """How many of ``deadlines`` are completion deadlines (the rest bound the start)."""
+    queueing_delay_by_gpus: dict[str, Summary] = {}
+    """Queueing delay per job size (:func:`size_bucket` of its GPUs at full size), smallest first."""
 
 
 def _censored_delay(job: JobRecord, end: float) -> float:
     return job.queueing_delay if job.queueing_delay is not None else max(0.0, end - job.arrival)
+
+
+SIZE_BUCKETS: tuple[tuple[float, str], ...] = ((1, "1"), (4, "2-4"), (8, "5-8"), (16, "9-16"), (64, "17-64"))
+"""(largest GPUs, label) of the whole-GPU size classes of the per-size table."""
+
+SIZE_ORDER: tuple[str, ...] = ("0", "<1", *(label for _, label in SIZE_BUCKETS), "65+")
+
+
+def size_bucket(gpus: float) -> str:
+    """The size class of a job of ``gpus`` GPUs: ``0`` (CPU only), ``<1`` (a shared GPU),
+    ``1``, ``2-4``, ``5-8`` (one 8-GPU node), ``9-16``, ``17-64``, ``65+``."""
+    if gpus <= 0:
+        return "0"
+    if gpus < 1:
+        return "<1"
+    return next((label for top, label in SIZE_BUCKETS if gpus <= top), "65+")
 
 
 def deadline_missed(job: JobRecord, end: float) -> bool:
@@ -168,9 +187,11 @@ def compute_metrics(result: SimulationResult) -> Metrics:
     delays = [_censored_delay(j, end) for j in arrived]
     by_priority: dict[int, list[float]] = defaultdict(list)
     by_queue: dict[str, list[float]] = defaultdict(list)
+    by_size: dict[str, list[float]] = defaultdict(list)
     for job, delay in zip(arrived, delays, strict=True):
         by_priority[job.priority].append(delay)
         by_queue[job.queue].append(delay)
+        by_size[size_bucket(job.gpus)].append(delay)
     finished = [j for j in arrived if j.state == "finished"]
     span = max(0.0, end - result.start_time)
     allocated, needed, waiting = _integrals(result.timeline, result.start_time, end, result.gpus_total)
@@ -218,6 +239,7 @@ def compute_metrics(result: SimulationResult) -> Metrics:
         gpu_hours_allocated=allocated / 3600.0,
         gpu_hours_delivered=max(0.0, allocated / 3600.0 - lost),
         completion_deadlines=sum(1 for j in with_deadline if j.deadline_kind == "completion"),
+        queueing_delay_by_gpus={k: summarize(by_size[k]) for k in SIZE_ORDER if k in by_size},
     )
 
 

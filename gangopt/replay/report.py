@@ -221,14 +221,15 @@ def comparison_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
 
 
 def priority_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
-    """Queueing delay per priority (and per queue when there are several), one row per policy
-    and tier: the per-tier rows ``gangopt simulate`` prints, side by side."""
+    """Queueing delay per priority, per queue (when there are several) and per job size, one
+    row per policy and group: the per-group rows ``gangopt simulate`` prints, side by side."""
     header = ["policy", "jobs of", "jobs", "wait mean", "wait p50", "wait p95", "wait p99", "wait max"]
     rows = []
     for m in metrics:
         groups = [(f"priority {p}", s) for p, s in m.queueing_delay_by_priority.items()]
         if len(m.queueing_delay_by_queue) > 1:
             groups += [(f"queue {q}", s) for q, s in m.queueing_delay_by_queue.items()]
+        groups += [(f"jobs of {size} GPUs", s) for size, s in m.queueing_delay_by_gpus.items()]
         for label, q in groups:
             rows.append(
                 [m.policy, label, str(q.count), hours(q.mean), hours(q.p50), hours(q.p95), hours(q.p99), hours(q.max)]
@@ -295,7 +296,7 @@ def write_simulation_report(
         "starting after it, a completion deadline by finishing after it. Definitions: "
         "`gangopt/replay/metrics.py`.",
         "",
-        "## Queueing delay per priority",
+        "## Queueing delay per priority, queue and job size",
         "",
         priority_table(all_metrics, markdown=True),
         "## Queue and allocation over time",

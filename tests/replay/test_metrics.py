@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gangopt.replay.metrics import compute_metrics, deadline_missed
+from gangopt.replay.metrics import compute_metrics, deadline_missed, size_bucket
 from gangopt.replay.simulation import JobRecord, SimConfig, SimulationResult, TimelinePoint
 
 
@@ -76,3 +76,25 @@ def test_utilization_over_the_common_window_is_comparable_across_policies() -> N
 def test_window_is_cut_at_the_end_of_a_replay_with_a_horizon() -> None:
     m = compute_metrics(_result("cut", [(0, 8), (100, 8)], end=120.0))
     assert m.window_end == 120.0 and m.utilization_window == pytest.approx(0.5)
+
+
+def test_size_buckets() -> None:
+    sizes = [0, 0.25, 0.999, 1, 1.5, 4, 4.5, 8, 12, 16, 17, 64, 65, 1024]
+    assert [size_bucket(g) for g in sizes] == [
+        "0",
+        "<1",
+        "<1",
+        "1",
+        "2-4",
+        "2-4",
+        "5-8",
+        "5-8",
+        "9-16",
+        "9-16",
+        "17-64",
+        "17-64",
+        "65+",
+        "65+",
+    ]
+    m = compute_metrics(_result("sizes", [(0, 8), (150, 0)], end=150.0))
+    assert list(m.queueing_delay_by_gpus) == ["5-8"] and m.queueing_delay_by_gpus["5-8"].count == 2

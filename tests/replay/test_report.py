@@ -49,10 +49,13 @@ def test_report_md_has_the_texts_numbers(tmp_path: Path, policy: str) -> None:
     assert row["util"] == f"{m.utilization_window:.1%}" and row["GPU-h delivered"] == f"{m.gpu_hours_delivered:.0f}"
     # every per-priority (and, with two queues, per-queue) row of the text output is in the report
     printed = table(m)
-    for label, s in [
+    groups = [
         *((f"priority {p}", s) for p, s in m.queueing_delay_by_priority.items()),
         *((f"queue {q}", s) for q, s in m.queueing_delay_by_queue.items()),
-    ]:
+        *((f"jobs of {g} GPUs", s) for g, s in m.queueing_delay_by_gpus.items()),
+    ]
+    assert [label for label, _ in groups][-2:] == ["jobs of 2-4 GPUs", "jobs of 5-8 GPUs"]
+    for label, s in groups:
         assert f"{label:<22}{s.count:>7}{hours(s.mean):>9}" in printed
         assert f"| {policy} | {label} | {s.count} | {hours(s.mean)} | {hours(s.p50)} | {hours(s.p95)} |" in text
     # the window is the trace's span for both policies: the last arrival (1,100 s) plus its 1,600 s run
