@@ -61,25 +61,51 @@ def hours(seconds: float) -> str:
 # ----------------------------------------------------------------------------- figures
 
 
+SMALL_MULTIPLES = 3
+"""More series than this: one row of panels per series instead of overlaid lines (seven
+overlaid policies were hard to tell apart, issue 16)."""
+
+
 def timeline_figure(series: Sequence[tuple[str, Sequence[TimelinePoint], float]], path: Path) -> Path:
     """Queue length (jobs waiting) and GPUs allocated over time; ``series`` = (label, timeline,
-    GPUs in the cluster). Times in hours since the first point of each series."""
+    GPUs in the cluster). Times in hours since the first point of each series. Up to
+    :data:`SMALL_MULTIPLES` series share two panels; more get a row each (same axes, so rows
+    compare at a glance)."""
     plt = _pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
-    for label, timeline, total in series:
-        if not timeline:
-            continue
+    drawn = [item for item in series if item[1]]
+    multiples = len(drawn) > SMALL_MULTIPLES
+    rows = len(drawn) if multiples else 1
+    if multiples:
+        fig, axes = plt.subplots(rows, 2, figsize=(10, 1.5 * rows + 0.8), sharex=True, sharey="col", squeeze=False)
+    else:
+        fig, column = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
+        axes = [[column[0], column[1]]]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, (label, timeline, total) in enumerate(drawn):
+        top, bottom = axes[k] if multiples else axes[0]
         t0 = timeline[0].time
         x = [(p.time - t0) / 3600 for p in timeline]
-        top.step(x, [p.pending for p in timeline], where="post", label=label, linewidth=0.8)
-        bottom.step(x, [p.gpus_allocated for p in timeline], where="post", label=label, linewidth=0.8)
+        color = colors[k % len(colors)]
+        top.step(x, [p.pending for p in timeline], where="post", label=label, linewidth=0.8, color=color)
+        bottom.step(x, [p.gpus_allocated for p in timeline], where="post", label=label, linewidth=0.8, color=color)
         bottom.axhline(total, color="grey", linewidth=0.6, linestyle=":")
-    top.set_ylabel("jobs waiting")
-    bottom.set_ylabel("GPUs allocated")
-    bottom.set_xlabel("hours since the first arrival")
-    top.legend(fontsize=8, loc="upper right")
-    top.grid(alpha=0.3)
-    bottom.grid(alpha=0.3)
+        if multiples:
+            top.set_title(label, loc="left", fontsize=9, fontweight="bold")
+            top.set_ylabel("jobs waiting", fontsize=8)
+            bottom.set_ylabel("GPUs allocated", fontsize=8)
+    for row in axes:
+        for ax in row:
+            ax.grid(alpha=0.3)
+    if multiples:
+        axes[0][1].set_title("dotted: the cluster's GPUs", loc="right", fontsize=8)
+        for ax in axes[-1]:
+            ax.set_xlabel("hours since the first arrival")
+    else:
+        top, bottom = axes[0]
+        top.set_ylabel("jobs waiting")
+        bottom.set_ylabel("GPUs allocated")
+        bottom.set_xlabel("hours since the first arrival")
+        top.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -134,7 +160,9 @@ def slo_size_figure(
         if answer is not None:
             ax.axvline(answer, color="tab:green", linewidth=0.8, label=f"answer: {answer}")
         if slo.what in ("wait", "jct") and worst and max(worst) > 0 and max(worst) / max(min(worst), 1e-3) > 50:
-            ax.set_yscale("symlog", linthresh=max(slo.threshold / scale, 1e-3))
+            _symlog_from_zero(ax, max(slo.threshold / scale, 1e-3))
+        elif min(worst, default=0.0) >= 0 and slo.threshold >= 0:
+            ax.set_ylim(bottom=0)
         ax.set_title(slo.text, fontsize=9)
         ax.set_xlabel("nodes")
         ax.set_ylabel(unit or "value")
@@ -144,6 +172,19 @@ def slo_size_figure(
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
+
+
+def _symlog_from_zero(ax: Any, linthresh: float) -> None:
+    """A symlog axis for non-negative values: linear up to ``linthresh``, logarithmic above,
+    starting at 0 (symlog's default margins showed ticks like -10^1 below zero, issue 16),
+    ticks as plain numbers (1, 10, 100) rather than powers, and no minor ticks."""
+    from matplotlib.ticker import FuncFormatter, NullLocator, SymmetricalLogLocator
+
+    ax.set_yscale("symlog", linthresh=linthresh)
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(SymmetricalLogLocator(base=10, linthresh=linthresh))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}" if value >= 0 else ""))
 
 
 def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> Path:
@@ -156,7 +197,7 @@ def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> 
     for policy, sizes in by.items():
         xs = sorted(sizes)
         ax.plot(xs, [float(np.median(sizes[x])) / 60 for x in xs], marker="o", label=policy, linewidth=1.0)
-    ax.set_yscale("symlog", linthresh=1.0)
+    _symlog_from_zero(ax, 1.0)
     ax.set_xlabel("nodes")
     ax.set_ylabel(f"{stat} queueing delay (min, median over seeds)")
     ax.grid(alpha=0.3)
