@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from typing import Any
 
 from gangopt.cli.simulate import (
@@ -36,7 +37,7 @@ from gangopt.replay.capacity import (
 )
 from gangopt.replay.policies import POLICY_NAMES
 from gangopt.replay.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
-from gangopt.replay.slo import SLO, parse_slo
+from gangopt.replay.slo import SLO, format_value, parse_slo
 from gangopt.replay.sweep import sweep
 
 CAPACITY_COST = (
@@ -193,10 +194,24 @@ def run_capacity(args: argparse.Namespace) -> int:
         keep_timeline=bool(args.out),
     )
 
+    started = time.perf_counter()
+
     def step(verdicts: list[Any]) -> None:
-        if args.progress:
-            for v in verdicts:
-                print(f"capacity: {v.nodes} nodes {'meet' if v.meets else 'fail'}", file=sys.stderr)
+        """Each size's verdict as soon as it is known (a gangopt sizing runs for minutes; the
+        table comes at the end), on stdout unless --json."""
+        if args.json:
+            return
+        for v in verdicts:
+            cells = ", ".join(
+                f"{s.label} {format_value(s, v.worst(i))} ({v.seeds_meeting[i]}/{len(v.outcomes)} seeds)"
+                for i, s in enumerate(slos)
+            )
+            elapsed = time.perf_counter() - started
+            print(
+                f"searching: {v.nodes} nodes {'meet' if v.meets else 'fail'}: {cells} "
+                f"[{ev.simulations} simulations, {elapsed:.0f} s]",
+                flush=True,
+            )
 
     if args.brute_force:
         sizing = brute_force(ev, args.min_nodes, args.max_nodes)

@@ -64,3 +64,7 @@ def test_the_two_commands_give_the_documented_answer(
             nodes = int(row.split()[0])
             assert (nodes in meets) if row.endswith("meets") else (nodes not in meets), row
             assert row in expected.splitlines() or nodes not in meets | fails
+    # each size's verdict was printed as it was found, and agrees with the table
+    searching = [(int(row.split()[1]), row.split()[3]) for row in out.splitlines() if row.startswith("searching: ")]
+    assert (min(meets), "meet:") in searching
+    assert all((verb == "meet:") == (n in meets) for n, verb in searching if n in meets | fails)
