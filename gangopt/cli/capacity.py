@@ -139,11 +139,11 @@ def _check(args: argparse.Namespace) -> None:
 def run_sweep(args: argparse.Namespace) -> int:
     _check(args)
     config = sim_config(args)
-    workload = load_sliced_workload(args)
+    workload, positions = load_sliced_workload(args)
     spec = cluster_spec(args)
     if any(n < 0 for n in args.nodes):
         raise InputError([Problem("--nodes", "sizes must be >= 0")], "arguments")
-    workload = checked_workload(args, workload, spec.build(max(args.nodes)))
+    workload = checked_workload(args, workload, spec.build(max(args.nodes)), positions)
     outcomes = sweep(
         workload,
         args.policy or ["greedy"],
@@ -175,10 +175,10 @@ def run_capacity(args: argparse.Namespace) -> int:
     if not 0 < args.seed_share <= 1:
         raise InputError([Problem("--seed-share", "must be in (0, 1]")], "arguments")
     config = sim_config(args)
-    workload = load_sliced_workload(args)
+    workload, positions = load_sliced_workload(args)
     spec = cluster_spec(args)
     slos = _slos(args.slo)
-    workload = checked_workload(args, workload, spec.build(args.max_nodes))
+    workload = checked_workload(args, workload, spec.build(args.max_nodes), positions)
     ev = Evaluator(
         workload,
         slos,

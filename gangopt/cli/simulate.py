@@ -129,24 +129,32 @@ def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
         raise InputError([Problem("--node-shape", str(error))], "arguments") from None
 
 
-def load_sliced_workload(args: argparse.Namespace) -> Workload:
-    """The workload file, cut to its first ``--first`` jobs by arrival when given."""
+def load_sliced_workload(args: argparse.Namespace) -> tuple[Workload, list[int]]:
+    """The workload file, cut to its first ``--first`` jobs by arrival when given, and each kept
+    job's index in the file (so that errors name the file's JSON paths)."""
     workload = load_workload(args.workload)
+    positions = list(range(len(workload.jobs)))
     if args.first is not None:
         if args.first < 1:
             raise InputError([Problem("--first", f"must be >= 1, got {args.first}")], "arguments")
         order = sorted(range(len(workload.jobs)), key=lambda i: (workload.jobs[i].arrival, i))[: args.first]
-        jobs = [workload.jobs[i] for i in sorted(order)]
+        positions = sorted(order)
+        jobs = [workload.jobs[i] for i in positions]
         note = f"replayed: the first {len(jobs)} jobs by arrival (--first {args.first})"
         workload = workload.model_copy(update={"jobs": jobs, "assumptions": [*workload.assumptions, note]})
-    return workload
+    return workload, positions
 
 
-def checked_workload(args: argparse.Namespace, workload: Workload, cluster: Cluster) -> Workload:
+def checked_workload(
+    args: argparse.Namespace, workload: Workload, cluster: Cluster, positions: list[int] | None = None
+) -> Workload:
     """The pre-flight check of every replay command (:mod:`gangopt.replay.preflight`): exit 2
-    naming the jobs that can never start on ``cluster``, or, with ``--drop-impossible``, the
-    workload without them and a warning per dropped job on stderr."""
-    kept, dropped = preflight(workload, cluster, drop=args.drop_impossible, source=str(args.workload))
+    naming the jobs that can never start on ``cluster`` (at their index in the file,
+    ``positions``), or, with ``--drop-impossible``, the workload without them and a warning per
+    dropped job on stderr."""
+    kept, dropped = preflight(
+        workload, cluster, drop=args.drop_impossible, source=str(args.workload), positions=positions
+    )
     for x in dropped[:SHOWN]:
         print(f"warning: {x.path}: dropped job {x.name!r}: {x.reason}", file=sys.stderr)
     if dropped:
@@ -209,9 +217,9 @@ def sim_config(args: argparse.Namespace) -> SimConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = sim_config(args)
-    workload = load_sliced_workload(args)
+    workload, positions = load_sliced_workload(args)
     cluster = _cluster(args)
-    workload = checked_workload(args, workload, cluster)
+    workload = checked_workload(args, workload, cluster, positions)
     if workload.jobs and config.horizon is not None:
         first = min(j.arrival for j in workload.jobs)
         config = SimConfig(**{**config.__dict__, "horizon": first + config.horizon})

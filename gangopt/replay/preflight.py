@@ -25,6 +25,7 @@ whose pods fit one by one but not all together, ``$.jobs[12]`` (or ``.topology.r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,7 @@ class Impossible:
     """A job that can never start on the cluster, and why."""
 
     index: int
-    """Position in ``workload.jobs``."""
+    """Position in ``workload.jobs`` (``path`` names the job's index in the file)."""
     name: str
     path: str
     """JSON path in the workload file of what makes it impossible."""
@@ -56,9 +57,15 @@ def _shape_key(job: Job) -> str:
     return job.model_dump_json(include={"queue", "roles", "min_members", "max_members", "topology"})
 
 
-def impossible_jobs(workload: Workload, cluster: Cluster, queues: tuple[Queue, ...] = ()) -> list[Impossible]:
+def impossible_jobs(
+    workload: Workload,
+    cluster: Cluster,
+    queues: tuple[Queue, ...] = (),
+    positions: Sequence[int] | None = None,
+) -> list[Impossible]:
     """Every job of ``workload`` that no plan could ever start on ``cluster`` (see the module
-    docstring), in workload order."""
+    docstring), in workload order. ``positions`` gives each job's index in the file the paths
+    should name (default: its index in ``workload``; a replay of ``--first N`` jobs is a subset)."""
     shapes: dict[str, list[int]] = {}
     for i, job in enumerate(workload.jobs):
         shapes.setdefault(_shape_key(job), []).append(i)
@@ -87,7 +94,8 @@ def impossible_jobs(workload: Workload, cluster: Cluster, queues: tuple[Queue, .
             where = {"topology": ".topology.required", "quota": ".queue"}.get(verdict.code, "")
             reason = verdict.reason
         for i in members:
-            out.append(Impossible(i, workload.jobs[i].name, f"$.jobs[{i}]{where}", reason))
+            at = positions[i] if positions is not None else i
+            out.append(Impossible(i, workload.jobs[i].name, f"$.jobs[{at}]{where}", reason))
     return sorted(out, key=lambda x: x.index)
 
 
@@ -165,11 +173,12 @@ def preflight(
     drop: bool = False,
     queues: tuple[Queue, ...] = (),
     source: str = "workload",
+    positions: Sequence[int] | None = None,
 ) -> tuple[Workload, list[Impossible]]:
     """Check ``workload`` against ``cluster`` before a replay. Without ``drop``, raise
     :class:`~gangopt.errors.InputError` (exit 2) naming the impossible jobs; with it, return
     the workload without them and the list of what was dropped."""
-    found = impossible_jobs(workload, cluster, queues)
+    found = impossible_jobs(workload, cluster, queues, positions)
     if found and not drop:
         raise InputError(problems(found, len(workload.jobs)), source)
     return drop_impossible(workload, found), found

@@ -126,3 +126,15 @@ def test_drop_impossible_replays_the_rest_and_says_so(
     assert (metrics["jobs"], metrics["finished"], metrics["unstarted"]) == (2, 2, 0)
     assert "warning: $.jobs[1].roles[0].requests.gpu: dropped job 'b'" in captured.err
     assert "dropped 1 jobs that can never start" in captured.err
+
+
+def test_paths_name_the_files_index_when_replaying_the_first_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--first 2`` replays jobs 1 and 3 of the file (the two earliest arrivals): the error
+    names ``$.jobs[3]``, where the job is in the file, not its place in the slice."""
+    path = tmp_path / "w.json"
+    jobs = [job("a", 50, 1), job("b", 0, 1), job("c", 60, 1), job("d", 10, 16)]
+    path.write_text(dump_workload(Workload(jobs=jobs)))
+    assert main(["simulate", str(path), "--nodes", "1", "--first", "2"]) == 2
+    assert "error: $.jobs[3].roles[0].requests.gpu: job 'd' can never start" in capsys.readouterr().err
