@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 from gangopt.checks import check_round
 from gangopt.replay.policies import SchedulingPolicy
-from gangopt.replay.workload import Job, Workload
+from gangopt.replay.workload import DeadlineKind, Job, Workload
 from gangopt.schema import (
     DETERMINISTIC_SHARE,
     BoundPod,
@@ -148,7 +148,7 @@ class JobRecord:
     """GPUs at the job's maximum size."""
     duration: float
     deadline: float | None
-    deadline_kind: str = "start"
+    deadline_kind: DeadlineKind = "start"
     """What ``deadline`` bounds: ``start`` or ``completion`` (:attr:`Job.deadline_kind`)."""
     state: JobState = "not_arrived"
     first_start: float | None = None

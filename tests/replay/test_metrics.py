@@ -6,9 +6,10 @@ import pytest
 
 from gangopt.replay.metrics import compute_metrics, deadline_missed, size_bucket
 from gangopt.replay.simulation import JobRecord, SimConfig, SimulationResult, TimelinePoint
+from gangopt.replay.workload import DeadlineKind
 
 
-def rec(arrival: float, start: float | None, finish: float | None, deadline: float, kind: str) -> JobRecord:
+def rec(arrival: float, start: float | None, finish: float | None, deadline: float, kind: DeadlineKind) -> JobRecord:
     state = "finished" if finish is not None else ("running" if start is not None else "pending")
     return JobRecord(
         name="j",
@@ -40,7 +41,7 @@ def rec(arrival: float, start: float | None, finish: float | None, deadline: flo
     ],
 )
 def test_deadline_missed_by_kind(
-    start: float | None, finish: float | None, deadline: float, kind: str, end: float, missed: bool
+    start: float | None, finish: float | None, deadline: float, kind: DeadlineKind, end: float, missed: bool
 ) -> None:
     assert deadline_missed(rec(0, start, finish, deadline, kind), end) is missed
 
