@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -45,6 +46,53 @@ CAPACITY_COST = (
     "9.4 s of CPU; same answer, 8 nodes); --policy greedy gives a fast first estimate."
 )
 """The price of sizing for gangopt, measured (docs/capacity-planning.md, 'Which policy to size for')."""
+
+
+class SearchBar:
+    """One progress bar over a whole sizing search, with an ETA (``--progress``): the sizes
+    decided so far against an estimate of the sizes still to decide, refined after every step.
+    Before, each step drew its own '0/1' bar and a search of several minutes had no overall
+    progress (issue 16).
+
+    The estimate follows :func:`gangopt.replay.capacity.size_cluster`: while no size meets, one
+    more doubling plus the bisection below it; once a size meets, the k-section between the
+    largest failing and the smallest meeting size, ``k`` sizes per step."""
+
+    def __init__(self, min_nodes: int, max_nodes: int, per_step: int) -> None:
+        from tqdm import tqdm
+
+        self.failing = min_nodes - 1
+        self.meeting: int | None = None
+        self.max_nodes = max_nodes
+        self.per_step = max(1, per_step)
+        self.bar = tqdm(total=self.remaining(), unit="size", desc="capacity search", file=sys.stderr)
+
+    def _section(self, gap: int) -> int:
+        """Sizes a k-section decides inside a gap of ``gap`` nodes."""
+        if gap <= 1:
+            return 0
+        steps = math.ceil(math.log(gap) / math.log(self.per_step + 1))
+        return min(gap - 1, steps * self.per_step)
+
+    def remaining(self) -> int:
+        if self.meeting is not None:
+            return self._section(self.meeting - self.failing)
+        if self.failing >= self.max_nodes:
+            return 0
+        probe = min(self.max_nodes, max(1, 2 * self.failing))
+        return 1 + self._section(probe - self.failing)
+
+    def update(self, verdicts: list[Any]) -> None:
+        for v in verdicts:
+            if v.meets:
+                self.meeting = v.nodes if self.meeting is None else min(self.meeting, v.nodes)
+            else:
+                self.failing = max(self.failing, v.nodes)
+        self.bar.total = self.bar.n + len(verdicts) + self.remaining()
+        self.bar.update(len(verdicts))
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def add_parsers(sub: Any) -> None:
@@ -190,15 +238,18 @@ def run_capacity(args: argparse.Namespace) -> int:
         jitter=args.jitter,
         workers=args.workers,
         dask=args.dask,
-        progress=args.progress,
+        progress=args.progress and args.brute_force,  # a search gets one bar over all of it instead
         keep_timeline=bool(args.out),
     )
-
+    searching = args.progress and not args.brute_force
+    bar = SearchBar(args.min_nodes, args.max_nodes, ev.parallel_sizes) if searching else None
     started = time.perf_counter()
 
     def step(verdicts: list[Any]) -> None:
         """Each size's verdict as soon as it is known (a gangopt sizing runs for minutes; the
         table comes at the end), on stdout unless --json."""
+        if bar is not None:
+            bar.update(verdicts)
         if args.json:
             return
         for v in verdicts:
@@ -216,7 +267,11 @@ def run_capacity(args: argparse.Namespace) -> int:
     if args.brute_force:
         sizing = brute_force(ev, args.min_nodes, args.max_nodes)
     else:
-        sizing = size_cluster(ev, args.min_nodes, args.max_nodes, on_step=step)
+        try:
+            sizing = size_cluster(ev, args.min_nodes, args.max_nodes, on_step=step)
+        finally:
+            if bar is not None:
+                bar.close()
     compaction: CompactionResult | None = None
     inflation: InflationResult | None = None
     extra: list[str] = []
