@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Generate ``docs/schema.md`` and ``docs/schema/{round,plan}.schema.json`` from the pydantic models.
+"""Generate ``docs/schema.md`` and ``docs/schema/{round,plan,workload}.schema.json`` from the pydantic models.
 
-The models in ``gangopt/schema.py`` are the single source of truth for the input and output
-formats; the reference docs are derived from them so that they cannot drift (``tests/test_docs.py``
-regenerates into a temporary directory and fails if the committed files differ).
+The models in ``gangopt/schema.py`` (and ``gangopt/replay/workload.py`` for workloads) are the
+single source of truth for the input and output formats; the reference docs are derived from
+them so that they cannot drift (``tests/test_docs.py`` regenerates into a temporary directory
+and fails if the committed files differ).
 
 Usage::
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,11 +26,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT))
 
+from gangopt.replay.workload import workload_schema  # noqa: E402
 from gangopt.schema import json_schemas  # noqa: E402
 
 Schema = dict[str, Any]
 
-OUTPUTS = ("docs/schema.md", "docs/schema/round.schema.json", "docs/schema/plan.schema.json")
+OUTPUTS = (
+    "docs/schema.md",
+    "docs/schema/round.schema.json",
+    "docs/schema/plan.schema.json",
+    "docs/schema/workload.schema.json",
+)
 
 _INTRO = """\
 # gangopt input and output formats
@@ -42,7 +50,10 @@ pending gangs start where, what is preempted or resized, and why the rest waits;
 specified in [plan-semantics.md](plan-semantics.md).
 
 Machine-readable JSON Schemas: [schema/round.schema.json](schema/round.schema.json) and
-[schema/plan.schema.json](schema/plan.schema.json) (also printed by `gangopt schema`).
+[schema/plan.schema.json](schema/plan.schema.json) (also printed by `gangopt schema`). The
+**workload** that `gangopt simulate`, `sweep` and `capacity` replay is described
+[at the end](#workload-what-the-replays-read) and in
+[schema/workload.schema.json](schema/workload.schema.json) (`gangopt schema workload`).
 
 Every object rejects unknown fields, so a typo is an error that names its JSON path.
 Resource amounts are Kubernetes quantities (`8`, `"500m"`, `"64Gi"`); they are stored as
@@ -52,6 +63,23 @@ integer milli-units, so arithmetic is exact.
 
 Closest concepts in the projects gangopt borrows its vocabulary from (the semantics are
 gangopt's own, as documented below):
+"""
+
+_WORKLOAD_INTRO = """\
+## Workload: what the replays read
+
+A **workload** (`Workload`) is the list of jobs `gangopt simulate`, `sweep` and `capacity`
+replay, one scheduling round after another (docs/capacity-planning.md). `gangopt import trace`
+writes one from a CSV (`submit,duration,gpus[,deadline,priority,queue,...]`) or a shipped trace
+format. A job is a gang (its `roles`, `min_members`, `max_members` and `topology` follow the
+round's rules: [Role](#role), [TopologyRequest](#topologyrequest)) plus when it arrives, how long
+it runs at its maximum size, and an optional deadline. **`deadline_kind` says what the
+deadline bounds**: `start` (the default, the round's meaning) or `completion` (published
+traces' meaning; the replay tells its rounds `deadline - duration` and counts a miss when the
+job finishes late). Times are seconds on the workload's own clock (the first job usually
+arrives at 0). Before every replay, jobs that can never start on the cluster are named at
+their JSON path (`$.jobs[12].roles[0].requests.gpu`) and the replay exits 2, unless
+`--drop-impossible` is given.
 """
 
 _MAPPING = [
@@ -71,8 +99,9 @@ _MAPPING = [
 ]
 
 
-def render_markdown(schemas: dict[str, Schema]) -> str:
-    """The whole of ``docs/schema.md``: a section per model, reachable from Round, then Plan."""
+def render_markdown(schemas: dict[str, Schema], workload: Schema | None = None) -> str:
+    """The whole of ``docs/schema.md``: a section per model, reachable from Round, then Plan,
+    then the workload's own models (those it shares with the round are linked, not repeated)."""
     mapping = ["| gangopt | Kubernetes / Kueue / Volcano / Koordinator / YuniKorn |", "|---|---|"]
     mapping += [f"| {ours} | {theirs} |" for ours, theirs in _MAPPING]
     parts = [_INTRO, "\n".join(mapping) + "\n"]
@@ -82,6 +111,13 @@ def render_markdown(schemas: dict[str, Schema]) -> str:
         parts.append(f"## {title}\n")
         for name in _models_in_order(schema, defs):
             parts.append(_model_section(name, schema if name == schema["title"] else defs[name], defs))
+    if workload is not None:
+        shown = {name for schema in schemas.values() for name in _models_in_order(schema, schema.get("$defs", {}))}
+        defs = workload.get("$defs", {})
+        parts.append(_WORKLOAD_INTRO)
+        for name in _models_in_order(workload, defs):
+            if name not in shown:
+                parts.append(_model_section(name, workload if name == workload["title"] else defs[name], defs))
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -144,7 +180,8 @@ def _borrowed_description(prop: Schema, defs: dict[str, Schema]) -> str:
     if len(refs) != 1 or refs[0] not in defs:
         return ""
     text = " ".join(str(defs[refs[0]].get("description", "")).split())
-    return text.split(". ")[0].rstrip(".") + "." if text else ""
+    first = re.split(r"(?<!e\.g)(?<!i\.e)\. ", text)[0]  # "(e.g. a master)" does not end a sentence
+    return first.rstrip(".") + "." if text else ""
 
 
 def _rst_to_md(text: str) -> str:
@@ -212,10 +249,12 @@ def _escape(text: str) -> str:
 def render_all() -> dict[str, str]:
     """Every generated file, relative path -> content."""
     schemas = json_schemas()
+    workload = workload_schema()
     return {
-        "docs/schema.md": render_markdown(schemas),
+        "docs/schema.md": render_markdown(schemas, workload),
         "docs/schema/round.schema.json": json.dumps(schemas["round"], indent=2, ensure_ascii=False) + "\n",
         "docs/schema/plan.schema.json": json.dumps(schemas["plan"], indent=2, ensure_ascii=False) + "\n",
+        "docs/schema/workload.schema.json": json.dumps(workload, indent=2, ensure_ascii=False) + "\n",
     }
 
 

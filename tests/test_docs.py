@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+from gangopt.replay.workload import workload_schema
 from gangopt.schema import json_schemas
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ def test_generated_docs_are_up_to_date(tmp_path: Path) -> None:
 
 def test_schema_md_documents_every_model_and_field() -> None:
     text = (ROOT / "docs" / "schema.md").read_text(encoding="utf-8")
-    for schema in json_schemas().values():
+    for schema in [*json_schemas().values(), workload_schema()]:
         models = {schema["title"]: schema, **schema["$defs"]}
         for name, model in models.items():
             assert f"### {name}\n" in text, name
@@ -47,3 +48,5 @@ def test_json_schema_files_match_cli_output() -> None:
     for which in ("round", "plan"):
         on_disk = json.loads((ROOT / "docs" / "schema" / f"{which}.schema.json").read_text(encoding="utf-8"))
         assert on_disk == schemas[which]
+    on_disk = json.loads((ROOT / "docs" / "schema" / "workload.schema.json").read_text(encoding="utf-8"))
+    assert on_disk == workload_schema()

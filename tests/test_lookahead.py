@@ -43,7 +43,7 @@ def backfill_round(**lookahead: Any) -> Round:
             lasting(pending("short", gpu=1, submit_time=3.0), 50),
         ],
         now=NOW,
-        lookahead=LookAhead(**lookahead),
+        lookahead=LookAhead(**{"reserve_after": 0.0, **lookahead}),
     )
 
 

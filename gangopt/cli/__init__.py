@@ -27,6 +27,7 @@ from gangopt.cli.output import EXIT_FAILURE, EXIT_INPUT, EXIT_OK, one_line
 from gangopt.cli.serve import add_parser as _add_serve
 from gangopt.cli.simulate import add_parser as _add_simulate
 from gangopt.cli.solve import add_parsers as add_round_parsers
+from gangopt.cli.trace import add_parser as _add_trace
 from gangopt.errors import InputError
 
 
@@ -50,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_round_parsers(sub)
     _add_simulate(sub)
     _add_capacity(sub)
-    _add_k8s(sub)
+    _add_trace(_add_k8s(sub))
     _add_serve(sub)
     return parser
 

@@ -9,10 +9,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
+import time
 from typing import Any
 
-from gangopt.cli.simulate import add_sim_options, load_sliced_workload, sim_config
+from gangopt.cli.simulate import (
+    add_cluster_options,
+    add_sim_options,
+    checked_workload,
+    cluster_spec,
+    load_sliced_workload,
+    sim_config,
+)
 from gangopt.errors import InputError, Problem
 from gangopt.replay.capacity import (
     CompactionResult,
@@ -29,8 +38,61 @@ from gangopt.replay.capacity import (
 )
 from gangopt.replay.policies import POLICY_NAMES
 from gangopt.replay.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
-from gangopt.replay.slo import SLO, parse_slo
-from gangopt.replay.sweep import ClusterSpec, NodeType, parse_node_shape, sweep
+from gangopt.replay.slo import SLO, format_value, parse_slo
+from gangopt.replay.sweep import sweep
+
+CAPACITY_COST = (
+    "Cost: about 8x greedy's CPU time (first 1,000 jobs of the Philly sample, 5 sizes: 77 s against "
+    "9.4 s of CPU; same answer, 8 nodes); --policy greedy gives a fast first estimate."
+)
+"""The price of sizing for gangopt, measured (docs/capacity-planning.md, 'Which policy to size for')."""
+
+
+class SearchBar:
+    """One progress bar over a whole sizing search, with an ETA (``--progress``): the sizes
+    decided so far against an estimate of the sizes still to decide, refined after every step.
+    Before, each step drew its own '0/1' bar and a search of several minutes had no overall
+    progress (issue 16).
+
+    The estimate follows :func:`gangopt.replay.capacity.size_cluster`: while no size meets, one
+    more doubling plus the bisection below it; once a size meets, the k-section between the
+    largest failing and the smallest meeting size, ``k`` sizes per step."""
+
+    def __init__(self, min_nodes: int, max_nodes: int, per_step: int) -> None:
+        from tqdm import tqdm
+
+        self.failing = min_nodes - 1
+        self.meeting: int | None = None
+        self.max_nodes = max_nodes
+        self.per_step = max(1, per_step)
+        self.bar = tqdm(total=self.remaining(), unit="size", desc="capacity search", file=sys.stderr)
+
+    def _section(self, gap: int) -> int:
+        """Sizes a k-section decides inside a gap of ``gap`` nodes."""
+        if gap <= 1:
+            return 0
+        steps = math.ceil(math.log(gap) / math.log(self.per_step + 1))
+        return min(gap - 1, steps * self.per_step)
+
+    def remaining(self) -> int:
+        if self.meeting is not None:
+            return self._section(self.meeting - self.failing)
+        if self.failing >= self.max_nodes:
+            return 0
+        probe = min(self.max_nodes, max(1, 2 * self.failing))
+        return 1 + self._section(probe - self.failing)
+
+    def update(self, verdicts: list[Any]) -> None:
+        for v in verdicts:
+            if v.meets:
+                self.meeting = v.nodes if self.meeting is None else min(self.meeting, v.nodes)
+            else:
+                self.failing = max(self.failing, v.nodes)
+        self.bar.total = self.bar.n + len(verdicts) + self.remaining()
+        self.bar.update(len(verdicts))
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def add_parsers(sub: Any) -> None:
@@ -41,7 +103,7 @@ def add_parsers(sub: Any) -> None:
         "--policy", "--solver", dest="policy", choices=POLICY_NAMES, action="append", help="repeatable (default greedy)"
     )
     p.add_argument("--nodes", type=int, nargs="+", required=True, metavar="N", help="cluster sizes (node counts)")
-    _add_cluster_options(p)
+    add_cluster_options(p)
     _add_run_options(p)
     p.add_argument("--slo", action="append", default=[], metavar="SLO", help="also report these SLOs per run")
     p.set_defaults(func=run_sweep)
@@ -55,8 +117,16 @@ def add_parsers(sub: Any) -> None:
         metavar="SLO",
         help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/replay/slo.py)",
     )
-    p.add_argument("--policy", "--solver", dest="policy", choices=POLICY_NAMES, default="greedy", help="default greedy")
-    _add_cluster_options(p)
+    p.add_argument(
+        "--policy",
+        "--solver",
+        dest="policy",
+        choices=POLICY_NAMES,
+        default="gangopt",
+        help="the policy the cluster is sized for (default: gangopt, i.e. CP-SAT with --time-limit per round). "
+        f"{CAPACITY_COST} Size for the scheduler you will run: greedy's or a peer's answer can differ by a node",
+    )
+    add_cluster_options(p)
     _add_run_options(p)
     p.add_argument(
         "--seed-share",
@@ -80,20 +150,6 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=run_capacity)
 
 
-def _add_cluster_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--node-shape",
-        action="append",
-        default=[],
-        metavar="[NAME:]SPEC",
-        help="node type, e.g. 'gpu=8,cpu=96,memory=1Ti,model=H100,rack=16' (default); repeat for several types",
-    )
-    p.add_argument(
-        "--fixed", action="append", default=[], metavar="NAME=N", help="count of a node type that is not varied"
-    )
-    p.add_argument("--vary", metavar="NAME", help="the node type whose count is searched (default: the first)")
-
-
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     add_sim_options(p)
     p.add_argument("--seeds", type=int, default=1, metavar="K", help="seeds 0..K-1 (seed 0: the trace as is)")
@@ -105,20 +161,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", help="write a report folder (CSV/JSON, PNG plots, report.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--progress", action="store_true", help="progress bars on stderr")
-
-
-def _spec(args: argparse.Namespace) -> ClusterSpec:
-    try:
-        types = tuple(parse_node_shape(t) for t in args.node_shape) or (NodeType(),)
-        fixed = []
-        for term in args.fixed:
-            name, eq, count = term.partition("=")
-            if not eq or not count.isdigit():
-                raise ValueError(f"--fixed expects NAME=N, got {term!r}")
-            fixed.append((name, int(count)))
-        return ClusterSpec(types, tuple(fixed), args.vary or types[0].name)
-    except ValueError as error:
-        raise InputError([Problem("--node-shape", str(error))], "arguments") from None
 
 
 def _slos(texts: list[str]) -> tuple[SLO, ...]:
@@ -145,10 +187,11 @@ def _check(args: argparse.Namespace) -> None:
 def run_sweep(args: argparse.Namespace) -> int:
     _check(args)
     config = sim_config(args)
-    workload = load_sliced_workload(args)
-    spec = _spec(args)
+    workload, positions = load_sliced_workload(args)
+    spec = cluster_spec(args)
     if any(n < 0 for n in args.nodes):
         raise InputError([Problem("--nodes", "sizes must be >= 0")], "arguments")
+    workload = checked_workload(args, workload, spec.build(max(args.nodes)), positions)
     outcomes = sweep(
         workload,
         args.policy or ["greedy"],
@@ -180,9 +223,10 @@ def run_capacity(args: argparse.Namespace) -> int:
     if not 0 < args.seed_share <= 1:
         raise InputError([Problem("--seed-share", "must be in (0, 1]")], "arguments")
     config = sim_config(args)
-    workload = load_sliced_workload(args)
-    spec = _spec(args)
+    workload, positions = load_sliced_workload(args)
+    spec = cluster_spec(args)
     slos = _slos(args.slo)
+    workload = checked_workload(args, workload, spec.build(args.max_nodes), positions)
     ev = Evaluator(
         workload,
         slos,
@@ -194,19 +238,40 @@ def run_capacity(args: argparse.Namespace) -> int:
         jitter=args.jitter,
         workers=args.workers,
         dask=args.dask,
-        progress=args.progress,
+        progress=args.progress and args.brute_force,  # a search gets one bar over all of it instead
         keep_timeline=bool(args.out),
     )
+    searching = args.progress and not args.brute_force
+    bar = SearchBar(args.min_nodes, args.max_nodes, ev.parallel_sizes) if searching else None
+    started = time.perf_counter()
 
     def step(verdicts: list[Any]) -> None:
-        if args.progress:
-            for v in verdicts:
-                print(f"capacity: {v.nodes} nodes {'meet' if v.meets else 'fail'}", file=sys.stderr)
+        """Each size's verdict as soon as it is known (a gangopt sizing runs for minutes; the
+        table comes at the end), on stdout unless --json."""
+        if bar is not None:
+            bar.update(verdicts)
+        if args.json:
+            return
+        for v in verdicts:
+            cells = ", ".join(
+                f"{s.label} {format_value(s, v.worst(i))} ({v.seeds_meeting[i]}/{len(v.outcomes)} seeds)"
+                for i, s in enumerate(slos)
+            )
+            elapsed = time.perf_counter() - started
+            print(
+                f"searching: {v.nodes} nodes {'meet' if v.meets else 'fail'}: {cells} "
+                f"[{ev.simulations} simulations, {elapsed:.0f} s]",
+                flush=True,
+            )
 
     if args.brute_force:
         sizing = brute_force(ev, args.min_nodes, args.max_nodes)
     else:
-        sizing = size_cluster(ev, args.min_nodes, args.max_nodes, on_step=step)
+        try:
+            sizing = size_cluster(ev, args.min_nodes, args.max_nodes, on_step=step)
+        finally:
+            if bar is not None:
+                bar.close()
     compaction: CompactionResult | None = None
     inflation: InflationResult | None = None
     extra: list[str] = []

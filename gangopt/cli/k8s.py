@@ -23,10 +23,14 @@ from gangopt.replay.generate import dump_round
 from gangopt.schema import Policy
 
 
-def add_parsers(sub: Any) -> None:
-    """Register the ``import`` and ``export`` groups, each with its ``k8s`` format."""
-    p = sub.add_parser("import", help="build a round from other formats (k8s: kubectl get -o yaml/json)")
+def add_parsers(sub: Any) -> Any:
+    """Register the ``import`` and ``export`` groups, each with its ``k8s`` format; returns the
+    ``import`` group's format subparsers, where :mod:`gangopt.cli.trace` adds ``trace``."""
+    p = sub.add_parser(
+        "import", help="k8s: a round from kubectl get -o yaml/json; trace: a workload from a CSV of jobs"
+    )
     formats = p.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    imports = formats
     k = formats.add_parser("k8s", help="nodes, pods and gang objects (PodGroup, Workload, ...) to a round")
     k.add_argument("files", nargs="+", metavar="FILE", help="YAML or JSON manifests ('-' reads stdin)")
     k.add_argument("-o", "--output", metavar="ROUND.json", help="write the round here (atomically) instead of stdout")
@@ -43,6 +47,7 @@ def add_parsers(sub: Any) -> None:
     k.add_argument("-o", "--output", metavar="OUT", help="write here (atomically) instead of stdout")
     k.add_argument("--format", dest="output_format", choices=["yaml", "json"], default="yaml", help="default: yaml")
     k.set_defaults(func=run_export)
+    return imports
 
 
 def _add_level_option(p: argparse.ArgumentParser) -> None:

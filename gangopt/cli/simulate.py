@@ -16,11 +16,13 @@ from typing import Any
 
 from gangopt.errors import InputError, Problem
 from gangopt.parsing import parse_model
-from gangopt.replay.clusters import load_cluster, parametric_cluster
-from gangopt.replay.metrics import Metrics, compute_metrics
+from gangopt.replay.clusters import load_cluster
+from gangopt.replay.metrics import Metrics, compute_metrics, size_label
 from gangopt.replay.policies import POLICY_NAMES, make_policy
+from gangopt.replay.preflight import SHOWN, preflight
 from gangopt.replay.report import comparison_table, write_simulation_report
 from gangopt.replay.simulation import SimConfig, simulate
+from gangopt.replay.sweep import ClusterSpec, NodeType, parse_node_shape
 from gangopt.replay.workload import Workload, load_workload
 from gangopt.schema import Cluster
 
@@ -31,7 +33,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("workload", metavar="WORKLOAD.json", help="a workload (see instances/workloads/)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--cluster", metavar="CLUSTER.json", help="a cluster model (see models/)")
-    where.add_argument("--nodes", type=int, metavar="N", help="N identical 8-GPU nodes (96 CPUs, 1Ti), racks of 16")
+    where.add_argument(
+        "--nodes",
+        type=int,
+        metavar="N",
+        help="N nodes of --node-shape (default: 8 GPUs, 96 CPUs, 1Ti, racks of 16); with several shapes, "
+        "N of the --vary one and --fixed counts of the others",
+    )
     p.add_argument(
         "--select",
         metavar="LABEL=VALUE",
@@ -48,6 +56,7 @@ def add_parser(sub: Any) -> None:
         help="a solver name, as for 'solve --solver' (default: gangopt, i.e. cpsat); repeat to compare "
         "policies on the same workload and cluster",
     )
+    add_cluster_options(p)
     add_sim_options(p)
     p.add_argument("--seed", type=int, default=0, metavar="N", help="policy seed (default 0)")
     p.add_argument("--horizon", type=float, metavar="S", help="stop at S seconds after the first arrival")
@@ -77,6 +86,11 @@ def add_sim_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-preemption", action="store_true", help="never preempt or shrink running jobs")
     p.add_argument(
+        "--drop-impossible",
+        action="store_true",
+        help="replay without the jobs that can never start on the cluster (default: name them and exit 2)",
+    )
+    p.add_argument(
         "--validate",
         choices=["always", "untrusted"],
         default="always",
@@ -84,25 +98,80 @@ def add_sim_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def load_sliced_workload(args: argparse.Namespace) -> Workload:
-    """The workload file, cut to its first ``--first`` jobs by arrival when given."""
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """``--node-shape``, ``--fixed``, ``--vary``: the parametric cluster of ``simulate --nodes``,
+    ``sweep`` and ``capacity`` (:class:`gangopt.replay.sweep.ClusterSpec`)."""
+    p.add_argument(
+        "--node-shape",
+        action="append",
+        default=[],
+        metavar="[NAME:]SPEC",
+        help="node type, e.g. 'gpu=8,cpu=96,memory=1Ti,model=H100,rack=16' (default); repeat for several types",
+    )
+    p.add_argument(
+        "--fixed", action="append", default=[], metavar="NAME=N", help="count of a node type that is not varied"
+    )
+    p.add_argument("--vary", metavar="NAME", help="the node type whose count is searched (default: the first)")
+
+
+def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
+    """The :class:`ClusterSpec` of the cluster flags (default: one 8-GPU node type)."""
+    try:
+        types = tuple(parse_node_shape(t) for t in args.node_shape) or (NodeType(),)
+        fixed = []
+        for term in args.fixed:
+            name, eq, count = term.partition("=")
+            if not eq or not count.isdigit():
+                raise ValueError(f"--fixed expects NAME=N, got {term!r}")
+            fixed.append((name, int(count)))
+        return ClusterSpec(types, tuple(fixed), args.vary or types[0].name)
+    except ValueError as error:
+        raise InputError([Problem("--node-shape", str(error))], "arguments") from None
+
+
+def load_sliced_workload(args: argparse.Namespace) -> tuple[Workload, list[int]]:
+    """The workload file, cut to its first ``--first`` jobs by arrival when given, and each kept
+    job's index in the file (so that errors name the file's JSON paths)."""
     workload = load_workload(args.workload)
+    positions = list(range(len(workload.jobs)))
     if args.first is not None:
         if args.first < 1:
             raise InputError([Problem("--first", f"must be >= 1, got {args.first}")], "arguments")
         order = sorted(range(len(workload.jobs)), key=lambda i: (workload.jobs[i].arrival, i))[: args.first]
-        jobs = [workload.jobs[i] for i in sorted(order)]
+        positions = sorted(order)
+        jobs = [workload.jobs[i] for i in positions]
         note = f"replayed: the first {len(jobs)} jobs by arrival (--first {args.first})"
         workload = workload.model_copy(update={"jobs": jobs, "assumptions": [*workload.assumptions, note]})
-    return workload
+    return workload, positions
+
+
+def checked_workload(
+    args: argparse.Namespace, workload: Workload, cluster: Cluster, positions: list[int] | None = None
+) -> Workload:
+    """The pre-flight check of every replay command (:mod:`gangopt.replay.preflight`): exit 2
+    naming the jobs that can never start on ``cluster`` (at their index in the file,
+    ``positions``), or, with ``--drop-impossible``, the workload without them and a warning per
+    dropped job on stderr."""
+    kept, dropped = preflight(
+        workload, cluster, drop=args.drop_impossible, source=str(args.workload), positions=positions
+    )
+    for x in dropped[:SHOWN]:
+        print(f"warning: {x.path}: dropped job {x.name!r}: {x.reason}", file=sys.stderr)
+    if dropped:
+        more = f" ({len(dropped) - SHOWN} not listed)" if len(dropped) > SHOWN else ""
+        print(f"warning: dropped {len(dropped)} jobs that can never start on this cluster{more}", file=sys.stderr)
+    return kept
 
 
 def _cluster(args: argparse.Namespace) -> Cluster:
     if args.nodes is not None:
         if args.nodes < 1:
             raise InputError([Problem("--nodes", f"must be >= 1, got {args.nodes}")], "arguments")
-        cluster = parametric_cluster(args.nodes)
+        cluster = cluster_spec(args).build(args.nodes)
     else:
+        for flag, value in (("--node-shape", args.node_shape), ("--fixed", args.fixed), ("--vary", args.vary)):
+            if value:
+                raise InputError([Problem(flag, "goes with --nodes, not --cluster")], "arguments")
         path = Path(args.cluster)
         if not path.is_file():
             raise InputError([Problem("$", f"cannot read {path}: no such file")], str(path))
@@ -148,8 +217,9 @@ def sim_config(args: argparse.Namespace) -> SimConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = sim_config(args)
-    workload = load_sliced_workload(args)
+    workload, positions = load_sliced_workload(args)
     cluster = _cluster(args)
+    workload = checked_workload(args, workload, cluster, positions)
     if workload.jobs and config.horizon is not None:
         first = min(j.arrival for j in workload.jobs)
         config = SimConfig(**{**config.__dict__, "horizon": first + config.horizon})
@@ -201,15 +271,22 @@ def table(m: Metrics) -> str:
     lines += [row(f"priority {p}", s) for p, s in m.queueing_delay_by_priority.items()]
     if len(m.queueing_delay_by_queue) > 1:
         lines += [row(f"queue {name}", s) for name, s in m.queueing_delay_by_queue.items()]
+    if len(m.queueing_delay_by_size) > 1:
+        lines += [row(f"jobs of {size_label(size)} GPUs", s) for size, s in sorted(m.queueing_delay_by_size.items())]
     lines.append(row("JCT (finished)", m.jct))
     lines += [
         "",
         f"unstarted jobs (delay counted to the end): {m.unstarted}",
-        f"GPU allocation           mean {m.gpus_allocated_mean:.1f} GPUs ({m.utilization_mean:.1%})",
+        f"GPU utilisation          {m.utilization_window:.1%} over the trace's span "
+        f"({_hours(m.window_end - m.start_time)} from the first arrival, the same for every policy); "
+        f"{m.utilization_mean:.1%} over this run's own {_hours(m.end_time - m.start_time)}",
+        f"GPU-hours                {m.gpu_hours_allocated:.1f} allocated, {m.gpu_hours_delivered:.1f} delivered "
+        "(allocated minus lost to preemptions)",
         f"idle but needed          {m.idle_needed_gpu_hours:.1f} GPU-hours "
         f"(idle while jobs wait: {m.idle_while_waiting_gpu_hours:.1f})",
         f"preemptions              {m.preemptions} ({m.jobs_preempted} jobs), {m.lost_gpu_hours:.1f} GPU-hours lost",
-        f"deadline misses          {m.deadline_misses} of {m.deadlines}",
+        f"deadline misses          {m.deadline_misses} of {m.deadlines}"
+        + (f" ({m.completion_deadlines} completion deadlines)" if m.completion_deadlines else ""),
         f"solver time per round    mean {m.solver_seconds.mean * 1000:.1f} ms, p95 "
         f"{m.solver_seconds.p95 * 1000:.1f} ms, max {m.solver_seconds.max * 1000:.1f} ms, "
         f"total {m.solver_seconds_total:.1f} s",

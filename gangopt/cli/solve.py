@@ -13,6 +13,7 @@ from gangopt.explain import summary
 from gangopt.io import load_plan, load_round
 from gangopt.parsing import parse_model
 from gangopt.replay.generate import FRAGMENTED_SHARES, GAP_TARGETS, SIZES, Spec, dump_round, generate
+from gangopt.replay.workload import workload_schema
 from gangopt.schema import Policy, Round, json_schemas
 from gangopt.solve import solve
 from gangopt.solvers import names as solver_names
@@ -51,8 +52,13 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("plan", metavar="PLAN.json")
     p.set_defaults(func=_cmd_validate)
 
-    p = sub.add_parser("schema", help="print the JSON Schemas of the round and the plan")
-    p.add_argument("which", nargs="?", choices=["round", "plan"], help="only this schema (default: both)")
+    p = sub.add_parser("schema", help="print the JSON Schemas of the round and the plan (or of a workload)")
+    p.add_argument(
+        "which",
+        nargs="?",
+        choices=["round", "plan", "workload"],
+        help="only this schema (default: round and plan); workload: what simulate, sweep and capacity replay",
+    )
     p.set_defaults(func=_cmd_schema)
 
     p = sub.add_parser("generate", help="write a seeded benchmark round (issue 3 sizes S, M, L, XL)")
@@ -116,6 +122,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
+    if args.which == "workload":
+        emit(json.dumps(workload_schema(), indent=2) + "\n", None)
+        return EXIT_OK
     schemas = json_schemas()
     document = schemas if args.which is None else schemas[args.which]
     emit(json.dumps(document, indent=2) + "\n", None)

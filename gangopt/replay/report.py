@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gangopt.replay.metrics import Metrics, write_report
+from gangopt.replay.metrics import Metrics, size_label, write_report
 from gangopt.replay.simulation import SimulationResult, TimelinePoint
 from gangopt.replay.slo import SLO, format_value, wait
 from gangopt.replay.sweep import Outcome, sweep_rows, thin_timeline
@@ -61,25 +61,51 @@ def hours(seconds: float) -> str:
 # ----------------------------------------------------------------------------- figures
 
 
+SMALL_MULTIPLES = 3
+"""More series than this: one row of panels per series instead of overlaid lines (seven
+overlaid policies were hard to tell apart, issue 16)."""
+
+
 def timeline_figure(series: Sequence[tuple[str, Sequence[TimelinePoint], float]], path: Path) -> Path:
     """Queue length (jobs waiting) and GPUs allocated over time; ``series`` = (label, timeline,
-    GPUs in the cluster). Times in hours since the first point of each series."""
+    GPUs in the cluster). Times in hours since the first point of each series. Up to
+    :data:`SMALL_MULTIPLES` series share two panels; more get a row each (same axes, so rows
+    compare at a glance)."""
     plt = _pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
-    for label, timeline, total in series:
-        if not timeline:
-            continue
+    drawn = [item for item in series if item[1]]
+    multiples = len(drawn) > SMALL_MULTIPLES
+    rows = len(drawn) if multiples else 1
+    if multiples:
+        fig, axes = plt.subplots(rows, 2, figsize=(10, 1.5 * rows + 0.8), sharex=True, sharey="col", squeeze=False)
+    else:
+        fig, column = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
+        axes = [[column[0], column[1]]]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, (label, timeline, total) in enumerate(drawn):
+        top, bottom = axes[k] if multiples else axes[0]
         t0 = timeline[0].time
         x = [(p.time - t0) / 3600 for p in timeline]
-        top.step(x, [p.pending for p in timeline], where="post", label=label, linewidth=0.8)
-        bottom.step(x, [p.gpus_allocated for p in timeline], where="post", label=label, linewidth=0.8)
+        color = colors[k % len(colors)]
+        top.step(x, [p.pending for p in timeline], where="post", label=label, linewidth=0.8, color=color)
+        bottom.step(x, [p.gpus_allocated for p in timeline], where="post", label=label, linewidth=0.8, color=color)
         bottom.axhline(total, color="grey", linewidth=0.6, linestyle=":")
-    top.set_ylabel("jobs waiting")
-    bottom.set_ylabel("GPUs allocated")
-    bottom.set_xlabel("hours since the first arrival")
-    top.legend(fontsize=8, loc="upper right")
-    top.grid(alpha=0.3)
-    bottom.grid(alpha=0.3)
+        if multiples:
+            top.set_title(label, loc="left", fontsize=9, fontweight="bold")
+            top.set_ylabel("jobs waiting", fontsize=8)
+            bottom.set_ylabel("GPUs allocated", fontsize=8)
+    for row in axes:
+        for ax in row:
+            ax.grid(alpha=0.3)
+    if multiples:
+        axes[0][1].set_title("dotted: the cluster's GPUs", loc="right", fontsize=8)
+        for ax in axes[-1]:
+            ax.set_xlabel("hours since the first arrival")
+    else:
+        top, bottom = axes[0]
+        top.set_ylabel("jobs waiting")
+        bottom.set_ylabel("GPUs allocated")
+        bottom.set_xlabel("hours since the first arrival")
+        top.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -134,7 +160,9 @@ def slo_size_figure(
         if answer is not None:
             ax.axvline(answer, color="tab:green", linewidth=0.8, label=f"answer: {answer}")
         if slo.what in ("wait", "jct") and worst and max(worst) > 0 and max(worst) / max(min(worst), 1e-3) > 50:
-            ax.set_yscale("symlog", linthresh=max(slo.threshold / scale, 1e-3))
+            _symlog_from_zero(ax, max(slo.threshold / scale, 1e-3))
+        elif min(worst, default=0.0) >= 0 and slo.threshold >= 0:
+            ax.set_ylim(bottom=0)
         ax.set_title(slo.text, fontsize=9)
         ax.set_xlabel("nodes")
         ax.set_ylabel(unit or "value")
@@ -144,6 +172,19 @@ def slo_size_figure(
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
+
+
+def _symlog_from_zero(ax: Any, linthresh: float) -> None:
+    """A symlog axis for non-negative values: linear up to ``linthresh``, logarithmic above,
+    starting at 0 (symlog's default margins showed ticks like -10^1 below zero, issue 16),
+    ticks as plain numbers (1, 10, 100) rather than powers, and no minor ticks."""
+    from matplotlib.ticker import FuncFormatter, NullLocator, SymmetricalLogLocator
+
+    ax.set_yscale("symlog", linthresh=linthresh)
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(SymmetricalLogLocator(base=10, linthresh=linthresh))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}" if value >= 0 else ""))
 
 
 def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> Path:
@@ -156,7 +197,7 @@ def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> 
     for policy, sizes in by.items():
         xs = sorted(sizes)
         ax.plot(xs, [float(np.median(sizes[x])) / 60 for x in xs], marker="o", label=policy, linewidth=1.0)
-    ax.set_yscale("symlog", linthresh=1.0)
+    _symlog_from_zero(ax, 1.0)
     ax.set_xlabel("nodes")
     ax.set_ylabel(f"{stat} queueing delay (min, median over seeds)")
     ax.grid(alpha=0.3)
@@ -171,7 +212,9 @@ def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> 
 
 
 def comparison_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
-    """One row per run: waits, JCT, utilization, idle-but-needed, preemptions, solver time."""
+    """One row per run: waits, JCT, utilization over the common window (the trace's span, the
+    same for every policy), GPU-hours delivered, idle-but-needed, preemptions and GPU-hours
+    they lost, deadline misses, solver time."""
     header = [
         "policy",
         "nodes",
@@ -181,10 +224,13 @@ def comparison_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
         "wait p50",
         "wait p95",
         "wait p99",
+        "JCT mean",
         "JCT p50",
         "util",
+        "GPU-h delivered",
         "idle-needed GPU-h",
         "preempt",
+        "GPU-h lost",
         "deadline miss",
         "solver s",
         "wall s",
@@ -199,16 +245,36 @@ def comparison_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
             hours(m.queueing_delay.p50),
             hours(m.queueing_delay.p95),
             hours(m.queueing_delay.p99),
+            hours(m.jct.mean),
             hours(m.jct.p50),
-            f"{m.utilization_mean:.1%}",
+            f"{m.utilization_window:.1%}",
+            f"{m.gpu_hours_delivered:.0f}",
             f"{m.idle_needed_gpu_hours:.0f}",
             str(m.preemptions),
+            f"{m.lost_gpu_hours:.1f}",
             f"{m.deadline_misses}/{m.deadlines}",
             f"{m.solver_seconds_total:.1f}",
             f"{m.wall_seconds:.1f}",
         ]
         for m in metrics
     ]
+    return _table(header, rows, markdown)
+
+
+def priority_table(metrics: Sequence[Metrics], markdown: bool = False) -> str:
+    """Queueing delay per priority, per queue (when there are several) and per job size, one
+    row per policy and group: the per-group rows ``gangopt simulate`` prints, side by side."""
+    header = ["policy", "jobs of", "jobs", "wait mean", "wait p50", "wait p95", "wait p99", "wait max"]
+    rows = []
+    for m in metrics:
+        groups = [(f"priority {p}", s) for p, s in m.queueing_delay_by_priority.items()]
+        if len(m.queueing_delay_by_queue) > 1:
+            groups += [(f"queue {q}", s) for q, s in m.queueing_delay_by_queue.items()]
+        groups += [(f"jobs of {size_label(size)} GPUs", s) for size, s in sorted(m.queueing_delay_by_size.items())]
+        for label, q in groups:
+            rows.append(
+                [m.policy, label, str(q.count), hours(q.mean), hours(q.p50), hours(q.p95), hours(q.p99), hours(q.max)]
+            )
     return _table(header, rows, markdown)
 
 
@@ -247,6 +313,7 @@ def write_simulation_report(
     first = runs[0][0]
     where = f"{first.nodes} nodes, {first.gpus_total:g} GPUs" if runs else ""
     config = first.config
+    window = max(m.window_end - m.start_time for m in all_metrics) if all_metrics else 0.0
     data = "metrics.json, metrics.csv, jobs.csv, rounds.csv, timeline.csv"
     lines = [
         "# Simulation report",
@@ -261,9 +328,18 @@ def write_simulation_report(
         "",
         comparison_table(all_metrics, markdown=True),
         "Waits are first start minus arrival; a job that never started counts with its wait up to the end "
-        "(censored). *idle-needed*: GPU-hours that sat free while waiting jobs needed them (fragmentation or "
-        "head-of-line blocking). Definitions: `gangopt/replay/metrics.py`.",
+        "(censored). JCT (job completion time) is finish minus arrival, over finished jobs. *util*: GPUs "
+        f"allocated over the common window, the trace's span ({hours(window)} from the first arrival: when "
+        "the last job would finish if every job started on arrival), the same for every policy, so a policy "
+        "with a shorter makespan does not look better packed. *GPU-h delivered*: GPU-hours allocated minus "
+        "those preemptions rolled back (*GPU-h lost*). *idle-needed*: GPU-hours that sat free while waiting "
+        "jobs needed them (fragmentation or head-of-line blocking). Deadlines: a start deadline is missed by "
+        "starting after it, a completion deadline by finishing after it. Definitions: "
+        "`gangopt/replay/metrics.py`.",
         "",
+        "## Queueing delay per priority, queue and job size",
+        "",
+        priority_table(all_metrics, markdown=True),
         "## Queue and allocation over time",
         "",
         "![timeline](timeline.png)",
@@ -299,7 +375,8 @@ def _csv_text(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def sweep_table(outcomes: Sequence[Outcome], markdown: bool = False) -> str:
-    """Per policy and size: median over seeds of the wait percentiles, utilization, solver time."""
+    """Per policy and size: median over seeds of the wait percentiles, utilization over the
+    common window (the trace's span, the same for every policy and size), wall time."""
     groups: dict[tuple[str, int], list[Outcome]] = defaultdict(list)
     for o in outcomes:
         groups[(o.task.policy, o.task.nodes)].append(o)
@@ -331,7 +408,7 @@ def sweep_table(outcomes: Sequence[Outcome], markdown: bool = False) -> str:
                 hours(med(lambda m: m.queueing_delay.p95)),
                 hours(med(lambda m: m.queueing_delay.p99)),
                 f"{med(lambda m: m.unstarted):.0f}",
-                f"{med(lambda m: m.utilization_mean):.1%}",
+                f"{med(lambda m: m.utilization_window):.1%}",
                 f"{sum(o.metrics.wall_seconds for o in group):.1f}",
             ]
         )
@@ -445,6 +522,10 @@ def write_capacity_report(
                         "values": dict(zip([s.label for s in slos], o.slo_values, strict=True)),
                         "wait_p95": o.metrics.queueing_delay.p95,
                         "utilization": o.metrics.utilization_mean,
+                        "utilization_window": o.metrics.utilization_window,
+                        "jct_mean": o.metrics.jct.mean,
+                        "gpu_hours_delivered": o.metrics.gpu_hours_delivered,
+                        "lost_gpu_hours": o.metrics.lost_gpu_hours,
                         "wall_seconds": o.metrics.wall_seconds,
                     }
                     for o in v.outcomes

@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 from gangopt.checks import check_round
 from gangopt.replay.policies import SchedulingPolicy
-from gangopt.replay.workload import Job, Workload
+from gangopt.replay.workload import DeadlineKind, Job, Workload
 from gangopt.schema import (
     DETERMINISTIC_SHARE,
     BoundPod,
@@ -152,6 +152,8 @@ class JobRecord:
     """GPUs at the job's maximum size."""
     duration: float
     deadline: float | None
+    deadline_kind: DeadlineKind = "start"
+    """What ``deadline`` bounds: ``start`` or ``completion`` (:attr:`Job.deadline_kind`)."""
     state: JobState = "not_arrived"
     first_start: float | None = None
     finish: float | None = None
@@ -285,7 +287,7 @@ def _pending_gang(job: Job, remaining: float | None = None) -> PendingGang:
     (the whole duration before its first start)."""
     left = job.duration if remaining is None else remaining
     return PendingGang(
-        **_gang_fields(job), submit_time=job.arrival, deadline=job.deadline, expected_duration=max(0.0, left)
+        **_gang_fields(job), submit_time=job.arrival, deadline=job.start_deadline, expected_duration=max(0.0, left)
     )
 
 
@@ -315,6 +317,7 @@ class Simulator:
                 gpus=job.gpus(),
                 duration=job.duration,
                 deadline=job.deadline,
+                deadline_kind=job.deadline_kind,
             )
             per_role = {r.name: r.requests.get(GPU, 0) / 1000.0 for r in job.roles}
             per_pod = sorted(per_role[r.name] for r in job.roles for _ in range(r.replicas))

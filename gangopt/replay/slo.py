@@ -19,8 +19,9 @@ Definitions (the same as :mod:`gangopt.replay.metrics`, so a report and an SLO n
   would let a policy meet a wait SLO by starving jobs.
 * **jct** = finish - arrival; unfinished jobs count up to the end (censored, same reason).
 * **unstarted** / **unfinished**: arrived jobs that never started / did not finish.
-* **deadline_misses**: jobs with a deadline that started after it (or not at all, with the
-  end past it); ``deadline_miss_rate`` divides by the jobs with a deadline.
+* **deadline_misses**: jobs that missed their deadline (:func:`gangopt.replay.metrics.deadline_missed`:
+  a start deadline by starting after it, a completion deadline by finishing after it, or not
+  at all with the end past it); ``deadline_miss_rate`` divides by the jobs with a deadline.
 * **preempted_jobs**: jobs evicted at least once.
 
 A filter that selects no job makes a percentile or mean 0 (the SLO holds vacuously).
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gangopt.replay.metrics import deadline_missed
 from gangopt.replay.simulation import JobRecord, SimulationResult
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -173,10 +175,7 @@ def jct(job: JobRecord, end: float) -> float:
 
 
 def _missed(job: JobRecord, end: float) -> bool:
-    assert job.deadline is not None
-    if job.first_start is not None:
-        return job.first_start > job.deadline
-    return end > job.deadline
+    return deadline_missed(job, end)  # one rule for metrics and SLOs, start and completion deadlines
 
 
 def format_value(slo: SLO, value: float) -> str:

@@ -11,7 +11,12 @@ Modelled
 * ``duration`` is the run time in seconds **with the job's maximum member count** (for the
   traces: the size it really ran at). How it changes with fewer or more members, and what a
   preemption costs, is the simulator's business (:mod:`gangopt.replay.simulation`).
-* ``deadline`` is the latest wanted **start** time (the meaning of ``PendingGang.deadline``).
+* ``deadline`` bounds what ``deadline_kind`` says: ``start`` (the default; the meaning of
+  ``PendingGang.deadline``) or ``completion`` (the meaning in published traces such as
+  ElasticFlow's). The replay turns a completion deadline into the start deadline the round
+  needs, ``deadline - duration`` (the latest start that still finishes in time at full
+  size), and the metrics count it missed when the job *finishes* after it. Passing a
+  completion deadline as a start deadline would silently add the job's duration as slack.
 
 Left out
 --------
@@ -32,7 +37,7 @@ import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -47,14 +52,36 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DeadlineKind = Literal["start", "completion"]
+"""What a job's ``deadline`` bounds: its start (the round's meaning) or its completion."""
+
+
 class Job(GangSpec):
     """One job of a workload: a gang that arrives, waits, runs for a while and leaves.
-    Roles, minimum and maximum follow the same rules as a pending gang (:class:`GangSpec`)."""
+    Roles, minimum and maximum follow the same rules as a pending gang (``GangSpec``)."""
 
     arrival: float = Field(ge=0, description="Submission time, seconds since the workload's start.")
     duration: float = Field(gt=0, description="Run time in seconds with the job's maximum member count.")
-    deadline: float | None = Field(None, description="Latest wanted start time, same clock as arrival.")
-    preemptible: bool = True
+    deadline: float | None = Field(
+        None,
+        description="Deadline, same clock as arrival; whether it bounds the start or the completion is deadline_kind.",
+    )
+    deadline_kind: DeadlineKind = Field(
+        "start",
+        description="'start': latest wanted start (as PendingGang.deadline). 'completion': latest wanted finish, "
+        "as published traces give it; the replay's rounds see deadline - duration (the latest start that finishes "
+        "in time at full size) and the metrics count a miss when the job finishes after the deadline.",
+    )
+    preemptible: bool = Field(True, description="Whether a higher-priority job may evict or shrink it.")
+
+    @property
+    def start_deadline(self) -> float | None:
+        """The latest start the round is told (``PendingGang.deadline``): the deadline itself,
+        or for a completion deadline ``deadline - duration`` (may be before arrival: a deadline
+        no start can meet is still urgent, and counted missed)."""
+        if self.deadline is None or self.deadline_kind == "start":
+            return self.deadline
+        return self.deadline - self.duration
 
     def gpus(self, resource: str = "gpu") -> float:
         """GPUs (whole units) of all pods at the maximum size."""
@@ -75,12 +102,16 @@ class Job(GangSpec):
 
 
 class Workload(_Model):
-    """Jobs plus their provenance. ``assumptions`` lists every value that is not data."""
+    """Jobs plus their provenance: what ``gangopt simulate``, ``sweep`` and ``capacity`` replay
+    (``gangopt import trace`` writes one from a CSV or a trace). ``assumptions`` lists every
+    value that is not data."""
 
     source: str = Field("", description="Where the jobs came from (trace, file, commit).")
     licence: str = Field("", description="Licence of the underlying data.")
-    assumptions: list[str] = Field(default_factory=list)
-    jobs: list[Job]
+    assumptions: list[str] = Field(
+        default_factory=list, description="Every value a converter assigned or assumed rather than read, in words."
+    )
+    jobs: list[Job] = Field(description="The jobs, in any order (the replay sorts them by arrival).")
 
     @model_validator(mode="after")
     def _unique(self) -> Workload:
@@ -90,6 +121,11 @@ class Workload(_Model):
                 raise ValueError(f"jobs[{i}]: duplicate job name {job.name!r} (first at index {seen[job.name]})")
             seen[job.name] = i
         return self
+
+
+def workload_schema() -> dict[str, Any]:
+    """The JSON Schema of a workload file, as ``gangopt schema workload`` prints it."""
+    return Workload.model_json_schema(mode="validation")
 
 
 def load_workload(path: str | Path) -> Workload:
@@ -105,7 +141,23 @@ def load_workload(path: str | Path) -> Workload:
         raise InputError(
             [Problem("$", f"cannot read {source}: not UTF-8 text ({error.reason})")], str(source)
         ) from None
+    if _looks_like_csv(text):
+        header = text.lstrip().splitlines()[0][:120]
+        message = (
+            f"this looks like CSV (first line: {header!r}), not a workload (JSON: gangopt schema workload); "
+            f"convert it with: gangopt import trace {source} -o WORKLOAD.json"
+        )
+        raise InputError([Problem("$", message)], str(source))
     return parse_json(Workload, text, str(source))
+
+
+def _looks_like_csv(text: str) -> bool:
+    """A first line with commas or tabs that does not start a JSON value: a CSV or TSV table."""
+    stripped = text.lstrip()
+    if not stripped or stripped[0] in "{[":
+        return False
+    first = stripped.splitlines()[0]
+    return "," in first or "\t" in first
 
 
 def dump_workload(workload: Workload) -> str:
@@ -147,14 +199,17 @@ PHILLY_LICENCE = "CC BY 4.0 (Philly trace data, msr-fiddle/philly-traces); extra
 GPUS_PER_NODE = 8
 
 
-def philly_roles(gpus: int, cpu_per_gpu: int = 12, memory_gib_per_gpu: int = 64) -> list[Role]:
-    """The gang for a job of ``gpus`` GPUs on 8-GPU servers.
+def philly_roles(
+    gpus: int, cpu_per_gpu: int = 12, memory_gib_per_gpu: int = 64, gpus_per_node: int = GPUS_PER_NODE
+) -> list[Role]:
+    """The gang for a job of ``gpus`` GPUs on ``gpus_per_node``-GPU servers (8 for Philly).
 
-    ``n = ceil(gpus / 8)`` pods. When ``n`` divides ``gpus`` (every size in the trace: 1, 2,
-    4, 8, 12 = 2x6, 16, 24, 32, 64, 128) one role ``worker`` of ``n`` identical pods of
-    ``gpus / n`` GPUs; otherwise ``worker`` with ``n - 1`` pods of 8 GPUs and ``tail`` with one
-    pod of the rest. Each pod asks ``cpu_per_gpu`` CPUs and ``memory_gib_per_gpu`` GiB per GPU
-    (the Helios default node, 8 GPUs / 96 CPUs, divided evenly; memory assumed).
+    ``n = ceil(gpus / gpus_per_node)`` pods. When ``n`` divides ``gpus`` (every size in the
+    Philly trace: 1, 2, 4, 8, 12 = 2x6, 16, 24, 32, 64, 128) one role ``worker`` of ``n``
+    identical pods of ``gpus / n`` GPUs; otherwise ``worker`` with ``n - 1`` pods of
+    ``gpus_per_node`` GPUs and ``tail`` with one pod of the rest. Each pod asks ``cpu_per_gpu``
+    CPUs and ``memory_gib_per_gpu`` GiB per GPU (the Helios default node, 8 GPUs / 96 CPUs,
+    divided evenly; memory assumed).
     """
     if gpus < 1:
         raise ValueError(f"a Philly job needs at least one GPU, got {gpus}")
@@ -162,12 +217,14 @@ def philly_roles(gpus: int, cpu_per_gpu: int = 12, memory_gib_per_gpu: int = 64)
     def req(g: int) -> dict[str, Any]:
         return {"gpu": g, "cpu": g * cpu_per_gpu, "memory": f"{g * memory_gib_per_gpu}Gi"}
 
-    n = math.ceil(gpus / GPUS_PER_NODE)
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+    n = math.ceil(gpus / gpus_per_node)
     if gpus % n == 0:
         return [Role(name="worker", replicas=n, requests=req(gpus // n))]
     return [
-        Role(name="worker", replicas=n - 1, requests=req(GPUS_PER_NODE)),
-        Role(name="tail", replicas=1, requests=req(gpus - GPUS_PER_NODE * (n - 1))),
+        Role(name="worker", replicas=n - 1, requests=req(gpus_per_node)),
+        Role(name="tail", replicas=1, requests=req(gpus - gpus_per_node * (n - 1))),
     ]
 
 

@@ -305,11 +305,12 @@ def test_cli_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     path = tmp_path / "w.json"
     path.write_text(dump_workload(random_workload(4, n=10)))
     out = tmp_path / "report"
-    assert main(["simulate", str(path), "--nodes", "2", "--policy", "greedy", "--out", str(out)]) == 0
+    # 3 nodes: the workload has 3-pod jobs of 8 GPUs, which 2 nodes could never start
+    assert main(["simulate", str(path), "--nodes", "3", "--policy", "greedy", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "queueing delay" in text and "policy greedy: 2 nodes, 16 GPUs" in text
+    assert "queueing delay" in text and "policy greedy: 3 nodes, 24 GPUs" in text
     assert (out / "metrics.json").is_file()
-    assert main(["simulate", str(path), "--nodes", "2", "--policy", "fifo_first_fit", "--json"]) == 0
+    assert main(["simulate", str(path), "--nodes", "3", "--policy", "fifo_first_fit", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["policy"] == "fifo_first_fit"
 
 
@@ -326,3 +327,27 @@ def test_cli_simulate_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["simulate", str(path), "--cluster", str(tmp_path / "none.json")]) == 2
     assert main(["simulate", str(path), "--nodes", "2", "--interval", "-1"]) == 2
     assert main(["simulate", str(path), "--nodes", "2", "--policy", "nope"]) == 2
+
+
+def test_completion_deadline_becomes_the_rounds_start_deadline() -> None:
+    """A completion deadline at 1,000 for a 600 s job: every round sees deadline 400 (the
+    latest start that finishes in time); the job starts at 500 behind a blocker, finishes at
+    1,100 and misses; the start-deadline twin (deadline 1,000 on the start) meets it."""
+    wl = Workload(
+        jobs=[
+            job("blocker", 0, 500),
+            job("late", 10, 600, gpus=4, deadline=1_000.0, deadline_kind="completion"),
+            job("twin", 10, 600, gpus=4, deadline=1_000.0),
+        ]
+    )
+    seen = Recorder("greedy")
+    result = simulate(wl, parametric_cluster(1), seen, SimConfig(interval=0.0))
+    deadlines = {g.name: g.deadline for rnd, _ in seen.seen for g in rnd.pending if g.name != "blocker"}
+    assert deadlines == {"late": 400.0, "twin": 1_000.0}
+    late = next(r for r in result.jobs if r.name == "late")
+    assert late.deadline == 1_000.0 and late.deadline_kind == "completion" and late.finish is not None
+    assert late.first_start is not None and late.first_start <= 1_000 < late.finish
+    metrics = compute_metrics(result)
+    twin = next(r for r in result.jobs if r.name == "twin")
+    assert twin.first_start is not None and twin.first_start <= 1_000
+    assert (metrics.deadlines, metrics.completion_deadlines, metrics.deadline_misses) == (2, 1, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,31 @@ def test_shipped_philly_b436b2_window() -> None:
     assert all(j.queue == "b436b2" for j in wl.jobs)
     assert sum(1 for j in wl.jobs if j.total_replicas > 1) == 41
     assert 0.70 < _clipped_gpu_load(wl, 48.0) < 0.76
+
+
+def test_deadline_kind_is_explicit_and_converted_to_a_start_deadline() -> None:
+    base = {"name": "j", "arrival": 100.0, "duration": 600.0, "roles": [{"replicas": 1, "requests": {"gpu": 1}}]}
+    start = Job.model_validate({**base, "deadline": 1_000.0})
+    done = Job.model_validate({**base, "deadline": 1_000.0, "deadline_kind": "completion"})
+    tight = Job.model_validate({**base, "deadline": 300.0, "deadline_kind": "completion"})
+    assert start.deadline_kind == "start" and start.start_deadline == 1_000.0
+    assert done.start_deadline == 400.0
+    assert tight.start_deadline == -300.0  # no start can meet it: still urgent, and counted missed
+    assert Job.model_validate(base).start_deadline is None
+    with pytest.raises(ValueError, match="deadline_kind"):
+        Job.model_validate({**base, "deadline": 1_000.0, "deadline_kind": "finish"})
+    # the kind survives a round trip, and the default is not written
+    wl = Workload(jobs=[start, done.model_copy(update={"name": "k"})])
+    text = dump_workload(wl)
+    assert text.count('"deadline_kind":"completion"') == 1 and '"start"' not in text
+
+
+def test_workload_schema_states_the_deadline_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    from gangopt.cli import main
+    from gangopt.replay.workload import workload_schema
+
+    schema = workload_schema()
+    kind = schema["$defs"]["Job"]["properties"]["deadline_kind"]
+    assert kind["enum"] == ["start", "completion"] and kind["default"] == "start"
+    assert main(["schema", "workload"]) == 0
+    assert json.loads(capsys.readouterr().out) == schema
