@@ -41,10 +41,12 @@ from gangopt.arrays import (
     domain_codes,
     domain_members,
     first_fit,
+    free_capacity,
     node_index,
     request_vector,
     resource_names,
 )
+from gangopt.objective import ObjectiveTerms
 from gangopt.schema import MatchExpression, PendingGang, Plan, Role, Round, RunningGang, Waiting
 
 RESERVED_LABEL = "gangopt.io/reserved-for"
@@ -180,8 +182,6 @@ def _reserve(rnd: Round, now: float) -> list[Reservation]:
     releases = _releases(rnd)
     if not releases:
         return []  # no running gang has an expected end: nothing frees up at a known time
-    from gangopt.objective import ObjectiveTerms
-
     resources = resource_names(rnd)
     elig = Eligibility(rnd)
     free = _free(rnd, resources, elig.schedulable)
@@ -276,8 +276,6 @@ def _releases(rnd: Round) -> dict[float, list[tuple[IndexArray, IntArray]]]:
 
 
 def _free(rnd: Round, resources: list[str], schedulable: BoolArray) -> IntArray:
-    from gangopt.arrays import free_capacity
-
     free = np.ascontiguousarray(free_capacity(rnd, resources))
     free[~schedulable] = 0
     return free
