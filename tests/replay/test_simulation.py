@@ -351,3 +351,24 @@ def test_completion_deadline_becomes_the_rounds_start_deadline() -> None:
     twin = next(r for r in result.jobs if r.name == "twin")
     assert twin.first_start is not None and twin.first_start <= 1_000
     assert (metrics.deadlines, metrics.completion_deadlines, metrics.deadline_misses) == (2, 1, 1)
+
+
+def test_rounds_carry_the_times_the_look_ahead_reads() -> None:
+    """started_at, expected_end and evictions of running jobs, and the remaining work of a
+    pending one as its expected_duration (the whole duration before it first starts)."""
+    low = job("low", 0, 10_000, priority=0)
+    high = job("high", 2_500, 1_000, priority=5)
+    late = job("late", 2_600, 50, priority=0)  # a round while low waits again
+    recorder = Recorder("greedy")
+    config = SimConfig(interval=0.0, checkpoint_interval=1_000.0)
+    simulate(Workload(jobs=[low, high, late]), parametric_cluster(1), recorder, config)
+    rounds = {rnd.policy.now: rnd for rnd, _ in recorder.seen}
+    first = rounds[2_500]
+    [running] = first.running
+    assert (running.name, running.started_at, running.expected_end, running.evictions) == ("low", 0.0, 10_000.0, 0)
+    assert {g.name: g.expected_duration for g in first.pending} == {"high": 1_000.0}
+    # evicted at 2500 with 2000 s saved (checkpoints every 1000 s): 8000 s of work remain
+    again = rounds[2_600]
+    assert {g.name: g.expected_duration for g in again.pending} == {"low": 8_000.0, "late": 50.0}
+    [busy] = again.running
+    assert (busy.name, busy.started_at, busy.expected_end) == ("high", 2_500.0, 3_500.0)
