@@ -10,8 +10,8 @@ evicted 29 times). :func:`look_ahead` turns the round's times (``RunningGang.sta
 then decides as usual:
 
 1. **Protection.** A running gang that restarted after an eviction less than
-   ``min_run_seconds`` ago (with ``first_run``, any gang that started that recently), or was
-   evicted ``max_evictions`` times already, is not preemptible in the view.
+   ``min_run_seconds`` ago (on its first run: ``first_run_seconds``), or was evicted
+   ``max_evictions`` times already, is not preemptible in the view.
 2. **Reservations** (Slurm's backfill, in the round). The blocked gangs, highest priority
    first, then longest waiting, get the whole nodes on which they fit earliest, from the
    running gangs' expected ends, up to ``reservations`` gangs a round.
@@ -146,11 +146,8 @@ def _protect(rnd: Round, now: float) -> tuple[list[RunningGang], list[str]]:
         return rnd.running, []
     out, protected = [], []
     for g in rnd.running:
-        young = (
-            g.started_at is not None
-            and now - g.started_at < settings.min_run_seconds
-            and (g.evictions > 0 or settings.first_run)
-        )
+        floor = settings.min_run_seconds if g.evictions > 0 else settings.first_run_seconds
+        young = g.started_at is not None and now - g.started_at < floor
         spent = settings.max_evictions is not None and g.evictions >= settings.max_evictions
         if g.preemptible and (young or spent):
             g = g.model_copy(update={"preemptible": False})

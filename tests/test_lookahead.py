@@ -135,9 +135,10 @@ def test_required_domain_reservation_stays_in_one_domain() -> None:
 @pytest.mark.parametrize(
     ("started_at", "evictions", "lookahead", "protected"),
     [
-        (NOW - 100, 1, {}, True),  # restarted less than the default 900 s ago
-        (NOW - 100, 0, {}, False),  # first run: only with first_run
-        (NOW - 100, 0, {"first_run": True}, True),
+        (NOW - 600, 1, {}, True),  # restarted less than the default 900 s ago
+        (NOW - 600, 0, {}, False),  # a first run: its floor is 300 s
+        (NOW - 100, 0, {}, True),
+        (NOW - 100, 0, {"first_run_seconds": 0}, False),
         (NOW - 1000, 1, {}, False),
         (NOW - 100, 1, {"min_run_seconds": 0}, False),
         (None, 1, {}, False),  # start unknown
@@ -185,6 +186,7 @@ def timed_rounds(draw: st.DrawFn) -> Round:
     lookahead = LookAhead(
         reservations=draw(st.integers(0, 3)),
         min_run_seconds=draw(st.sampled_from([0.0, 900.0])),
+        first_run_seconds=draw(st.sampled_from([0.0, 300.0])),
         max_evictions=draw(st.sampled_from([None, 1, 2])),
     )
     policy = rnd.policy.model_copy(update={"lookahead": lookahead, "time_limit": 2.0})
