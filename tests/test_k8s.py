@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -505,3 +506,16 @@ def test_gang_caught_mid_binding_runs_with_its_minimum_lowered_and_a_warning() -
     gang = running(imp, "default/m")
     assert gang.minimum == 1 and gang.maximum == 3
     assert "PodGroup default/m: only 1 of its minimum 3 pods are bound: minimum lowered to 1" in imp.warnings
+
+
+def test_running_gang_started_at_is_its_newest_bound_pods_creation() -> None:
+    """A restarted gang's pods are created anew: the newest bound pod dates its current run
+    (what the look-ahead's protection from eviction churn reads); the unbound pod does not count."""
+    stamps = ["2025-03-03T15:00:00Z", "2025-03-03T15:10:00Z", "2025-03-03T16:00:00Z"]
+    members = [
+        sp_member(f"g-{i}", "g", gpus=8, node=node, creationTimestamp=stamp)
+        for i, (node, stamp) in enumerate(zip(["gpu-node-01", "gpu-node-02", None], stamps, strict=True))
+    ]
+    imp = imported("cluster", objects=[pod_group("g", 2), *members])
+    gang = running(imp, "default/g")
+    assert gang.started_at == datetime.fromisoformat("2025-03-03T15:10:00+00:00").timestamp()

@@ -180,7 +180,13 @@ def _add_running(
         for p in r.pods
         if p.node is not None
     ]
-    model = RunningGang(**spec, pods=pods, preemptible=all(p.preemptible for p in gang.pods))
+    created = [p.created for p in bound if p.created is not None]
+    model = RunningGang(
+        **spec,
+        pods=pods,
+        preemptible=all(p.preemptible for p in gang.pods),
+        started_at=max(created) if created else None,
+    )
     if len(bound) < model.minimum:
         subject = gang.obj if gang.obj is not None else f"gang {gang.name}"
         ctx.warn(
