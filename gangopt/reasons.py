@@ -175,7 +175,7 @@ def _ahead_check(
     start first in the room or quota its fixes make, so they are named, and their removal is
     part of its fix."""
     gang = g.spec
-    if not checks or any(c.never and c.code in ("eligibility", "group") for c in checks):
+    if not checks:
         return None
     removed = {b for c in checks for b in c.fix.remove}
     nodes = np.zeros(view.capacity.shape[0], dtype=bool)
@@ -196,10 +196,10 @@ def _ahead_check(
             other.priority == gang.priority and view.terms.tier_value(other) < value
         ):
             continue
-        if not own[name] or any(c.never for c in own[name]):
+        if not own[name]:
             continue
         room = nodes | (np.arange(len(nodes)) == template) if template is not None else nodes
-        if all(_passes(c, h, room, limits) for c in own[name]):
+        if all(_passes(c, h, room, limits, template) for c in own[name]):
             ahead.append(name)
     if not ahead:
         return None
@@ -216,12 +216,14 @@ def _ahead_check(
     return Check(code, False, text, Fix(remove=tuple(ahead)), rivals=tuple(higher))
 
 
-def _passes(check: Check, h: _Gang, room: BoolArray, limits: set[int]) -> bool:
-    """Whether freeing room on the nodes ``room`` and quota in ``limits`` could pass ``check``
-    of the waiting gang ``h``."""
+def _passes(check: Check, h: _Gang, room: BoolArray, limits: set[int], template: int | None) -> bool:
+    """Whether freeing room on the nodes ``room``, quota in ``limits`` and copies of node
+    ``template`` could pass ``check`` of the waiting gang ``h``."""
     if check.code == "quota":
         return check.scope in limits
-    if check.code in ("outranked", "capacity", "topology"):
+    if check.code == "capacity" and check.never:
+        return template is not None and bool(h.usable[template])
+    if check.code in ("outranked", "capacity", "topology") and not check.never:
         return bool((h.usable & room).any())
     return check.code == "policy"
 
@@ -775,10 +777,12 @@ def _fits_exactly(
     gang = g.spec
     model = cp_model.CpModel()
     x: dict[tuple[int, int], cp_model.IntVar] = {}
+    most = 0
     for ri, (sub, fit) in enumerate(per_node):
         for n, f in zip(sub.tolist(), fit.tolist(), strict=True):
             if f > 0:
                 x[(ri, n)] = model.new_int_var(0, int(f), f"x{ri}_{n}")
+                most += int(f)
     by_node: dict[int, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
     for (ri, n), var in x.items():
         by_node[n].append((ri, var))
@@ -800,7 +804,7 @@ def _fits_exactly(
         for d in sorted(set(slices[[n for _, n in x]].tolist())):
             pods = [var for (_, n), var in x.items() if slices[n] == d]
             if pods:
-                count = model.new_int_var(0, sum(int(v.proto.domain[-1]) for v in pods), f"s{d}")
+                count = model.new_int_var(0, most, f"s{d}")
                 model.add(sum(pods) == size * count)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
