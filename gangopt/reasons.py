@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Literal
 
 import numpy as np
@@ -182,7 +183,7 @@ def _ahead_check(
     limits = {c.scope for c in checks if c.scope is not None}
     for b in removed:
         if b in view.use:
-            nodes |= view.use[b].any(axis=1)
+            nodes[view.use[b].rows] = True
         if b in view.gang_queue_use:
             limits.update(np.flatnonzero(view.gang_queue_use[b] > 0).tolist())
     template = next((view.index[c.fix.node_template] for c in checks if c.fix.node_template), None)
@@ -192,9 +193,7 @@ def _ahead_check(
         other = h.spec
         if name == gang.name or (gang.group and other.group == gang.group):
             continue
-        if other.priority < gang.priority or (
-            other.priority == gang.priority and view.terms.tier_value(other) < value
-        ):
+        if other.priority < gang.priority or (other.priority == gang.priority and view.terms.tier_value(other) < value):
             continue
         if not own[name]:
             continue
@@ -248,34 +247,45 @@ class _PlanView:
         self.admitted = set(plan.admitted)
         removed = {pod for p in plan.preemptions for pod in p.pods}
         n, m = self.capacity.shape
-        self.use: dict[str, IntArray] = {}
-        """Per gang with pods after the plan, its usage per node (nodes x resources)."""
-        self.new: set[str] = set()
-        """Gangs with new pods in the plan."""
         queue_of = {g.name: g.queue for g in [*rnd.running, *rnd.pending]}
-        requests = {
-            (g.name, r.name): arrays.request_vector(r.requests, self.resources)
-            for g in [*rnd.running, *rnd.pending]
-            for r in g.roles
-        }
-
-        def add(gang: str, role: str, node: str) -> None:
-            use = self.use.get(gang)
-            if use is None:
-                use = self.use[gang] = np.zeros((n, m), dtype=np.int64)
-            use[self.index[node]] += requests[(gang, role)]
-
+        role_keys = [(g.name, r.name) for g in [*rnd.running, *rnd.pending] for r in g.roles]
+        role_row = {key: i for i, key in enumerate(role_keys)}
+        table = arrays.request_matrix(
+            [r.requests for g in [*rnd.running, *rnd.pending] for r in g.roles], self.resources
+        )
+        owners: list[str] = []
+        pods: list[tuple[int, int, int]] = []  # (owner, node row, role row)
+        seen: dict[str, int] = {}
         for run in rnd.running:
             for pod in run.pods:
                 if pod.name not in removed:
-                    add(run.name, pod.role, pod.node)
+                    k = seen.setdefault(run.name, len(seen))
+                    pods.append((k, self.index[pod.node], role_row[(run.name, pod.role)]))
         for p in plan.placements:
-            add(p.gang, p.role, p.node)
-            self.new.add(p.gang)
+            k = seen.setdefault(p.gang, len(seen))
+            pods.append((k, self.index[p.node], role_row[(p.gang, p.role)]))
+        owners = list(seen)
+        self.new: set[str] = {p.gang for p in plan.placements}
+        """Gangs with new pods in the plan."""
+        flat = np.array(pods, dtype=np.int64).reshape(len(pods), 3)
+        amounts = table[flat[:, 2]] if len(pods) else np.zeros((0, m), dtype=np.int64)
         total = np.zeros((n, m), dtype=np.int64)
-        for use in self.use.values():
-            total += use
+        np.add.at(total, flat[:, 1], amounts)
         self.free: IntArray = self.capacity - total
+        key = flat[:, 0] * max(n, 1) + flat[:, 1]
+        order = np.argsort(key, kind="stable")
+        keys, start = np.unique(key[order], return_index=True)
+        sums = np.add.reduceat(amounts[order], start, axis=0) if len(keys) else amounts
+        self.pair_owner = keys // max(n, 1)
+        """Per (gang, node) pair with usage after the plan: the gang's number in :attr:`owners`."""
+        self.pair_row = keys % max(n, 1)
+        self.owners = owners
+        cuts = np.flatnonzero(np.diff(self.pair_owner)) + 1
+        bounds = [0, *cuts.tolist(), len(keys)]
+        self.use: dict[str, _Use] = {
+            owners[int(self.pair_owner[a])]: _Use(self.pair_row[a:b], sums[a:b]) for a, b in pairwise(bounds) if b > a
+        }
+        """Per gang with pods after the plan, its usage per node."""
         queues = self.limits.queues
         row = {q: i for i, q in enumerate(queues)}
         per_queue = np.zeros((len(queues), m), dtype=np.int64)
@@ -283,7 +293,7 @@ class _PlanView:
         for gang, use in self.use.items():
             q = queue_of[gang]
             if q in row:
-                amount = use.sum(axis=0)
+                amount = use.amounts.sum(axis=0)
                 per_queue[row[q]] += amount
                 self.gang_queue_use[gang] = self.limits.usage(_one_queue(len(queues), row[q], amount))
         self.quota_after = self.limits.usage(per_queue)
@@ -291,14 +301,17 @@ class _PlanView:
         self.quota_bound = self.limits.effective_limit(before)
         self._freeable: dict[int, tuple[IntArray, IntArray, list[str]]] = {}
 
+    def holders(self, usable: BoolArray) -> list[str]:
+        """Gangs with usage after the plan on the nodes ``usable``."""
+        owners = np.unique(self.pair_owner[usable[self.pair_row]]).tolist()
+        return [self.owners[k] for k in owners]
+
     def victims(self, priority: int) -> list[str]:
         """Running gangs a gang of ``priority`` may preempt (rule 5): preemption allowed,
         ``preemptible``, strictly lower priority; only those with pods left after the plan."""
         if not self.rnd.policy.preemption:
             return []
-        return [
-            g.name for g in self.rnd.running if g.preemptible and g.priority < priority and g.name in self.use
-        ]
+        return [g.name for g in self.rnd.running if g.preemptible and g.priority < priority and g.name in self.use]
 
     def freeable(self, priority: int) -> tuple[IntArray, IntArray]:
         """What a gang of ``priority`` may free by preemption: room per node, and quota usage
@@ -309,11 +322,23 @@ class _PlanView:
             room = np.zeros_like(self.free)
             quota = np.zeros_like(self.quota_after)
             for name in names:
-                room += self.use[name]
+                self.use[name].add_to(room)
                 if name in self.gang_queue_use:
                     quota += self.gang_queue_use[name]
             hit = self._freeable[priority] = (room, quota, names)
         return hit[0], hit[1]
+
+
+@dataclass(frozen=True)
+class _Use:
+    """A gang's usage after the plan: its nodes (rows, ascending, unique) and amounts there."""
+
+    rows: IndexArray
+    amounts: IntArray
+
+    def add_to(self, matrix: IntArray, sign: int = 1) -> None:
+        """Add (``sign=-1``: subtract) this usage to a nodes x resources matrix, in place."""
+        matrix[self.rows] += sign * self.amounts
 
 
 def _one_queue(queues: int, row: int, amount: IntArray) -> IntArray:
@@ -336,14 +361,18 @@ class _Gang:
     minimum: dict[str, int]
     """Pods per role of its minimum configuration (:meth:`ObjectiveTerms.min_pods`)."""
 
+    _usable: tuple[int, BoolArray] | None = None
+
     @property
     def usable(self) -> BoolArray:
-        """Nodes some role of its minimum configuration may use."""
-        mask = np.zeros(self.masks[0].shape, dtype=bool) if self.masks else np.zeros(0, dtype=bool)
-        for role, m in zip(self.spec.roles, self.masks, strict=True):
-            if self.minimum[role.name] > 0:
-                mask |= m
-        return mask
+        """Nodes some role of its minimum configuration may use (kept until ``masks`` is replaced)."""
+        if self._usable is None or self._usable[0] != id(self.masks):
+            mask = np.zeros(self.masks[0].shape, dtype=bool)
+            for role, m in zip(self.spec.roles, self.masks, strict=True):
+                if self.minimum[role.name] > 0:
+                    mask |= m
+            self._usable = (id(self.masks), mask)
+        return self._usable[1]
 
     def need(self) -> IntArray:
         """Requests of its minimum configuration, per resource."""
@@ -528,28 +557,63 @@ def _short_resource(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray)
 def _blockers(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray) -> list[str]:
     """The smallest set (irreducible: no member can be left out) of gangs holding room on the
     nodes it may use within ``rows`` whose removal lets its minimum fit: strictly higher
-    priority first, then its own, then the rest; each group by name."""
-    usable = _usable_rows(g, rows)
+    priority first, then its own, then the rest; each group by name. The room is kept as per
+    role pod counts updated on the nodes of each gang added back (a large round has hundreds
+    of holders per waiting gang)."""
+    within = np.zeros(len(g.usable), dtype=bool)
+    within[rows] = True
     victims = set(view.victims(g.spec.priority))
-    held = [
-        b
-        for b, use in view.use.items()
-        if b not in victims and b != g.spec.name and len(usable) and use[usable].any()
-    ]
+    held = [b for b in view.holders(g.usable & within) if b not in victims and b != g.spec.name]
     held.sort(key=lambda b: (-view.priority[b], b in view.running, b))
-    room = free.copy()
+    room = _Room(view, g, free, rows, within)
     chosen: list[str] = []
     for b in held:
-        if _fits(view, g, room, rows):
+        if room.fits():
             break
-        room += view.use[b]
+        room.add(view.use[b])
         chosen.append(b)
     for b in list(reversed(chosen)):
-        trial = room - view.use[b]
-        if _fits(view, g, trial, rows):
-            room = trial
+        room.add(view.use[b], -1)
+        if room.fits():
             chosen.remove(b)
+        else:
+            room.add(view.use[b])
     return chosen
+
+
+class _Room:
+    """Room on the nodes ``rows`` for a waiting gang, with each role's pod count kept up to
+    date as usage is added back or taken away."""
+
+    def __init__(self, view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray, within: BoolArray) -> None:
+        self.view, self.g, self.rows, self.within = view, g, rows, within
+        self.room = free.copy()
+        self.fit = [np.zeros(len(within), dtype=np.int64) for _ in g.masks]
+        self.count = []
+        for ri, (role, mask, req) in enumerate(zip(g.spec.roles, g.masks, g.requests, strict=True)):
+            sub = rows[mask[rows]]
+            self.fit[ri][sub] = arrays.fit_counts(self.room, req, cap=role.replicas, rows=sub)
+            self.count.append(int(self.fit[ri].sum()))
+
+    def add(self, use: _Use, sign: int = 1) -> None:
+        use.add_to(self.room, sign)
+        for ri, (role, mask, req) in enumerate(zip(self.g.spec.roles, self.g.masks, self.g.requests, strict=True)):
+            sub = use.rows[mask[use.rows] & self.within[use.rows]]
+            if len(sub):
+                new = arrays.fit_counts(self.room, req, cap=role.replicas, rows=sub)
+                self.count[ri] += int(new.sum() - self.fit[ri][sub].sum())
+                self.fit[ri][sub] = new
+
+    def fits(self) -> bool:
+        gang = self.g.spec
+        counts = [min(c, r.replicas) for c, r in zip(self.count, gang.roles, strict=True)]
+        if any(c < gang.role_minimum(r) for c, r in zip(counts, gang.roles, strict=True)):
+            return False
+        if sum(counts) < gang.minimum:
+            return False
+        if sum(c > 0 for c in counts) <= 1 and _slice_level(gang) is None:
+            return True
+        return _fits(self.view, self.g, self.room, self.rows)
 
 
 def _capacity_never(view: _PlanView, g: _Gang, free: IntArray) -> Check:
@@ -718,14 +782,11 @@ def _group_check(rnd: Round, gang: PendingGang, own: dict[str, list[Check]]) -> 
 
 
 def _policy_check(plan: Plan) -> Check:
-    text = (
-        "fits beside this plan (room, quota, group); "
-        + (
-            f"the {plan.solver} plan ({plan.status}) did not start it"
-            if plan.status != "optimal"
-            else "it needs a start gangopt does not model (a preemption only to free quota, or freed room its "
-            "own priority already uses)"
-        )
+    text = "fits beside this plan (room, quota, group); " + (
+        f"the {plan.solver} plan ({plan.status}) did not start it"
+        if plan.status != "optimal"
+        else "it needs a start gangopt does not model (a preemption only to free quota, or freed room its "
+        "own priority already uses)"
     )
     return Check("policy", False, text)
 
@@ -744,9 +805,7 @@ def _slice_level(gang: PendingGang) -> str | None:
     return gang.topology.slice_level if gang.topology and gang.topology.slice_level else None
 
 
-def _fits_masks(
-    g: _Gang, room: IntArray, masks: list[BoolArray], rows: IndexArray, slices: IntArray | None
-) -> bool:
+def _fits_masks(g: _Gang, room: IntArray, masks: list[BoolArray], rows: IndexArray, slices: IntArray | None) -> bool:
     """Per-role room counts decide when they say no (an upper bound) or when one role's pods
     are all that is placed and no slices apply (then they are exact); else a small CP-SAT
     feasibility model over the nodes decides."""
