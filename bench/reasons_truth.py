@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 import gangopt
 from gangopt import reasons
@@ -189,6 +189,7 @@ def measure(n_rounds: int, fixes_of: FixesOf) -> Tally:
         database=None,
         deadline=None,
         suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate],  # a measurement: no shrinking of a failure, it is reported as drawn
     )
     @given(rounds(**SMALL))
     def one(rnd: Round) -> None:

@@ -187,6 +187,8 @@ def _ahead_check(
         if b in view.gang_queue_use:
             limits.update(np.flatnonzero(view.gang_queue_use[b] > 0).tolist())
     template = next((view.index[c.fix.node_template] for c in checks if c.fix.node_template), None)
+    if template is not None:
+        nodes[template] = True
     value = view.terms.tier_value(gang)
     ahead = []
     for name, h in gangs.items():
@@ -197,8 +199,7 @@ def _ahead_check(
             continue
         if not own[name]:
             continue
-        room = nodes | (np.arange(len(nodes)) == template) if template is not None else nodes
-        if all(_passes(c, h, room, limits, template) for c in own[name]):
+        if all(_passes(c, h, nodes, limits, template) for c in own[name]):
             ahead.append(name)
     if not ahead:
         return None
@@ -211,7 +212,7 @@ def _ahead_check(
     if same:
         parts.append(f"{_listing(same)} (same priority, at least its value)")
     text = f"behind waiting {' and '.join(parts)}, which would start first in the room or quota it waits for"
-    code: WaitingCode = "outranked" if higher else checks[0].code
+    code: WaitingCode = "outranked" if higher else "capacity"
     return Check(code, False, text, Fix(remove=tuple(ahead)), rivals=tuple(higher))
 
 
