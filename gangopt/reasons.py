@@ -268,6 +268,15 @@ class _PlanView:
             k = seen.setdefault(p.gang, len(seen))
             pods.append((k, self.index[p.node], role_row[(p.gang, p.role)]))
         owners = list(seen)
+        pod_row = {p.name: self.index[p.node] for g in rnd.running for p in g.pods}
+        self.lost: dict[str, IndexArray] = {}
+        """Per running gang that loses pods in the plan, the nodes where it lost them."""
+        self.preempted_for: dict[str, list[str]] = defaultdict(list)
+        """Per gang, the running gangs the plan preempts for it."""
+        for pre in plan.preemptions:
+            self.lost[pre.gang] = np.unique(np.array([pod_row[p] for p in pre.pods], dtype=np.intp))
+            for b in pre.for_gangs:
+                self.preempted_for[b].append(pre.gang)
         self.new: set[str] = {p.gang for p in plan.placements}
         """Gangs with new pods in the plan."""
         flat = np.array(pods, dtype=np.int64).reshape(len(pods), 3)
@@ -308,6 +317,22 @@ class _PlanView:
         """Gangs with usage after the plan on the nodes ``usable``."""
         owners = np.unique(self.pair_owner[usable[self.pair_row]]).tolist()
         return [self.owners[k] for k in owners]
+
+    def reserved(self, priority: int) -> tuple[BoolArray, list[str]]:
+        """Nodes a gang of ``priority`` may not use after this plan (rule 5: a node where a
+        gang lost pods takes new pods only of strictly higher priority), and those gangs."""
+        mask = np.zeros(self.capacity.shape[0], dtype=bool)
+        names = [v for v in self.lost if self.priority[v] >= priority]
+        for v in names:
+            mask[self.lost[v]] = True
+        return mask, names
+
+    def may_preempt(self, gang: PendingGang, victim: str) -> bool:
+        """Rule 5 for one pair: preemption on, the victim running, preemptible, lower priority."""
+        run = self.running.get(victim)
+        return (
+            self.rnd.policy.preemption and run is not None and run.preemptible and run.priority < gang.priority
+        )
 
     def victims(self, priority: int) -> list[str]:
         """Running gangs a gang of ``priority`` may preempt (rule 5): preemption allowed,
@@ -411,7 +436,7 @@ def _own_checks(view: _PlanView, g: _Gang) -> list[Check]:
 
 def _room_checks(view: _PlanView, g: _Gang) -> list[Check]:
     """Capacity and topology: never (the nodes it may use, empty), or waits (after the plan,
-    counting what it may preempt)."""
+    counting what it may preempt, on the nodes rule 5 leaves it)."""
     gang = g.spec
     level = gang.topology.required if gang.topology else None
     everything = np.arange(len(view.rnd.cluster.nodes), dtype=np.intp)
@@ -424,14 +449,44 @@ def _room_checks(view: _PlanView, g: _Gang) -> list[Check]:
     if level is not None and not any(_fits(view, g, view.capacity, rows) for _, rows in domains):
         checks.append(_topology_never(view, g, level, domains))
         level = None  # the rest as if the level were dropped (its fix)
+    reserved, holders = view.reserved(gang.priority)
+    if not (reserved & g.usable).any():
+        return [*checks, *_room_waits_checks(view, g, free, level, domains)]
+    kept = _Gang(g.spec, g.requests, [m & ~reserved for m in g.masks], g.minimum)
+    waits = _room_waits_checks(view, kept, free, level, domains)
+    if waits and not _room_waits_checks(view, g, free, level, domains):
+        return [*checks, _reserved_check(view, g, reserved, holders)]
+    return [*checks, *waits]
+
+
+def _reserved_check(view: _PlanView, g: _Gang, reserved: BoolArray, holders: list[str]) -> Check:
+    """Rule 5 keeps the room it would use for higher priorities: those nodes lost pods of gangs
+    of its priority or higher, preempted for gangs of strictly higher priority."""
+    gang = g.spec
+    names = [v for v in holders if (g.usable[view.lost[v]]).any()]
+    nodes = [view.rnd.cluster.nodes[i].name for i in np.flatnonzero(reserved & g.usable).tolist()]
+    beneficiaries = sorted({b for b, vs in view.preempted_for.items() for v in vs if v in names})
+    higher = [b for b in beneficiaries if view.priority[b] > gang.priority]
+    text = (
+        f"the room it needs is on nodes {_listing(nodes)}, where this plan preempted {_names(names, view)} for "
+        f"{_names(higher, view)}; rule 5 keeps such nodes for gangs of higher priority than the preempted"
+    )
+    return Check("outranked" if higher else "capacity", False, text, Fix(remove=tuple(names)), rivals=tuple(higher))
+
+
+def _room_waits_checks(
+    view: _PlanView, g: _Gang, free: IntArray, level: str | None, domains: list[tuple[str, IndexArray]]
+) -> list[Check]:
+    """The room check after the plan: none when its minimum fits, else the failing one."""
+    gang = g.spec
+    everything = np.arange(len(view.rnd.cluster.nodes), dtype=np.intp)
     if level is None:
         if _fits(view, g, free, everything):
-            return checks
-        return [*checks, _room_waits(view, g, free, everything, None)]
+            return []
+        return [_room_waits(view, g, free, everything, None)]
     if any(_fits(view, g, free, rows) for _, rows in domains):
         return []
-    best = _best_domain(view, g, free, domains)
-    name, rows = best
+    name, rows = _best_domain(view, g, free, domains)
     check = _room_waits(view, g, free, rows, f"{level} {name}")
     if check.code != "outranked" and _fits(view, g, free, everything):
         assert check.resource is not None and check.need is not None and check.free is not None
@@ -581,7 +636,9 @@ def _blockers(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray) -> li
             chosen.remove(b)
         else:
             room.add(view.use[b])
-    return chosen
+    # Without a gang, the gangs preempted for it come back, unless this gang may preempt them.
+    attached = [v for b in chosen for v in view.preempted_for.get(b, []) if not view.may_preempt(g.spec, v)]
+    return list(dict.fromkeys([*chosen, *attached]))
 
 
 class _Room:
@@ -627,23 +684,30 @@ def _capacity_never(view: _PlanView, g: _Gang, free: IntArray) -> Check:
     n = view.capacity.shape[0]
     res, need, have = _short_resource(view, g, view.capacity, np.arange(n, dtype=np.intp))
     j = view.resources.index(res)
-    usable = np.flatnonzero(g.usable)
-    candidates = usable if len(usable) else np.arange(n, dtype=np.intp)
     level = gang.topology.required if gang.topology else None
     codes = arrays.domain_codes(view.rnd, level)[0] if level else np.zeros(n, dtype=np.int64)
-    options = []
     one_pod = g.requests.max(axis=0)
     if _slice_level(gang) == NODE_LEVEL and gang.topology and gang.topology.slice_size:
         one_pod = one_pod * gang.topology.slice_size  # a node holds whole slices or nothing
     if level == NODE_LEVEL:
         one_pod = np.maximum(one_pod, g.need())  # copies cannot join a node: one node holds it all
-    for d in dict.fromkeys(codes[candidates].tolist()):
-        here = candidates[codes[candidates] == d]
-        template = int(here[np.argmax(view.capacity[here, j])])
+    # Templates: per role it needs and per domain, its largest node (any node if none is usable).
+    templates: dict[int, None] = {}
+    for role, mask in zip(gang.roles, g.masks, strict=True):
+        if g.minimum[role.name] == 0:
+            continue
+        usable = np.flatnonzero(mask)
+        usable = usable if len(usable) else np.arange(n, dtype=np.intp)
+        for d in dict.fromkeys(codes[usable].tolist()):
+            here = usable[codes[usable] == d]
+            templates[int(here[np.argmax(view.capacity[here, j])])] = None
+    options = []
+    for template in templates:
         capacity = np.maximum(view.capacity[template], one_pod)
-        base = np.flatnonzero(codes == d).astype(np.intp)
-        options.append((_copies(view, g, template, capacity, free, base), template, capacity))
-    k, template, capacity = min(options, key=lambda o: (o[0], o[1]))
+        base = np.flatnonzero(codes == codes[template]).astype(np.intp)
+        k = _copies(view, g, template, capacity, free, base)
+        options.append((k is None, k or gang.minimum, template, capacity))
+    _, k, template, capacity = min(options, key=lambda o: (o[0], o[1], o[2]))
     text = (
         f"can never run on this cluster: needs {human(need, res)} for its minimum of {gang.minimum} pods; the "
         f"nodes it may use have {human(have, res)} in all"
@@ -657,9 +721,11 @@ def _capacity_never(view: _PlanView, g: _Gang, free: IntArray) -> Check:
     return Check("capacity", True, text, Fix(add_nodes=k, node_template=node, node_capacity=caps), res, need, have)
 
 
-def _copies(view: _PlanView, g: _Gang, template: int, capacity: IntArray, free: IntArray, base: IndexArray) -> int:
+def _copies(
+    view: _PlanView, g: _Gang, template: int, capacity: IntArray, free: IntArray, base: IndexArray
+) -> int | None:
     """The fewest empty copies of node ``template`` (with ``capacity``) that let its minimum
-    fit beside ``free`` on the nodes ``base`` (slices are not counted)."""
+    fit beside ``free`` on the nodes ``base``; None if copies of it cannot."""
     cordoned = not view.elig.schedulable[template]
     copy_ok = [bool(m[template]) or cordoned for m in g.masks]
     level = _slice_level(g.spec)
@@ -673,7 +739,7 @@ def _copies(view: _PlanView, g: _Gang, template: int, capacity: IntArray, free: 
             slices = np.concatenate([codes[base], added])
         if _fits_masks(g, room, masks, np.arange(room.shape[0], dtype=np.intp), slices):
             return k
-    return g.spec.minimum
+    return None
 
 
 def _topology_never(view: _PlanView, g: _Gang, level: str, domains: list[tuple[str, IndexArray]]) -> Check:
