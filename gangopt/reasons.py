@@ -309,6 +309,14 @@ class _PlanView:
                 per_queue[row[q]] += amount
                 self.gang_queue_use[gang] = self.limits.usage(_one_queue(len(queues), row[q], amount))
         self.quota_after = self.limits.usage(per_queue)
+        self.lost_quota: dict[str, IntArray] = {}
+        """Per running gang that loses pods in the plan, what those pods held of each limit."""
+        pod_role = {p.name: (g.name, p.role) for g in rnd.running for p in g.pods}
+        for pre in plan.preemptions:
+            q = queue_of[pre.gang]
+            if q in row:
+                amount = sum((table[role_row[pod_role[pod]]] for pod in pre.pods), np.zeros(m, dtype=np.int64))
+                self.lost_quota[pre.gang] = self.limits.usage(_one_queue(len(queues), row[q], amount))
         before = self.limits.usage(arrays.queue_usage(rnd, self.resources, queues))
         self.quota_bound = self.limits.effective_limit(before)
         self._freeable: dict[int, tuple[IntArray, IntArray, list[str]]] = {}
@@ -330,9 +338,7 @@ class _PlanView:
     def may_preempt(self, gang: PendingGang, victim: str) -> bool:
         """Rule 5 for one pair: preemption on, the victim running, preemptible, lower priority."""
         run = self.running.get(victim)
-        return (
-            self.rnd.policy.preemption and run is not None and run.preemptible and run.priority < gang.priority
-        )
+        return self.rnd.policy.preemption and run is not None and run.preemptible and run.priority < gang.priority
 
     def victims(self, priority: int) -> list[str]:
         """Running gangs a gang of ``priority`` may preempt (rule 5): preemption allowed,
@@ -776,9 +782,17 @@ def _quota_checks(view: _PlanView, g: _Gang) -> list[Check]:
         name, raise_ = _limit_name(view, c, gang)
         headroom = bound - int(view.quota_after[c]) + int(freeable[c])
         short = need - headroom
+        # Gangs this plan preempted that it may not preempt would take a raised limit back first.
+        back = [v for v, q in view.lost_quota.items() if q[c] > 0 and not view.may_preempt(gang, v)]
+        comeback = sum(int(view.lost_quota[v][c]) for v in back)
         # Raising the limit by ``amount`` raises the bound a plan must keep, max(limit, usage
-        # before the round), by ``short``.
-        amount = bound + short - int(limits.limit[c])
+        # before the round), by ``short`` (and what would come back).
+        amount = bound + short + comeback - int(limits.limit[c])
+        again = (
+            f" (and {human(comeback, res)} more that {_names(back, view)}, preempted by this plan, would take back)"
+            if comeback
+            else ""
+        )
         if need > bound:
             text = (
                 f"can never run under {name} ({human(int(limits.limit[c]), res)}): its minimum needs "
@@ -786,6 +800,7 @@ def _quota_checks(view: _PlanView, g: _Gang) -> list[Check]:
             )
             if headroom < bound:
                 text += f" ({human(headroom, res)} of it free after this plan)"
+            text += again
             fix = Fix(quota=(QuotaRaise(*raise_, res, amount),))
             out.append(Check("quota", True, text, fix, res, need, bound, name, scope=c))
             continue
@@ -795,7 +810,7 @@ def _quota_checks(view: _PlanView, g: _Gang) -> list[Check]:
         text = (
             f"waits for quota: {name} ({human(int(limits.limit[c]), res)}) has {human(headroom, res)} free after "
             f"this plan{' (counting what it may preempt)' if freeable[c] else ''}; its minimum needs "
-            f"{human(need, res)}, {human(short, res)} more"
+            f"{human(need, res)}, {human(short, res)} more{again}"
         )
         higher = [u for u in users if view.priority[u] > gang.priority]
         same = [u for u in users if view.priority[u] == gang.priority and u not in view.running]
