@@ -16,7 +16,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
-from bench.reasons_truth import apply_fix, combined, solve_exact
+from bench.reasons_truth import current_fixes, measure, solve_exact
 from gangopt import reasons, validation
 from gangopt.explain import summary
 from gangopt.objective import ObjectiveTerms
@@ -38,18 +38,17 @@ def _gang(rnd: Round, name: str) -> PendingGang:
 # ----------------------------------------------------------------------------- properties
 
 
-@PROPERTY
-@given(rounds(max_nodes=10, max_pending=5, max_running=4))
-def test_the_fix_a_reason_names_admits_the_gang(rnd: Round) -> None:
-    """On a round proven optimal, each waiting gang's fixes (all of its failing checks at once)
-    admit it in the re-solved round, when that too is proven optimal."""
-    plan = solve_exact(rnd)
-    if plan.status != Status.OPTIMAL:
-        return
-    for name, checks in waiting_checks(rnd, plan).items():
-        again = solve_exact(apply_fix(rnd, name, combined(c.fix for c in checks)))
-        if again.status == Status.OPTIMAL:
-            assert name in again.admitted, (name, [c.text for c in checks])
+def test_the_fix_a_reason_names_admits_the_gang() -> None:
+    """On random small rounds proven optimal (a fixed, derandomized sample of the strategy), each
+    waiting gang's fixes (all of its failing checks at once) admit it in the re-solved round.
+
+    Counted over the sample rather than asserted per gang: a fix is judged against this plan's
+    placements, and a re-solve may place the admitted gangs otherwise (a partner of an
+    ungrouped gang that now fits where the plan had put someone else); issue 17 asks for 98 %.
+    ``python -m bench.reasons_truth`` runs the same measure on 600 rounds."""
+    tally = measure(examples(40), current_fixes)
+    assert tally.judged >= examples(40) // 2
+    assert tally.share >= 0.98, (tally.true, tally.judged, tally.examples)
 
 
 @PROPERTY
@@ -264,7 +263,7 @@ def test_every_failing_check_is_listed_in_the_fixed_order() -> None:
     """A gang that cannot fit its taint-free nodes, is over its quota and is grouped: all three."""
     rnd = make_round(
         cluster(2, gpus=8, taints={"n1": [("dedicated", "infra", "NoSchedule")]}),
-        queues=[queue("a", nominal={"gpu": 8})],
+        queues=[queue("a", nominal={"gpu": 8}), queue("b")],
         running=[running("other", ["n0"], gpu=8, priority=9, preemptible=False, queue="b")],
         pending=[
             pending("job", replicas=2, gpu=8, queue="a", group="g"),
