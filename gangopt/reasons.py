@@ -497,7 +497,7 @@ def _room_waits_checks(
     if check.code != "outranked" and _fits(view, g, free, everything):
         assert check.resource is not None and check.need is not None and check.free is not None
         text = (
-            f"needs its minimum of {gang.minimum} pods within one {level}; no {level} has room after this plan "
+            f"needs its minimum of {_pods(gang.minimum)} within one {level}; no {level} has room after this plan "
             f"(best {level} {name}: needs {human(check.need, check.resource)}, "
             f"{human(check.free, check.resource)} free on the nodes it may use), though those nodes have room "
             f"across {level}s"
@@ -545,7 +545,7 @@ def _room_waits(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray, whe
     counted = f" (counting {human(freed, res)} of pods it may preempt)" if freed else ""
     place = f" in {where}" if where else ""
     text = (
-        f"no room for its minimum of {gang.minimum} pods{place}: needs {human(need, res)}, the nodes it may use "
+        f"no room for its minimum of {_pods(gang.minimum)}{place}: needs {human(need, res)}, the nodes it may use "
         f"have {human(have, res)} free after this plan{counted}"
     )
     if have >= need:
@@ -583,6 +583,10 @@ def _why_kept(view: _PlanView, run: RunningGang, gang: PendingGang) -> str:
     if not view.rnd.policy.preemption:
         return "preemption is off"
     return "not preemptible"
+
+
+def _pods(n: int) -> str:
+    return f"{n} pod" if n == 1 else f"{n} pods"
 
 
 def _names(names: Sequence[str], view: _PlanView) -> str:
@@ -715,7 +719,7 @@ def _capacity_never(view: _PlanView, g: _Gang, free: IntArray) -> Check:
         options.append((k is None, k or gang.minimum, template, capacity))
     _, k, template, capacity = min(options, key=lambda o: (o[0], o[1], o[2]))
     text = (
-        f"can never run on this cluster: needs {human(need, res)} for its minimum of {gang.minimum} pods; the "
+        f"can never run on this cluster: needs {human(need, res)} for its minimum of {_pods(gang.minimum)}; the "
         f"nodes it may use have {human(have, res)} in all"
     )
     if have >= need:
@@ -756,7 +760,7 @@ def _topology_never(view: _PlanView, g: _Gang, level: str, domains: list[tuple[s
     best_have, k = max(sizes, key=lambda s: (s[0], -s[1]))
     best = domains[k][0]
     text = (
-        f"can never run with its required level {level}: needs {human(need, res)} for {gang.minimum} pods within one "
+        f"can never run with its required level {level}: needs {human(need, res)} for {_pods(gang.minimum)} within one "
         f"{level}; the largest {level} ({best}) has {human(best_have, res)} on the nodes it may use"
     )
     return Check("topology", True, text, Fix(drop_required=True), res, need, best_have, f"{level} {best}")

@@ -254,7 +254,7 @@ def test_only_pods_this_gang_may_preempt_count_as_room() -> None:
     (wait,) = plan.waiting
     assert wait.code == "capacity"
     assert wait.reasons == [
-        "no room for its minimum of 1 pods: needs 8 gpu, the nodes it may use have 0 gpu free after this plan; "
+        "no room for its minimum of 1 pod: needs 8 gpu, the nodes it may use have 0 gpu free after this plan; "
         "held by running mid (priority 3, not lower)"
     ]
 
