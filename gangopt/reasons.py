@@ -551,19 +551,22 @@ def _room_waits(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray, whe
     if have >= need:
         text += " but not on few enough nodes (each pod needs its whole request on one node)"
     higher = [b for b in blockers if view.priority[b] > gang.priority]
+    new_higher = [b for b in higher if b not in view.running or (b in view.new and b not in view.lost)]
     parts = _holders(view, gang, blockers)
     if parts:
         text += "; " + "; ".join(parts)
-    code: WaitingCode = "outranked" if higher else "capacity"
+    code: WaitingCode = "outranked" if new_higher else "capacity"
     return Check(code, False, text, Fix(remove=tuple(blockers)), res, need, have, where, tuple(higher))
 
 
 def _holders(view: _PlanView, gang: PendingGang, blockers: Sequence[str]) -> list[str]:
-    """The room's holders by kind: outranked by, lost on value/age to, held by."""
-    higher = [b for b in blockers if view.priority[b] > gang.priority]
-    same_new = [b for b in blockers if view.priority[b] == gang.priority and b not in view.running]
-    lower_new = [b for b in blockers if view.priority[b] < gang.priority and b not in view.running]
-    kept = [b for b in blockers if view.priority[b] <= gang.priority and b in view.running]
+    """The room's holders by kind: new pods of this plan (of higher priority: "taken by"; of
+    its own: "lost on value/age to"), and running gangs it may not preempt ("held by")."""
+    new = [b for b in blockers if b not in view.running or (b in view.new and b not in view.lost)]
+    higher = [b for b in new if view.priority[b] > gang.priority]
+    same_new = [b for b in new if view.priority[b] == gang.priority]
+    lower_new = [b for b in new if view.priority[b] < gang.priority]
+    kept = [b for b in blockers if b not in new]
     parts = []
     if higher:
         parts.append("room taken by higher-priority " + _names(higher, view))
@@ -578,6 +581,8 @@ def _holders(view: _PlanView, gang: PendingGang, blockers: Sequence[str]) -> lis
 
 
 def _why_kept(view: _PlanView, run: RunningGang, gang: PendingGang) -> str:
+    if run.name in view.lost and run.name not in view.use:
+        return f"priority {run.priority}, preempted by this plan for the gangs named, back without them"
     if run.priority >= gang.priority:
         return f"priority {run.priority}, not lower"
     if not view.rnd.policy.preemption:
