@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -35,7 +34,7 @@ import gangopt
 from gangopt import reasons
 from gangopt.quantities import format_quantity, parse_quantity
 from gangopt.reasons import Fix, QuotaRaise
-from gangopt.schema import Plan, Policy, Round, Status
+from gangopt.schema import Plan, Policy, Round, Status, Waiting
 from tests.strategies import rounds
 
 SMALL = {"max_nodes": 12, "max_pending": 6, "max_running": 5}
@@ -112,18 +111,25 @@ class Tally:
         return self.true / max(1, self.judged)
 
 
-FixesOf = Callable[[Round, Plan], dict[str, Fix]]
+Judged = tuple[Waiting, Fix]
+"""A waiting gang's reasons and the fix they name."""
+FixesOf = Callable[[Round, Plan], list[Judged]]
 
 
-def current_fixes(rnd: Round, plan: Plan) -> dict[str, Fix]:
-    """Each waiting gang's fix: every failing check's, at once."""
-    return {name: combined(c.fix for c in checks) for name, checks in reasons.waiting_checks(rnd, plan).items()}
+def current_fixes(rnd: Round, plan: Plan) -> list[Judged]:
+    """Each waiting gang's reasons and fix: every failing check's, at once."""
+    return [
+        (Waiting(gang=name, code=checks[0].code, reasons=[c.text for c in checks]), combined(c.fix for c in checks))
+        for name, checks in reasons.waiting_checks(rnd, plan).items()
+    ]
 
 
 def judge(rnd: Round, plan: Plan, fixes_of: FixesOf, tally: Tally) -> None:
     """Re-solve once per waiting gang with its fix; count the gangs then admitted."""
-    codes = {w.gang: w.code for w in plan.waiting}
-    for name, fix in fixes_of(rnd, plan).items():
+    judged = fixes_of(rnd, plan)
+    codes = {w.gang: w.code for w, _ in judged}
+    texts = {w.gang: w.reasons for w, _ in judged}
+    for name, fix in ((w.gang, f) for w, f in judged):
         changed = apply_fix(rnd, name, fix)
         again = solve_exact(changed)
         if again.status != Status.OPTIMAL:
@@ -137,15 +143,14 @@ def judge(rnd: Round, plan: Plan, fixes_of: FixesOf, tally: Tally) -> None:
             tally.false_by_code[codes[name]] += 1
             tally.cases.append((rnd, plan, name, fix, again))
             if len(tally.examples) < 12:
-                text = next(w for w in plan.waiting if w.gang == name).reasons
-                tally.examples.append(f"{name} [{codes[name]}] {text} fix={fix}")
+                tally.examples.append(f"{name} [{codes[name]}] {texts[name]} fix={fix}")
 
 
 def legacy_fixes(module: Any) -> FixesOf:
     """Fixes read from an older reasons module's texts, as issue 17 read them."""
 
-    def fixes_of(rnd: Round, plan: Plan) -> dict[str, Fix]:
-        out = {}
+    def fixes_of(rnd: Round, plan: Plan) -> list[Judged]:
+        out = []
         names = {g.name for g in [*rnd.pending, *rnd.running]}
         for w in module.waiting_reasons(rnd, plan):
             gang = next(g for g in rnd.pending if g.name == w.gang)
@@ -173,7 +178,7 @@ def legacy_fixes(module: Any) -> FixesOf:
                 node = template.node_template if template else rnd.cluster.nodes[0].name
                 caps = template.node_capacity if template else ()
                 fix = Fix(add_nodes=gang.minimum, node_template=node, node_capacity=caps)
-            out[w.gang] = fix
+            out.append((w, fix))
         return out
 
     return fixes_of
@@ -208,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=600, help="random rounds drawn (default 600)")
     parser.add_argument("--legacy", help="an older gangopt/reasons.py, judged by its texts")
     args = parser.parse_args(argv)
-    fixes_of = current_fixes
+    fixes_of: FixesOf = current_fixes
     if args.legacy:
         spec = importlib.util.spec_from_file_location("legacy_reasons", args.legacy)
         assert spec and spec.loader
@@ -228,4 +233,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
