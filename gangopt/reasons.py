@@ -196,13 +196,12 @@ def _ahead_check(
     template = next((view.index[c.fix.node_template] for c in checks if c.fix.node_template), None)
     if template is not None:
         nodes[template] = True
-    value = view.terms.tier_value(gang)
     ahead = []
     for name, h in gangs.items():
         other = h.spec
         if other.priority < gang.priority or name == gang.name or (gang.group and other.group == gang.group):
             continue
-        if other.priority == gang.priority and view.terms.tier_value(other) < value:
+        if other.priority == gang.priority and h.value < g.value:
             continue
         if not own[name] or any(
             c.code in ("eligibility", "group") or (c.never and c.code == "topology") for c in own[name]
@@ -330,8 +329,9 @@ class _PlanView:
         self._victims: dict[int, list[str]] = {}
         self._rank: IntArray | None = None
         self._victim_sets: dict[int, frozenset[str]] = {}
+        self._victim_masks: dict[int, BoolArray] = {}
 
-    def holders(self, usable: BoolArray) -> list[str]:
+    def holders(self, usable: BoolArray) -> IndexArray:
         """Gangs with usage after the plan on the nodes ``usable``: strictly higher priorities
         first, new pods before running ones, then by name (the order the holders are tried in)."""
         if self._rank is None:
@@ -340,7 +340,17 @@ class _PlanView:
             self._rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
         owners = np.unique(self.pair_owner[usable[self.pair_row]])
         owners = owners[np.argsort(self._rank[owners], kind="stable")]
-        return [self.owners[k] for k in owners.tolist()]
+        return owners
+
+    def victim_mask(self, priority: int) -> BoolArray:
+        """Per gang of :attr:`owners`, whether a gang of ``priority`` may preempt it."""
+        hit = self._victim_masks.get(priority)
+        if hit is None:
+            victims = self.victim_set(priority)
+            hit = self._victim_masks[priority] = np.fromiter(
+                (o in victims for o in self.owners), dtype=bool, count=len(self.owners)
+            )
+        return hit
 
     def _order_key(self, name: str) -> tuple[int, bool, str]:
         return (-self.priority[name], name in self.running, name)
@@ -425,6 +435,8 @@ class _Gang:
     masks: list[BoolArray]
     minimum: dict[str, int]
     """Pods per role of its minimum configuration (:meth:`ObjectiveTerms.min_pods`)."""
+    value: int = 0
+    """Its priority tier value (:meth:`ObjectiveTerms.tier_value`)."""
 
     _usable: tuple[int, BoolArray] | None = None
 
@@ -452,6 +464,7 @@ def _gang(view: _PlanView, gang: PendingGang) -> _Gang:
         requests=arrays.request_matrix([r.requests for r in gang.roles], view.resources),
         masks=[view.elig.mask(r) for r in gang.roles],
         minimum=view.terms.min_pods(gang),
+        value=view.terms.tier_value(gang),
     )
 
 
@@ -489,7 +502,7 @@ def _room_checks(view: _PlanView, g: _Gang) -> list[Check]:
     reserved, holders = view.reserved(gang.priority)
     if not (reserved & g.usable).any():
         return [*checks, *_room_waits_checks(view, g, free, level, domains)]
-    kept = _Gang(g.spec, g.requests, [m & ~reserved for m in g.masks], g.minimum)
+    kept = _Gang(g.spec, g.requests, [m & ~reserved for m in g.masks], g.minimum, g.value)
     waits = _room_waits_checks(view, kept, free, level, domains)
     if waits and not _room_waits_checks(view, g, free, level, domains):
         return [*checks, _reserved_check(view, g, reserved, holders)]
@@ -668,8 +681,8 @@ def _blockers(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray) -> li
     of holders per waiting gang)."""
     within = np.zeros(len(g.usable), dtype=bool)
     within[rows] = True
-    victims = view.victim_set(g.spec.priority)
-    held = [b for b in view.holders(g.usable & within) if b not in victims and b != g.spec.name]
+    owners = view.holders(g.usable & within)
+    held = (view.owners[k] for k in owners[~view.victim_mask(g.spec.priority)[owners]].tolist())
     room = _Room(view, g, free, rows, within)
     chosen: list[str] = []
     for b in held:
