@@ -567,6 +567,7 @@ def _best_domain(
     the first): the one the text names."""
     j = view.resources.index(_short_resource(view, g, free, np.arange(len(g.usable), dtype=np.intp))[0])
     able = [(k, d) for k, d in enumerate(domains) if _fits(view, g, view.capacity, d[1])]
+    able = able or list(enumerate(domains))  # none even empty on the nodes rule 5 leaves it
     # The roomiest few after the plan: a 4,096-node round has 128 racks per waiting gang.
     able.sort(key=lambda kd: (-_usable_sum(g, free, kd[1][1], j), kd[0]))
     best: tuple[tuple[int, int, int], tuple[str, IndexArray]] | None = None
@@ -576,7 +577,7 @@ def _best_domain(
         key = (len(blockers), higher, k)
         if best is None or key < best[0]:
             best = (key, (name, rows))
-    assert best is not None  # some domain fits when empty (checked before)
+    assert best is not None  # domains is not empty: the level has at least one
     return best[1]
 
 
