@@ -122,7 +122,17 @@ def _room(
     counts = ObjectiveTerms.of(rnd).min_pods(gang)
     level, domain = where.split(" ", 1) if where else (None, None)
     free: dict[str, int] = {}
+    # Rule 5: a node where a gang of its priority or higher lost pods takes only higher priorities.
+    prio = {g.name: g.priority for g in rnd.running}
+    pod_node = {p.name: p.node for g in rnd.running for p in g.pods}
+    kept = (
+        set()
+        if empty
+        else {pod_node[p] for pre in plan.preemptions if prio[pre.gang] >= gang.priority for p in pre.pods}
+    )
     for node in rnd.cluster.nodes:
+        if node.name in kept:
+            continue
         if not any(
             counts[r.name] and (node.schedulable if r.name in freed else not validation.ineligibility(node, r))
             for r in gang.roles
