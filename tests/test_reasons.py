@@ -1,0 +1,341 @@
+"""Waiting reasons (issue 17): every failing check, the code by a fixed order, numbers that hold,
+and a fix that works.
+
+The counterfactual property test re-solves a random small round with the change a waiting
+gang's reasons name (``bench/reasons_truth.py``: remove the named gangs, raise the named quota
+by the missing amount, add usable nodes, drop the selector or the required level, ungroup) and
+asserts the gang is then admitted. The numbers the texts quote are recomputed here from the
+round and the plan, with the validator's own reading of eligibility.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+
+import gangopt
+from bench.reasons_truth import current_fixes, measure, solve_exact
+from gangopt import reasons, validation
+from gangopt.explain import summary
+from gangopt.objective import ObjectiveTerms
+from gangopt.quantities import human
+from gangopt.reasons import CHECK_ORDER, Check, waiting_checks, waiting_reasons
+from gangopt.schema import PendingGang, Plan, Round, Status
+from tests.builders import cluster, make_round, pending, queue, running
+from tests.strategies import examples, rounds
+
+PROPERTY = settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+def _gang(rnd: Round, name: str) -> PendingGang:
+    return next(g for g in rnd.pending if g.name == name)
+
+
+# ----------------------------------------------------------------------------- properties
+
+
+def test_the_fix_a_reason_names_admits_the_gang() -> None:
+    """On random small rounds proven optimal (a fixed, derandomized sample of the strategy), each
+    waiting gang's fixes (all of its failing checks at once) admit it in the re-solved round.
+
+    Counted over the sample rather than asserted per gang: a fix is judged against this plan's
+    placements, and a re-solve may place the admitted gangs otherwise (a partner of an
+    ungrouped gang that now fits where the plan had put someone else); issue 17 asks for 98 %.
+    ``python -m bench.reasons_truth`` runs the same measure on 600 rounds."""
+    tally = measure(examples(40), current_fixes)
+    assert tally.judged >= examples(40) // 2
+    assert tally.share >= 0.98, (tally.true, tally.judged, tally.examples)
+
+
+@PROPERTY
+@given(rounds(max_nodes=10, max_pending=6, max_running=5))
+def test_reasons_quote_numbers_that_hold_and_outrankers_that_outrank(rnd: Round) -> None:
+    """Every quoted need and free amount matches an independent count; every gang named as an
+    outranker has strictly higher priority; the code is the first failing check's."""
+    plan = solve_exact(rnd)
+    waits = {w.gang: w for w in plan.waiting}
+    for name, checks in waiting_checks(rnd, plan).items():
+        gang = _gang(rnd, name)
+        assert [c.rank for c in checks] == sorted(c.rank for c in checks)
+        assert waits[name].code == checks[0].code
+        assert waits[name].reasons == [c.text for c in checks]
+        for check in checks:
+            prio = {g.name: g.priority for g in [*rnd.pending, *rnd.running]}
+            assert all(prio[r] > gang.priority for r in check.rivals), check.text
+            if check.code == "outranked":
+                assert check.rivals, check.text
+            _assert_numbers(rnd, plan, gang, check, {r for c in checks for r in c.fix.free_roles})
+
+
+def _assert_numbers(rnd: Round, plan: Plan, gang: PendingGang, check: Check, freed: set[str]) -> None:
+    """``freed``: roles an eligibility check frees (the other checks count as if it were done)."""
+    if check.resource is None:
+        return
+    res = check.resource
+    assert check.need is not None and check.free is not None
+    assert check.need == _need(rnd, gang, res), check.text
+    if check.code == "quota":
+        assert check.limit is not None
+        expected = _quota_bound(rnd, check.limit, res) if check.never else _quota_headroom(rnd, plan, gang, check)
+        assert check.free == expected, check.text
+    elif check.never and check.code == "capacity":
+        assert check.free == _room(rnd, plan, gang, res, None, freed, empty=True), check.text
+    elif not check.never:
+        assert check.free == _room(rnd, plan, gang, res, check.limit, freed, empty=False), check.text
+    assert human(check.need, res) in check.text and human(check.free, res) in check.text
+
+
+def _need(rnd: Round, gang: PendingGang, res: str) -> int:
+    counts = ObjectiveTerms.of(rnd).min_pods(gang)
+    return sum(r.requests.get(res, 0) * counts[r.name] for r in gang.roles)
+
+
+def _victims(rnd: Round, gang: PendingGang) -> set[str]:
+    """Running gangs ``gang`` may preempt: rule 5, read from the docs."""
+    if not rnd.policy.preemption:
+        return set()
+    return {r.name for r in rnd.running if r.preemptible and r.priority < gang.priority}
+
+
+def _usage_after(rnd: Round, plan: Plan) -> list[tuple[str, str, str, dict[str, int]]]:
+    """(gang, queue, node, requests) of every pod after the plan."""
+    removed = {p for pre in plan.preemptions for p in pre.pods}
+    roles = {(g.name, r.name): r.requests for g in [*rnd.pending, *rnd.running] for r in g.roles}
+    queues = {g.name: g.queue for g in [*rnd.pending, *rnd.running]}
+    out = [
+        (g.name, g.queue, p.node, roles[(g.name, p.role)]) for g in rnd.running for p in g.pods if p.name not in removed
+    ]
+    out += [(p.gang, queues[p.gang], p.node, roles[(p.gang, p.role)]) for p in plan.placements]
+    return out
+
+
+def _room(
+    rnd: Round, plan: Plan, gang: PendingGang, res: str, where: str | None, freed: set[str], *, empty: bool
+) -> int:
+    """Free ``res`` after the plan (or on the empty cluster) on the nodes some role of the gang's
+    minimum may use (the validator's eligibility), within the named domain, counting the pods of
+    gangs it may preempt."""
+    counts = ObjectiveTerms.of(rnd).min_pods(gang)
+    level, domain = where.split(" ", 1) if where else (None, None)
+    free: dict[str, int] = {}
+    # Rule 5: a node where a gang of its priority or higher lost pods takes only higher priorities.
+    prio = {g.name: g.priority for g in rnd.running}
+    pod_node = {p.name: p.node for g in rnd.running for p in g.pods}
+    kept = (
+        set()
+        if empty
+        else {pod_node[p] for pre in plan.preemptions if prio[pre.gang] >= gang.priority for p in pre.pods}
+    )
+    for node in rnd.cluster.nodes:
+        if node.name in kept:
+            continue
+        if not any(
+            counts[r.name] and (node.schedulable if r.name in freed else not validation.ineligibility(node, r))
+            for r in gang.roles
+        ):
+            continue
+        if level is not None and (node.name if level == "node" else node.topology.get(level)) != domain:
+            continue
+        free[node.name] = node.capacity.get(res, 0)
+    if not empty:
+        victims = _victims(rnd, gang)
+        for owner, _, node_name, requests in _usage_after(rnd, plan):
+            if node_name in free and owner not in victims:
+                free[node_name] -= requests.get(res, 0)
+    return sum(max(0, v) for v in free.values())
+
+
+def _scope(rnd: Round, limit: str, res: str) -> tuple[set[str], int]:
+    """The queues a limit named in a text sums over, and its amount."""
+    name = re.search(r"'([^']+)'", limit)
+    assert name is not None
+    if limit.startswith("cohort"):
+        members = [q for q in rnd.queues if q.cohort == name.group(1) and res in q.nominal]
+        return {q.name for q in members}, sum(q.nominal[res] for q in members)
+    q = next(q for q in rnd.queues if q.name == name.group(1))
+    if "borrowing" in limit:
+        return {q.name}, q.nominal[res] + q.borrowing_limit[res]
+    return {q.name}, q.nominal[res]
+
+
+def _quota_bound(rnd: Round, limit: str, res: str) -> int:
+    queues, amount = _scope(rnd, limit, res)
+    before = 0
+    for g in rnd.running:
+        if g.queue in queues:
+            roles = {r.name: r.requests for r in g.roles}
+            before += sum(roles[p.role].get(res, 0) for p in g.pods)
+    return max(amount, before)
+
+
+def _quota_headroom(rnd: Round, plan: Plan, gang: PendingGang, check: Check) -> int:
+    assert check.limit is not None and check.resource is not None
+    queues, _ = _scope(rnd, check.limit, check.resource)
+    victims = _victims(rnd, gang)
+    used = sum(
+        requests.get(check.resource, 0)
+        for owner, q, _, requests in _usage_after(rnd, plan)
+        if q in queues and owner not in victims
+    )
+    return _quota_bound(rnd, check.limit, check.resource) - used
+
+
+# ----------------------------------------------------------------------------- scenarios
+
+
+def test_quota_is_not_blamed_when_the_queue_has_room() -> None:
+    """Issue 17: 'has no quota left' with 100 GPUs of the queue free. The queue has quota; the
+    room went to a higher-priority gang, which is named."""
+    rnd = make_round(
+        cluster(2, gpus=8),
+        queues=[queue("team", nominal={"gpu": 100})],
+        pending=[
+            pending("high", replicas=2, gpu=8, priority=5, queue="team"),
+            pending("low", replicas=2, gpu=8, priority=1, queue="team"),
+        ],
+    )
+    plan = gangopt.solve(rnd)
+    (wait,) = plan.waiting
+    assert (wait.gang, wait.code) == ("low", "outranked")
+    assert wait.reasons == [
+        "no room for its minimum of 2 pods: needs 16 gpu, the nodes it may use have 0 gpu free after this plan; "
+        "room taken by higher-priority high (priority 5)"
+    ]
+
+
+def test_quota_text_names_the_limit_the_resource_and_the_shortfall() -> None:
+    rnd = make_round(
+        cluster(4, gpus=8),
+        queues=[
+            queue("a", nominal={"gpu": 8}, cohort="c", borrowing_limit={"gpu": 4}),
+            queue("b", nominal={"gpu": 24}, cohort="c"),
+        ],
+        pending=[pending("big", replicas=2, gpu=8, queue="a")],
+    )
+    plan = gangopt.solve(rnd)
+    (wait,) = plan.waiting
+    assert wait.code == "quota"
+    assert wait.reasons == [
+        "can never run under queue 'a' nominal + borrowing limit (12 gpu): its minimum needs 16 gpu, "
+        "the limit allows 12 gpu"
+    ]
+
+
+def test_waiting_for_quota_names_the_higher_priority_users() -> None:
+    rnd = make_round(
+        cluster(4, gpus=8),
+        queues=[queue("a", nominal={"gpu": 16})],
+        running=[running("busy", ["n0"], gpu=8, priority=5, queue="a")],
+        pending=[pending("job", replicas=2, gpu=8, priority=1, queue="a")],
+    )
+    plan = gangopt.solve(rnd)
+    (wait,) = plan.waiting
+    assert wait.code == "quota"
+    assert wait.reasons == [
+        "waits for quota: queue 'a' nominal quota (16 gpu) has 8 gpu free after this plan; its minimum needs "
+        "16 gpu, 8 gpu more; used by higher-priority busy (priority 5)"
+    ]
+
+
+def test_same_priority_competition_is_not_called_outranked() -> None:
+    """Two gangs of one priority, room for one: the other lost on value/age, it was not outranked."""
+    rnd = make_round(
+        cluster(1, gpus=8),
+        pending=[
+            pending("old", replicas=1, gpu=8, priority=2, submit_time=0.0),
+            pending("new", replicas=1, gpu=8, priority=2, submit_time=3600.0),
+        ],
+    )
+    plan = gangopt.solve(rnd)
+    (wait,) = plan.waiting
+    assert (wait.gang, wait.code) == ("new", "capacity")
+    assert "lost on value/age to old (same priority 2)" in wait.reasons[0]
+    assert "higher-priority" not in wait.reasons[0]
+
+
+def test_only_pods_this_gang_may_preempt_count_as_room() -> None:
+    """A running gang of priority 3 is preemptible by the priority-5 gang, not by the priority-3
+    one: its room counts for the first only, and the second is told who holds it."""
+    rnd = make_round(
+        cluster(2, gpus=8),
+        running=[running("mid", ["n0", "n1"], gpu=8, priority=3)],
+        pending=[pending("peer", replicas=1, gpu=8, priority=3)],
+        preemption=True,
+    )
+    plan = gangopt.solve(rnd)
+    (wait,) = plan.waiting
+    assert wait.code == "capacity"
+    assert wait.reasons == [
+        "no room for its minimum of 1 pod: needs 8 gpu, the nodes it may use have 0 gpu free after this plan; "
+        "held by running mid (priority 3, not lower)"
+    ]
+
+
+def test_every_failing_check_is_listed_in_the_fixed_order() -> None:
+    """A gang that cannot fit its taint-free nodes, is over its quota and is grouped: all three."""
+    rnd = make_round(
+        cluster(2, gpus=8, taints={"n1": [("dedicated", "infra", "NoSchedule")]}),
+        queues=[queue("a", nominal={"gpu": 8}), queue("b")],
+        running=[running("other", ["n0"], gpu=8, priority=9, preemptible=False, queue="b")],
+        pending=[
+            pending("job", replicas=2, gpu=8, queue="a", group="g"),
+            pending("mate", replicas=1, gpu=1, queue="b", group="g"),
+        ],
+    )
+    checks = waiting_checks(rnd, gangopt.solve(rnd))["job"]
+    assert [(c.code, c.never) for c in checks] == [("capacity", True), ("quota", True), ("group", False)]
+    assert [c.rank for c in checks] == sorted(c.rank for c in checks)
+    assert checks[0].text.startswith("can never run on this cluster: needs 16 gpu for its minimum of 2 pods")
+
+
+def test_check_order_is_documented() -> None:
+    """docs/plan-semantics.md lists the codes in CHECK_ORDER's order."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plan-semantics.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Waiting reasons") :]
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \| (never|waits|-) \|", section, flags=re.M)
+    assert [(code, kind == "never") for _, code, kind in rows] == list(CHECK_ORDER)
+
+
+# ----------------------------------------------------------------------------- one source
+
+
+def test_explain_and_k8s_and_the_plan_show_the_same_reasons() -> None:
+    """The finisher's reasons are what explain prints and what a status patch carries."""
+    from gangopt.k8s.export import _condition  # the status patch's condition builder
+
+    rnd = make_round(
+        cluster(1, gpus=8),
+        pending=[pending("a", gpu=8, priority=2), pending("b", gpu=8, priority=1)],
+    )
+    plan = gangopt.solve(rnd)
+    assert plan.waiting == waiting_reasons(rnd, plan)
+    (wait,) = plan.waiting
+    text = summary(rnd, plan)
+    assert wait.reasons[0][:60] in text
+    assert _condition("GangoptScheduled", wait.code, wait, "now")["message"] == "; ".join(wait.reasons)
+
+
+def test_reasons_count_waiting_gangs_per_code_on_a_contended_round() -> None:
+    """Every waiting gang gets a reason; on a contended generated round no reason is 'policy'
+    for a plan proven optimal."""
+    from gangopt.replay.generate import generate, size_spec
+
+    rnd, _ = generate(size_spec("S", seed=1, contention=True))
+    plan = gangopt.solve(rnd)
+    codes: Counter[str] = Counter(w.code for w in plan.waiting)
+    assert sum(codes.values()) == len(rnd.pending) - len(plan.admitted)
+    if plan.status == Status.OPTIMAL:
+        assert codes["policy"] == 0
+
+
+def test_reasons_need_no_prefilter() -> None:
+    """The finisher passes its prefiltered round; the reasons read the plan alone."""
+    rnd = make_round(cluster(1, gpus=8), pending=[pending("a", gpu=8), pending("b", gpu=8)])
+    plan = gangopt.solve(rnd)
+    assert reasons.waiting_reasons(rnd, plan) == reasons.waiting_reasons(rnd, plan, None)
