@@ -1,0 +1,450 @@
+"""Tier bounds that know fragmentation and preemption: pod slots per node, then one LP per tier.
+
+The cheap tier bounds of :mod:`gangopt.bounds` pool the cluster's free capacity (1-7 free GPUs
+on many nodes count as room for an 8-GPU pod), assume every running gang stays, and bound only
+the first tier below the full ones. On issue 13's fragmented rounds that overstated the tiers by
+11-16 % while greedy's plans were optimal. This module bounds **every** tier with pending gangs
+by what fits **per node**, and charges the evictions the tiers above need:
+
+* **Room per priority.** Every running pod stays except those of *candidates* (running gangs
+  the prefilter says may lose pods: preemptible and outranked). A node that gets a new pod of
+  priority P keeps every candidate of priority >= P (rule 5: victims are strictly lower, and a
+  node a victim left receives only strictly higher pods), so ``R_P(n)`` = capacity less fixed
+  pods less candidate pods of priority >= P.
+* **Levels.** New pods of the LP's tiers up to Q on a node leave the candidates of priority
+  >= Q in place, and the candidates of the LP's tiers below Q that stay there use room too:
+  one family of rows per tier Q of the LP, over ``R_Q``, with the kept candidates of tiers in
+  [P, Q) as columns (kept = 1). This is how the tiers above pay for the room they take from
+  tier P: starting a priority-10 gang on a priority-5 candidate's node evicts it.
+* **Slots.** On one node, pods that each ask at least ``t`` of resource ``k`` number at most
+  ``floor(R(n, k) / t)``; summed over a node set this is what 1-7 free GPUs per node cannot
+  offer an 8-GPU pod. Node sets: each eligibility mask of a pending role (the one reading of
+  :class:`gangopt.arrays.Eligibility`), their union, and every domain a gang with a required
+  topology level may use (such a gang gets one column per domain). Per set and resource also
+  the amount row (total room).
+* **Lexicographic floors.** Going down from the highest priority, the optimum's value of tier Q
+  is at least a valid plan's as long as every tier above Q is proven (its bound equals the
+  plan's value): those tiers, down to and including the first one not proven, enter the LP of
+  each tier below as rows ``value >= the plan's value``.
+
+The LP maximizes tier P's value (kept pending gangs ``y`` in [0, 1], candidates of tier P
+kept or not, other running gangs of tier P counted as kept). Gang groups, quotas, slices,
+elastic candidates' room and growth are left out, which only loosens the bound. Built with
+numpy and handed to GLOP as one model proto (per-coefficient calls cost 3 µs each).
+Measured on ``gangopt generate --fragmented --busy 0.75``: see docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gangopt import arrays
+from gangopt.objective import ObjectiveTerms
+from gangopt.prefilter import Prefiltered, request_vector
+
+if TYPE_CHECKING:
+    from ortools.linear_solver import linear_solver_pb2
+
+MAX_THRESHOLDS = 8
+"""Slot rows per node set, level and resource (the largest request sizes of pending pods):
+the amount row covers the smaller ones."""
+
+
+LP_MARGIN = 0.05
+"""Objective units added to GLOP's optimum before rounding down: its feasibility and
+optimality tolerances (1e-7 on rows scaled to 1) move the value by far less."""
+
+
+@dataclass
+class _Slots:
+    """Every column and pod group of one prefiltered round (built once, kept on it).
+
+    A column is a pending gang in one of its allowed domains (or anywhere) or a candidate
+    running gang; a pod group is a count of pods of one request in one mask (pending) or on
+    one node (candidates)."""
+
+    prio: np.ndarray
+    value: np.ndarray
+    pending: np.ndarray
+    """Per column: a pending gang (True) or a candidate (False)."""
+    gang: np.ndarray
+    """Per column: index into the pending gangs (columns of one gang share it), -1 for candidates."""
+    domain_set: np.ndarray
+    """Per column: the node set of its required domain, -1 if none."""
+    gcol: np.ndarray
+    gcount: np.ndarray
+    greq: np.ndarray
+    gmask: np.ndarray
+    """Per pending group, its mask's id; -1 for candidate groups."""
+    gnode: np.ndarray
+    """Per candidate group, its node; -1 for pending groups."""
+    sets: list[np.ndarray]
+    """Node sets of the rows: masks (ids 0..), their union, then required domains."""
+    mask_sets: int
+    """How many of :attr:`sets` are masks (and the union); the rest are domains."""
+    subset: np.ndarray
+    """``subset[m, s]``: mask ``m`` lies within set ``s`` (for the mask sets)."""
+    fixed_value: dict[int, int]
+    """Per priority, the tier value of running gangs that are not candidates (always kept)."""
+    capacity: np.ndarray
+    fixed: np.ndarray
+    candidate: dict[int, np.ndarray]
+    ok: np.ndarray | None = None
+    """Per column: whether a pending gang's minimum fits, alone, in the room of its own
+    priority within its masks (and domain); candidates always. Set on first use."""
+    rooms: dict[int, np.ndarray] = field(default_factory=dict)
+    rhs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+
+    def room(self, priority: int) -> np.ndarray:
+        """``R_P``: capacity less fixed pods less candidate pods of priority >= P, per node."""
+        hit = self.rooms.get(priority)
+        if hit is None:
+            hit = self.capacity - self.fixed
+            for prio, usage in self.candidate.items():
+                if prio >= priority:
+                    hit = hit - usage
+            hit = self.rooms[priority] = np.maximum(hit, 0)
+        return hit
+
+    def fits_alone(self) -> np.ndarray:
+        """:attr:`ok`, computed once. The LP would split a gang over two racks that each hold
+        part of it (5 of 8 whole-node pods here, 3 there: 'all of it'); a gang starts whole in
+        one domain, so a column whose minimum cannot fit there even alone is fixed at 0."""
+        if self.ok is None:
+            ok = np.ones(len(self.prio), dtype=bool)
+            seen: dict[tuple[int, bytes, int, int], int] = {}
+            for g in range(len(self.gcol)):
+                col, mask = int(self.gcol[g]), int(self.gmask[g])
+                if mask < 0 or not ok[col]:
+                    continue
+                dom = int(self.domain_set[col])
+                key = (int(self.prio[col]), self.greq[g].tobytes(), mask, dom)
+                if key not in seen:
+                    nodes = self.sets[mask] if dom < 0 else self.sets[mask] & self.sets[dom]
+                    room = self.room(int(self.prio[col]))[nodes]
+                    seen[key] = int(arrays.fit_counts(room, self.greq[g], cap=1 << 30).sum())
+                ok[col] = seen[key] >= self.gcount[g]
+            self.ok = ok
+        return self.ok
+
+    def slots(self, priority: int, s: int, k: int, t: int) -> int:
+        """Pods asking ``t`` (or 1 for the amount row, ``t = 0``) of resource ``k`` that fit
+        in ``R_priority`` over the nodes of set ``s`` (for ``t = 0``: the total room)."""
+        key = (priority, s, k, t)
+        hit = self.rhs.get(key)
+        if hit is None:
+            column = self.room(priority)[self.sets[s], k]
+            hit = self.rhs[key] = int(column.sum(dtype=object)) if t == 0 else int((column // t).sum())
+        return hit
+
+
+def _shared(pre: Prefiltered) -> _Slots:
+    hit = pre.derived.get("slots")
+    if hit is None:
+        hit = pre.derived["slots"] = _build(pre)
+    assert isinstance(hit, _Slots)
+    return hit
+
+
+def _build(pre: Prefiltered) -> _Slots:
+    rnd = pre.rnd
+    terms = ObjectiveTerms.of(rnd)
+    resources = pre.resources
+    nres = len(resources)
+    index = pre.topo.node_index
+    n = len(rnd.cluster.nodes)
+    elig = arrays.per_cluster(rnd.cluster, "eligibility", lambda: arrays.Eligibility(rnd))
+    masks: list[np.ndarray] = []
+    mask_ids: dict[bytes, int] = {}
+
+    def mask_id(mask: np.ndarray) -> int:
+        key = np.packbits(mask).tobytes()
+        if key not in mask_ids:
+            mask_ids[key] = len(masks)
+            masks.append(np.asarray(mask, dtype=bool))
+        return mask_ids[key]
+
+    cols: list[tuple[int, int, bool, int, tuple[str, int] | None]] = []  # prio, value, pending, gang, domain
+    groups: list[tuple[int, int, np.ndarray, int, int]] = []  # col, count, request, mask, node
+    domains: dict[tuple[str, int], None] = {}
+    for gi in pre.pending:
+        gang = rnd.pending[gi]
+        pods: list[tuple[int, np.ndarray, int]] = []
+        spare: list[tuple[np.ndarray, np.ndarray]] = []
+        for role in gang.roles:
+            request = request_vector(role, resources)
+            mask = elig.mask(role)
+            count = gang.role_minimum(role)
+            if count:
+                pods.append((count, request, mask_id(mask)))
+            if role.replicas > count:
+                spare.append((request, mask))
+        extra = gang.minimum - sum(gang.role_minimum(r) for r in gang.roles)
+        if extra > 0 and spare:
+            # Pods beyond the role minimums may be of any role with room to grow: the least
+            # each could ask, in the union of their masks.
+            union = np.logical_or.reduce([m for _, m in spare])
+            pods.append((extra, np.min(np.stack([r for r, _ in spare]), axis=0), mask_id(union)))
+        level = gang.topology.required if gang.topology is not None else None
+        places: list[tuple[str, int] | None] = [None]
+        if level is not None:
+            codes, names = pre.topo.codes(level)
+            wanted = set(pre.required_domains.get(gi, names))
+            places = [(level, d) for d, name in enumerate(names) if name in wanted]
+        for place in places:
+            if place is not None:
+                domains[place] = None
+            col = len(cols)
+            cols.append((gang.priority, terms.tier_value(gang), True, gi, place))
+            groups.extend((col, count, request, m, -1) for count, request, m in pods)
+    mask_count = len(masks)
+    fixed_value: dict[int, int] = {}
+    capacity = arrays.cluster_capacity(rnd, resources).astype(np.int64)
+    fixed = np.zeros((n, nres), dtype=np.int64)
+    candidate: dict[int, np.ndarray] = {}
+    movable = set(pre.candidates)
+    for gi, run in enumerate(rnd.running):
+        reqs = {r.name: request_vector(r, resources) for r in run.roles}
+        rows = np.fromiter((index[p.node] for p in run.pods), dtype=np.intp, count=len(run.pods))
+        usage = np.stack([reqs[p.role] for p in run.pods]) if run.pods else np.zeros((0, nres), np.int64)
+        if gi not in movable:
+            fixed_value[run.priority] = fixed_value.get(run.priority, 0) + terms.tier_value(run)
+            np.add.at(fixed, rows, usage)
+            continue
+        target = candidate.setdefault(run.priority, np.zeros((n, nres), dtype=np.int64))
+        np.add.at(target, rows, usage)
+        col = len(cols)
+        cols.append((run.priority, terms.tier_value(run), False, -1, None))
+        if run.elastic:
+            continue  # it may keep its minimum on any of its nodes: its room is left out
+        groups.extend((col, 1, reqs[p.role], -1, int(node)) for p, node in zip(run.pods, rows, strict=True))
+    # Node sets: masks, their union, required domains.
+    sets = list(masks)
+    if mask_count > 1:
+        sets.append(np.logical_or.reduce(masks))
+    subset = np.zeros((mask_count, len(sets)), dtype=bool)
+    for m in range(mask_count):
+        for s in range(len(sets)):
+            subset[m, s] = not (masks[m] & ~sets[s]).any()
+    mask_sets = len(sets)
+    domain_set: dict[tuple[str, int], int] = {}
+    for level, d in domains:
+        codes, _ = pre.topo.codes(level)
+        domain_set[(level, d)] = len(sets)
+        sets.append(codes == d)
+    g = len(groups)
+    return _Slots(
+        prio=np.array([c[0] for c in cols], dtype=np.int64),
+        value=np.array([c[1] for c in cols], dtype=np.int64),
+        pending=np.array([c[2] for c in cols], dtype=bool),
+        gang=np.array([c[3] for c in cols], dtype=np.int64),
+        domain_set=np.array([-1 if c[4] is None else domain_set[c[4]] for c in cols], dtype=np.int64),
+        gcol=np.fromiter((x[0] for x in groups), dtype=np.int64, count=g),
+        gcount=np.fromiter((x[1] for x in groups), dtype=np.int64, count=g),
+        greq=np.stack([x[2] for x in groups]) if groups else np.zeros((0, nres), np.int64),
+        gmask=np.fromiter((x[3] for x in groups), dtype=np.int64, count=g),
+        gnode=np.fromiter((x[4] for x in groups), dtype=np.int64, count=g),
+        sets=sets,
+        mask_sets=mask_sets,
+        subset=subset,
+        fixed_value=fixed_value,
+        capacity=capacity,
+        fixed=fixed,
+        candidate=candidate,
+    )
+
+
+def slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int]) -> dict[int, int]:
+    """Per priority with kept pending gangs, a bound on the lexicographic optimum's value of
+    that tier (objective units), never above ``known``.
+
+    ``values`` are a valid plan's tier values, ``known`` bounds already proven otherwise (the
+    ceilings, the packed bounds); both decide, going down, which tiers the plan has proven:
+    their floors enter the LPs of the tiers below, down to the first tier not proven."""
+    key = ("slot-bounds", tuple(sorted(values.items())), tuple(sorted(known.items())))
+    hit = pre.derived.get(key)
+    if hit is None:
+        hit = pre.derived[key] = _slot_tier_bounds(pre, values, known)
+    assert isinstance(hit, dict)
+    return dict(hit)
+
+
+def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int]) -> dict[int, int]:
+    shared = _shared(pre)
+    with_pending = {int(p) for p in shared.prio[shared.pending]}
+    out: dict[int, int] = {}
+    floors: list[tuple[int, int]] = []
+    chain = True
+    for prio in sorted(with_pending | set(values) | set(known), reverse=True):
+        bound = known.get(prio)
+        if prio in with_pending:
+            lp = _tier_lp(shared, prio, floors)
+            if lp is not None:
+                bound = lp if bound is None else min(bound, lp)
+                out[prio] = bound
+        if chain:
+            value = values.get(prio, 0)
+            floors.append((prio, value))
+            chain = bound is not None and bound <= value  # else the chain of proven tiers ends here
+    return out
+
+
+def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | None:
+    """The LP bound of tier ``prio`` given the ``floors`` of the tiers above (objective units);
+    None if GLOP does not report an optimum."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    floor_of = dict(floors)
+    levels = sorted({prio, *floor_of})
+    active = np.isin(shared.prio, levels) & (shared.prio >= prio)
+    var = np.full(len(shared.prio), -1, dtype=np.int64)
+    var[active] = np.arange(int(active.sum()))
+    model = linear_solver_pb2.MPModelProto()
+    model.maximize = True
+    objective = np.where(shared.prio[active] == prio, shared.value[active], 0).astype(float)
+    upper = shared.fits_alone()[active].astype(float)
+    for c, ub in zip(objective.tolist(), upper.tolist(), strict=True):
+        v = model.variable.add()
+        v.lower_bound, v.upper_bound, v.objective_coefficient = 0.0, ub, c
+    # A gang with several domain columns runs in at most one.
+    pend = np.flatnonzero(active & shared.pending)
+    gangs, counts = np.unique(shared.gang[pend], return_counts=True)
+    for gang in gangs[counts > 1].tolist():
+        cols = pend[shared.gang[pend] == gang]
+        _row(model, var[cols], np.ones(len(cols)), 1.0)
+    # Capacity rows per level, node set, resource and size.
+    gact = active[shared.gcol]
+    gprio = shared.prio[shared.gcol]
+    gpend = shared.gmask >= 0
+    gdom = shared.domain_set[shared.gcol]
+    for level in levels:
+        included = gact & np.where(gpend, gprio <= level, gprio < level)
+        if not included.any():
+            continue
+        blockers = _blockers(model, shared, var, included & ~gpend, level)
+        for s in range(len(shared.sets)):
+            if s < shared.mask_sets:
+                inside = np.where(gpend, shared.subset[np.maximum(shared.gmask, 0), s], False)
+            else:
+                inside = gpend & (gdom == s)
+            if not inside.any():
+                continue
+            on_nodes = ~gpend & shared.sets[s][np.maximum(shared.gnode, 0)]
+            _set_rows(model, shared, var, included, inside, on_nodes, blockers, level, s)
+    # Floors of the proven tiers above.
+    for p, floor_value in floor_of.items():
+        rhs = floor_value - shared.fixed_value.get(p, 0) - 0.5
+        cols = np.flatnonzero(active & (shared.prio == p))
+        if rhs > 0:
+            _row(model, var[cols], -shared.value[cols].astype(float), -rhs)
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    lp = float(solver.Objective().Value())
+    # Tier values are whole objective units, so the optimum is at most the LP's value rounded
+    # down; GLOP works in floating point, so its answer first gets a margin for its tolerances.
+    return shared.fixed_value.get(prio, 0) + math.floor(lp + 1e-6 * abs(lp) + LP_MARGIN)
+
+
+@dataclass
+class _Blockers:
+    """Per node with kept-or-evicted candidates in a level's rows: an LP variable ``b`` >= each
+    such candidate's ``kept``, and the smallest request of their pods there per resource."""
+
+    nodes: np.ndarray
+    var: np.ndarray
+    least: np.ndarray
+
+
+def _blockers(
+    model: linear_solver_pb2.MPModelProto, shared: _Slots, var: np.ndarray, groups: np.ndarray, level: int
+) -> _Blockers:
+    """One variable per node holding pods of the candidate ``groups``, with ``kept <= b``.
+
+    A slot row cannot charge each kept candidate pod a slot of size ``t``: eight kept 1-GPU
+    pods on eight nodes each spoil one 8-GPU slot, but four kept 1-GPU pods on one node spoil
+    only one. Any kept pod on a node asks at least the smallest request there, so the node
+    loses ``floor(R / t) - floor((R - least) / t)`` slots once ``b`` = 1; that is valid for
+    every set of kept pods, and exact for a node with one candidate pod."""
+    picked = np.flatnonzero(groups)
+    nodes, inverse = np.unique(shared.gnode[picked], return_inverse=True)
+    least = np.full((len(nodes), shared.greq.shape[1]), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(least, inverse, shared.greq[picked])
+    pairs = np.unique(np.stack([inverse, var[shared.gcol[picked]]], axis=1), axis=0)
+    per_node = np.bincount(pairs[:, 0], minlength=len(nodes))
+    # A node with one candidate gang needs no variable of its own: b is that gang's kept.
+    b = np.full(len(nodes), -1, dtype=np.int64)
+    single = per_node[pairs[:, 0]] == 1
+    b[pairs[single, 0]] = pairs[single, 1]
+    several = np.flatnonzero(per_node > 1)
+    b[several] = np.arange(len(model.variable), len(model.variable) + len(several))
+    for _ in range(len(several)):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0)
+    add = model.constraint.add
+    for node, col in pairs[~single].tolist():
+        add(var_index=[col, int(b[node])], coefficient=[1.0, -1.0], lower_bound=-math.inf, upper_bound=0.0)
+    return _Blockers(nodes=nodes, var=b, least=least)
+
+
+def _set_rows(
+    model: linear_solver_pb2.MPModelProto,
+    shared: _Slots,
+    var: np.ndarray,
+    included: np.ndarray,
+    inside: np.ndarray,
+    on_nodes: np.ndarray,
+    blockers: _Blockers,
+    level: int,
+    s: int,
+) -> None:
+    """Amount and slot rows in set ``s`` of ``R_level``: pending pods ``inside`` it, candidate
+    pods ``on_nodes`` of it (by their amount; in slot rows through the node blockers)."""
+    ncols = len(var)
+    pending = included & inside
+    kept = included & on_nodes
+    room = shared.room(level)
+    in_set = shared.sets[s][blockers.nodes]
+    for k in range(shared.greq.shape[1]):
+        req = shared.greq[:, k]
+        sizes = np.unique(req[pending & (req > 0)])[::-1][:MAX_THRESHOLDS].tolist()
+        if not sizes:
+            continue
+        chosen = pending | kept
+        amount = np.bincount(shared.gcol[chosen], weights=(shared.gcount * req)[chosen], minlength=ncols)
+        _sparse_row(model, var, amount, float(shared.slots(level, s, k, 0)))
+        node_room = room[blockers.nodes[in_set], k]
+        least = blockers.least[in_set, k]
+        for t in sizes:
+            big = pending & (req >= t)
+            coeff = np.bincount(shared.gcol[big], weights=shared.gcount[big], minlength=ncols)
+            nz = np.flatnonzero(coeff)
+            loss = node_room // t - np.maximum(node_room - least, 0) // t
+            hit = np.flatnonzero(loss > 0)
+            idx = np.concatenate([var[nz], blockers.var[in_set][hit]])
+            weights = np.concatenate([coeff[nz], loss[hit].astype(float)])
+            _row(model, idx, weights, float(shared.slots(level, s, k, int(t))))
+
+
+def _sparse_row(model: linear_solver_pb2.MPModelProto, var: np.ndarray, coeff: np.ndarray, rhs: float) -> None:
+    """``coeff · x <= rhs`` with ``coeff`` over every column (those of the LP have ``var >= 0``)."""
+    nz = np.flatnonzero(coeff != 0)
+    assert (var[nz] >= 0).all()
+    _row(model, var[nz], coeff[nz], rhs)
+
+
+def _row(model: linear_solver_pb2.MPModelProto, idx: np.ndarray, coeff: np.ndarray, rhs: float) -> None:
+    """``sum(coeff[i] · x[idx[i]]) <= rhs``, scaled to unit size (memory is in milli-bytes)."""
+    if len(idx) == 0:
+        return
+    idx, where = np.unique(idx, return_inverse=True)  # a candidate may block several nodes
+    coeff = np.bincount(where, weights=coeff, minlength=len(idx))
+    scale = max(abs(rhs), float(np.abs(coeff).max()), 1.0)
+    ct = model.constraint.add()
+    ct.lower_bound = -math.inf
+    ct.upper_bound = rhs / scale
+    ct.var_index.extend(idx.tolist())
+    ct.coefficient.extend((coeff / scale).tolist())
