@@ -54,6 +54,9 @@ MAX_THRESHOLDS = 8
 the amount row covers the smaller ones."""
 
 
+DOMAIN_THRESHOLDS = 2
+"""Slot rows per required domain and level (largest sizes, first resource only)."""
+
 LP_MARGIN = 0.05
 """Objective units added to GLOP's optimum before rounding down: its feasibility and
 optimality tolerances (1e-7 on rows scaled to 1) move the value by far less."""
@@ -97,6 +100,7 @@ class _Slots:
     """Per column: whether a pending gang's minimum fits, alone, in the room of its own
     priority within its masks (and domain); candidates always. Set on first use."""
     rooms: dict[int, np.ndarray] = field(default_factory=dict)
+    member_cache: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     rhs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
 
     def room(self, priority: int) -> np.ndarray:
@@ -130,6 +134,20 @@ class _Slots:
                 ok[col] = seen[key] >= self.gcount[g]
             self.ok = ok
         return self.ok
+
+    def members(self, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """Group indexes of set ``s``: pending groups whose pods must lie in it (mask within
+        it; for a domain, the columns of that domain), and candidate groups on its nodes."""
+        hit = self.member_cache.get(s)
+        if hit is None:
+            pending = self.gmask >= 0
+            if s < self.mask_sets:
+                inside = pending & self.subset[np.maximum(self.gmask, 0), s]
+            else:
+                inside = pending & (self.domain_set[self.gcol] == s)
+            on_nodes = ~pending & self.sets[s][np.maximum(self.gnode, 0)]
+            hit = self.member_cache[s] = (np.flatnonzero(inside), np.flatnonzero(on_nodes))
+        return hit
 
     def slots(self, priority: int, s: int, k: int, t: int) -> int:
         """Pods asking ``t`` (or 1 for the amount row, ``t = 0``) of resource ``k`` that fit
@@ -320,21 +338,16 @@ def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | 
     gact = active[shared.gcol]
     gprio = shared.prio[shared.gcol]
     gpend = shared.gmask >= 0
-    gdom = shared.domain_set[shared.gcol]
     for level in levels:
         included = gact & np.where(gpend, gprio <= level, gprio < level)
         if not included.any():
             continue
         blockers = _blockers(model, shared, var, included & ~gpend, level)
         for s in range(len(shared.sets)):
-            if s < shared.mask_sets:
-                inside = np.where(gpend, shared.subset[np.maximum(shared.gmask, 0), s], False)
-            else:
-                inside = gpend & (gdom == s)
-            if not inside.any():
-                continue
-            on_nodes = ~gpend & shared.sets[s][np.maximum(shared.gnode, 0)]
-            _set_rows(model, shared, var, included, inside, on_nodes, blockers, level, s)
+            inside, on_nodes = shared.members(s)
+            inside = inside[included[inside]]
+            if len(inside):
+                _set_rows(model, shared, var, inside, on_nodes[included[on_nodes]], blockers, level, s)
     # Floors of the proven tiers above.
     for p, floor_value in floor_of.items():
         rhs = floor_value - shared.fixed_value.get(p, 0) - 0.5
@@ -394,46 +407,41 @@ def _set_rows(
     model: linear_solver_pb2.MPModelProto,
     shared: _Slots,
     var: np.ndarray,
-    included: np.ndarray,
     inside: np.ndarray,
     on_nodes: np.ndarray,
     blockers: _Blockers,
     level: int,
     s: int,
 ) -> None:
-    """Amount and slot rows in set ``s`` of ``R_level``: pending pods ``inside`` it, candidate
-    pods ``on_nodes`` of it (by their amount; in slot rows through the node blockers)."""
-    ncols = len(var)
-    pending = included & inside
-    kept = included & on_nodes
+    """Amount and slot rows in set ``s`` of ``R_level``: the pending pod groups ``inside`` it,
+    the candidate groups ``on_nodes`` of it (by their amount; in slot rows through the node
+    blockers). Both are group indexes."""
     room = shared.room(level)
     in_set = shared.sets[s][blockers.nodes]
-    for k in range(shared.greq.shape[1]):
-        req = shared.greq[:, k]
-        sizes = np.unique(req[pending & (req > 0)])[::-1][:MAX_THRESHOLDS].tolist()
+    both = np.concatenate([inside, on_nodes])
+    # A domain gets rows for its first resource (gpu when the round has any) and its largest
+    # sizes only: hundreds of racks times every resource and size made the LP of a 4,096-node
+    # round 20x larger for a bound the mask rows already mostly give.
+    domain = s >= shared.mask_sets
+    for k in range(1 if domain else shared.greq.shape[1]):
+        req = shared.greq[inside, k]
+        sizes = np.unique(req[req > 0])[::-1][: DOMAIN_THRESHOLDS if domain else MAX_THRESHOLDS].tolist()
         if not sizes:
             continue
-        chosen = pending | kept
-        amount = np.bincount(shared.gcol[chosen], weights=(shared.gcount * req)[chosen], minlength=ncols)
-        _sparse_row(model, var, amount, float(shared.slots(level, s, k, 0)))
+        amount = (shared.gcount[both] * shared.greq[both, k]).astype(float)
+        _row(model, var[shared.gcol[both]], amount, float(shared.slots(level, s, k, 0)))
         node_room = room[blockers.nodes[in_set], k]
         least = blockers.least[in_set, k]
+        node_var = blockers.var[in_set]
+        cols = var[shared.gcol[inside]]
+        counts = shared.gcount[inside].astype(float)
         for t in sizes:
-            big = pending & (req >= t)
-            coeff = np.bincount(shared.gcol[big], weights=shared.gcount[big], minlength=ncols)
-            nz = np.flatnonzero(coeff)
+            big = req >= t
             loss = node_room // t - np.maximum(node_room - least, 0) // t
-            hit = np.flatnonzero(loss > 0)
-            idx = np.concatenate([var[nz], blockers.var[in_set][hit]])
-            weights = np.concatenate([coeff[nz], loss[hit].astype(float)])
+            hit = loss > 0
+            idx = np.concatenate([cols[big], node_var[hit]])
+            weights = np.concatenate([counts[big], loss[hit].astype(float)])
             _row(model, idx, weights, float(shared.slots(level, s, k, int(t))))
-
-
-def _sparse_row(model: linear_solver_pb2.MPModelProto, var: np.ndarray, coeff: np.ndarray, rhs: float) -> None:
-    """``coeff · x <= rhs`` with ``coeff`` over every column (those of the LP have ``var >= 0``)."""
-    nz = np.flatnonzero(coeff != 0)
-    assert (var[nz] >= 0).all()
-    _row(model, var[nz], coeff[nz], rhs)
 
 
 def _row(model: linear_solver_pb2.MPModelProto, idx: np.ndarray, coeff: np.ndarray, rhs: float) -> None:
