@@ -101,6 +101,7 @@ class _Slots:
     priority within its masks (and domain); candidates always. Set on first use."""
     rooms: dict[int, np.ndarray] = field(default_factory=dict)
     member_cache: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    lps: dict[tuple[int, tuple[tuple[int, int], ...]], int | None] = field(default_factory=dict)
     rhs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
 
     def room(self, priority: int) -> np.ndarray:
@@ -299,13 +300,18 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
     chain = True
     for prio in sorted(with_pending | set(values) | set(known), reverse=True):
         bound = known.get(prio)
-        if prio in with_pending:
-            lp = _tier_lp(shared, prio, floors)
+        value = values.get(prio, 0)
+        if prio in with_pending and (bound is None or bound > value):
+            # One LP per tier and floors above it: candidate plans that agree on the tiers
+            # above share it (and a tier the plan already proves needs none).
+            key = (prio, tuple(floors))
+            if key not in shared.lps:
+                shared.lps[key] = _tier_lp(shared, prio, floors)
+            lp = shared.lps[key]
             if lp is not None:
                 bound = lp if bound is None else min(bound, lp)
                 out[prio] = bound
         if chain:
-            value = values.get(prio, 0)
             floors.append((prio, value))
             chain = bound is not None and bound <= value  # else the chain of proven tiers ends here
     return out
