@@ -97,21 +97,32 @@ def test_slot_bounds_are_exact_on_the_small_fragmented_round() -> None:
 
 
 def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
-    # Four nodes, each with 4 of 8 GPUs held by a gang nobody may preempt: 16 GPUs are free,
-    # but no 8-GPU pod fits. The tier's bound is its running value alone (the ceiling and the
-    # packed bound count the 16 free GPUs as room for two such gangs).
+    # Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang: 16 GPUs are
+    # free, but a new priority-0 pod may not evict priority-0 work (rule 5), so no 8-GPU pod of
+    # tier 0 fits. The prefilter keeps the 8-GPU gangs (a priority-5 gang could evict) and the
+    # ceiling and the packed bound count room for both; the slot bound says neither runs.
     rnd = make_round(
         cluster(4),
-        running=[running(f"r{i}", [f"n{i}"], gpu=4, preemptible=False) for i in range(4)],
-        pending=[pending("big", 1, gpu=8), pending("big2", 1, gpu=8), pending("small", 1, gpu=4)],
+        running=[running(f"r{i}", [f"n{i}"], gpu=4) for i in range(4)],
+        pending=[
+            pending("top", 1, gpu=4, priority=5),
+            pending("big", 1, gpu=8),
+            pending("big2", 1, gpu=8),
+            pending("small", 1, gpu=4),
+        ],
     )
     pre = prefilter(rnd)
     plan = gangopt.solve(rnd, solver="greedy")
-    assert plan.admitted == ["small"]
-    bounds = slot_tier_bounds(pre, units({t.priority: t.value for t in plan.score.tiers}), tier_ceilings(pre))
+    assert sorted(plan.admitted) == ["small", "top"]
+    assert set(pre.pending) == {0, 1, 2, 3}
+    values = units({t.priority: t.value for t in plan.score.tiers})
     running_value = 4 * 40  # T_gpu = 32: a 4-GPU pod is 4 GPU-eq
-    assert bounds == {0: running_value + 40}
-    assert plan.score.tiers[0].bound * SCALE == running_value + 40 and plan.gap is not None
+    assert values == {5: 40, 0: running_value + 40}
+    assert tier_ceilings(pre)[0] == running_value + 2 * 80 + 40
+    assert slot_tier_bounds(pre, values, tier_ceilings(pre)) == {0: running_value + 40}
+    assert plan.score.tiers[1].bound * SCALE == running_value + 40
+    best = gangopt.solve(rnd)
+    assert best.status == Status.OPTIMAL and units({t.priority: t.value for t in best.score.tiers}) == values
 
 
 def test_room_taken_by_a_higher_tier_costs_the_tier_it_evicts() -> None:
@@ -126,25 +137,29 @@ def test_room_taken_by_a_higher_tier_costs_the_tier_it_evicts() -> None:
     best = gangopt.solve(rnd)
     assert best.status == Status.OPTIMAL
     assert units({t.priority: t.value for t in best.score.tiers}) == {10: 80, 5: 80}
-    bounds = slot_tier_bounds(pre, {10: 80, 5: 80}, tier_ceilings(pre))
-    assert bounds == {10: 80, 5: 80}
+    assert tier_ceilings(pre)[5] == 240
+    assert slot_tier_bounds(pre, {10: 80, 5: 80}, tier_ceilings(pre)) == {5: 80}
     # Without knowing that tier 10 runs, tier 5 could keep both and start nothing more.
     assert slot_tier_bounds(pre, {10: 0, 5: 80}, tier_ceilings(pre))[5] == 160
 
 
 def test_a_gang_with_a_required_rack_is_not_split_over_two_racks() -> None:
-    # Two racks of two 8-GPU nodes; one node per rack runs an unpreemptible gang. A gang of
-    # two whole-node pods that must stay in one rack fits nowhere, though the LP alone would
-    # put half of it in each rack.
+    # Two racks of two 8-GPU nodes; one node per rack runs a preemptible priority-0 gang. A
+    # priority-0 gang of two whole-node pods that must stay in one rack may not evict them
+    # (rule 5), so it fits in neither rack; the LP alone would put half of it in each. (The
+    # CPU-only priority-5 gang makes the running gangs candidates, so the prefilter keeps it.)
     rnd = make_round(
-        cluster(4, racks=2),
-        running=[running("x", ["n0"], gpu=8, preemptible=False), running("y", ["n2"], gpu=8, preemptible=False)],
-        pending=[pending("pair", 2, gpu=8, required="rack"), pending("one", 1, gpu=8)],
+        cluster(4, racks=2, cpu=64),
+        running=[running("x", ["n0"], gpu=8), running("y", ["n2"], gpu=8)],
+        pending=[pending("pair", 2, gpu=8, required="rack"), pending("top", 1, gpu=0, cpu=1, priority=5)],
     )
     pre = prefilter(rnd)
+    assert pre.required_domains == {0: ["r0", "r1"]}
     plan = gangopt.solve(rnd, solver="greedy")
-    bounds = slot_tier_bounds(pre, units({t.priority: t.value for t in plan.score.tiers}), tier_ceilings(pre))
-    assert bounds[0] == units({t.priority: t.value for t in plan.score.tiers})[0]
+    values = units({t.priority: t.value for t in plan.score.tiers})
+    assert plan.admitted == ["top"] and tier_ceilings(pre)[0] > values[0]
+    assert slot_tier_bounds(pre, values, tier_ceilings(pre))[0] == values[0]
+    assert plan.score.tiers[1].bound * SCALE == values[0]
 
 
 def test_slot_bounds_are_computed_once_per_plan_values() -> None:
