@@ -54,6 +54,12 @@ MAX_THRESHOLDS = 8
 the amount row covers the smaller ones."""
 
 
+MAX_COLUMNS = 5000
+"""Rounds with more kept pending and candidate running gangs than this get no slot bounds: the
+LP grows with them (measured on fragmented rounds at busy 0.75, loaded 2-core machine: 1,024
+nodes, 612 columns, 60-80 ms; 4,096 nodes, 2,104 running gangs, 0.7-1.0 s), and a round of
+16,384 nodes has tens of thousands of running gangs."""
+
 DOMAIN_THRESHOLDS = 2
 """Slot rows per required domain and level (largest sizes, first resource only)."""
 
@@ -122,9 +128,9 @@ class _Slots:
         if self.ok is None:
             ok = np.ones(len(self.prio), dtype=bool)
             seen: dict[tuple[int, bytes, int, int], int] = {}
-            for g in range(len(self.gcol)):
+            for g in np.flatnonzero(self.gmask >= 0).tolist():
                 col, mask = int(self.gcol[g]), int(self.gmask[g])
-                if mask < 0 or not ok[col]:
+                if not ok[col]:
                     continue
                 dom = int(self.domain_set[col])
                 key = (int(self.prio[col]), self.greq[g].tobytes(), mask, dom)
@@ -146,7 +152,9 @@ class _Slots:
                 inside = pending & self.subset[np.maximum(self.gmask, 0), s]
             else:
                 inside = pending & (self.domain_set[self.gcol] == s)
-            on_nodes = ~pending & self.sets[s][np.maximum(self.gnode, 0)]
+            # Domains count only their own gangs' pods: the kept candidates there would make
+            # hundreds of racks times every candidate (a 4,096-node LP 5x larger).
+            on_nodes = ~pending & self.sets[s][np.maximum(self.gnode, 0)] & (s < self.mask_sets)
             hit = self.member_cache[s] = (np.flatnonzero(inside), np.flatnonzero(on_nodes))
         return hit
 
@@ -221,30 +229,51 @@ def _build(pre: Prefiltered) -> _Slots:
             cols.append((gang.priority, terms.tier_value(gang), True, gi, place))
             groups.extend((col, count, request, m, -1) for count, request, m in pods)
     mask_count = len(masks)
-    fixed_value: dict[int, int] = {}
     capacity = arrays.cluster_capacity(rnd, resources).astype(np.int64)
+    # Every running pod as array rows (one Python pass over pods, then numpy).
+    running = rnd.running
+    role_row: dict[tuple[int, str], int] = {}
+    role_requests: list[dict[str, int]] = []
+    for gi, run in enumerate(running):
+        for role in run.roles:
+            role_row[(gi, role.name)] = len(role_requests)
+            role_requests.append(role.requests)
+    table = arrays.request_matrix(role_requests, resources) if role_requests else np.zeros((0, nres), np.int64)
+    pod_gang = np.fromiter((gi for gi, run in enumerate(running) for _ in run.pods), dtype=np.intp)
+    pod_node = np.fromiter((index[p.node] for run in running for p in run.pods), dtype=np.intp, count=len(pod_gang))
+    pod_role = np.fromiter(
+        (role_row[(gi, p.role)] for gi, run in enumerate(running) for p in run.pods), dtype=np.intp, count=len(pod_gang)
+    )
+    pod_req = table[pod_role] if len(pod_role) else np.zeros((0, nres), np.int64)
+    movable = np.zeros(len(running), dtype=bool)
+    movable[np.asarray(pre.candidates, dtype=np.intp)] = True
+    priority = np.fromiter((run.priority for run in running), dtype=np.int64, count=len(running))
+    values = [terms.tier_value(run) for run in running]
     fixed = np.zeros((n, nres), dtype=np.int64)
+    stays = ~movable[pod_gang]
+    np.add.at(fixed, pod_node[stays], pod_req[stays])
     candidate: dict[int, np.ndarray] = {}
-    movable = set(pre.candidates)
-    for gi, run in enumerate(rnd.running):
-        reqs = {r.name: request_vector(r, resources) for r in run.roles}
-        rows = np.fromiter((index[p.node] for p in run.pods), dtype=np.intp, count=len(run.pods))
-        usage = np.stack([reqs[p.role] for p in run.pods]) if run.pods else np.zeros((0, nres), np.int64)
-        if gi not in movable:
-            fixed_value[run.priority] = fixed_value.get(run.priority, 0) + terms.tier_value(run)
-            np.add.at(fixed, rows, usage)
-            continue
-        target = candidate.setdefault(run.priority, np.zeros((n, nres), dtype=np.int64))
-        np.add.at(target, rows, usage)
-        col = len(cols)
-        cols.append((run.priority, terms.tier_value(run), False, -1, None))
-        if run.elastic:
-            continue  # it may keep its minimum on any of its nodes: its room is left out
-        groups.extend((col, 1, reqs[p.role], -1, int(node)) for p, node in zip(run.pods, rows, strict=True))
+    for prio in np.unique(priority[movable]).tolist():
+        picked = ~stays & (priority[pod_gang] == prio)
+        candidate[prio] = np.zeros((n, nres), dtype=np.int64)
+        np.add.at(candidate[prio], pod_node[picked], pod_req[picked])
+    fixed_value: dict[int, int] = {}
+    for gi in np.flatnonzero(~movable).tolist():
+        fixed_value[running[gi].priority] = fixed_value.get(running[gi].priority, 0) + values[gi]
+    # Candidates as columns; the pods of those that cannot shrink as groups, one per pod. An
+    # elastic one may keep its minimum on any of its nodes: its room is left out of the rows.
+    cand = np.flatnonzero(movable)
+    cand_col = np.full(len(running), -1, dtype=np.int64)
+    cand_col[cand] = np.arange(len(cols), len(cols) + len(cand))
+    cols.extend((running[gi].priority, values[gi], False, -1, None) for gi in cand.tolist())
+    elastic = np.fromiter((run.elastic for run in running), dtype=bool, count=len(running))
+    rigid = ~stays & ~elastic[pod_gang]
     # Node sets: masks, their union, required domains.
     sets = list(masks)
     if mask_count > 1:
-        sets.append(np.logical_or.reduce(masks))
+        union = np.logical_or.reduce(masks)
+        if np.packbits(union).tobytes() not in mask_ids:  # often the unconstrained mask itself
+            sets.append(union)
     subset = np.zeros((mask_count, len(sets)), dtype=bool)
     for m in range(mask_count):
         for s in range(len(sets)):
@@ -255,18 +284,22 @@ def _build(pre: Prefiltered) -> _Slots:
         codes, _ = pre.topo.codes(level)
         domain_set[(level, d)] = len(sets)
         sets.append(codes == d)
-    g = len(groups)
+    g, r = len(groups), int(rigid.sum())
+    pending_req = np.stack([x[2] for x in groups]) if groups else np.zeros((0, nres), np.int64)
+    gcol = np.concatenate([np.fromiter((x[0] for x in groups), dtype=np.int64, count=g), cand_col[pod_gang[rigid]]])
+    gcount = np.concatenate([np.fromiter((x[1] for x in groups), dtype=np.int64, count=g), np.ones(r, np.int64)])
+    gmask = np.concatenate([np.fromiter((x[3] for x in groups), dtype=np.int64, count=g), np.full(r, -1, np.int64)])
     return _Slots(
         prio=np.array([c[0] for c in cols], dtype=np.int64),
         value=np.array([c[1] for c in cols], dtype=np.int64),
         pending=np.array([c[2] for c in cols], dtype=bool),
         gang=np.array([c[3] for c in cols], dtype=np.int64),
         domain_set=np.array([-1 if c[4] is None else domain_set[c[4]] for c in cols], dtype=np.int64),
-        gcol=np.fromiter((x[0] for x in groups), dtype=np.int64, count=g),
-        gcount=np.fromiter((x[1] for x in groups), dtype=np.int64, count=g),
-        greq=np.stack([x[2] for x in groups]) if groups else np.zeros((0, nres), np.int64),
-        gmask=np.fromiter((x[3] for x in groups), dtype=np.int64, count=g),
-        gnode=np.fromiter((x[4] for x in groups), dtype=np.int64, count=g),
+        gcol=gcol,
+        gcount=gcount,
+        greq=np.concatenate([pending_req, pod_req[rigid]]).astype(np.int64),
+        gmask=gmask,
+        gnode=np.concatenate([np.full(g, -1, np.int64), pod_node[rigid].astype(np.int64)]),
         sets=sets,
         mask_sets=mask_sets,
         subset=subset,
@@ -293,6 +326,8 @@ def slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, 
 
 
 def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int]) -> dict[int, int]:
+    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+        return {}
     shared = _shared(pre)
     with_pending = {int(p) for p in shared.prio[shared.pending]}
     out: dict[int, int] = {}
@@ -452,7 +487,7 @@ def _set_rows(
 
 def _row(model: linear_solver_pb2.MPModelProto, idx: np.ndarray, coeff: np.ndarray, rhs: float) -> None:
     """``sum(coeff[i] · x[idx[i]]) <= rhs``, scaled to unit size (memory is in milli-bytes)."""
-    if len(idx) == 0:
+    if len(idx) == 0 or np.maximum(coeff, 0).sum() <= rhs:  # variables in [0, 1]: it never binds
         return
     idx, where = np.unique(idx, return_inverse=True)  # a candidate may block several nodes
     coeff = np.bincount(where, weights=coeff, minlength=len(idx))
