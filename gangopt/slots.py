@@ -384,11 +384,12 @@ def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | 
         if not included.any():
             continue
         blockers = _blockers(model, shared, var, included & ~gpend, level)
+        evicted = _evicted(model, shared, var, gact & ~gpend) if level == prio else None
         for s in range(len(shared.sets)):
             inside, on_nodes = shared.members(s)
             inside = inside[included[inside]]
             if len(inside):
-                _set_rows(model, shared, var, inside, on_nodes[included[on_nodes]], blockers, level, s)
+                _set_rows(model, shared, var, inside, on_nodes[included[on_nodes]], blockers, evicted, level, s)
     # Floors of the proven tiers above.
     for p, floor_value in floor_of.items():
         rhs = floor_value - shared.fixed_value.get(p, 0) - 0.5
@@ -444,6 +445,30 @@ def _blockers(
     return _Blockers(nodes=nodes, var=b, least=least)
 
 
+@dataclass
+class _Evicted:
+    """Per node with candidates of the LP's tiers: an LP variable ``e`` >= 1 - kept of each."""
+
+    nodes: np.ndarray
+    var: np.ndarray
+
+
+def _evicted(model: linear_solver_pb2.MPModelProto, shared: _Slots, var: np.ndarray, groups: np.ndarray) -> _Evicted:
+    """One variable per node holding pods of the candidate ``groups`` (all of priority >= the
+    LP's tier P), with ``e + kept >= 1``: once a candidate there is evicted, the node receives
+    no pod of tier P (rule 5: only strictly higher priorities), so tier P's rows lose the whole
+    node's slots. Without it the LP let greedy's victims' nodes serve tier P's pods too."""
+    picked = np.flatnonzero(groups)
+    nodes, inverse = np.unique(shared.gnode[picked], return_inverse=True)
+    e = np.arange(len(model.variable), len(model.variable) + len(nodes))
+    for _ in range(len(nodes)):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0)
+    add = model.constraint.add
+    for node, col in np.unique(np.stack([inverse, var[shared.gcol[picked]]], axis=1), axis=0).tolist():
+        add(var_index=[col, int(e[node])], coefficient=[-1.0, -1.0], lower_bound=-math.inf, upper_bound=-1.0)
+    return _Evicted(nodes=nodes, var=e)
+
+
 def _set_rows(
     model: linear_solver_pb2.MPModelProto,
     shared: _Slots,
@@ -451,6 +476,7 @@ def _set_rows(
     inside: np.ndarray,
     on_nodes: np.ndarray,
     blockers: _Blockers,
+    evicted: _Evicted | None,
     level: int,
     s: int,
 ) -> None:
@@ -470,18 +496,32 @@ def _set_rows(
         if not sizes:
             continue
         amount = (shared.gcount[both] * shared.greq[both, k]).astype(float)
-        _row(model, var[shared.gcol[both]], amount, float(shared.slots(level, s, k, 0)))
+        evict_var, evict_room = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if evicted is not None:
+            on = shared.sets[s][evicted.nodes]
+            evict_var, evict_room = evicted.var[on], room[evicted.nodes[on], k]
+        _row(
+            model,
+            np.concatenate([var[shared.gcol[both]], evict_var]),
+            np.concatenate([amount, evict_room.astype(float)]),
+            float(shared.slots(level, s, k, 0)),
+        )
         node_room = room[blockers.nodes[in_set], k]
         least = blockers.least[in_set, k]
         node_var = blockers.var[in_set]
         cols = var[shared.gcol[inside]]
         counts = shared.gcount[inside].astype(float)
         for t in sizes:
-            big = req >= t
+            # A pod asking s counts floor(s / t) slots of size t (floor is superadditive, so
+            # the pods of one node never count more than floor(room / t)): a 4-GPU pod takes
+            # two 2-GPU slots, which plain counts of pods >= t let two 2-GPU pods share.
+            units = req // t
+            big = units > 0
             loss = node_room // t - np.maximum(node_room - least, 0) // t
             hit = loss > 0
-            idx = np.concatenate([cols[big], node_var[hit]])
-            weights = np.concatenate([counts[big], loss[hit].astype(float)])
+            lost = evict_room // t
+            idx = np.concatenate([cols[big], node_var[hit], evict_var[lost > 0]])
+            weights = np.concatenate([(counts * units)[big], loss[hit].astype(float), lost[lost > 0].astype(float)])
             _row(model, idx, weights, float(shared.slots(level, s, k, int(t))))
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import gangopt
-from gangopt.bounds import tier_ceilings
+from gangopt.bounds import packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
 from gangopt.replay.generate import FRAGMENTED_SHARES, Spec, generate
@@ -141,6 +141,44 @@ def test_room_taken_by_a_higher_tier_costs_the_tier_it_evicts() -> None:
     assert slot_tier_bounds(pre, {10: 80, 5: 80}, tier_ceilings(pre)) == {5: 80}
     # Without knowing that tier 10 runs, tier 5 could keep both and start nothing more.
     assert slot_tier_bounds(pre, {10: 0, 5: 80}, tier_ceilings(pre))[5] == 160
+
+
+def test_a_node_a_victim_left_serves_only_higher_priorities() -> None:
+    # n0: a preemptible priority-0 gang on 4 GPUs, 4 free; n1: full with a gang nobody may
+    # preempt. The priority-5 6-GPU gang must evict the victim on n0; the 2 GPUs left there
+    # may then take no priority-0 pod (rule 5), so the waiting 2-GPU priority-0 gang cannot
+    # start: tier 0 is the fixed gang alone. The packed bound lets it have those 2 GPUs.
+    rnd = make_round(
+        cluster(2),
+        running=[running("victim", ["n0"], gpu=4), running("fixed", ["n1"], gpu=8, preemptible=False)],
+        pending=[pending("top", 1, gpu=6, priority=5), pending("small", 1, gpu=2)],
+    )
+    pre = prefilter(rnd)
+    best = gangopt.solve(rnd)
+    assert best.status == Status.OPTIMAL and best.admitted == ["top"]
+    values = units({t.priority: t.value for t in best.score.tiers})
+    assert values == {5: 60, 0: 80}  # T_gpu = 16: an 8-GPU pod is 8 GPU-eq
+    assert packed_tier_bounds(pre, {5: True, 0: False})[0] == 100
+    assert slot_tier_bounds(pre, values, tier_ceilings(pre)) == {0: 80}
+    assert [t.bound for t in best.score.tiers] == [6.0, 8.0]
+
+
+def test_a_pod_takes_as_many_small_slots_as_it_covers() -> None:
+    # 7 and 5 GPUs free (gangs nobody may preempt hold the rest). One 4-GPU gang and four
+    # 2-GPU gangs ask 12 GPUs, all that is free, and there are five slots of 2 GPUs and two of
+    # 4: counting pods says all five start. But a 4-GPU pod covers two 2-GPU slots, so at most
+    # four of them start (4 + 2 on one node, 2 + 2 on the other): exactly the optimum.
+    rnd = make_round(
+        cluster(2),
+        running=[running("r0", ["n0"], gpu=1, preemptible=False), running("r1", ["n1"], gpu=3, preemptible=False)],
+        pending=[pending("a", 1, gpu=4), *(pending(f"p{i}", 1, gpu=2) for i in range(4))],
+    )
+    pre = prefilter(rnd)
+    best = gangopt.solve(rnd)
+    assert best.status == Status.OPTIMAL and len(best.admitted) == 4 and "a" in best.admitted
+    values = units({t.priority: t.value for t in best.score.tiers})
+    assert values == {0: 10 + 30 + 40 + 3 * 20} and tier_ceilings(pre)[0] == 10 + 30 + 40 + 4 * 20
+    assert slot_tier_bounds(pre, {0: 0}, tier_ceilings(pre)) == values
 
 
 def test_a_gang_with_a_required_rack_is_not_split_over_two_racks() -> None:
