@@ -179,6 +179,8 @@ class _Slots:
 
 
 def _shared(pre: Prefiltered) -> _Slots:
+    """The round's columns and groups, built once per prefiltered round (every candidate plan
+    and the finisher ask for bounds)."""
     hit = pre.derived.get("slots")
     if hit is None:
         hit = pre.derived["slots"] = _build(pre)
@@ -187,6 +189,8 @@ def _shared(pre: Prefiltered) -> _Slots:
 
 
 def _build(pre: Prefiltered) -> _Slots:
+    """Columns and pod groups: pending gangs the prefilter kept (per allowed domain), then
+    candidates; node rooms from every running pod in one numpy pass."""
     rnd = pre.rnd
     terms = ObjectiveTerms.of(rnd)
     resources = pre.resources

@@ -8,14 +8,17 @@ tests/reference.py on small rounds of issue 13's fragmented family.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import gangopt
+from bench.rounds import fragmented_spec
 from gangopt.bounds import packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
-from gangopt.replay.generate import FRAGMENTED_SHARES, Spec, generate
+from gangopt.replay.generate import generate
 from gangopt.schema import Round, Status
 from gangopt.slots import slot_tier_bounds
 from tests.builders import cluster, make_round, pending, running
@@ -50,19 +53,7 @@ def test_slot_bounds_hold_for_the_optimum(rnd: Round) -> None:
 
 
 def _fragmented(nodes: int, gangs: int, seed: int) -> Round:
-    elastic, required, preferred = FRAGMENTED_SHARES
-    spec = Spec(
-        nodes=nodes,
-        gangs=gangs,
-        seed=seed,
-        fragmented=True,
-        busy=0.75,
-        elastic_share=elastic,
-        required_share=required,
-        preferred_share=preferred,
-        time_limit=5.0,
-    )
-    return generate(spec)[0]
+    return generate(replace(fragmented_spec(nodes, gangs, 0.75, seed), time_limit=5.0))[0]
 
 
 @pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (32, 12, 2), (24, 10, 3), (48, 14, 4)])
