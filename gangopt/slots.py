@@ -63,14 +63,17 @@ MAX_THRESHOLDS = 8
 the amount row covers the smaller ones."""
 
 
-MAX_COLUMNS = 5000
+MAX_COLUMNS = 1500
 """Rounds with more kept pending and candidate running gangs than this get no slot bounds: the
-LP grows with them (measured on fragmented rounds at busy 0.75, loaded 2-core machine: 1,024
-nodes, 612 columns, 60-80 ms; 4,096 nodes, 2,104 running gangs, 0.7-1.0 s), and a round of
-16,384 nodes has tens of thousands of running gangs."""
+LP grows with them (measured on a loaded 2-core machine: 1,024-node rounds, 485-612 columns,
+60-90 ms; 4,096-node rounds, 1,777-3,994 columns, 0.5-1.0 s, which CP-SAT's search on the
+4,096-node contention round needs more: it ran to 9.6 s of its 10 s limit before)."""
 
 DOMAIN_THRESHOLDS = 2
 """Slot rows per required domain and level (largest sizes, first resource only)."""
+
+SPREAD = -2
+"""``gnode`` of an elastic candidate's group: its kept minimum may sit on any of its nodes."""
 
 LP_MARGIN = 0.05
 """Objective units added to GLOP's optimum before rounding down: its feasibility and
@@ -111,6 +114,8 @@ class _Slots:
     capacity: np.ndarray
     fixed: np.ndarray
     candidate: dict[int, np.ndarray]
+    spread: dict[int, np.ndarray] = field(default_factory=dict)
+    """Per group of an elastic candidate (``gnode`` = :data:`SPREAD`), the nodes of its pods."""
     ok: np.ndarray | None = None
     """Per column: whether a pending gang's minimum fits, alone, in the room of its own
     priority within its masks (and domain); candidates always. Set on first use."""
@@ -163,7 +168,9 @@ class _Slots:
                 inside = pending & (self.domain_set[self.gcol] == s)
             # Domains count only their own gangs' pods: the kept candidates there would make
             # hundreds of racks times every candidate (a 4,096-node LP 5x larger).
-            on_nodes = ~pending & self.sets[s][np.maximum(self.gnode, 0)] & (s < self.mask_sets)
+            on_nodes = (self.gnode >= 0) & self.sets[s][np.maximum(self.gnode, 0)] & (s < self.mask_sets)
+            for group, nodes in self.spread.items():
+                on_nodes[group] = s < self.mask_sets and bool(self.sets[s][nodes].all())
             hit = self.member_cache[s] = (np.flatnonzero(inside), np.flatnonzero(on_nodes))
         return hit
 
@@ -274,13 +281,19 @@ def _build(pre: Prefiltered) -> _Slots:
     for gi in np.flatnonzero(~movable).tolist():
         fixed_value[running[gi].priority] = fixed_value.get(running[gi].priority, 0) + values[gi]
     # Candidates as columns; the pods of those that cannot shrink as groups, one per pod. An
-    # elastic one may keep its minimum on any of its nodes: its room is left out of the rows.
+    # elastic one may keep its minimum on any of its nodes: one group of its minimum at its
+    # least request, counted (by amount only) in the node sets that hold all its nodes.
     cand = np.flatnonzero(movable)
     cand_col = np.full(len(running), -1, dtype=np.int64)
     cand_col[cand] = np.arange(len(cols), len(cols) + len(cand))
     cols.extend((running[gi].priority, values[gi], False, -1, None) for gi in cand.tolist())
     elastic = np.fromiter((run.elastic for run in running), dtype=bool, count=len(running))
     rigid = ~stays & ~elastic[pod_gang]
+    shrinkable = [gi for gi in cand.tolist() if elastic[gi]]
+    spread = [np.unique(pod_node[pod_gang == gi]) for gi in shrinkable]
+    least = [
+        np.min(table[[role_row[(gi, role.name)] for role in running[gi].roles]], axis=0) for gi in shrinkable
+    ]
     # Node sets: masks, their union, required domains.
     sets = list(masks)
     if mask_count > 1:
@@ -297,11 +310,22 @@ def _build(pre: Prefiltered) -> _Slots:
         codes, _ = pre.topo.codes(level)
         domain_set[(level, d)] = len(sets)
         sets.append(codes == d)
-    g, r = len(groups), int(rigid.sum())
+    g, r, e = len(groups), int(rigid.sum()), len(shrinkable)
     pending_req = np.stack([x[2] for x in groups]) if groups else np.zeros((0, nres), np.int64)
-    gcol = np.concatenate([np.fromiter((x[0] for x in groups), dtype=np.int64, count=g), cand_col[pod_gang[rigid]]])
-    gcount = np.concatenate([np.fromiter((x[1] for x in groups), dtype=np.int64, count=g), np.ones(r, np.int64)])
-    gmask = np.concatenate([np.fromiter((x[3] for x in groups), dtype=np.int64, count=g), np.full(r, -1, np.int64)])
+    gcol = np.concatenate(
+        [np.fromiter((x[0] for x in groups), dtype=np.int64, count=g), cand_col[pod_gang[rigid]], cand_col[shrinkable]]
+    )
+    gcount = np.concatenate(
+        [
+            np.fromiter((x[1] for x in groups), dtype=np.int64, count=g),
+            np.ones(r, np.int64),
+            np.array([running[gi].minimum for gi in shrinkable], dtype=np.int64),
+        ]
+    )
+    gmask = np.concatenate(
+        [np.fromiter((x[3] for x in groups), dtype=np.int64, count=g), np.full(r + e, -1, np.int64)]
+    )
+    greq = np.concatenate([pending_req, pod_req[rigid], np.array(least, dtype=np.int64).reshape(e, nres)])
     return _Slots(
         prio=np.array([c[0] for c in cols], dtype=np.int64),
         value=np.array([c[1] for c in cols], dtype=np.int64),
@@ -310,9 +334,10 @@ def _build(pre: Prefiltered) -> _Slots:
         domain_set=np.array([-1 if c[4] is None else domain_set[c[4]] for c in cols], dtype=np.int64),
         gcol=gcol,
         gcount=gcount,
-        greq=np.concatenate([pending_req, pod_req[rigid]]).astype(np.int64),
+        greq=greq.astype(np.int64),
         gmask=gmask,
-        gnode=np.concatenate([np.full(g, -1, np.int64), pod_node[rigid].astype(np.int64)]),
+        gnode=np.concatenate([np.full(g, -1, np.int64), pod_node[rigid].astype(np.int64), np.full(e, SPREAD)]),
+        spread=dict(zip(range(g + r, g + r + e), spread, strict=True)),
         sets=sets,
         mask_sets=mask_sets,
         subset=subset,
@@ -396,8 +421,9 @@ def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | 
         included = gact & np.where(gpend, gprio <= level, gprio < level)
         if not included.any():
             continue
-        blockers = _blockers(model, shared, var, included & ~gpend, level)
-        evicted = _evicted(model, shared, var, gact & ~gpend) if level == prio else None
+        pinned = shared.gnode >= 0  # candidate pods on a known node (not an elastic minimum)
+        blockers = _blockers(model, shared, var, included & pinned, level)
+        evicted = _evicted(model, shared, var, gact & pinned) if level == prio else None
         for s in range(len(shared.sets)):
             inside, on_nodes = shared.members(s)
             inside = inside[included[inside]]
