@@ -172,6 +172,26 @@ def test_a_pod_takes_as_many_small_slots_as_it_covers() -> None:
     assert slot_tier_bounds(pre, {0: 0}, tier_ceilings(pre)) == values
 
 
+def test_an_elastic_victim_keeps_room_for_its_minimum() -> None:
+    # n0 runs an elastic priority-0 gang (two 4-GPU pods, at least one), n1 is free. The
+    # priority-5 whole-node gang and the priority-0 whole-node gang cannot both start while the
+    # elastic gang keeps its one pod: 8 + 8 + 4 GPUs in 16. So tier 0 holds one of the two
+    # (the optimum evicts the elastic gang for the priority-5 one and starts the other on n1):
+    # 80. Charging the elastic gang's minimum's room says so; leaving it out said 120.
+    rnd = make_round(
+        cluster(2),
+        running=[running("elastic", ["n0", "n0"], gpu=4, min_replicas=1)],
+        pending=[pending("top", 1, gpu=8, priority=5), pending("low", 1, gpu=8)],
+    )
+    pre = prefilter(rnd)
+    assert rnd.running[0].elastic and pre.candidates == [0]
+    best = gangopt.solve(rnd)
+    assert best.status == Status.OPTIMAL
+    values = units({t.priority: t.value for t in best.score.tiers})
+    assert values == {5: 80, 0: 80} and tier_ceilings(pre)[0] == 120
+    assert slot_tier_bounds(pre, values, tier_ceilings(pre)) == {0: 80}
+
+
 def test_a_gang_with_a_required_rack_is_not_split_over_two_racks() -> None:
     # Two racks of two 8-GPU nodes; one node per rack runs a preemptible priority-0 gang. A
     # priority-0 gang of two whole-node pods that must stay in one rack may not evict them
