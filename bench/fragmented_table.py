@@ -2,7 +2,15 @@
 fragmented round, in the same run, with wall and CPU seconds (plan.stats.cpu_seconds: this
 process and the CP-SAT child), status, the gap the bounds prove and the comparison with greedy.
 
-    python -m bench.fragmented_table S 0.75      # size S/M/L/XL, busy share
+    python -m bench.fragmented_table S 0.75          # size S/M/L/XL, busy share
+    python -m bench.fragmented_table S 0.75 --true   # also the true tier gaps (small rounds)
+
+With ``--true`` the round's tier optimum comes from the independent per-node reference model
+(tests/reference.py, run long, outside the timed calls), and two more columns say how far
+each plan's tiers are from it ("true gap": the largest shortfall of a tier below the optimum,
+relative to the plan's value) and how far the bounds the plan reports are above it ("bound
+excess": the largest, relative to the optimum). The reference covers the tiers only, not the
+secondary terms.
 """
 
 from __future__ import annotations
@@ -12,16 +20,36 @@ import time
 
 import gangopt
 from bench.rounds import fragmented_text
-from gangopt.objective import lexicographic_key
+from gangopt.objective import SCALE, lexicographic_key
 from gangopt.parsing import parse_json
-from gangopt.schema import Round
+from gangopt.schema import Plan, Round
 from gangopt.solvers import SOLVERS
 
 
-def main(size: str, busy: float) -> None:
+def true_gaps(plan: Plan, optimum: dict[int, int]) -> tuple[float, float]:
+    """(true gap, bound excess) of ``plan`` against the tier ``optimum`` (objective units)."""
+    shortfall, excess = 0.0, 0.0
+    for tier in plan.score.tiers:
+        best = optimum.get(tier.priority, 0) / SCALE
+        shortfall = max(shortfall, max(0.0, best - tier.value) / max(1.0 / SCALE, tier.value))
+        excess = max(excess, max(0.0, tier.bound - best) / max(1.0 / SCALE, best))
+    return shortfall, excess
+
+
+def main(size: str, busy: float, true: bool = False, seconds_per_tier: float = 120.0) -> None:
     rnd = parse_json(Round, fragmented_text(size, busy), "round")
-    print("| solver | status | wall s | CPU s | proven gap | vs greedy | tiers (value / bound) |")
-    print("|---|---|---:|---:|---:|---|---|")
+    optimum: dict[int, int] | None = None
+    if true:
+        from tests.reference import reference_optimum
+
+        start = time.perf_counter()
+        ref = reference_optimum(rnd, seconds_per_tier=seconds_per_tier, workers=2)
+        tiers = " · ".join(f"p{p} {v / SCALE:.1f}" for p, v in sorted(ref.tiers.items(), reverse=True))
+        print(f"reference: {tiers} ({'proven' if ref.proven else 'NOT proven'}, {time.perf_counter() - start:.0f} s)")
+        optimum = ref.tiers
+    extra = " true gap | bound excess |" if optimum is not None else ""
+    print(f"| solver | status | wall s | CPU s | proven gap |{extra} vs greedy | tiers (value / bound) |")
+    print("|---|---|---:|---:|---:|" + ("---:|---:|" if optimum is not None else "") + "---|---|")
     base = None
     for name in ["greedy", *[s for s in SOLVERS if s != "greedy"]]:
         start = time.perf_counter()
@@ -34,8 +62,13 @@ def main(size: str, busy: float) -> None:
         tiers = " · ".join(f"p{t.priority} {t.value:.1f} / {t.bound:.1f}" for t in plan.score.tiers)
         gap = "—" if plan.gap is None else f"{100 * plan.gap:.1f} %"
         cpu = plan.stats.cpu_seconds
-        print(f"| {name} | {plan.status.value} | {wall:.2f} | {cpu:.2f} | {gap} | {versus} | {tiers} |")
+        columns = ""
+        if optimum is not None:
+            shortfall, excess = true_gaps(plan, optimum)
+            columns = f" {100 * shortfall:.1f} % | {100 * excess:.1f} % |"
+        print(f"| {name} | {plan.status.value} | {wall:.2f} | {cpu:.2f} | {gap} |{columns} {versus} | {tiers} |")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "S", float(sys.argv[2]) if len(sys.argv) > 2 else 0.75)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(args[0] if args else "S", float(args[1]) if len(args) > 1 else 0.75, true="--true" in sys.argv)

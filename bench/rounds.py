@@ -29,8 +29,13 @@ def fragmented_text(size: str, busy: float = 0.75, seed: int = 0) -> str:
     """Issue 13's fragmented round of a size: running gangs where they happened to land, no
     node wholly free, a fabric selector on 30 % of the pending gangs, preemption on."""
     nodes, gangs = SIZES[size]
+    return dump_round(generate(fragmented_spec(nodes, gangs, busy, seed))[0])
+
+
+def fragmented_spec(nodes: int, gangs: int, busy: float = 0.75, seed: int = 0) -> Spec:
+    """The :class:`Spec` of a fragmented round of any size (the tests' small ones too)."""
     elastic, required, preferred = FRAGMENTED_SHARES
-    spec = Spec(
+    return Spec(
         nodes=nodes,
         gangs=gangs,
         seed=seed,
@@ -40,7 +45,6 @@ def fragmented_text(size: str, busy: float = 0.75, seed: int = 0) -> str:
         required_share=required,
         preferred_share=preferred,
     )
-    return dump_round(generate(spec)[0])
 
 
 def end_to_end(text: str, solver: str = "cpsat", time_limit: float | None = None) -> tuple[Round, Plan]:

@@ -8,7 +8,8 @@ Free GPUs are scattered 1-7 per node and no node is wholly free (``gangopt gener
 the time, the CPU seconds (the machines are shared), the status and reported gap, the tier
 values, and how the plan compares with greedy's in the same run (lexicographically: better,
 equal or worse). A gap is the cheap bounds' or CP-SAT's proof; it is not a true gap until an
-exact reference confirms it (issue 13).
+exact reference confirms it: ``python -m bench.fragmented_table S 0.75 --true`` prints the true
+gaps against the independent per-node model of tests/reference.py.
 """
 
 from __future__ import annotations

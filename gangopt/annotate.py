@@ -21,6 +21,7 @@ from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import waiting_reasons
 from gangopt.result import ProvenBounds, Result
 from gangopt.schema import Plan, Round, Score, TierScore
+from gangopt.slots import slot_tier_bounds
 
 
 def annotate(rnd: Round, result: Result, *, explain_waiting: bool = True) -> Plan:
@@ -51,6 +52,8 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score) -> CheapBounds:
         return bounds  # every tier at its ceiling: nothing to tighten
     packed = packed_tier_bounds(pre, reached)
     tiers = {p: min(v, packed.get(p, v)) for p, v in bounds.tiers.items()}
+    slots = slot_tier_bounds(pre, {p: round(v * SCALE) for p, v in values.items()}, tiers)
+    tiers = {p: min(v, slots.get(p, v)) for p, v in tiers.items()}
     return CheapBounds(tiers=tiers, secondary=bounds.secondary)
 
 

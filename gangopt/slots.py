@@ -1,0 +1,578 @@
+"""Tier bounds that know fragmentation and preemption: pod slots per node, then one LP per tier.
+
+The cheap tier bounds of :mod:`gangopt.bounds` pool the cluster's free capacity (1-7 free GPUs
+on many nodes count as room for an 8-GPU pod), assume every running gang stays, and bound only
+the first tier below the full ones. On issue 13's fragmented rounds that overstated the tiers by
+11-16 % while greedy's plans were optimal. This module bounds **every** tier with pending gangs
+by what fits **per node**, and charges the evictions the tiers above need:
+
+* **Room per priority.** Every running pod stays except those of *candidates* (running gangs
+  the prefilter says may lose pods: preemptible and outranked). A node that gets a new pod of
+  priority P keeps every candidate of priority >= P (rule 5: victims are strictly lower, and a
+  node a victim left receives only strictly higher pods), so ``R_P(n)`` = capacity less fixed
+  pods less candidate pods of priority >= P.
+* **Levels.** New pods of the LP's tiers up to Q on a node leave the candidates of priority
+  >= Q in place, and the candidates of the LP's tiers below Q that stay there use room too:
+  one family of rows per tier Q of the LP, over ``R_Q``, with the kept candidates of tiers in
+  [P, Q) as columns (kept = 1). This is how the tiers above pay for the room they take from
+  tier P: starting a priority-10 gang on a priority-5 candidate's node evicts it.
+* **Slots.** On one node, pods asking ``s_i`` of resource ``k`` use at most
+  ``floor(R(n, k) / t)`` slots of size ``t`` when each counts ``floor(s_i / t)`` (floor is
+  superadditive); summed over a node set this is what 1-7 free GPUs per node cannot offer an
+  8-GPU pod. Node sets: each eligibility mask of a pending role (the one reading of
+  :class:`gangopt.arrays.Eligibility`), their union, and every domain a gang with a required
+  topology level may use (such a gang gets one column per domain, and none where its minimum
+  cannot fit even alone). Per set and resource also the amount row (total room). A node
+  where a candidate of the LP's tiers is evicted loses its slots for tier P's own pods
+  (rule 5 again).
+* **Lexicographic floors.** Going down from the highest priority, the optimum's value of tier Q
+  is at least a valid plan's as long as every tier above Q is proven (its bound equals the
+  plan's value): those tiers, down to and including the first one not proven, enter the LP of
+  each tier below as rows ``value >= the plan's value``.
+
+The LP maximizes tier P's value (kept pending gangs ``y`` in [0, 1], candidates of tier P
+kept or not, other running gangs of tier P counted as kept). Gang groups, quotas, slices,
+elastic candidates' room and growth are left out, which only loosens the bound. Built with
+numpy and handed to GLOP as one model proto (per-coefficient calls cost 3 µs each).
+
+Measured (docs/benchmarks.md, "Fragmented rounds"): on the 128-node rounds at busy 0.6, 0.75
+and 0.9 the bounds of CP-SAT's plan equal the true optimum of the independent reference model
+(tests/reference.py), and at 0.75 and 0.9 greedy's plan is proven without a model (0.1 CPU-s
+instead of 2.4-3.8); tier 5's bound at busy 0.75 went from 343.2 to 259.9, the optimum. At
+1,024 nodes the lowest tier's bound went from 3191.9 to 2744.2 (greedy 2528.0, the optimum
+unknown). Cost: 15-25 ms at 128 nodes, 60-90 ms at 1,024 (a loaded 2-core machine).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gangopt import arrays
+from gangopt.objective import ObjectiveTerms
+from gangopt.prefilter import Prefiltered, request_vector
+
+if TYPE_CHECKING:
+    from ortools.linear_solver import linear_solver_pb2
+
+MAX_THRESHOLDS = 8
+"""Slot rows per node set, level and resource (the largest request sizes of pending pods):
+the amount row covers the smaller ones."""
+
+
+MAX_COLUMNS = 1500
+"""Rounds with more kept pending and candidate running gangs than this get no slot bounds: the
+LP grows with them (measured on a loaded 2-core machine: 1,024-node rounds, 485-612 columns,
+60-90 ms; 4,096-node rounds, 1,777-3,994 columns, 0.5-1.0 s, which CP-SAT's search on the
+4,096-node contention round needs more: it ran to 9.6 s of its 10 s limit before)."""
+
+DOMAIN_THRESHOLDS = 2
+"""Slot rows per required domain and level (largest sizes, first resource only)."""
+
+SPREAD = -2
+"""``gnode`` of an elastic candidate's group: its kept minimum may sit on any of its nodes."""
+
+LP_MARGIN = 0.05
+"""Objective units added to GLOP's optimum before rounding down: its feasibility and
+optimality tolerances (1e-7 on rows scaled to 1) move the value by far less."""
+
+
+@dataclass
+class _Slots:
+    """Every column and pod group of one prefiltered round (built once, kept on it).
+
+    A column is a pending gang in one of its allowed domains (or anywhere) or a candidate
+    running gang; a pod group is a count of pods of one request in one mask (pending) or on
+    one node (candidates)."""
+
+    prio: np.ndarray
+    value: np.ndarray
+    pending: np.ndarray
+    """Per column: a pending gang (True) or a candidate (False)."""
+    gang: np.ndarray
+    """Per column: index into the pending gangs (columns of one gang share it), -1 for candidates."""
+    domain_set: np.ndarray
+    """Per column: the node set of its required domain, -1 if none."""
+    gcol: np.ndarray
+    gcount: np.ndarray
+    greq: np.ndarray
+    gmask: np.ndarray
+    """Per pending group, its mask's id; -1 for candidate groups."""
+    gnode: np.ndarray
+    """Per candidate group, its node; -1 for pending groups."""
+    sets: list[np.ndarray]
+    """Node sets of the rows: masks (ids 0..), their union, then required domains."""
+    mask_sets: int
+    """How many of :attr:`sets` are masks (and the union); the rest are domains."""
+    subset: np.ndarray
+    """``subset[m, s]``: mask ``m`` lies within set ``s`` (for the mask sets)."""
+    fixed_value: dict[int, int]
+    """Per priority, the tier value of running gangs that are not candidates (always kept)."""
+    capacity: np.ndarray
+    fixed: np.ndarray
+    candidate: dict[int, np.ndarray]
+    spread: dict[int, np.ndarray] = field(default_factory=dict)
+    """Per group of an elastic candidate (``gnode`` = :data:`SPREAD`), the nodes of its pods."""
+    ok: np.ndarray | None = None
+    """Per column: whether a pending gang's minimum fits, alone, in the room of its own
+    priority within its masks (and domain); candidates always. Set on first use."""
+    rooms: dict[int, np.ndarray] = field(default_factory=dict)
+    member_cache: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    lps: dict[tuple[int, tuple[tuple[int, int], ...]], int | None] = field(default_factory=dict)
+    rhs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+
+    def room(self, priority: int) -> np.ndarray:
+        """``R_P``: capacity less fixed pods less candidate pods of priority >= P, per node."""
+        hit = self.rooms.get(priority)
+        if hit is None:
+            hit = self.capacity - self.fixed
+            for prio, usage in self.candidate.items():
+                if prio >= priority:
+                    hit = hit - usage
+            hit = self.rooms[priority] = np.maximum(hit, 0)
+        return hit
+
+    def fits_alone(self) -> np.ndarray:
+        """:attr:`ok`, computed once. The LP would split a gang over two racks that each hold
+        part of it (5 of 8 whole-node pods here, 3 there: 'all of it'); a gang starts whole in
+        one domain, so a column whose minimum cannot fit there even alone is fixed at 0."""
+        if self.ok is None:
+            ok = np.ones(len(self.prio), dtype=bool)
+            seen: dict[tuple[int, bytes, int, int], int] = {}
+            for g in np.flatnonzero(self.gmask >= 0).tolist():
+                col, mask = int(self.gcol[g]), int(self.gmask[g])
+                if not ok[col]:
+                    continue
+                dom = int(self.domain_set[col])
+                key = (int(self.prio[col]), self.greq[g].tobytes(), mask, dom)
+                if key not in seen:
+                    nodes = self.sets[mask] if dom < 0 else self.sets[mask] & self.sets[dom]
+                    room = self.room(int(self.prio[col]))[nodes]
+                    seen[key] = int(arrays.fit_counts(room, self.greq[g], cap=1 << 30).sum())
+                ok[col] = seen[key] >= self.gcount[g]
+            self.ok = ok
+        return self.ok
+
+    def members(self, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """Group indexes of set ``s``: pending groups whose pods must lie in it (mask within
+        it; for a domain, the columns of that domain), and candidate groups on its nodes."""
+        hit = self.member_cache.get(s)
+        if hit is None:
+            pending = self.gmask >= 0
+            if s < self.mask_sets:
+                inside = pending & self.subset[np.maximum(self.gmask, 0), s]
+            else:
+                inside = pending & (self.domain_set[self.gcol] == s)
+            # Domains count only their own gangs' pods: the kept candidates there would make
+            # hundreds of racks times every candidate (a 4,096-node LP 5x larger).
+            on_nodes = (self.gnode >= 0) & self.sets[s][np.maximum(self.gnode, 0)] & (s < self.mask_sets)
+            for group, nodes in self.spread.items():
+                on_nodes[group] = s < self.mask_sets and bool(self.sets[s][nodes].all())
+            hit = self.member_cache[s] = (np.flatnonzero(inside), np.flatnonzero(on_nodes))
+        return hit
+
+    def slots(self, priority: int, s: int, k: int, t: int) -> int:
+        """Pods asking ``t`` (or 1 for the amount row, ``t = 0``) of resource ``k`` that fit
+        in ``R_priority`` over the nodes of set ``s`` (for ``t = 0``: the total room)."""
+        key = (priority, s, k, t)
+        hit = self.rhs.get(key)
+        if hit is None:
+            column = self.room(priority)[self.sets[s], k]
+            hit = self.rhs[key] = int(column.sum(dtype=object)) if t == 0 else int((column // t).sum())
+        return hit
+
+
+def _shared(pre: Prefiltered) -> _Slots:
+    """The round's columns and groups, built once per prefiltered round (every candidate plan
+    and the finisher ask for bounds)."""
+    hit = pre.derived.get("slots")
+    if hit is None:
+        hit = pre.derived["slots"] = _build(pre)
+    assert isinstance(hit, _Slots)
+    return hit
+
+
+def _build(pre: Prefiltered) -> _Slots:
+    """Columns and pod groups: pending gangs the prefilter kept (per allowed domain), then
+    candidates; node rooms from every running pod in one numpy pass."""
+    rnd = pre.rnd
+    terms = ObjectiveTerms.of(rnd)
+    resources = pre.resources
+    nres = len(resources)
+    index = pre.topo.node_index
+    n = len(rnd.cluster.nodes)
+    elig = arrays.per_cluster(rnd.cluster, "eligibility", lambda: arrays.Eligibility(rnd))
+    masks: list[np.ndarray] = []
+    mask_ids: dict[bytes, int] = {}
+
+    def mask_id(mask: np.ndarray) -> int:
+        key = np.packbits(mask).tobytes()
+        if key not in mask_ids:
+            mask_ids[key] = len(masks)
+            masks.append(np.asarray(mask, dtype=bool))
+        return mask_ids[key]
+
+    cols: list[tuple[int, int, bool, int, tuple[str, int] | None]] = []  # prio, value, pending, gang, domain
+    groups: list[tuple[int, int, np.ndarray, int, int]] = []  # col, count, request, mask, node
+    domains: dict[tuple[str, int], None] = {}
+    for gi in pre.pending:
+        gang = rnd.pending[gi]
+        pods: list[tuple[int, np.ndarray, int]] = []
+        spare: list[tuple[np.ndarray, np.ndarray]] = []
+        for role in gang.roles:
+            request = request_vector(role, resources)
+            mask = elig.mask(role)
+            count = gang.role_minimum(role)
+            if count:
+                pods.append((count, request, mask_id(mask)))
+            if role.replicas > count:
+                spare.append((request, mask))
+        extra = gang.minimum - sum(gang.role_minimum(r) for r in gang.roles)
+        if extra > 0 and spare:
+            # Pods beyond the role minimums may be of any role with room to grow: the least
+            # each could ask, in the union of their masks.
+            union = np.logical_or.reduce([m for _, m in spare])
+            pods.append((extra, np.min(np.stack([r for r, _ in spare]), axis=0), mask_id(union)))
+        level = gang.topology.required if gang.topology is not None else None
+        places: list[tuple[str, int] | None] = [None]
+        if level is not None:
+            codes, names = pre.topo.codes(level)
+            wanted = set(pre.required_domains.get(gi, names))
+            places = [(level, d) for d, name in enumerate(names) if name in wanted]
+        for place in places:
+            if place is not None:
+                domains[place] = None
+            col = len(cols)
+            cols.append((gang.priority, terms.tier_value(gang), True, gi, place))
+            groups.extend((col, count, request, m, -1) for count, request, m in pods)
+    mask_count = len(masks)
+    capacity = arrays.cluster_capacity(rnd, resources).astype(np.int64)
+    # Every running pod as array rows (one Python pass over pods, then numpy).
+    running = rnd.running
+    role_row: dict[tuple[int, str], int] = {}
+    role_requests: list[dict[str, int]] = []
+    for gi, run in enumerate(running):
+        for role in run.roles:
+            role_row[(gi, role.name)] = len(role_requests)
+            role_requests.append(role.requests)
+    table = arrays.request_matrix(role_requests, resources) if role_requests else np.zeros((0, nres), np.int64)
+    pod_gang = np.fromiter((gi for gi, run in enumerate(running) for _ in run.pods), dtype=np.intp)
+    pod_node = np.fromiter((index[p.node] for run in running for p in run.pods), dtype=np.intp, count=len(pod_gang))
+    pod_role = np.fromiter(
+        (role_row[(gi, p.role)] for gi, run in enumerate(running) for p in run.pods), dtype=np.intp, count=len(pod_gang)
+    )
+    pod_req = table[pod_role] if len(pod_role) else np.zeros((0, nres), np.int64)
+    movable = np.zeros(len(running), dtype=bool)
+    movable[np.asarray(pre.candidates, dtype=np.intp)] = True
+    priority = np.fromiter((run.priority for run in running), dtype=np.int64, count=len(running))
+    values = [terms.tier_value(run) for run in running]
+    fixed = np.zeros((n, nres), dtype=np.int64)
+    stays = ~movable[pod_gang]
+    np.add.at(fixed, pod_node[stays], pod_req[stays])
+    candidate: dict[int, np.ndarray] = {}
+    for prio in np.unique(priority[movable]).tolist():
+        picked = ~stays & (priority[pod_gang] == prio)
+        candidate[prio] = np.zeros((n, nres), dtype=np.int64)
+        np.add.at(candidate[prio], pod_node[picked], pod_req[picked])
+    fixed_value: dict[int, int] = {}
+    for gi in np.flatnonzero(~movable).tolist():
+        fixed_value[running[gi].priority] = fixed_value.get(running[gi].priority, 0) + values[gi]
+    # Candidates as columns; the pods of those that cannot shrink as groups, one per pod. An
+    # elastic one may keep its minimum on any of its nodes: one group of its minimum at its
+    # least request, counted (by amount only) in the node sets that hold all its nodes.
+    cand = np.flatnonzero(movable)
+    cand_col = np.full(len(running), -1, dtype=np.int64)
+    cand_col[cand] = np.arange(len(cols), len(cols) + len(cand))
+    cols.extend((running[gi].priority, values[gi], False, -1, None) for gi in cand.tolist())
+    elastic = np.fromiter((run.elastic for run in running), dtype=bool, count=len(running))
+    rigid = ~stays & ~elastic[pod_gang]
+    shrinkable = [gi for gi in cand.tolist() if elastic[gi]]
+    spread = [np.unique(pod_node[pod_gang == gi]) for gi in shrinkable]
+    least = [
+        np.min(table[[role_row[(gi, role.name)] for role in running[gi].roles]], axis=0) for gi in shrinkable
+    ]
+    # Node sets: masks, their union, required domains.
+    sets = list(masks)
+    if mask_count > 1:
+        union = np.logical_or.reduce(masks)
+        if np.packbits(union).tobytes() not in mask_ids:  # often the unconstrained mask itself
+            sets.append(union)
+    subset = np.zeros((mask_count, len(sets)), dtype=bool)
+    for m in range(mask_count):
+        for s in range(len(sets)):
+            subset[m, s] = not (masks[m] & ~sets[s]).any()
+    mask_sets = len(sets)
+    domain_set: dict[tuple[str, int], int] = {}
+    for level, d in domains:
+        codes, _ = pre.topo.codes(level)
+        domain_set[(level, d)] = len(sets)
+        sets.append(codes == d)
+    g, r, e = len(groups), int(rigid.sum()), len(shrinkable)
+    pending_req = np.stack([x[2] for x in groups]) if groups else np.zeros((0, nres), np.int64)
+    gcol = np.concatenate(
+        [np.fromiter((x[0] for x in groups), dtype=np.int64, count=g), cand_col[pod_gang[rigid]], cand_col[shrinkable]]
+    )
+    gcount = np.concatenate(
+        [
+            np.fromiter((x[1] for x in groups), dtype=np.int64, count=g),
+            np.ones(r, np.int64),
+            np.array([running[gi].minimum for gi in shrinkable], dtype=np.int64),
+        ]
+    )
+    gmask = np.concatenate(
+        [np.fromiter((x[3] for x in groups), dtype=np.int64, count=g), np.full(r + e, -1, np.int64)]
+    )
+    greq = np.concatenate([pending_req, pod_req[rigid], np.array(least, dtype=np.int64).reshape(e, nres)])
+    return _Slots(
+        prio=np.array([c[0] for c in cols], dtype=np.int64),
+        value=np.array([c[1] for c in cols], dtype=np.int64),
+        pending=np.array([c[2] for c in cols], dtype=bool),
+        gang=np.array([c[3] for c in cols], dtype=np.int64),
+        domain_set=np.array([-1 if c[4] is None else domain_set[c[4]] for c in cols], dtype=np.int64),
+        gcol=gcol,
+        gcount=gcount,
+        greq=greq.astype(np.int64),
+        gmask=gmask,
+        gnode=np.concatenate([np.full(g, -1, np.int64), pod_node[rigid].astype(np.int64), np.full(e, SPREAD)]),
+        spread=dict(zip(range(g + r, g + r + e), spread, strict=True)),
+        sets=sets,
+        mask_sets=mask_sets,
+        subset=subset,
+        fixed_value=fixed_value,
+        capacity=capacity,
+        fixed=fixed,
+        candidate=candidate,
+    )
+
+
+def slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int]) -> dict[int, int]:
+    """Per priority with kept pending gangs, a bound on the lexicographic optimum's value of
+    that tier (objective units), never above ``known``.
+
+    ``values`` are a valid plan's tier values, ``known`` bounds already proven otherwise (the
+    ceilings, the packed bounds); both decide, going down, which tiers the plan has proven:
+    their floors enter the LPs of the tiers below, down to the first tier not proven."""
+    key = ("slot-bounds", tuple(sorted(values.items())), tuple(sorted(known.items())))
+    hit = pre.derived.get(key)
+    if hit is None:
+        hit = pre.derived[key] = _slot_tier_bounds(pre, values, known)
+    assert isinstance(hit, dict)
+    return dict(hit)
+
+
+def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int]) -> dict[int, int]:
+    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+        return {}
+    shared = _shared(pre)
+    with_pending = {int(p) for p in shared.prio[shared.pending]}
+    out: dict[int, int] = {}
+    floors: list[tuple[int, int]] = []
+    chain = True
+    for prio in sorted(with_pending | set(values) | set(known), reverse=True):
+        bound = known.get(prio)
+        value = values.get(prio, 0)
+        if prio in with_pending and (bound is None or bound > value):
+            # One LP per tier and floors above it: candidate plans that agree on the tiers
+            # above share it (and a tier the plan already proves needs none).
+            key = (prio, tuple(floors))
+            if key not in shared.lps:
+                shared.lps[key] = _tier_lp(shared, prio, floors)
+            lp = shared.lps[key]
+            if lp is not None:
+                bound = lp if bound is None else min(bound, lp)
+                out[prio] = bound
+        if chain:
+            floors.append((prio, value))
+            chain = bound is not None and bound <= value  # else the chain of proven tiers ends here
+    return out
+
+
+def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | None:
+    """The LP bound of tier ``prio`` given the ``floors`` of the tiers above (objective units);
+    None if GLOP does not report an optimum."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    floor_of = dict(floors)
+    levels = sorted({prio, *floor_of})
+    active = np.isin(shared.prio, levels) & (shared.prio >= prio)
+    var = np.full(len(shared.prio), -1, dtype=np.int64)
+    var[active] = np.arange(int(active.sum()))
+    model = linear_solver_pb2.MPModelProto()
+    model.maximize = True
+    objective = np.where(shared.prio[active] == prio, shared.value[active], 0).astype(float)
+    upper = shared.fits_alone()[active].astype(float)
+    for c, ub in zip(objective.tolist(), upper.tolist(), strict=True):
+        v = model.variable.add()
+        v.lower_bound, v.upper_bound, v.objective_coefficient = 0.0, ub, c
+    # A gang with several domain columns runs in at most one.
+    pend = np.flatnonzero(active & shared.pending)
+    gangs, counts = np.unique(shared.gang[pend], return_counts=True)
+    for gang in gangs[counts > 1].tolist():
+        cols = pend[shared.gang[pend] == gang]
+        _row(model, var[cols], np.ones(len(cols)), 1.0)
+    # Capacity rows per level, node set, resource and size.
+    gact = active[shared.gcol]
+    gprio = shared.prio[shared.gcol]
+    gpend = shared.gmask >= 0
+    for level in levels:
+        included = gact & np.where(gpend, gprio <= level, gprio < level)
+        if not included.any():
+            continue
+        pinned = shared.gnode >= 0  # candidate pods on a known node (not an elastic minimum)
+        blockers = _blockers(model, shared, var, included & pinned, level)
+        evicted = _evicted(model, shared, var, gact & pinned) if level == prio else None
+        for s in range(len(shared.sets)):
+            inside, on_nodes = shared.members(s)
+            inside = inside[included[inside]]
+            if len(inside):
+                _set_rows(model, shared, var, inside, on_nodes[included[on_nodes]], blockers, evicted, level, s)
+    # Floors of the proven tiers above.
+    for p, floor_value in floor_of.items():
+        rhs = floor_value - shared.fixed_value.get(p, 0) - 0.5
+        cols = np.flatnonzero(active & (shared.prio == p))
+        if rhs > 0:
+            _row(model, var[cols], -shared.value[cols].astype(float), -rhs)
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    lp = float(solver.Objective().Value())
+    # Tier values are whole objective units, so the optimum is at most the LP's value rounded
+    # down; GLOP works in floating point, so its answer first gets a margin for its tolerances.
+    return shared.fixed_value.get(prio, 0) + math.floor(lp + 1e-6 * abs(lp) + LP_MARGIN)
+
+
+@dataclass
+class _Blockers:
+    """Per node with kept-or-evicted candidates in a level's rows: an LP variable ``b`` >= each
+    such candidate's ``kept``, and the smallest request of their pods there per resource."""
+
+    nodes: np.ndarray
+    var: np.ndarray
+    least: np.ndarray
+
+
+def _blockers(
+    model: linear_solver_pb2.MPModelProto, shared: _Slots, var: np.ndarray, groups: np.ndarray, level: int
+) -> _Blockers:
+    """One variable per node holding pods of the candidate ``groups``, with ``kept <= b``.
+
+    A slot row cannot charge each kept candidate pod a slot of size ``t``: eight kept 1-GPU
+    pods on eight nodes each spoil one 8-GPU slot, but four kept 1-GPU pods on one node spoil
+    only one. Any kept pod on a node asks at least the smallest request there, so the node
+    loses ``floor(R / t) - floor((R - least) / t)`` slots once ``b`` = 1; that is valid for
+    every set of kept pods, and exact for a node with one candidate pod."""
+    picked = np.flatnonzero(groups)
+    nodes, inverse = np.unique(shared.gnode[picked], return_inverse=True)
+    least = np.full((len(nodes), shared.greq.shape[1]), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(least, inverse, shared.greq[picked])
+    pairs = np.unique(np.stack([inverse, var[shared.gcol[picked]]], axis=1), axis=0)
+    per_node = np.bincount(pairs[:, 0], minlength=len(nodes))
+    # A node with one candidate gang needs no variable of its own: b is that gang's kept.
+    b = np.full(len(nodes), -1, dtype=np.int64)
+    single = per_node[pairs[:, 0]] == 1
+    b[pairs[single, 0]] = pairs[single, 1]
+    several = np.flatnonzero(per_node > 1)
+    b[several] = np.arange(len(model.variable), len(model.variable) + len(several))
+    for _ in range(len(several)):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0)
+    add = model.constraint.add
+    for node, col in pairs[~single].tolist():
+        add(var_index=[col, int(b[node])], coefficient=[1.0, -1.0], lower_bound=-math.inf, upper_bound=0.0)
+    return _Blockers(nodes=nodes, var=b, least=least)
+
+
+@dataclass
+class _Evicted:
+    """Per node with candidates of the LP's tiers: an LP variable ``e`` >= 1 - kept of each."""
+
+    nodes: np.ndarray
+    var: np.ndarray
+
+
+def _evicted(model: linear_solver_pb2.MPModelProto, shared: _Slots, var: np.ndarray, groups: np.ndarray) -> _Evicted:
+    """One variable per node holding pods of the candidate ``groups`` (all of priority >= the
+    LP's tier P), with ``e + kept >= 1``: once a candidate there is evicted, the node receives
+    no pod of tier P (rule 5: only strictly higher priorities), so tier P's rows lose the whole
+    node's slots. Without it the LP let greedy's victims' nodes serve tier P's pods too."""
+    picked = np.flatnonzero(groups)
+    nodes, inverse = np.unique(shared.gnode[picked], return_inverse=True)
+    e = np.arange(len(model.variable), len(model.variable) + len(nodes))
+    for _ in range(len(nodes)):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0)
+    add = model.constraint.add
+    for node, col in np.unique(np.stack([inverse, var[shared.gcol[picked]]], axis=1), axis=0).tolist():
+        add(var_index=[col, int(e[node])], coefficient=[-1.0, -1.0], lower_bound=-math.inf, upper_bound=-1.0)
+    return _Evicted(nodes=nodes, var=e)
+
+
+def _set_rows(
+    model: linear_solver_pb2.MPModelProto,
+    shared: _Slots,
+    var: np.ndarray,
+    inside: np.ndarray,
+    on_nodes: np.ndarray,
+    blockers: _Blockers,
+    evicted: _Evicted | None,
+    level: int,
+    s: int,
+) -> None:
+    """Amount and slot rows in set ``s`` of ``R_level``: the pending pod groups ``inside`` it,
+    the candidate groups ``on_nodes`` of it (by their amount; in slot rows through the node
+    blockers). Both are group indexes."""
+    room = shared.room(level)
+    in_set = shared.sets[s][blockers.nodes]
+    both = np.concatenate([inside, on_nodes])
+    # A domain gets rows for its first resource (gpu when the round has any) and its largest
+    # sizes only: hundreds of racks times every resource and size made the LP of a 4,096-node
+    # round 20x larger for a bound the mask rows already mostly give.
+    domain = s >= shared.mask_sets
+    for k in range(1 if domain else shared.greq.shape[1]):
+        req = shared.greq[inside, k]
+        sizes = np.unique(req[req > 0])[::-1][: DOMAIN_THRESHOLDS if domain else MAX_THRESHOLDS].tolist()
+        if not sizes:
+            continue
+        amount = (shared.gcount[both] * shared.greq[both, k]).astype(float)
+        evict_var, evict_room = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if evicted is not None:
+            on = shared.sets[s][evicted.nodes]
+            evict_var, evict_room = evicted.var[on], room[evicted.nodes[on], k]
+        _row(
+            model,
+            np.concatenate([var[shared.gcol[both]], evict_var]),
+            np.concatenate([amount, evict_room.astype(float)]),
+            float(shared.slots(level, s, k, 0)),
+        )
+        node_room = room[blockers.nodes[in_set], k]
+        least = blockers.least[in_set, k]
+        node_var = blockers.var[in_set]
+        cols = var[shared.gcol[inside]]
+        counts = shared.gcount[inside].astype(float)
+        for t in sizes:
+            # A pod asking s counts floor(s / t) slots of size t (floor is superadditive, so
+            # the pods of one node never count more than floor(room / t)): a 4-GPU pod takes
+            # two 2-GPU slots, which plain counts of pods >= t let two 2-GPU pods share.
+            units = req // t
+            big = units > 0
+            loss = node_room // t - np.maximum(node_room - least, 0) // t
+            hit = loss > 0
+            lost = evict_room // t
+            idx = np.concatenate([cols[big], node_var[hit], evict_var[lost > 0]])
+            weights = np.concatenate([(counts * units)[big], loss[hit].astype(float), lost[lost > 0].astype(float)])
+            _row(model, idx, weights, float(shared.slots(level, s, k, int(t))))
+
+
+def _row(model: linear_solver_pb2.MPModelProto, idx: np.ndarray, coeff: np.ndarray, rhs: float) -> None:
+    """``sum(coeff[i] · x[idx[i]]) <= rhs``, scaled to unit size (memory is in milli-bytes)."""
+    if len(idx) == 0 or np.maximum(coeff, 0).sum() <= rhs:  # variables in [0, 1]: it never binds
+        return
+    idx, where = np.unique(idx, return_inverse=True)  # a candidate may block several nodes
+    coeff = np.bincount(where, weights=coeff, minlength=len(idx))
+    scale = max(abs(rhs), float(np.abs(coeff).max()), 1.0)
+    ct = model.constraint.add()
+    ct.lower_bound = -math.inf
+    ct.upper_bound = rhs / scale
+    ct.var_index.extend(idx.tolist())
+    ct.coefficient.extend((coeff / scale).tolist())
