@@ -200,10 +200,11 @@ def test_a_plan_for_the_view_is_a_plan_for_the_round(rnd: Round) -> None:
     plan = greedy(view.round)
     assert gangopt.validate(view.round, plan) == []
     assert gangopt.validate(rnd, plan) == []
-    held = {name for r in view.reservations for name in r.nodes}
+    nodes_of = {r.gang: set(r.nodes) for r in view.reservations}
     for p in plan.placements:
-        if p.node in held and p.gang in view.held_off:
-            pytest.fail(f"{p.gang} placed on reserved node {p.node}")
+        for holder in view.held_off.get(p.gang, []):
+            if p.node in nodes_of[holder]:
+                pytest.fail(f"{p.gang} placed on {p.node}, reserved for {holder}")
     for pre in plan.preemptions:
         assert pre.gang not in view.protected
 
