@@ -82,8 +82,7 @@ class View:
         """One line for the plan's message ("" when nothing was restricted)."""
         parts = []
         for r in self.reservations:
-            nodes = ", ".join(r.nodes[:4]) + (f" and {len(r.nodes) - 4} more" if len(r.nodes) > 4 else "")
-            parts.append(f"{nodes} reserved for {r.gang} from t+{max(0.0, r.start - now):.0f}s")
+            parts.append(f"{_nodes_text(r.nodes)} reserved for {r.gang} from t+{max(0.0, r.start - now):.0f}s")
         if self.protected:
             parts.append(f"{len(self.protected)} running gang(s) protected from eviction (minimum run time or budget)")
         return f"look-ahead: {'; '.join(parts)}" if parts else ""
@@ -97,10 +96,17 @@ class View:
         by_name = {r.gang: r for r in self.reservations}
         waiting = []
         for w in plan.waiting:
+            own = by_name.get(w.gang)
+            if own is not None:
+                line = (
+                    f"{_nodes_text(own.nodes)} reserved for it from t+{max(0.0, own.start - now):.0f}s, when the "
+                    "running gangs there are expected to end (look-ahead); only gangs that end before then may use them"
+                )
+                w = Waiting(gang=w.gang, code=w.code, reasons=[line, *w.reasons])
             held = [by_name[name] for name in self.held_off.get(w.gang, [])]
             if held:
                 lines = [
-                    f"may not use {', '.join(r.nodes[:4])}{' ...' if len(r.nodes) > 4 else ''}: reserved for "
+                    f"may not use {_nodes_text(r.nodes)}: reserved for "
                     f"{r.gang} (priority {r.priority}), which can start there at t+{max(0.0, r.start - now):.0f}s, "
                     "and this gang is not known to end before then"
                     for r in held
@@ -109,6 +115,11 @@ class View:
             waiting.append(w)
         message = f"{plan.message}; {note}" if plan.message else note
         return plan.model_copy(update={"message": message, "waiting": waiting})
+
+
+def _nodes_text(nodes: Sequence[str]) -> str:
+    """The first four node names, and how many more."""
+    return ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
 
 
 def look_ahead(rnd: Round) -> View:

@@ -71,6 +71,8 @@ def test_backfill_in_the_plan() -> None:
     assert nodes_of(plan, "long") == {"n1"}
     assert "big" not in plan.admitted
     assert "reserved for big" in plan.message
+    reasons = {w.gang: w.reasons for w in plan.waiting}
+    assert reasons["big"][0].startswith("n0 reserved for it from t+100s")
     # without the look-ahead nothing keeps the long gang off n0's one free GPU
     first_fit = greedy(rnd)
     assert nodes_of(first_fit, "long") == {"n0"}
