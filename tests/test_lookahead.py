@@ -75,6 +75,7 @@ def test_backfill_in_the_plan() -> None:
     assert reasons["big"][0].startswith("n0 reserved for it from t+100s")
     # without the look-ahead nothing keeps the long gang off n0's one free GPU
     first_fit = greedy(rnd)
+    assert gangopt.validate(rnd, first_fit) == []
     assert nodes_of(first_fit, "long") == {"n0"}
 
 
@@ -162,7 +163,9 @@ def test_protection(started_at: float | None, evictions: int, lookahead: dict[st
     assert gangopt.validate(rnd, plan) == []
     assert ("high" in plan.admitted) is not protected
     # the look-ahead is the optimizer's: greedy still preempts
-    assert "high" in greedy(rnd).admitted
+    greedy_plan = greedy(rnd)
+    assert gangopt.validate(rnd, greedy_plan) == []
+    assert "high" in greedy_plan.admitted
 
 
 # ----------------------------------------------------------------------------- the view is a restriction
