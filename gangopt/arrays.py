@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gangopt.memo import derived
-from gangopt.schema import NODE_LEVEL, Cluster, MatchExpression, Role, Round, Taint, Toleration
+from gangopt.schema import NODE_LEVEL, Cluster, MatchExpression, Role, Round, RunningGang, Taint, Toleration
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -158,13 +158,17 @@ def running_usage(rnd: Round, resources: Sequence[str]) -> IntArray:
     index = node_index(rnd)
     out = np.zeros((len(rnd.cluster.nodes), len(resources)), dtype=np.int64, order="F")
     for gang in rnd.running:
-        reqs = {role.name: request_vector(role.requests, resources) for role in gang.roles}
-        if not gang.pods:
-            continue
-        nodes = np.fromiter((index[p.node] for p in gang.pods), dtype=np.intp, count=len(gang.pods))
-        rows = np.stack([reqs[p.role] for p in gang.pods])
-        np.add.at(out, nodes, rows)
+        if gang.pods:
+            np.add.at(out, *pod_rows(gang, resources, index))
     return out
+
+
+def pod_rows(gang: RunningGang, resources: Sequence[str], index: Mapping[str, int]) -> tuple[IndexArray, IntArray]:
+    """A running gang's pods as (node row per pod, request row per pod); ``index`` is
+    :func:`node_index`. The gang must have pods."""
+    reqs = {role.name: request_vector(role.requests, resources) for role in gang.roles}
+    nodes = np.fromiter((index[p.node] for p in gang.pods), dtype=np.intp, count=len(gang.pods))
+    return nodes, np.stack([reqs[p.role] for p in gang.pods])
 
 
 def free_capacity(rnd: Round, resources: Sequence[str]) -> IntArray:

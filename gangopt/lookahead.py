@@ -43,6 +43,7 @@ from gangopt.arrays import (
     first_fit,
     free_capacity,
     node_index,
+    pod_rows,
     request_vector,
     resource_names,
 )
@@ -275,11 +276,8 @@ def _releases(rnd: Round) -> dict[float, list[tuple[IndexArray, IntArray]]]:
     index = node_index(rnd)
     out: dict[float, list[tuple[IndexArray, IntArray]]] = defaultdict(list)
     for g in rnd.running:
-        if g.expected_end is None:
-            continue
-        reqs = {role.name: request_vector(role.requests, resources) for role in g.roles}
-        nodes = np.fromiter((index[p.node] for p in g.pods), dtype=np.intp, count=len(g.pods))
-        out[g.expected_end].append((nodes, np.stack([reqs[p.role] for p in g.pods])))
+        if g.expected_end is not None:
+            out[g.expected_end].append(pod_rows(g, resources, index))
     return dict(out)
 
 
