@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 import gangopt
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
+from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Status
 from gangopt.solvers import SOLVERS, SolverName
+from gangopt.solvers.cpsat import peers_first, portfolio_floor
 from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
 from gangopt.solvers.greedy.engine import greedy
@@ -284,12 +286,31 @@ def _close(mine: tuple[float, ...], other: object) -> bool:
 
 
 def test_a_peer_plan_better_than_greedys_is_the_floor() -> None:
-    """instances/fragmentation.json: the Volcano-like plan is proven optimal by the cheap bounds
-    where greedy's is not, so it is returned without a model."""
+    """instances/fragmentation.json: the Volcano-like plan beats greedy's. The model is small,
+    so the peers are a floor after the search (step 8), not candidates before it: the answer
+    is proven optimal and at least as good as the Volcano-like plan."""
     rnd = gangopt.load_round("instances/fragmentation.json")
+    pre = prefilter(rnd)
+    assert not peers_first(rnd, pre)
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     assert plan.status == Status.OPTIMAL and plan.gap == 0.0
-    assert plan.stats.variables == 0
     greedy_plan = gangopt.solve(rnd, solver="greedy")
-    assert lexicographic_key(plan.score) >= lexicographic_key(greedy_plan.score)
+    volcano_plan = gangopt.solve(rnd, solver="volcano_like")
+    assert lexicographic_key(volcano_plan.score) > lexicographic_key(greedy_plan.score)
+    assert lexicographic_key(plan.score) >= lexicographic_key(volcano_plan.score)
+
+
+def test_the_floor_returns_a_better_peer_plan() -> None:
+    """Step 8 given a search that kept greedy's plan on instances/fragmentation.json: the better
+    Volcano-like plan is the answer, valid, marked feasible and named."""
+    rnd = gangopt.load_round("instances/fragmentation.json")
+    kept = greedy(rnd)
+    floored = portfolio_floor(rnd, Result(plan=kept, score=score(rnd, kept)))
+    assert floored.plan.solver == "volcano_like" and floored.plan.status == Status.FEASIBLE
+    assert "volcano_like plan scores better" in floored.plan.message
+    assert gangopt.validate(rnd, floored.plan) == []
+    assert floored.score == score(rnd, floored.plan)
+    assert lexicographic_key(floored.score) > lexicographic_key(score(rnd, kept))
+    best = floored.plan
+    assert portfolio_floor(rnd, Result(plan=best, score=score(rnd, best))).plan is best
