@@ -216,12 +216,13 @@ def test_nodes_freed_by_a_preemption_go_to_higher_priorities_only(solver: Solver
 @pytest.mark.parametrize("solver", ALL_SOLVERS)
 def test_no_solver_hands_a_victims_quota_to_its_own_priority(solver: SolverName) -> None:
     """h fits beside the running v within queue q's 12 GPUs; evicting v would also free the
-    quota for l, of v's own priority. CP-SAT's model does not see quota shares per priority:
-    its answer is repaired (l waits, and the plan says why) instead of breaking rule 5."""
+    quota for l, of v's own priority (l, 8 GPUs, is worth more than v, 1 GPU, even at the
+    urgency running work counts at). CP-SAT's model does not see quota shares per priority: its
+    answer is repaired (l waits, and the plan says why) instead of breaking rule 5."""
     rnd = make_round(
         cluster(2),
         queues=[queue("q", gpu=12)],
-        running=[running("v", ["n0"], gpu=4, queue="q")],
+        running=[running("v", ["n0"], gpu=1, queue="q")],
         pending=[pending("h", 1, gpu=4, priority=1, queue="q", submit_time=100), pending("l", 1, gpu=8, queue="q")],
     )
     plan = gangopt.solve(rnd, solver=solver)
@@ -240,7 +241,7 @@ def test_quota_repair_takes_a_gang_group_out_whole() -> None:
     rnd = make_round(
         cluster(3),
         queues=[queue("q", gpu=16)],
-        running=[running("v", ["n0"], gpu=4, queue="q")],
+        running=[running("v", ["n0"], gpu=1, queue="q")],
         pending=[
             pending("h", 1, gpu=4, priority=1, queue="q", submit_time=100),
             pending("l1", 1, gpu=8, queue="q", group="pair"),
