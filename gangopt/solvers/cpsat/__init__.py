@@ -190,6 +190,9 @@ def _best_greedy(rnd: Round, pre: Prefiltered, *, with_peers: bool) -> tuple[Pla
     makers = _candidates()
     if not with_peers:
         makers = makers[:2]
+    if not any(g.elastic for g in rnd.pending):
+        # Deferred growth differs from eager growth only for pending elastic gangs.
+        del makers[1]
     for make in makers:
         plan = make(rnd)
         plan_score = score(rnd, plan)
