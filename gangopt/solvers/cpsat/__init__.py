@@ -85,6 +85,7 @@ def solve_cpsat(rnd: Round) -> Result:
         result = search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats), fallback)
     else:
         result = _search(rnd, start, pre, candidate, stats)
+    result = _honest(result)
     # 8. Portfolio floor: the peers, unless they were candidates or the plan is proven best.
     if early or not peers_affordable(rnd) or _at_proven_bounds(rnd, result):
         return result
@@ -248,9 +249,21 @@ def _at_proven_bounds(rnd: Round, result: Result) -> bool:
     return gap is not None and gap <= limit and all(tier_gap(t) <= limit for t in s.tiers)
 
 
+def _honest(result: Result) -> Result:
+    """``result`` without its stages' bounds when its own plan beats one of them: a bound the
+    plan exceeds is no bound. Seen on a hypothesis round with a running elastic gang on a
+    cordoned node (tier 0: plan 5.2, "proven" 5.0; tests/test_bounds.py); the model's reading
+    of that case is not found yet. The finisher's cheap bounds still hold."""
+    proven, s = result.proven, result.score
+    if proven is None or s is None:
+        return result
+    if all(t.value <= proven.tiers.get(t.priority, t.value) + 1e-9 for t in s.tiers):
+        return result
+    return Result(plan=result.plan, stats=result.stats, pre=result.pre, score=s, proven=None)
+
+
 def portfolio_floor(rnd: Round, result: Result) -> Result:
-    """Step 8: the best of ``result`` and every peer emulation's plan, by the objective; a peer's
-    plan keeps ``result``'s proven bounds (they hold for every plan of the round)."""
+    """Step 8: the best of ``result`` and every peer emulation's plan, by the objective."""
     assert result.score is not None
     best, best_score = result.plan, result.score
     for make in _candidates()[2:]:
@@ -266,7 +279,10 @@ def portfolio_floor(rnd: Round, result: Result) -> Result:
             "message": f"the {best.solver} plan scores better than CP-SAT's own in time. {result.plan.message}".strip(),
         }
     )
-    return Result(plan=chosen, stats=result.stats, pre=result.pre, score=best_score, proven=result.proven)
+    # A peer beat a plan the stages called proven: their bounds did not cover the whole round
+    # (a hypothesis round found a peer 0.2 above a "proven" tier bound), so none are kept;
+    # the finisher's cheap bounds still hold.
+    return Result(plan=chosen, stats=result.stats, pre=result.pre, score=best_score, proven=None)
 
 
 def _candidates() -> list[Callable[[Round], Plan]]:
