@@ -92,12 +92,16 @@ def test_log_axes_of_slo_plots_start_at_zero_without_negative_ticks(
     assert "0" in labels and "100" in labels  # plain numbers, not 10^2
 
 
-def test_many_policies_get_one_row_of_panels_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_several_policies_get_one_row_of_panels_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kept = _figures(monkeypatch)
     line = [TimelinePoint(0.0, 8.0, 1, 8.0, 1), TimelinePoint(3600.0, 0.0, 0, 0.0, 0)]
     timeline_figure([(f"p{k}", line, 16.0) for k in range(7)], tmp_path / "many.png")
     timeline_figure([(f"p{k}", line, 16.0) for k in range(2)], tmp_path / "two.png")
-    many, two = kept
+    timeline_figure([("p0", line, 16.0)], tmp_path / "one.png")
+    many, two, one = kept
     assert len(many.axes) == 14 and [ax.get_title(loc="left") for ax in many.axes[::2]] == [f"p{k}" for k in range(7)]
-    assert len(two.axes) == 2 and len(two.axes[0].get_lines()) == 2
+    # two policies are not overlaid either: a row each, one queue line per panel
+    assert [ax.get_title(loc="left") for ax in two.axes] == ["p0", "p0", "p1", "p1"]
+    assert [len(ax.get_lines()) for ax in two.axes[::2]] == [1, 1]
+    assert len(one.axes) == 2 and len(one.axes[0].get_lines()) == 1
     assert (tmp_path / "many.png").stat().st_size > 0
