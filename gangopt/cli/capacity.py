@@ -158,7 +158,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--workers", type=int, metavar="N", help="local processes (default: CPU count; 1 = in-process)")
     p.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (pip install 'gangopt[dask]')")
-    p.add_argument("--out", metavar="DIR", help="write a report folder (CSV/JSON, PNG plots, report.md)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write a report folder (CSV/JSON, PNG plots, report.md, report.html with the plots)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--progress", action="store_true", help="progress bars on stderr")
 
