@@ -100,7 +100,12 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("sweep", help="replay a workload for policies x cluster sizes x seeds, in parallel")
     p.add_argument("workload", metavar="WORKLOAD.json")
     p.add_argument(
-        "--policy", "--solver", dest="policy", choices=POLICY_NAMES, action="append", help="repeatable (default greedy)"
+        "--policy",
+        "--solver",
+        dest="policy",
+        choices=POLICY_NAMES,
+        action="append",
+        help=f"repeatable; default gangopt, as for capacity (CP-SAT with --time-limit per round). {CAPACITY_COST}",
     )
     p.add_argument("--nodes", type=int, nargs="+", required=True, metavar="N", help="cluster sizes (node counts)")
     add_cluster_options(p)
@@ -198,7 +203,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     workload = checked_workload(args, workload, spec.build(max(args.nodes)), positions)
     outcomes = sweep(
         workload,
-        args.policy or ["greedy"],
+        args.policy or ["gangopt"],
         args.nodes,
         range(args.seeds),
         cluster=spec,

@@ -227,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     policies = list(dict.fromkeys(args.policy or ["gangopt"]))
     runs = []
     for name in policies:
-        result = simulate(workload, cluster, make_policy(name, workload), config, name=name)
+        result = simulate(workload, cluster, make_policy(name, workload), config, name=name, impossible="keep")
         runs.append((result, compute_metrics(result)))
     if args.out:
         write_simulation_report(args.out, runs)

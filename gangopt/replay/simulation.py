@@ -34,8 +34,8 @@ Left out
 --------
 Pod start-up latency, image pulls and node failures; job failures or early kills; network
 contention between co-located jobs; the time a policy takes does not delay the decision
-(solver time is recorded, not simulated); autoscaling. Jobs that can never fit stay pending
-and are reported unfinished.
+(solver time is recorded, not simulated); autoscaling. Jobs that can never fit the cluster are refused before the
+replay (:func:`simulate`'s ``impossible``); kept anyway, they stay pending and are reported unfinished.
 
 Determinism: the simulator draws no random numbers; with a deterministic policy (greedy,
 fifo_first_fit, or CP-SAT with one worker stopped by its deterministic limit) the same
@@ -221,6 +221,8 @@ class SimulationResult:
     jobs: list[JobRecord]
     rounds: list[RoundRecord]
     timeline: list[TimelinePoint]
+    dropped: list[str] = field(default_factory=list)
+    """Names of the jobs the pre-flight check left out (``simulate(..., impossible="drop")``)."""
 
     @property
     def unfinished(self) -> list[JobRecord]:
@@ -663,10 +665,32 @@ def simulate(
     config: SimConfig | None = None,
     *,
     name: str | None = None,
+    impossible: Literal["refuse", "drop", "keep"] = "refuse",
 ) -> SimulationResult:
     """Replay ``workload`` on ``cluster``, deciding every round with ``policy``.
+
+    First the pre-flight check of every replay (:mod:`gangopt.replay.preflight`), as in the
+    CLI: jobs that can never start on ``cluster`` raise :class:`~gangopt.errors.InputError`
+    naming each at its JSON path (``impossible="refuse"``, the default), are left out and
+    listed in ``result.dropped`` (``"drop"``), or are replayed as they are, waiting to the end
+    (``"keep"``: for callers that checked already, and for the sizing search, where a cluster
+    too small for a job is a failing size, not a bad input). Unchecked, a library replay
+    reported such a job's wait as 0 s when it was alone, and FIFO blocked behind it (issue 16).
 
     Raises :class:`SimulationError` if a plan breaks a rule of :func:`gangopt.validate`.
     """
     label = name or str(getattr(policy, "__name__", type(policy).__name__))
-    return Simulator(workload, cluster, policy, config or SimConfig(), label).run()
+    if impossible not in ("refuse", "drop", "keep"):
+        raise ValueError(f"impossible must be 'refuse', 'drop' or 'keep', got {impossible!r}")
+    config = config or SimConfig()
+    dropped: list[str] = []
+    if impossible != "keep":
+        from gangopt.replay.preflight import preflight
+
+        workload, found = preflight(
+            workload, cluster, drop=impossible == "drop", queues=config.queues, way_out='pass impossible="drop"'
+        )
+        dropped = [x.name for x in found]
+    result = Simulator(workload, cluster, policy, config, label).run()
+    result.dropped = dropped
+    return result

@@ -239,7 +239,9 @@ def run_task(task: Task, workload: Workload) -> Outcome:
     """Run one task in this process."""
     wl = variant(workload, task.seed, task.jitter, task.scale)
     config = dataclasses.replace(task.config, seed=task.seed, progress=False)
-    result = simulate(wl, task.cluster.build(task.nodes), make_policy(task.policy, wl), config, name=task.policy)
+    result = simulate(
+        wl, task.cluster.build(task.nodes), make_policy(task.policy, wl), config, name=task.policy, impossible="keep"
+    )
     return outcome(task, result)
 
 
