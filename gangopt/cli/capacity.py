@@ -12,6 +12,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gangopt.cli.simulate import (
@@ -27,6 +28,7 @@ from gangopt.replay.capacity import (
     CompactionResult,
     Evaluator,
     InflationResult,
+    SizeVerdict,
     brute_force,
     peak_compaction,
     peak_inflation,
@@ -38,8 +40,10 @@ from gangopt.replay.capacity import (
 )
 from gangopt.replay.policies import POLICY_NAMES
 from gangopt.replay.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
+from gangopt.replay.simulation import PROGRESS_SMOOTHING
 from gangopt.replay.slo import SLO, format_value, parse_slo
-from gangopt.replay.sweep import sweep
+from gangopt.replay.sweep import ClusterSpec, sweep
+from gangopt.replay.workload import Workload
 
 CAPACITY_COST = (
     "Cost: about 8x greedy's CPU time (first 1,000 jobs of the Philly sample, 5 sizes: 77 s against "
@@ -47,10 +51,14 @@ CAPACITY_COST = (
 )
 """The price of sizing for gangopt, measured (docs/capacity-planning.md, 'Which policy to size for')."""
 
+INFLATION_TOLERANCE = 0.05
+"""``--inflation replay`` narrows the largest compression to within 5 %."""
+
 
 class SearchBar:
     """One progress bar over a whole sizing search, with an ETA (``--progress``): the sizes
-    decided so far against an estimate of the sizes still to decide, refined after every step.
+    decided so far against an estimate of the sizes still to decide, refined after every step,
+    then the inflation measure's tries (each a replay set like a size's, so one step each).
     Before, each step drew its own '0/1' bar and a search of several minutes had no overall
     progress (issue 16).
 
@@ -65,7 +73,12 @@ class SearchBar:
         self.meeting: int | None = None
         self.max_nodes = max_nodes
         self.per_step = max(1, per_step)
-        self.bar = tqdm(total=self.remaining(), unit="size", desc="capacity search", file=sys.stderr)
+        self.inflation_tolerance: float | None = None
+        self.inflation_max = 8.0
+        self.tried: list[tuple[float, bool]] = []
+        self.bar = tqdm(
+            total=self.remaining(), unit="step", desc="capacity search", file=sys.stderr, smoothing=PROGRESS_SMOOTHING
+        )
 
     def _section(self, gap: int) -> int:
         """Sizes a k-section decides inside a gap of ``gap`` nodes."""
@@ -88,8 +101,43 @@ class SearchBar:
                 self.meeting = v.nodes if self.meeting is None else min(self.meeting, v.nodes)
             else:
                 self.failing = max(self.failing, v.nodes)
-        self.bar.total = self.bar.n + len(verdicts) + self.remaining()
+        self.bar.total = self.bar.n + len(verdicts) + self.remaining() + self.inflation_remaining()
         self.bar.update(len(verdicts))
+
+    # The inflation measure (``--inflation replay``) runs after the search, one replay set per
+    # factor tried; the bar counts its tries as steps too, so the ETA covers the whole run.
+
+    def expect_inflation(self, max_factor: float, tolerance: float) -> None:
+        """Count the inflation measure's tries in the bar (see :func:`gangopt.replay.capacity.inflation`)."""
+        self.inflation_tolerance, self.inflation_max, self.tried = tolerance, max_factor, []
+        self.bar.total = self.bar.n + self.remaining() + self.inflation_remaining()
+        self.bar.refresh()
+
+    def _halvings(self, ratio: float) -> int:
+        """Tries a geometric bisection needs to narrow ``hi / lo = ratio`` to the tolerance."""
+        assert self.inflation_tolerance is not None
+        if ratio <= 1 + self.inflation_tolerance:
+            return 0
+        return math.ceil(math.log2(math.log(ratio) / math.log1p(self.inflation_tolerance)))
+
+    def inflation_remaining(self) -> int:
+        if self.inflation_tolerance is None:
+            return 0
+        meets = [f for f, ok in self.tried if ok]
+        fails = [f for f, ok in self.tried if not ok]
+        if meets and fails:
+            return self._halvings(min(fails) / max(meets))
+        if meets:  # doubling up from 1: one more try, then a bisection over a factor of 2
+            return 0 if max(meets) * 2 > self.inflation_max else 1 + self._halvings(2.0)
+        if fails:  # halving down from 1
+            return 1 + self._halvings(2.0)
+        return 2 + self._halvings(2.0)  # 1.0 and one doubling or halving, then the bisection
+
+    def inflation_try(self, factor: float, meets: bool) -> None:
+        self.tried.append((factor, meets))
+        self.bar.set_description("capacity: inflation")
+        self.bar.total = self.bar.n + 1 + self.inflation_remaining()
+        self.bar.update(1)
 
     def close(self) -> None:
         self.bar.close()
@@ -225,6 +273,39 @@ def run_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _measures(
+    args: argparse.Namespace,
+    ev: Evaluator,
+    workload: Workload,
+    spec: ClusterSpec,
+    nodes: int | None,
+    on_try: Callable[[float, SizeVerdict], None],
+) -> tuple[CompactionResult | None, InflationResult | None, list[str]]:
+    """Compaction and inflation at the answer ``nodes`` (Verma et al.), as the flags ask."""
+    compaction: CompactionResult | None = None
+    inflation: InflationResult | None = None
+    extra: list[str] = []
+    if nodes is None:
+        return compaction, inflation, extra
+    pack_limit = max(ev.config.time_limit, 10.0)
+    if args.compaction == "peak":
+        t_peak, jobs = peak_jobs(workload)
+        reference = peak_reference(workload, spec, nodes, args.max_nodes, time_limit=pack_limit)
+        gpus = sum(j.gpus() for j in jobs)
+        extra.append(f"peak demand (every job started on arrival): {len(jobs)} jobs, {gpus:g} GPUs at t={t_peak:.0f}s")
+        if reference is None:
+            extra.append(f"peak snapshot does not fit {args.max_nodes} nodes; no compaction")
+        else:
+            compaction = peak_compaction(workload, spec.build(reference), args.repeats, time_limit=pack_limit)
+    elif args.compaction == "replay":
+        compaction = replay_compaction(ev, nodes, args.repeats)
+    if args.inflation == "replay":
+        inflation = slo_inflation(ev, nodes, args.max_inflation, INFLATION_TOLERANCE, on_try=on_try)
+    elif args.inflation == "peak":
+        inflation = peak_inflation(workload, spec.build(nodes), args.max_inflation, time_limit=pack_limit)
+    return compaction, inflation, extra
+
+
 def run_capacity(args: argparse.Namespace) -> int:
     _check(args)
     if not 1 <= args.min_nodes <= args.max_nodes:
@@ -252,57 +333,45 @@ def run_capacity(args: argparse.Namespace) -> int:
     )
     searching = args.progress and not args.brute_force
     bar = SearchBar(args.min_nodes, args.max_nodes, ev.parallel_sizes) if searching else None
+    if bar is not None and args.inflation == "replay":
+        bar.expect_inflation(args.max_inflation, INFLATION_TOLERANCE)
     started = time.perf_counter()
 
-    def step(verdicts: list[Any]) -> None:
-        """Each size's verdict as soon as it is known (a gangopt sizing runs for minutes; the
-        table comes at the end), on stdout unless --json."""
-        if bar is not None:
-            bar.update(verdicts)
+    def say(what: str, v: Any) -> None:
+        """A verdict as soon as it is known (a gangopt sizing runs for minutes; the table comes
+        at the end), on stdout unless --json."""
         if args.json:
             return
-        for v in verdicts:
-            cells = ", ".join(
-                f"{s.label} {format_value(s, v.worst(i))} ({v.seeds_meeting[i]}/{len(v.outcomes)} seeds)"
-                for i, s in enumerate(slos)
-            )
-            elapsed = time.perf_counter() - started
-            print(
-                f"searching: {v.nodes} nodes {'meet' if v.meets else 'fail'}: {cells} "
-                f"[{ev.simulations} simulations, {elapsed:.0f} s]",
-                flush=True,
-            )
+        cells = ", ".join(
+            f"{s.label} {format_value(s, v.worst(i))} ({v.seeds_meeting[i]}/{len(v.outcomes)} seeds)"
+            for i, s in enumerate(slos)
+        )
+        elapsed = time.perf_counter() - started
+        print(
+            f"{what} {'meet' if v.meets else 'fail'}: {cells} [{ev.simulations} simulations, {elapsed:.0f} s]",
+            flush=True,
+        )
 
-    if args.brute_force:
-        sizing = brute_force(ev, args.min_nodes, args.max_nodes)
-    else:
-        try:
+    def step(verdicts: list[Any]) -> None:
+        if bar is not None:
+            bar.update(verdicts)
+        for v in verdicts:
+            say(f"searching: {v.nodes} nodes", v)
+
+    def inflation_try(factor: float, v: Any) -> None:
+        if bar is not None:
+            bar.inflation_try(factor, v.meets)
+        say(f"inflation: {v.nodes} nodes, arrivals x{factor:g}", v)
+
+    try:
+        if args.brute_force:
+            sizing = brute_force(ev, args.min_nodes, args.max_nodes)
+        else:
             sizing = size_cluster(ev, args.min_nodes, args.max_nodes, on_step=step)
-        finally:
-            if bar is not None:
-                bar.close()
-    compaction: CompactionResult | None = None
-    inflation: InflationResult | None = None
-    extra: list[str] = []
-    if sizing.nodes is not None:
-        pack_limit = max(config.time_limit, 10.0)
-        if args.compaction == "peak":
-            t_peak, jobs = peak_jobs(workload)
-            reference = peak_reference(workload, spec, sizing.nodes, args.max_nodes, time_limit=pack_limit)
-            gpus = sum(j.gpus() for j in jobs)
-            extra.append(
-                f"peak demand (every job started on arrival): {len(jobs)} jobs, {gpus:g} GPUs at t={t_peak:.0f}s"
-            )
-            if reference is None:
-                extra.append(f"peak snapshot does not fit {args.max_nodes} nodes; no compaction")
-            else:
-                compaction = peak_compaction(workload, spec.build(reference), args.repeats, time_limit=pack_limit)
-        elif args.compaction == "replay":
-            compaction = replay_compaction(ev, sizing.nodes, args.repeats)
-        if args.inflation == "replay":
-            inflation = slo_inflation(ev, sizing.nodes, args.max_inflation)
-        elif args.inflation == "peak":
-            inflation = peak_inflation(workload, spec.build(sizing.nodes), args.max_inflation, time_limit=pack_limit)
+        compaction, inflation, extra = _measures(args, ev, workload, spec, sizing.nodes, inflation_try)
+    finally:
+        if bar is not None:
+            bar.close()
     describe = spec.describe(sizing.nodes) if sizing.nodes is not None else "none"
     settings = {
         "policy": args.policy,

@@ -46,7 +46,7 @@ from typing import Any
 from gangopt.replay.clusters import GPU_MODEL_LABEL, parametric_cluster
 from gangopt.replay.metrics import Metrics, compute_metrics
 from gangopt.replay.policies import make_policy
-from gangopt.replay.simulation import SimConfig, SimulationResult, TimelinePoint, simulate
+from gangopt.replay.simulation import PROGRESS_SMOOTHING, SimConfig, SimulationResult, TimelinePoint, simulate
 from gangopt.replay.slo import SLO, wait
 from gangopt.replay.workload import Job, Workload, unit_draw
 from gangopt.schema import Cluster, Node
@@ -344,7 +344,9 @@ def _bar(total: int) -> Any:
 
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="sim", desc="simulations", file=sys.stderr, mininterval=0.5)
+    return tqdm(
+        total=total, unit="sim", desc="simulations", file=sys.stderr, mininterval=0.5, smoothing=PROGRESS_SMOOTHING
+    )
 
 
 # ----------------------------------------------------------------------------- sweeps

@@ -16,12 +16,14 @@ from gangopt.replay.clusters import parametric_cluster
 from gangopt.replay.metrics import compute_metrics, metrics_rows, write_report
 from gangopt.replay.policies import make_policy
 from gangopt.replay.simulation import (
+    PROGRESS_SMOOTHING,
     WALL_SLACK,
     JobRecord,
     SimConfig,
     SimulationError,
     SimulationResult,
     TimelinePoint,
+    _Bar,
     simulate,
 )
 from gangopt.replay.workload import Job, Workload, dump_workload
@@ -174,6 +176,23 @@ def test_horizon_reports_unfinished_and_not_arrived() -> None:
     metrics = compute_metrics(result)
     assert (metrics.finished, metrics.running_at_end, metrics.not_arrived) == (1, 1, 1)
     assert metrics.end_time == 1_500
+
+
+def test_progress_bar_counts_every_job_with_the_average_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    """``simulate --progress``: one bar to N/N jobs; its ETA from the average rate since the
+    start (tqdm's default moving average swung by up to 144 % on a bursty replay, see
+    PROGRESS_SMOOTHING), so its rate is the jobs over the whole elapsed time."""
+    wl = Workload(jobs=[job(f"j{i}", 10.0 * i, 100) for i in range(5)])
+    simulate(wl, parametric_cluster(1), make_policy("greedy"), SimConfig(interval=0.0, progress=True), name="g")
+    err = capsys.readouterr().err
+    assert "simulate g" in err and "5/5" in err
+    bar = _Bar(10, "x")
+    try:
+        bar.update(4)
+        assert bar._bar.smoothing == PROGRESS_SMOOTHING == 0
+        assert bar._bar.format_dict["rate"] is None  # no moving average: tqdm divides n by the elapsed time
+    finally:
+        bar.close()
 
 
 def test_job_that_never_fits_is_refused_dropped_or_kept() -> None:
