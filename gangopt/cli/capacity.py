@@ -168,7 +168,10 @@ def add_parsers(sub: Any) -> None:
         action="append",
         required=True,
         metavar="SLO",
-        help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/replay/slo.py)",
+        help="MEASURE[FILTER]OP VALUE, repeatable: measures pNN_wait, pNN_jct, mean_wait, max_wait, mean_jct, "
+        "max_jct, unstarted, unfinished, deadline_misses, deadline_miss_rate, preempted_jobs; filters on priority "
+        "or queue; times in s, m, h, d. E.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300', "
+        "'deadline_miss_rate<=5%%' (grammar: docs/capacity-planning.md, gangopt/replay/slo.py)",
     )
     p.add_argument(
         "--policy",
@@ -361,7 +364,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     def inflation_try(factor: float, v: Any) -> None:
         if bar is not None:
             bar.inflation_try(factor, v.meets)
-        say(f"inflation: {v.nodes} nodes, arrivals x{factor:g}", v)
+        say(f"inflation: {v.nodes} nodes, arrivals x{factor:.3g}", v)
 
     try:
         if args.brute_force:
@@ -386,7 +389,9 @@ def run_capacity(args: argparse.Namespace) -> int:
         },
     }
     if args.out:
-        write_capacity_report(args.out, sizing, describe, settings, compaction, inflation, extra)
+        write_capacity_report(
+            args.out, sizing, describe, settings, compaction, inflation, extra, simulations_total=ev.simulations
+        )
     if args.json:
         data = {
             "nodes": sizing.nodes,
@@ -398,5 +403,5 @@ def run_capacity(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        sys.stdout.write(capacity_text(sizing, describe, compaction, inflation, extra))
+        sys.stdout.write(capacity_text(sizing, describe, compaction, inflation, extra, ev.simulations))
     return 0

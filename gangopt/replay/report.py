@@ -248,6 +248,7 @@ def timeline_figure(series: Sequence[tuple[str, Sequence[TimelinePoint], float]]
                 ax.tick_params(labelsize=8)
                 ax.set_ylim(bottom=0)
     for row in axes:
+        row[0].yaxis.get_major_locator().set_params(integer=True)  # whole jobs, not 0.5
         for ax in row:
             ax.grid(alpha=0.3)
     if multiples:
@@ -687,14 +688,22 @@ def sizes_rows(sizing: SizingResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _simulations(sizing: SizingResult, total: int | None) -> str:
+    if total is None or total <= sizing.simulations:
+        return f"simulations: {sizing.simulations}"
+    return f"simulations: {sizing.simulations} for the search, {total} in all (the measures below replayed too)"
+
+
 def capacity_text(
     sizing: SizingResult,
     describe: str,
     compaction: CompactionResult | None = None,
     inflation: InflationResult | None = None,
     extra: Sequence[str] = (),
+    simulations_total: int | None = None,
 ) -> str:
-    """The summary ``gangopt capacity`` prints."""
+    """The summary ``gangopt capacity`` prints (``simulations_total``: the search's and the
+    measures' replays together, when the measures replayed too)."""
     lines = [sizes_table(sizing)]
     if sizing.nodes is None:
         lines.append(f"no size in [{sizing.min_nodes}, {sizing.max_nodes}] meets every SLO")
@@ -702,7 +711,7 @@ def capacity_text(
         lines.append(f"answer: {sizing.nodes} nodes ({describe})")
     if sizing.non_monotone:
         lines.append(f"warning: not monotone; these larger sizes fail: {sizing.non_monotone}")
-    lines.append(f"simulations: {sizing.simulations}")
+    lines.append(_simulations(sizing, simulations_total))
     if compaction is not None:
         lines.append(compaction.summary())
     if inflation is not None:
@@ -720,6 +729,7 @@ def write_capacity_report(
     inflation: InflationResult | None = None,
     extra: Sequence[str] = (),
     command: str | None = None,
+    simulations_total: int | None = None,
 ) -> Path:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -790,7 +800,7 @@ def write_capacity_report(
         f"**{sizing.nodes} nodes** ({describe})" if sizing.nodes is not None else "**no size in range meets the SLOs**"
     )
     doc.para("SLOs: " + ", ".join(f"`{s.text}`" for s in slos))
-    notes = [f"simulations: {sizing.simulations}"]
+    notes = [_simulations(sizing, simulations_total)]
     if sizing.non_monotone:
         notes.append(f"warning: not monotone; these larger sizes fail: {sizing.non_monotone}")
     doc.bullets(notes)
