@@ -360,7 +360,14 @@ def _symlog_from_zero(ax: Any, linthresh: float, top: float) -> None:
     below = [v for v in nice if linthresh * 0.3 <= v <= linthresh * 0.75][-2:]  # the linear part
     ax.yaxis.set_major_locator(FixedLocator([0.0, *below, linthresh, *above]))
     ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.3g}" if value >= 0 else ""))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: _plain(value)))
+
+
+def _plain(value: float) -> str:
+    """A tick as a plain number: '10,000', not '1e+04' (the sweep's waits span 0.5 to 10,000 min)."""
+    if value < 0:
+        return ""
+    return f"{value:,.0f}" if value >= 1 else f"{value:.2g}"
 
 
 def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> Path:
@@ -374,6 +381,7 @@ def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> 
         xs = sorted(sizes)
         ax.plot(xs, [float(np.median(sizes[x])) / 60 for x in xs], marker="o", label=policy, linewidth=1.0)
     _symlog_from_zero(ax, 1.0, max((float(np.median(v)) / 60 for d in by.values() for v in d.values()), default=1.0))
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("nodes")
     ax.set_ylabel(f"{stat} queueing delay (min, median over seeds)")
     ax.grid(alpha=0.3)
@@ -466,8 +474,9 @@ def priority_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]
 
 def outcome_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]]:
     """Per run, the lines of ``gangopt simulate``'s text the summary table has no column for:
-    where the jobs ended, utilisation over the run's own span, GPU-hours allocated, jobs
-    preempted, completion deadlines and the solver's time per round."""
+    where the jobs ended, utilisation over the run's own span, GPU-hours allocated, GPUs idle
+    while jobs waited, jobs preempted, completion deadlines, the JCT's tail and the solver's
+    time per round."""
     header = [
         "policy",
         "finished",
@@ -478,8 +487,11 @@ def outcome_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
         "rounds",
         "util (own span)",
         "GPU-h allocated",
+        "idle while waiting GPU-h",
         "jobs preempted",
         "completion deadlines",
+        "JCT p95",
+        "JCT max",
         "solver ms/round mean",
         "p95",
         "max",
@@ -495,8 +507,11 @@ def outcome_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
             str(m.rounds),
             f"{m.utilization_mean:.1%}",
             f"{m.gpu_hours_allocated:.0f}",
+            f"{m.idle_while_waiting_gpu_hours:.0f}",
             str(m.jobs_preempted),
             str(m.completion_deadlines),
+            hours(m.jct.p95),
+            hours(m.jct.max),
             f"{m.solver_seconds.mean * 1000:.1f}",
             f"{m.solver_seconds.p95 * 1000:.1f}",
             f"{m.solver_seconds.max * 1000:.1f}",
@@ -573,8 +588,9 @@ def write_simulation_report(
     doc.table(*outcome_rows(all_metrics))
     doc.para(
         "*util (own span)*: GPUs allocated over the run's own span (first arrival to its last event), which "
-        "flatters a policy with a shorter makespan; compare policies by *util* above. *jobs preempted*: jobs "
-        "evicted at least once (the summary's *preempt* counts evictions)."
+        "flatters a policy with a shorter makespan; compare policies by *util* above. *idle while waiting*: "
+        "GPU-hours free while any job waited (needed or not; *idle-needed* above counts those a waiting job "
+        "could use). *jobs preempted*: jobs evicted at least once (the summary's *preempt* counts evictions)."
     )
     doc.heading("Data")
     doc.para(f"{data} in this folder." if len(runs) == 1 else f"Per policy, in a sub-folder named after it: {data}.")

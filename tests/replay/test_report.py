@@ -269,3 +269,27 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert [s.split(":")[0] for s in probe["images"]] == sizes
     assert all(int(s.split(":")[1]) > 0 for s in probe["images"])
     assert probe["page"] <= probe["view"]
+
+
+def test_sweep_plot_ticks_are_plain_numbers_and_whole_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waits from seconds to a week on one axis: '10,000', not '1e+04'; nodes 3, 4, 5, 6, not 3.5."""
+    from types import SimpleNamespace
+
+    from gangopt.replay.report import sweep_figure
+
+    kept = _figures(monkeypatch)
+    p95 = {3: 600_000.0, 4: 4_600.0, 6: 1_800.0}  # seconds: 10,000 min down to 30 min
+    outcomes = [
+        SimpleNamespace(
+            task=SimpleNamespace(policy="greedy", nodes=n),
+            metrics=SimpleNamespace(queueing_delay=SimpleNamespace(p95=v)),
+        )
+        for n, v in p95.items()
+    ]
+    sweep_figure(outcomes, tmp_path / "sweep.png")  # type: ignore[arg-type]
+    (ax,) = kept[0].axes
+    low, high = ax.get_ylim()
+    ys = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True) if low <= v <= high]
+    assert "10,000" in ys and "100" in ys and not any("e" in text for text in ys)
+    left, right = ax.get_xlim()
+    assert [v for v in ax.get_xticks() if left <= v <= right] == [3, 4, 5, 6]
