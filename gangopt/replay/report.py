@@ -270,16 +270,22 @@ def timeline_figure(series: Sequence[tuple[str, Sequence[TimelinePoint], float]]
 
 def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -> Path:
     """Empirical CDF of queueing delay per label (log time axis labelled in words, see
-    :data:`TIME_TICKS`; a wait of 0 plots at 1 s)."""
+    :data:`TIME_TICKS`; a wait of 0 plots at 1 s). Labels with the very same waits share one
+    line, named 'a = b = c': in a six-policy Philly replay three policies' curves were
+    identical and only the last one drawn showed. The legend sits right of the axes, where it
+    covers no curve (inside, lower right, it hid the waits between 10 min and 1 h)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    longest = 1.0
+    groups: dict[tuple[float, ...], list[str]] = {}
     for label, waits in series:
-        if not len(waits):
-            continue
-        x = np.sort(np.maximum(np.asarray(waits, dtype=float), 1.0))
+        if len(waits):
+            key = tuple(np.sort(np.maximum(np.asarray(waits, dtype=float), 1.0)).tolist())
+            groups.setdefault(key, []).append(label)
+    fig, ax = plt.subplots(figsize=(8.6, 4))
+    longest = 1.0
+    for values, labels in groups.items():
+        x = np.asarray(values)
         y = np.arange(1, len(x) + 1) / len(x)
-        ax.step(x, y, where="post", label=label, linewidth=1.0)
+        ax.step(x, y, where="post", label=" = ".join(labels), linewidth=1.0)
         longest = max(longest, float(x[-1]))
     ax.set_xscale("log")
     ticks = [(t, name) for t, name in TIME_TICKS if t <= longest * 1.5] or [TIME_TICKS[0]]
@@ -294,7 +300,7 @@ def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     ax.set_ylabel("share of jobs")
     ax.set_ylim(0, 1.01)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)

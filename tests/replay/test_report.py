@@ -293,3 +293,21 @@ def test_sweep_plot_ticks_are_plain_numbers_and_whole_nodes(tmp_path: Path, monk
     assert "10,000" in ys and "100" in ys and not any("e" in text for text in ys)
     left, right = ax.get_xlim()
     assert [v for v in ax.get_xticks() if left <= v <= right] == [3, 4, 5, 6]
+
+
+def test_identical_wait_curves_share_one_line_and_the_legend_sits_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gangopt.replay.report import wait_cdf_figure
+
+    kept = _figures(monkeypatch)
+    same = [0.0, 30.0, 600.0, 4_000.0]
+    wait_cdf_figure(
+        [("greedy", same), ("fifo", [0.0, 3_000.0]), ("kueue_like", list(reversed(same)))], tmp_path / "c.png"
+    )
+    (ax,) = kept[0].axes
+    assert [line.get_label() for line in ax.get_lines()] == ["greedy = kueue_like", "fifo"]
+    legend = ax.get_legend()
+    kept[0].canvas.draw()
+    assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # right of the axes, over no curve
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["≤1s", "10s", "1m", "10m", "1h", "6h"]
