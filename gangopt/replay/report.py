@@ -377,21 +377,26 @@ def _plain(value: float) -> str:
 
 
 def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> Path:
-    """Queueing delay (the ``stat`` percentile, median over seeds) against nodes, per policy."""
+    """Queueing delay (the ``stat`` percentile, median over seeds) against nodes, per policy;
+    policies with the very same values share a line named 'a = b', legend right of the axes
+    (as :func:`wait_cdf_figure`)."""
     plt = _pyplot()
     by: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for o in outcomes:
         by[o.task.policy][o.task.nodes].append(float(getattr(o.metrics.queueing_delay, stat)))
-    fig, ax = plt.subplots(figsize=(6, 4))
+    lines: dict[tuple[tuple[int, float], ...], list[str]] = {}
     for policy, sizes in by.items():
-        xs = sorted(sizes)
-        ax.plot(xs, [float(np.median(sizes[x])) / 60 for x in xs], marker="o", label=policy, linewidth=1.0)
-    _symlog_from_zero(ax, 1.0, max((float(np.median(v)) / 60 for d in by.values() for v in d.values()), default=1.0))
+        key = tuple((x, float(np.median(sizes[x])) / 60) for x in sorted(sizes))
+        lines.setdefault(key, []).append(policy)
+    fig, ax = plt.subplots(figsize=(7.6, 4))
+    for points, policies in lines.items():
+        ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=" = ".join(policies), linewidth=1.0)
+    _symlog_from_zero(ax, 1.0, max((y for points in lines for _, y in points), default=1.0))
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("nodes")
     ax.set_ylabel(f"{stat} queueing delay (min, median over seeds)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)

@@ -281,9 +281,10 @@ def test_sweep_plot_ticks_are_plain_numbers_and_whole_nodes(tmp_path: Path, monk
     p95 = {3: 600_000.0, 4: 4_600.0, 6: 1_800.0}  # seconds: 10,000 min down to 30 min
     outcomes = [
         SimpleNamespace(
-            task=SimpleNamespace(policy="greedy", nodes=n),
-            metrics=SimpleNamespace(queueing_delay=SimpleNamespace(p95=v)),
+            task=SimpleNamespace(policy=policy, nodes=n),
+            metrics=SimpleNamespace(queueing_delay=SimpleNamespace(p95=v * (2 if policy == "fifo" else 1))),
         )
+        for policy in ("greedy", "fifo", "kueue_like")
         for n, v in p95.items()
     ]
     sweep_figure(outcomes, tmp_path / "sweep.png")  # type: ignore[arg-type]
@@ -293,6 +294,7 @@ def test_sweep_plot_ticks_are_plain_numbers_and_whole_nodes(tmp_path: Path, monk
     assert "10,000" in ys and "100" in ys and not any("e" in text for text in ys)
     left, right = ax.get_xlim()
     assert [v for v in ax.get_xticks() if left <= v <= right] == [3, 4, 5, 6]
+    assert [line.get_label() for line in ax.get_lines()] == ["greedy = kueue_like", "fifo"]
 
 
 def test_identical_wait_curves_share_one_line_and_the_legend_sits_outside(
