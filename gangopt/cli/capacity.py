@@ -66,18 +66,26 @@ class SearchBar:
     more doubling plus the bisection below it; once a size meets, the k-section between the
     largest failing and the smallest meeting size, ``k`` sizes per step."""
 
-    def __init__(self, min_nodes: int, max_nodes: int, per_step: int) -> None:
+    def __init__(
+        self, min_nodes: int, max_nodes: int, per_step: int, inflation: tuple[float, float] | None = None
+    ) -> None:
+        """``inflation``: (largest factor, tolerance) when the inflation measure will run after
+        the search, so the bar's first total counts its tries (:meth:`inflation_remaining`)."""
         from tqdm import tqdm
 
         self.failing = min_nodes - 1
         self.meeting: int | None = None
         self.max_nodes = max_nodes
         self.per_step = max(1, per_step)
-        self.inflation_tolerance: float | None = None
-        self.inflation_max = 8.0
+        self.inflation_max = inflation[0] if inflation is not None else 8.0
+        self.inflation_tolerance: float | None = inflation[1] if inflation is not None else None
         self.tried: list[tuple[float, bool]] = []
         self.bar = tqdm(
-            total=self.remaining(), unit="step", desc="capacity search", file=sys.stderr, smoothing=PROGRESS_SMOOTHING
+            total=self.remaining() + self.inflation_remaining(),
+            unit="step",
+            desc="capacity search",
+            file=sys.stderr,
+            smoothing=PROGRESS_SMOOTHING,
         )
 
     def _section(self, gap: int) -> int:
@@ -106,12 +114,6 @@ class SearchBar:
 
     # The inflation measure (``--inflation replay``) runs after the search, one replay set per
     # factor tried; the bar counts its tries as steps too, so the ETA covers the whole run.
-
-    def expect_inflation(self, max_factor: float, tolerance: float) -> None:
-        """Count the inflation measure's tries in the bar (see :func:`gangopt.replay.capacity.inflation`)."""
-        self.inflation_tolerance, self.inflation_max, self.tried = tolerance, max_factor, []
-        self.bar.total = self.bar.n + self.remaining() + self.inflation_remaining()
-        self.bar.refresh()
 
     def _halvings(self, ratio: float) -> int:
         """Tries a geometric bisection needs to narrow ``hi / lo = ratio`` to the tolerance."""
@@ -335,9 +337,8 @@ def run_capacity(args: argparse.Namespace) -> int:
         keep_timeline=bool(args.out),
     )
     searching = args.progress and not args.brute_force
-    bar = SearchBar(args.min_nodes, args.max_nodes, ev.parallel_sizes) if searching else None
-    if bar is not None and args.inflation == "replay":
-        bar.expect_inflation(args.max_inflation, INFLATION_TOLERANCE)
+    measures = (args.max_inflation, INFLATION_TOLERANCE) if args.inflation == "replay" else None
+    bar = SearchBar(args.min_nodes, args.max_nodes, ev.parallel_sizes, measures) if searching else None
     started = time.perf_counter()
 
     def say(what: str, v: Any) -> None:
