@@ -289,13 +289,11 @@ def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
         longest = max(longest, float(x[-1]))
     ax.set_xscale("log")
     ticks = [(t, name) for t, name in TIME_TICKS if t <= longest * 1.5] or [TIME_TICKS[0]]
-    if ticks[-1][0] < longest:
-        ticks += [next(((t, n) for t, n in TIME_TICKS if t >= longest), (longest, hours(longest)))]
     from matplotlib.ticker import NullLocator
 
     ax.set_xticks([t for t, _ in ticks], [name for _, name in ticks])
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlim(0.8, ticks[-1][0] * 1.25)
+    ax.set_xlim(0.8, max(ticks[-1][0] * 1.25, longest * 1.3))  # not out to the next tick: 1.2 h of waits drew to 6 h
     ax.set_xlabel("queueing delay (log scale; unstarted jobs censored at the end)")
     ax.set_ylabel("share of jobs")
     ax.set_ylim(0, 1.01)
