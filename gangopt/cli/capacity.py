@@ -12,6 +12,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gangopt.cli.simulate import (
@@ -27,6 +28,7 @@ from gangopt.replay.capacity import (
     CompactionResult,
     Evaluator,
     InflationResult,
+    SizeVerdict,
     brute_force,
     peak_compaction,
     peak_inflation,
@@ -38,8 +40,10 @@ from gangopt.replay.capacity import (
 )
 from gangopt.replay.policies import POLICY_NAMES
 from gangopt.replay.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
+from gangopt.replay.simulation import PROGRESS_SMOOTHING
 from gangopt.replay.slo import SLO, format_value, parse_slo
-from gangopt.replay.sweep import sweep
+from gangopt.replay.sweep import ClusterSpec, sweep
+from gangopt.replay.workload import Workload
 
 CAPACITY_COST = (
     "Cost: about 8x greedy's CPU time (first 1,000 jobs of the Philly sample, 5 sizes: 77 s against "
@@ -47,10 +51,14 @@ CAPACITY_COST = (
 )
 """The price of sizing for gangopt, measured (docs/capacity-planning.md, 'Which policy to size for')."""
 
+INFLATION_TOLERANCE = 0.05
+"""``--inflation replay`` narrows the largest compression to within 5 %."""
+
 
 class SearchBar:
     """One progress bar over a whole sizing search, with an ETA (``--progress``): the sizes
-    decided so far against an estimate of the sizes still to decide, refined after every step.
+    decided so far against an estimate of the sizes still to decide, refined after every step,
+    then the inflation measure's tries (each a replay set like a size's, so one step each).
     Before, each step drew its own '0/1' bar and a search of several minutes had no overall
     progress (issue 16).
 
@@ -58,14 +66,27 @@ class SearchBar:
     more doubling plus the bisection below it; once a size meets, the k-section between the
     largest failing and the smallest meeting size, ``k`` sizes per step."""
 
-    def __init__(self, min_nodes: int, max_nodes: int, per_step: int) -> None:
+    def __init__(
+        self, min_nodes: int, max_nodes: int, per_step: int, inflation: tuple[float, float] | None = None
+    ) -> None:
+        """``inflation``: (largest factor, tolerance) when the inflation measure will run after
+        the search, so the bar's first total counts its tries (:meth:`inflation_remaining`)."""
         from tqdm import tqdm
 
         self.failing = min_nodes - 1
         self.meeting: int | None = None
         self.max_nodes = max_nodes
         self.per_step = max(1, per_step)
-        self.bar = tqdm(total=self.remaining(), unit="size", desc="capacity search", file=sys.stderr)
+        self.inflation_max = inflation[0] if inflation is not None else 8.0
+        self.inflation_tolerance: float | None = inflation[1] if inflation is not None else None
+        self.tried: list[tuple[float, bool]] = []
+        self.bar = tqdm(
+            total=self.remaining() + self.inflation_remaining(),
+            unit="step",
+            desc="capacity search",
+            file=sys.stderr,
+            smoothing=PROGRESS_SMOOTHING,
+        )
 
     def _section(self, gap: int) -> int:
         """Sizes a k-section decides inside a gap of ``gap`` nodes."""
@@ -88,8 +109,37 @@ class SearchBar:
                 self.meeting = v.nodes if self.meeting is None else min(self.meeting, v.nodes)
             else:
                 self.failing = max(self.failing, v.nodes)
-        self.bar.total = self.bar.n + len(verdicts) + self.remaining()
+        self.bar.total = self.bar.n + len(verdicts) + self.remaining() + self.inflation_remaining()
         self.bar.update(len(verdicts))
+
+    # The inflation measure (``--inflation replay``) runs after the search, one replay set per
+    # factor tried; the bar counts its tries as steps too, so the ETA covers the whole run.
+
+    def _halvings(self, ratio: float) -> int:
+        """Tries a geometric bisection needs to narrow ``hi / lo = ratio`` to the tolerance."""
+        assert self.inflation_tolerance is not None
+        if ratio <= 1 + self.inflation_tolerance:
+            return 0
+        return math.ceil(math.log2(math.log(ratio) / math.log1p(self.inflation_tolerance)))
+
+    def inflation_remaining(self) -> int:
+        if self.inflation_tolerance is None:
+            return 0
+        meets = [f for f, ok in self.tried if ok]
+        fails = [f for f, ok in self.tried if not ok]
+        if meets and fails:
+            return self._halvings(min(fails) / max(meets))
+        if meets:  # doubling up from 1: one more try, then a bisection over a factor of 2
+            return 0 if max(meets) * 2 > self.inflation_max else 1 + self._halvings(2.0)
+        if fails:  # halving down from 1
+            return 1 + self._halvings(2.0)
+        return 2 + self._halvings(2.0)  # 1.0 and one doubling or halving, then the bisection
+
+    def inflation_try(self, factor: float, meets: bool) -> None:
+        self.tried.append((factor, meets))
+        self.bar.set_description("capacity: inflation")
+        self.bar.total = self.bar.n + 1 + self.inflation_remaining()
+        self.bar.update(1)
 
     def close(self) -> None:
         self.bar.close()
@@ -100,7 +150,12 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("sweep", help="replay a workload for policies x cluster sizes x seeds, in parallel")
     p.add_argument("workload", metavar="WORKLOAD.json")
     p.add_argument(
-        "--policy", "--solver", dest="policy", choices=POLICY_NAMES, action="append", help="repeatable (default greedy)"
+        "--policy",
+        "--solver",
+        dest="policy",
+        choices=POLICY_NAMES,
+        action="append",
+        help=f"repeatable; default gangopt, as for capacity (CP-SAT with --time-limit per round). {CAPACITY_COST}",
     )
     p.add_argument("--nodes", type=int, nargs="+", required=True, metavar="N", help="cluster sizes (node counts)")
     add_cluster_options(p)
@@ -115,7 +170,10 @@ def add_parsers(sub: Any) -> None:
         action="append",
         required=True,
         metavar="SLO",
-        help="e.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300' (repeatable; grammar in gangopt/replay/slo.py)",
+        help="MEASURE[FILTER]OP VALUE, repeatable: measures pNN_wait, pNN_jct, mean_wait, max_wait, mean_jct, "
+        "max_jct, unstarted, unfinished, deadline_misses, deadline_miss_rate, preempted_jobs; filters on priority "
+        "or queue; times in s, m, h, d. E.g. 'p95_wait<=30m', 'p100_wait[priority>=2]<=300', "
+        "'deadline_miss_rate<=5%%' (grammar: docs/capacity-planning.md, gangopt/replay/slo.py)",
     )
     p.add_argument(
         "--policy",
@@ -158,7 +216,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--workers", type=int, metavar="N", help="local processes (default: CPU count; 1 = in-process)")
     p.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (pip install 'gangopt[dask]')")
-    p.add_argument("--out", metavar="DIR", help="write a report folder (CSV/JSON, PNG plots, report.md)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write a report folder (CSV/JSON, PNG plots, report.md, report.html with the plots)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--progress", action="store_true", help="progress bars on stderr")
 
@@ -194,7 +256,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     workload = checked_workload(args, workload, spec.build(max(args.nodes)), positions)
     outcomes = sweep(
         workload,
-        args.policy or ["greedy"],
+        args.policy or ["gangopt"],
         args.nodes,
         range(args.seeds),
         cluster=spec,
@@ -214,6 +276,39 @@ def run_sweep(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(sweep_table(outcomes))
     return 0
+
+
+def _measures(
+    args: argparse.Namespace,
+    ev: Evaluator,
+    workload: Workload,
+    spec: ClusterSpec,
+    nodes: int | None,
+    on_try: Callable[[float, SizeVerdict], None],
+) -> tuple[CompactionResult | None, InflationResult | None, list[str]]:
+    """Compaction and inflation at the answer ``nodes`` (Verma et al.), as the flags ask."""
+    compaction: CompactionResult | None = None
+    inflation: InflationResult | None = None
+    extra: list[str] = []
+    if nodes is None:
+        return compaction, inflation, extra
+    pack_limit = max(ev.config.time_limit, 10.0)
+    if args.compaction == "peak":
+        t_peak, jobs = peak_jobs(workload)
+        reference = peak_reference(workload, spec, nodes, args.max_nodes, time_limit=pack_limit)
+        gpus = sum(j.gpus() for j in jobs)
+        extra.append(f"peak demand (every job started on arrival): {len(jobs)} jobs, {gpus:g} GPUs at t={t_peak:.0f}s")
+        if reference is None:
+            extra.append(f"peak snapshot does not fit {args.max_nodes} nodes; no compaction")
+        else:
+            compaction = peak_compaction(workload, spec.build(reference), args.repeats, time_limit=pack_limit)
+    elif args.compaction == "replay":
+        compaction = replay_compaction(ev, nodes, args.repeats)
+    if args.inflation == "replay":
+        inflation = slo_inflation(ev, nodes, args.max_inflation, INFLATION_TOLERANCE, on_try=on_try)
+    elif args.inflation == "peak":
+        inflation = peak_inflation(workload, spec.build(nodes), args.max_inflation, time_limit=pack_limit)
+    return compaction, inflation, extra
 
 
 def run_capacity(args: argparse.Namespace) -> int:
@@ -242,58 +337,45 @@ def run_capacity(args: argparse.Namespace) -> int:
         keep_timeline=bool(args.out),
     )
     searching = args.progress and not args.brute_force
-    bar = SearchBar(args.min_nodes, args.max_nodes, ev.parallel_sizes) if searching else None
+    measures = (args.max_inflation, INFLATION_TOLERANCE) if args.inflation == "replay" else None
+    bar = SearchBar(args.min_nodes, args.max_nodes, ev.parallel_sizes, measures) if searching else None
     started = time.perf_counter()
 
-    def step(verdicts: list[Any]) -> None:
-        """Each size's verdict as soon as it is known (a gangopt sizing runs for minutes; the
-        table comes at the end), on stdout unless --json."""
-        if bar is not None:
-            bar.update(verdicts)
+    def say(what: str, v: Any) -> None:
+        """A verdict as soon as it is known (a gangopt sizing runs for minutes; the table comes
+        at the end), on stdout unless --json."""
         if args.json:
             return
-        for v in verdicts:
-            cells = ", ".join(
-                f"{s.label} {format_value(s, v.worst(i))} ({v.seeds_meeting[i]}/{len(v.outcomes)} seeds)"
-                for i, s in enumerate(slos)
-            )
-            elapsed = time.perf_counter() - started
-            print(
-                f"searching: {v.nodes} nodes {'meet' if v.meets else 'fail'}: {cells} "
-                f"[{ev.simulations} simulations, {elapsed:.0f} s]",
-                flush=True,
-            )
+        cells = ", ".join(
+            f"{s.label} {format_value(s, v.worst(i))} ({v.seeds_meeting[i]}/{len(v.outcomes)} seeds)"
+            for i, s in enumerate(slos)
+        )
+        elapsed = time.perf_counter() - started
+        print(
+            f"{what} {'meet' if v.meets else 'fail'}: {cells} [{ev.simulations} simulations, {elapsed:.0f} s]",
+            flush=True,
+        )
 
-    if args.brute_force:
-        sizing = brute_force(ev, args.min_nodes, args.max_nodes)
-    else:
-        try:
+    def step(verdicts: list[Any]) -> None:
+        if bar is not None:
+            bar.update(verdicts)
+        for v in verdicts:
+            say(f"searching: {v.nodes} nodes", v)
+
+    def inflation_try(factor: float, v: Any) -> None:
+        if bar is not None:
+            bar.inflation_try(factor, v.meets)
+        say(f"inflation: {v.nodes} nodes, arrivals x{factor:.3g}", v)
+
+    try:
+        if args.brute_force:
+            sizing = brute_force(ev, args.min_nodes, args.max_nodes)
+        else:
             sizing = size_cluster(ev, args.min_nodes, args.max_nodes, on_step=step)
-        finally:
-            if bar is not None:
-                bar.close()
-    compaction: CompactionResult | None = None
-    inflation: InflationResult | None = None
-    extra: list[str] = []
-    if sizing.nodes is not None:
-        pack_limit = max(config.time_limit, 10.0)
-        if args.compaction == "peak":
-            t_peak, jobs = peak_jobs(workload)
-            reference = peak_reference(workload, spec, sizing.nodes, args.max_nodes, time_limit=pack_limit)
-            gpus = sum(j.gpus() for j in jobs)
-            extra.append(
-                f"peak demand (every job started on arrival): {len(jobs)} jobs, {gpus:g} GPUs at t={t_peak:.0f}s"
-            )
-            if reference is None:
-                extra.append(f"peak snapshot does not fit {args.max_nodes} nodes; no compaction")
-            else:
-                compaction = peak_compaction(workload, spec.build(reference), args.repeats, time_limit=pack_limit)
-        elif args.compaction == "replay":
-            compaction = replay_compaction(ev, sizing.nodes, args.repeats)
-        if args.inflation == "replay":
-            inflation = slo_inflation(ev, sizing.nodes, args.max_inflation)
-        elif args.inflation == "peak":
-            inflation = peak_inflation(workload, spec.build(sizing.nodes), args.max_inflation, time_limit=pack_limit)
+        compaction, inflation, extra = _measures(args, ev, workload, spec, sizing.nodes, inflation_try)
+    finally:
+        if bar is not None:
+            bar.close()
     describe = spec.describe(sizing.nodes) if sizing.nodes is not None else "none"
     settings = {
         "policy": args.policy,
@@ -308,7 +390,9 @@ def run_capacity(args: argparse.Namespace) -> int:
         },
     }
     if args.out:
-        write_capacity_report(args.out, sizing, describe, settings, compaction, inflation, extra)
+        write_capacity_report(
+            args.out, sizing, describe, settings, compaction, inflation, extra, simulations_total=ev.simulations
+        )
     if args.json:
         data = {
             "nodes": sizing.nodes,
@@ -320,5 +404,5 @@ def run_capacity(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        sys.stdout.write(capacity_text(sizing, describe, compaction, inflation, extra))
+        sys.stdout.write(capacity_text(sizing, describe, compaction, inflation, extra, ev.simulations))
     return 0

@@ -63,7 +63,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--out",
         metavar="DIR",
-        help="write a report folder: metrics.json/csv, jobs/rounds/timeline CSVs, PNG plots, report.md",
+        help="write a report folder: metrics.json/csv, jobs/rounds/timeline CSVs, PNG plots, report.md and "
+        "report.html (one page, plots embedded)",
     )
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr")
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     policies = list(dict.fromkeys(args.policy or ["gangopt"]))
     runs = []
     for name in policies:
-        result = simulate(workload, cluster, make_policy(name, workload), config, name=name)
+        result = simulate(workload, cluster, make_policy(name, workload), config, name=name, impossible="keep")
         runs.append((result, compute_metrics(result)))
     if args.out:
         write_simulation_report(args.out, runs)

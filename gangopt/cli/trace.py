@@ -60,6 +60,11 @@ def add_parser(formats: Any) -> None:
         help="default auto: philly or openb when the header is theirs, else csv",
     )
     p.add_argument("--column", action="append", default=[], metavar="FIELD=HEADER", help="e.g. gpus=num_gpu_requested")
+    p.add_argument(
+        "--skip-zero-gpus",
+        action="store_true",
+        help="leave out rows of 0 GPUs (CPU-only jobs) instead of refusing the file; counted in the assumptions",
+    )
     p.add_argument("--gpus-per-node", type=int, default=8, metavar="N", help="GPUs per pod at most (default 8)")
     p.add_argument("--cpu-per-gpu", type=int, default=12, metavar="N", help="CPUs per GPU of each pod (default 12)")
     p.add_argument("--memory-per-gpu", type=int, default=64, metavar="GIB", help="GiB per GPU of each pod (default 64)")
@@ -145,6 +150,7 @@ def run_import_trace(args: argparse.Namespace) -> int:
         cpu_per_gpu=args.cpu_per_gpu,
         memory_gib_per_gpu=args.memory_per_gpu,
         deadline_kind=args.deadline_kind,
+        skip_zero_gpus=args.skip_zero_gpus,
     )
     text = read_text(args.file)
     workload, fmt = trace_workload(text, args.trace_format, options, source=args.file, vc=args.vc, seed=args.seed)

@@ -402,7 +402,7 @@ def replay_compaction(ev: Evaluator, nodes: int, repeats: int = 1, seed: int = 0
         for s in ev.seeds:
             config = dataclasses.replace(ev.config, seed=s, progress=False)
             wl = variant(ev.workload, s, ev.jitter)
-            res = simulate(wl, cluster, make_policy(ev.policy, wl), config, name=ev.policy)
+            res = simulate(wl, cluster, make_policy(ev.policy, wl), config, name=ev.policy, impossible="keep")
             met += all(slo.met(slo.measure(res)) for slo in ev.slos)
         return met >= ev.needed
 
@@ -473,8 +473,24 @@ def inflation(
     return lo, tried
 
 
-def slo_inflation(ev: Evaluator, nodes: int, max_factor: float = 16.0, tolerance: float = 0.05) -> InflationResult:
-    factor, tried = inflation(lambda f: ev.evaluate([nodes], scale=f)[0].meets, max_factor, tolerance)
+def slo_inflation(
+    ev: Evaluator,
+    nodes: int,
+    max_factor: float = 16.0,
+    tolerance: float = 0.05,
+    on_try: Callable[[float, SizeVerdict], None] | None = None,
+) -> InflationResult:
+    """Largest arrival compression at which ``nodes`` still meet the SLOs (replays);
+    ``on_try(factor, verdict)`` hears each factor's verdict as soon as it is known (the CLI
+    prints it and advances its progress bar)."""
+
+    def ok(f: float) -> bool:
+        verdict = ev.evaluate([nodes], scale=f)[0]
+        if on_try is not None:
+            on_try(f, verdict)
+        return verdict.meets
+
+    factor, tried = inflation(ok, max_factor, tolerance)
     return InflationResult("replay", nodes, factor, tried)
 
 

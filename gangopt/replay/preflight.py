@@ -140,16 +140,17 @@ def _constraint(role: Role, why: str) -> str:
     return ""  # every node cordoned: nothing of the role to point at
 
 
-def problems(found: list[Impossible], jobs: int) -> list[Problem]:
-    """The error lines for ``found``: the first :data:`SHOWN` jobs, then a count and the way out."""
+def problems(found: list[Impossible], jobs: int, way_out: str = "rerun with --drop-impossible") -> list[Problem]:
+    """The error lines for ``found``: the first :data:`SHOWN` jobs, then a count and the way out
+    (the CLI's flag, or :func:`gangopt.replay.simulation.simulate`'s argument)."""
     lines = [Problem(x.path, f"job {x.name!r} can never start on this cluster: {x.reason}") for x in found[:SHOWN]]
     more = f" ({len(found) - SHOWN} more not shown)" if len(found) > SHOWN else ""
     lines.append(
         Problem(
             "$.jobs",
             f"{len(found)} of {jobs} jobs can never start on this cluster{more}; the replay would report them "
-            "as waiting forever (and block FIFO queues behind them). Fix the workload or the cluster, or rerun "
-            "with --drop-impossible to replay without them",
+            "as waiting forever (and block FIFO queues behind them). Fix the workload or the cluster, or "
+            f"{way_out} to replay without them",
         )
     )
     return lines
@@ -174,11 +175,12 @@ def preflight(
     queues: tuple[Queue, ...] = (),
     source: str = "workload",
     positions: Sequence[int] | None = None,
+    way_out: str = "rerun with --drop-impossible",
 ) -> tuple[Workload, list[Impossible]]:
     """Check ``workload`` against ``cluster`` before a replay. Without ``drop``, raise
     :class:`~gangopt.errors.InputError` (exit 2) naming the impossible jobs; with it, return
     the workload without them and the list of what was dropped."""
     found = impossible_jobs(workload, cluster, queues, positions)
     if found and not drop:
-        raise InputError(problems(found, len(workload.jobs)), source)
+        raise InputError(problems(found, len(workload.jobs), way_out), source)
     return drop_impossible(workload, found), found

@@ -46,7 +46,7 @@ from typing import Any
 from gangopt.replay.clusters import GPU_MODEL_LABEL, parametric_cluster
 from gangopt.replay.metrics import Metrics, compute_metrics
 from gangopt.replay.policies import make_policy
-from gangopt.replay.simulation import SimConfig, SimulationResult, TimelinePoint, simulate
+from gangopt.replay.simulation import PROGRESS_SMOOTHING, SimConfig, SimulationResult, TimelinePoint, simulate
 from gangopt.replay.slo import SLO, wait
 from gangopt.replay.workload import Job, Workload, unit_draw
 from gangopt.schema import Cluster, Node
@@ -239,7 +239,9 @@ def run_task(task: Task, workload: Workload) -> Outcome:
     """Run one task in this process."""
     wl = variant(workload, task.seed, task.jitter, task.scale)
     config = dataclasses.replace(task.config, seed=task.seed, progress=False)
-    result = simulate(wl, task.cluster.build(task.nodes), make_policy(task.policy, wl), config, name=task.policy)
+    result = simulate(
+        wl, task.cluster.build(task.nodes), make_policy(task.policy, wl), config, name=task.policy, impossible="keep"
+    )
     return outcome(task, result)
 
 
@@ -342,7 +344,9 @@ def _bar(total: int) -> Any:
 
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="sim", desc="simulations", file=sys.stderr, mininterval=0.5)
+    return tqdm(
+        total=total, unit="sim", desc="simulations", file=sys.stderr, mininterval=0.5, smoothing=PROGRESS_SMOOTHING
+    )
 
 
 # ----------------------------------------------------------------------------- sweeps

@@ -92,6 +92,13 @@ _NEEDED = {
 
 _SIGNATURES = {"philly": {"timestamp", "num_gpus", "gpu_time", "cluster"}, "openb": {"cpu_milli", "gpu_milli"}}
 
+ZERO_GPUS = (
+    "a job without GPUs (got '0'): gangopt replays GPU gangs; leave such rows out with --skip-zero-gpus "
+    "(CsvOptions.skip_zero_gpus)"
+)
+"""The error of a 0-GPU row. Real job logs have CPU-only jobs (the Helios and Philly logs do);
+refused like a typo, a newcomer's whole file was rejected with no way out but editing it."""
+
 MAX_PROBLEMS = 20
 """Bad rows reported one by one before the rest are counted."""
 
@@ -107,6 +114,9 @@ class CsvOptions:
     memory_gib_per_gpu: int = 64
     deadline_kind: DeadlineKind = "completion"
     """What the ``deadline`` column bounds (published traces give completion deadlines)."""
+    skip_zero_gpus: bool = False
+    """Leave out rows of 0 GPUs (CPU-only jobs, common in real job logs) instead of refusing the
+    file; the count goes into the workload's assumptions."""
 
 
 def read_text(path: str | Path) -> str:
@@ -187,8 +197,14 @@ def csv_workload(text: str, options: CsvOptions | None = None, source: str = "tr
     problems: list[Problem] = []
     bad_rows = 0
     parsed: list[tuple[float, int, dict[str, Any]]] = []
+    skipped = 0
     for line, row in enumerate(reader, start=2):
         values, errors = _row(row, cols, line)
+        if not errors and values["gpus"] == 0:
+            if options.skip_zero_gpus:
+                skipped += 1
+                continue
+            errors = [Problem(f"line {line}, column {cols['gpus']!r}", ZERO_GPUS)]
         if errors:
             bad_rows += 1
             problems += errors
@@ -248,6 +264,8 @@ def csv_workload(text: str, options: CsvOptions | None = None, source: str = "tr
         assumptions.append(f"deadline column read as a {options.deadline_kind} deadline (--deadline-kind)")
     if "priority" not in cols:
         assumptions.append("priority: 0 for every job (no priority column)")
+    if skipped:
+        assumptions.append(f"left out {skipped} rows of 0 GPUs (CPU-only jobs; --skip-zero-gpus)")
     return Workload(source=f"CSV {source}", assumptions=assumptions, jobs=jobs)
 
 
@@ -276,7 +294,7 @@ def _row(row: Mapping[str, str | None], cols: Mapping[str, str], line: int) -> t
                     raise ValueError
             elif name in ("gpus", "min_gpus"):
                 number = float(text)
-                if number != int(number) or number < 1:
+                if number != int(number) or number < (0 if name == "gpus" else 1):  # 0 GPUs: ZERO_GPUS
                     raise ValueError
                 values[name] = int(number)
             elif name == "priority":

@@ -39,9 +39,7 @@ def test_search_bar_estimates_the_sizes_left() -> None:
         bar.close()
 
 
-def test_progress_draws_one_bar_and_verdicts_go_to_stdout(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_progress_draws_one_bar_and_verdicts_go_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     workload = tmp_path / "w.json"
     assert main(["import", "trace", str(FIXTURE), "-o", str(workload)]) == 0
     capsys.readouterr()
@@ -53,3 +51,43 @@ def test_progress_draws_one_bar_and_verdicts_go_to_stdout(
     assert "answer: 6 nodes" in captured.out
     assert captured.err.count("capacity search") >= 1 and "simulations:" not in captured.err
     assert "4/4" in captured.err
+
+
+def test_inflation_tries_join_the_bar_and_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With the default --inflation replay, the bar covers the search and then each factor
+    tried (its total re-estimated), and each try's verdict is printed as it is found."""
+    workload = tmp_path / "w.json"
+    assert main(["import", "trace", str(FIXTURE), "-o", str(workload)]) == 0
+    capsys.readouterr()
+    argv = ["capacity", str(workload), "--slo", "p95_wait<=30m", "--policy", "greedy", "--workers", "1"]
+    assert main([*argv, "--compaction", "none", "--progress"]) == 0
+    captured = capsys.readouterr()
+    tries = [line for line in captured.out.splitlines() if line.startswith("inflation: ")]
+    assert tries and tries[0].startswith("inflation: 6 nodes, arrivals x1 meet: p95_wait")
+    summary = next(line for line in captured.out.splitlines() if line.startswith("inflation (replay)"))
+    factor = float(summary.split(" x")[1].split()[0])
+    met = [float(t.split(" x")[1].split()[0]) for t in tries if " meet: " in t]
+    assert max(met) == pytest.approx(factor, abs=0.005)  # the answer is the largest factor that met
+    final = captured.err.replace("\r", "\n").strip().splitlines()[-1]
+    assert final.startswith("capacity: inflation: 100%") and f"{4 + len(tries)}/{4 + len(tries)}" in final
+
+
+def test_search_bar_estimates_the_inflation_tries_left() -> None:
+    bar = SearchBar(1, 64, per_step=1, inflation=(8.0, 0.05))
+    try:
+        assert bar.bar.total == bar.remaining() + 2 + 4  # counted from the first total
+        assert bar.inflation_remaining() == 2 + 4  # 1.0 and 2.0, then 4 halvings of ln 2 down to ln 1.05
+        bar.inflation_try(1.0, True)
+        assert bar.inflation_remaining() == 1 + 4
+        bar.inflation_try(2.0, False)
+        assert bar.inflation_remaining() == 4
+        bar.inflation_try(2**0.5, True)
+        assert bar.inflation_remaining() == 3
+        bar.inflation_try(2**0.75, False)  # 1.68: bracket 1.41..1.68, ln 1.19 / ln 1.05 = 3.6: 2 halvings
+        assert bar.inflation_remaining() == 2
+        bar.inflation_try(2**0.625, True)  # 1.54..1.68: ratio 1.09, one more
+        assert bar.inflation_remaining() == 1
+        bar.inflation_try(2**0.6875, False)  # 1.54..1.61: within 5 %, done
+        assert bar.inflation_remaining() == 0 and bar.bar.n == bar.bar.total == 6
+    finally:
+        bar.close()

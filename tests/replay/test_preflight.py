@@ -82,7 +82,7 @@ def test_fifo_does_not_deadlock_once_impossible_jobs_are_dropped() -> None:
     small = [job(f"s{i}", 20 + i, 2) for i in range(4)]
     wl = Workload(jobs=[job("first", 0, gpus=4), job("huge", 10, gpus=16), *small])
     config = SimConfig(interval=0.0)
-    blocked = simulate(wl, parametric_cluster(1), make_policy("fifo_first_fit"), config)
+    blocked = simulate(wl, parametric_cluster(1), make_policy("fifo_first_fit"), config, impossible="keep")
     assert sum(1 for r in blocked.jobs if r.first_start is None) == 5
     kept, _ = preflight(wl, parametric_cluster(1), drop=True)
     ran = simulate(kept, parametric_cluster(1), make_policy("fifo_first_fit"), config)

@@ -1,7 +1,15 @@
-"""report.md answers what the text output answers (issue 16): mean JCT, GPU-hours, per-priority waits."""
+"""report.md and report.html answer what the text output answers (issue 16): mean JCT, GPU-hours,
+per-priority waits; the HTML page embeds the plots and renders in a browser."""
 
 from __future__ import annotations
 
+import base64
+import html
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +100,217 @@ def test_log_axes_of_slo_plots_start_at_zero_without_negative_ticks(
     assert "0" in labels and "100" in labels  # plain numbers, not 10^2
 
 
-def test_many_policies_get_one_row_of_panels_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_several_policies_get_one_row_of_panels_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kept = _figures(monkeypatch)
     line = [TimelinePoint(0.0, 8.0, 1, 8.0, 1), TimelinePoint(3600.0, 0.0, 0, 0.0, 0)]
     timeline_figure([(f"p{k}", line, 16.0) for k in range(7)], tmp_path / "many.png")
     timeline_figure([(f"p{k}", line, 16.0) for k in range(2)], tmp_path / "two.png")
-    many, two = kept
+    timeline_figure([("p0", line, 16.0)], tmp_path / "one.png")
+    many, two, one = kept
     assert len(many.axes) == 14 and [ax.get_title(loc="left") for ax in many.axes[::2]] == [f"p{k}" for k in range(7)]
-    assert len(two.axes) == 2 and len(two.axes[0].get_lines()) == 2
+    # two policies are not overlaid either: a row each, one queue line per panel
+    assert [ax.get_title(loc="left") for ax in two.axes] == ["p0", "p0", "p1", "p1"]
+    assert [len(ax.get_lines()) for ax in two.axes[::2]] == [1, 1]
+    assert len(one.axes) == 2 and len(one.axes[0].get_lines()) == 1
     assert (tmp_path / "many.png").stat().st_size > 0
+
+
+class _Page(HTMLParser):
+    """The parts of report.html the tests read: images, tables (cell texts) and headings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[dict[str, str]] = []
+        self.tables: list[list[list[str]]] = []
+        self.headings: list[str] = []
+        self._cell: list[str] | None = None
+        self._heading: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "img":
+            self.images.append({k: v or "" for k, v in attrs})
+        elif tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag in ("h1", "h2"):
+            self._heading = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell))
+            self._cell = None
+        elif tag in ("h1", "h2") and self._heading is not None:
+            self.headings.append("".join(self._heading))
+            self._heading = None
+
+    def handle_data(self, data: str) -> None:
+        for part in (self._cell, self._heading):
+            if part is not None:
+                part.append(data)
+
+
+def _markdown_tables(text: str) -> list[list[list[str]]]:
+    tables: list[list[list[str]]] = []
+    previous = ""
+    for line in text.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            if not previous.startswith("|"):
+                tables.append([])
+            tables[-1].append([c.strip() for c in line.strip().strip("|").split("|")])
+        previous = line
+    return tables
+
+
+def _two_runs() -> list[Any]:
+    wl = _workload()
+    runs = []
+    for name in ("greedy", "fifo_first_fit"):
+        result = simulate(wl, parametric_cluster(1), make_policy(name, wl), SimConfig(interval=0.0), name=name)
+        runs.append((result, compute_metrics(result)))
+    return runs
+
+
+def test_html_report_embeds_the_plots_and_has_the_markdowns_tables(tmp_path: Path) -> None:
+    write_simulation_report(tmp_path, _two_runs(), command="gangopt simulate w.json --out r")
+    page = _Page()
+    text = (tmp_path / "report.html").read_text(encoding="utf-8")
+    page.feed(text)
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    # every figure of report.md is in the page, embedded: the PNG's own bytes, no file needed
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
+    assert figures == ["timeline.png", "wait_cdf.png"]
+    assert [img["data-file"] for img in page.images] == figures
+    for img in page.images:
+        prefix = "data:image/png;base64,"
+        assert img["src"].startswith(prefix)
+        assert base64.b64decode(img["src"][len(prefix) :]) == (tmp_path / img["data-file"]).read_bytes()
+    # the same tables, cell for cell, and the same headings
+    assert page.tables == _markdown_tables(markdown) and len(page.tables) == 3
+    assert page.tables[0][0][:3] == ["policy", "nodes", "jobs"] and [r[0] for r in page.tables[0][1:]] == [
+        "greedy",
+        "fifo_first_fit",
+    ]
+    assert page.headings == [line.lstrip("# ") for line in markdown.splitlines() if line.startswith("#")]
+    # Markdown's inline marks became HTML, none is left as text
+    assert "<code>gangopt simulate w.json --out r</code>" in text and "<em>util</em>" in text
+    assert "**" not in text and "`" not in text
+
+
+def test_capacity_html_report_has_the_answer_and_its_replay(tmp_path: Path) -> None:
+    from gangopt.replay.capacity import Evaluator, size_cluster
+    from gangopt.replay.report import write_capacity_report
+    from gangopt.replay.sweep import ClusterSpec, NodeType
+
+    wl = _workload()
+    ev = Evaluator(
+        wl,
+        (parse_slo("p95_wait<=10m"),),
+        policy="greedy",
+        cluster=ClusterSpec((NodeType(),)),
+        config=SimConfig(interval=0.0),
+        keep_timeline=True,
+    )
+    sizing = size_cluster(ev, 1, 8)
+    assert sizing.nodes is not None
+    write_capacity_report(tmp_path, sizing, "desc", {"policy": "greedy"}, command="test")
+    page = _Page()
+    page.feed((tmp_path / "report.html").read_text(encoding="utf-8"))
+    assert [img["data-file"] for img in page.images] == ["slo_vs_size.png", "timeline.png", "wait_cdf.png"]
+    assert f"The replay at the answer ({sizing.nodes} nodes)" in page.headings
+    sizes, at_answer, _ = page.tables
+    assert [row[0] for row in sizes[1:]] == [str(v.nodes) for v in sizing.evaluated]
+    (outcome,) = next(v for v in sizing.evaluated if v.nodes == sizing.nodes).outcomes
+    row = dict(zip(at_answer[0], at_answer[1], strict=True))
+    assert row["policy"] == "greedy seed 0" and row["wait p95"] == hours(outcome.metrics.queueing_delay.p95)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+_PROBE = """<script>
+window.addEventListener("load", () => {
+  const shown = [...document.images].map((i) => i.naturalWidth + "x" + i.naturalHeight + ":" + i.clientWidth);
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify({images: shown, page: document.documentElement.scrollWidth, view: innerWidth});
+  document.body.appendChild(out);
+});
+</script>
+</body>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (the structural test above still runs)")
+def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    """The browser decodes every embedded plot at its PNG size, and no table pushes the page
+    wider than a 1280-pixel window (the 18-column summary scrolls inside its box)."""
+    import matplotlib.image
+
+    write_simulation_report(tmp_path, _two_runs(), command="test")
+    probed = tmp_path / "probed.html"
+    probed.write_text((tmp_path / "report.html").read_text(encoding="utf-8").replace("</body>", _PROBE))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+    flags += ["--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,2000"]
+    dom = subprocess.run(
+        [str(CHROMIUM), *flags, "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, flags=re.S)
+    assert found is not None, dom[-500:]
+    probe = json.loads(html.unescape(found.group(1)))
+    sizes = []
+    for name in ("timeline.png", "wait_cdf.png"):
+        pixels = matplotlib.image.imread(tmp_path / name)
+        sizes.append(f"{pixels.shape[1]}x{pixels.shape[0]}")
+    assert [s.split(":")[0] for s in probe["images"]] == sizes
+    assert all(int(s.split(":")[1]) > 0 for s in probe["images"])
+    assert probe["page"] <= probe["view"]
+
+
+def test_sweep_plot_ticks_are_plain_numbers_and_whole_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waits from seconds to a week on one axis: '10,000', not '1e+04'; nodes 3, 4, 5, 6, not 3.5."""
+    from types import SimpleNamespace
+
+    from gangopt.replay.report import sweep_figure
+
+    kept = _figures(monkeypatch)
+    p95 = {3: 600_000.0, 4: 4_600.0, 6: 1_800.0}  # seconds: 10,000 min down to 30 min
+    outcomes = [
+        SimpleNamespace(
+            task=SimpleNamespace(policy=policy, nodes=n),
+            metrics=SimpleNamespace(queueing_delay=SimpleNamespace(p95=v * (2 if policy == "fifo" else 1))),
+        )
+        for policy in ("greedy", "fifo", "kueue_like")
+        for n, v in p95.items()
+    ]
+    sweep_figure(outcomes, tmp_path / "sweep.png")  # type: ignore[arg-type]
+    (ax,) = kept[0].axes
+    low, high = ax.get_ylim()
+    ys = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True) if low <= v <= high]
+    assert "10,000" in ys and "100" in ys and not any("e" in text for text in ys)
+    left, right = ax.get_xlim()
+    assert [v for v in ax.get_xticks() if left <= v <= right] == [3, 4, 5, 6]
+    assert [line.get_label() for line in ax.get_lines()] == ["greedy = kueue_like", "fifo"]
+
+
+def test_identical_wait_curves_share_one_line_and_the_legend_sits_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gangopt.replay.report import wait_cdf_figure
+
+    kept = _figures(monkeypatch)
+    same = [0.0, 30.0, 600.0, 4_000.0]
+    wait_cdf_figure(
+        [("greedy", same), ("fifo", [0.0, 3_000.0]), ("kueue_like", list(reversed(same)))], tmp_path / "c.png"
+    )
+    (ax,) = kept[0].axes
+    assert [line.get_label() for line in ax.get_lines()] == ["greedy = kueue_like", "fifo"]
+    legend = ax.get_legend()
+    kept[0].canvas.draw()
+    assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # right of the axes, over no curve
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["≤1s", "10s", "1m", "10m", "1h"]
+    assert ax.get_xlim()[1] == pytest.approx(4_000 * 1.3)  # just past the longest wait, not out to 6 h

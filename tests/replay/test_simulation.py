@@ -11,16 +11,19 @@ import pytest
 
 import gangopt
 from gangopt.cli import main
+from gangopt.errors import InputError
 from gangopt.replay.clusters import parametric_cluster
 from gangopt.replay.metrics import compute_metrics, metrics_rows, write_report
 from gangopt.replay.policies import make_policy
 from gangopt.replay.simulation import (
+    PROGRESS_SMOOTHING,
     WALL_SLACK,
     JobRecord,
     SimConfig,
     SimulationError,
     SimulationResult,
     TimelinePoint,
+    _Bar,
     simulate,
 )
 from gangopt.replay.workload import Job, Workload, dump_workload
@@ -153,7 +156,7 @@ def test_rounds_show_current_pods_and_time_since_checkpoint() -> None:
     jobs = [job("a", 0, 500), job("b", 0, 5_000, pods=2, min_members=1)]
     jobs += [job("huge", 300, 10, pods=3), job("late", 510, 10, pods=3)]  # never fit: only add rounds
     recorder = Recorder("greedy")
-    simulate(Workload(jobs=jobs), parametric_cluster(2), recorder, SimConfig(interval=0.0))
+    simulate(Workload(jobs=jobs), parametric_cluster(2), recorder, SimConfig(interval=0.0), impossible="keep")
     seen = {
         rnd.policy.now: {g.name: (len(g.pods), g.seconds_since_checkpoint) for g in rnd.running}
         for rnd, _ in recorder.seen
@@ -175,10 +178,38 @@ def test_horizon_reports_unfinished_and_not_arrived() -> None:
     assert metrics.end_time == 1_500
 
 
-def test_job_that_never_fits_stays_pending() -> None:
+def test_progress_bar_counts_every_job_with_the_average_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    """``simulate --progress``: one bar to N/N jobs; its ETA from the average rate since the
+    start (tqdm's default moving average swung by up to 144 % on a bursty replay, see
+    PROGRESS_SMOOTHING), so its rate is the jobs over the whole elapsed time."""
+    wl = Workload(jobs=[job(f"j{i}", 10.0 * i, 100) for i in range(5)])
+    simulate(wl, parametric_cluster(1), make_policy("greedy"), SimConfig(interval=0.0, progress=True), name="g")
+    err = capsys.readouterr().err
+    assert "simulate g" in err and "5/5" in err
+    bar = _Bar(10, "x")
+    try:
+        bar.update(4)
+        assert bar._bar.smoothing == PROGRESS_SMOOTHING == 0
+        assert bar._bar.format_dict["rate"] is None  # no moving average: tqdm divides n by the elapsed time
+    finally:
+        bar.close()
+
+
+def test_job_that_never_fits_is_refused_dropped_or_kept() -> None:
+    """The library's replay runs the CLI's pre-flight check: by default it refuses, naming the
+    job at its JSON path and the way out; dropped, the job is listed; kept, it waits to the end."""
     wl = Workload(jobs=[job("huge", 0, 10, pods=3), job("small", 5, 10, gpus=1)])
-    result = simulate(wl, parametric_cluster(2), make_policy("greedy"), SimConfig(interval=0.0))
+    config = SimConfig(interval=0.0)
+    with pytest.raises(InputError) as refused:
+        simulate(wl, parametric_cluster(2), make_policy("greedy"), config)
+    first, last = refused.value.problems
+    assert first.path == "$.jobs[0]" and "job 'huge' can never start on this cluster" in first.message
+    assert 'pass impossible="drop"' in last.message and "--drop-impossible" not in last.message
+    dropped = simulate(wl, parametric_cluster(2), make_policy("greedy"), config, impossible="drop")
+    assert dropped.dropped == ["huge"] and [(r.name, r.state) for r in dropped.jobs] == [("small", "finished")]
+    result = simulate(wl, parametric_cluster(2), make_policy("greedy"), config, impossible="keep")
     huge, small = result.jobs
+    assert result.dropped == []
     assert huge.state == "pending" and huge.first_start is None
     assert small.state == "finished"
     assert compute_metrics(result).unstarted == 1
@@ -291,7 +322,7 @@ def test_metrics_on_a_hand_checked_case() -> None:
 
 def test_report_files(tmp_path: Path) -> None:
     wl = random_workload(3, n=8)
-    result = simulate(wl, parametric_cluster(2), make_policy("greedy"))
+    result = simulate(wl, parametric_cluster(2), make_policy("greedy"), impossible="keep")
     paths = write_report(result, compute_metrics(result), tmp_path)
     assert sorted(p.name for p in paths) == ["jobs.csv", "metrics.csv", "metrics.json", "rounds.csv", "timeline.csv"]
     assert json.loads((tmp_path / "metrics.json").read_text())["jobs"] == 8

@@ -65,6 +65,22 @@ def test_errors_name_the_row_column_and_what_was_expected() -> None:
         csv_workload("submit,duration,gpus\n0,1,1\n", CsvOptions(columns={"gpus": "nope"}))
 
 
+def test_cpu_only_rows_are_refused_with_the_way_out_or_skipped_and_counted() -> None:
+    text = "submit,duration,gpus\n0,10,1\n5,10,0\n9,10,0\n12,10,2\n"
+    with pytest.raises(InputError) as error:
+        csv_workload(text, source="t.csv")
+    problems = [(p.path, p.message) for p in error.value.problems]
+    assert [path for path, _ in problems] == ["line 3, column 'gpus'", "line 4, column 'gpus'"]
+    assert all("without GPUs" in m and "--skip-zero-gpus" in m for _, m in problems)
+    wl = csv_workload(text, CsvOptions(skip_zero_gpus=True))
+    assert [(j.arrival, j.gpus()) for j in wl.jobs] == [(0.0, 1), (12.0, 2)]
+    assert [j.name for j in wl.jobs] == ["job-00000", "job-00001"]
+    assert "left out 2 rows of 0 GPUs (CPU-only jobs; --skip-zero-gpus)" in wl.assumptions
+    # a fraction or a negative count is still a bad cell, skipped or not
+    with pytest.raises(InputError, match="a whole number >= 1, got '-1'"):
+        csv_workload("submit,duration,gpus\n0,10,-1\n", CsvOptions(skip_zero_gpus=True))
+
+
 def test_formats_are_detected_and_a_wrong_file_says_what_was_expected() -> None:
     assert detect_format(["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]) == "philly"
     assert detect_format(["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"]) == "openb"
