@@ -28,6 +28,7 @@ import resource
 import time
 
 from gangopt.annotate import annotate as finish
+from gangopt.annotate import slowdown
 from gangopt.lookahead import look_ahead
 from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Status
@@ -65,15 +66,18 @@ def run(
         raise ValueError(f"annotate=False needs a solver other than {spec.name!r} (it chooses its plan by the score)")
     view = look_ahead(rnd) if spec.lookahead else None
     decided = view.round if view is not None else rnd
+    deadline = start + rnd.policy.time_limit
+    wall, own = time.perf_counter(), time.process_time()
     result = decide(decided)
-    plan = _finished(decided, spec, result, annotate)
+    slow = result.slowdown if result.slowdown is not None else slowdown(wall, own)
+    plan = _finished(decided, spec, result, annotate, deadline, slow)
     if view is not None:
         plan = view.annotate(plan, rnd.now)
     violations = [] if result.finished and (view is None or not view.restricted) else validate(rnd, plan)
     if violations:
         if not spec.fallback:
             raise RuntimeError(f"internal: {spec.name} plan failed validation: {_details(violations)}")
-        plan = _fallback(rnd, spec, result, violations)
+        plan = _fallback(rnd, spec, result, violations, deadline, slow)
     used = {"total_seconds": time.perf_counter() - start, "cpu_seconds": cpu_seconds() - cpu}
     return plan.model_copy(update={"stats": plan.stats.model_copy(update=used)})
 
@@ -84,15 +88,17 @@ def cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-def _finished(rnd: Round, spec: Solver, result: Result, annotate: bool) -> Plan:
+def _finished(rnd: Round, spec: Solver, result: Result, annotate: bool, deadline: float, slow: float) -> Plan:
     if result.finished:
         return result.plan
     if annotate:
-        return finish(rnd, result, explain_waiting=not spec.own_reasons)
+        return finish(rnd, result, explain_waiting=not spec.own_reasons, deadline=deadline, slowdown=slow)
     return result.plan.model_copy(update={"stats": result.stats})
 
 
-def _fallback(rnd: Round, spec: Solver, result: Result, violations: list[Violation]) -> Plan:
+def _fallback(
+    rnd: Round, spec: Solver, result: Result, violations: list[Violation], deadline: float, slow: float
+) -> Plan:
     """The greedy plan in place of a ``spec`` plan that broke ``violations`` (the safety net)."""
     plan = greedy(rnd).model_copy(
         update={
@@ -100,7 +106,7 @@ def _fallback(rnd: Round, spec: Solver, result: Result, violations: list[Violati
             "message": f"internal: {spec.name} plan failed validation ({_details(violations)}); greedy plan returned",
         }
     )
-    fallback = finish(rnd, Result(plan=plan, stats=result.stats, pre=result.pre))
+    fallback = finish(rnd, Result(plan=plan, stats=result.stats, pre=result.pre), deadline=deadline, slowdown=slow)
     broken = validate(rnd, fallback)
     if broken:
         raise RuntimeError(f"internal: greedy plan failed validation: {_details(broken)}")

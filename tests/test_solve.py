@@ -211,3 +211,28 @@ def test_the_cpsat_child_closes_the_descriptors_it_inherited(
     open_in_child = {int(fd) for fd in listing.read_text().split()}
     assert not held & open_in_child, (held, open_in_child)
     assert len(open_in_child - {0, 1, 2}) <= 2  # the answer pipe (and listdir's own descriptor)
+
+
+@pytest.mark.parametrize("solver", ["greedy", "cpsat"])
+def test_a_time_limit_spent_before_the_reasons_still_gives_a_valid_plan_that_says_so(solver: str) -> None:
+    """The waiting reasons are the one finishing step whose cost grows past the limit: with no
+    time left they are cut short, and the message counts the gangs left unchecked."""
+    from gangopt.reasons import UNCHECKED
+
+    rnd = contended()
+    policy = rnd.policy.model_copy(update={"time_limit": 1e-6})
+    plan = gangopt.solve(rnd, policy, solver=solver)
+    assert gangopt.validate(rnd, plan) == []
+    waiting = plan.waiting
+    assert waiting and all(w.reasons[-1] == UNCHECKED for w in waiting)
+    assert f"reasons of {len(waiting)} of {len(waiting)} waiting gangs not checked" in plan.message
+    if solver == "cpsat":
+        assert plan.status == Status.FALLBACK
+
+
+def test_the_reasons_are_complete_when_the_limit_allows() -> None:
+    from gangopt.reasons import UNCHECKED
+
+    plan = gangopt.solve(contended(), solver="greedy")
+    assert plan.waiting and all(UNCHECKED not in w.reasons for w in plan.waiting)
+    assert "not checked" not in plan.message

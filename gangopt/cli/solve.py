@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from gangopt.cli.output import EXIT_FAILURE, EXIT_OK, emit
@@ -91,9 +92,12 @@ def add_parsers(sub: Any) -> None:
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
+    began = time.perf_counter()
     rnd = load_round(args.round)
+    parsed = time.perf_counter() - began
     policy = _policy(rnd, args)
     plan = solve(rnd, policy, solver=args.solver)
+    plan = plan.model_copy(update={"stats": plan.stats.model_copy(update={"parse_seconds": parsed})})
     text = plan.model_dump_json(indent=2) + "\n"
     # The summary goes first: if it fails (a bug in explain), no plan has been emitted yet.
     explanation = summary(rnd, plan) if args.explain else None

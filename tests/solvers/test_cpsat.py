@@ -158,9 +158,9 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     assert plan.status == Status.FALLBACK
-    # Normally the child sees the model is too large and returns the greedy plan at once; on a
-    # loaded machine the hard wall clock may stop the child first. Either way: greedy, bounded.
-    assert "too many to build" in plan.message or "was stopped" in plan.message
+    # The candidates used the whole limit, so no model is started (or the child sees the model
+    # is too large, or the hard wall clock stops it). Either way: greedy, bounded, and said so.
+    assert any(why in plan.message for why in ("no time left for a model", "too many to build", "was stopped"))
     assert all(t.bound >= t.value for t in plan.score.tiers)
     open_tiers = [t for t in plan.score.tiers if t.value < t.bound]
     assert plan.gap is not None

@@ -33,9 +33,10 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import NamedTuple
 
-from gangopt.annotate import cheap_bounds_for, plan_gap, tier_gap, tier_values
+from gangopt.annotate import cheap_bounds_for, finish_reserve, plan_gap, slowdown, tier_gap, tier_values
 from gangopt.bounds import reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
@@ -53,11 +54,25 @@ from gangopt.solvers.greedy import greedy
 SEARCH_SHARE = 0.85
 """Share of the time limit the search may use; the rest is kept for expanding the answer to
 nodes, explaining it and validating it."""
+MAX_FINISH_SHARE = 0.4
+"""Most of the time limit kept for explaining and validating the plan
+(:func:`~gangopt.annotate.finish_reserve`); past it the waiting reasons are cut short
+(:data:`gangopt.reasons.UNCHECKED`) rather than the search."""
+EXPANSION_SECONDS_PER_POD = 1e-4
+"""Seconds kept per pod (running and new) for what follows the search before the finisher:
+expanding the answer to nodes, the reprieve, scoring, and (with ``policy.hard_limit``) the
+answer's way back from the child: measured 1.03 s for the 8,989 pods of the fragmented L round
+(load 2), the reprieve 0.66 s of it."""
+MIN_SEARCH_SHARE = 0.05
+"""A search left less than this share of the time limit is not started: the greedy plan is
+returned (status ``fallback``) and the message says where the time went."""
 
 
-def solve_cpsat(rnd: Round) -> Result:
-    """Decide ``rnd`` with CP-SAT within ``rnd.policy.time_limit`` (steps in the module doc)."""
-    start = time.perf_counter()
+def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
+    """Decide ``rnd`` with CP-SAT within ``rnd.policy.time_limit`` counted from ``start``
+    (a :func:`time.perf_counter` instant; default now), steps in the module doc."""
+    start = time.perf_counter() if start is None else start
+    wall, cpu = time.perf_counter(), time.process_time()
     # 1. Prefilter.
     pre = prefilter(rnd)
     stats = Stats(
@@ -68,16 +83,19 @@ def solve_cpsat(rnd: Round) -> Result:
         gangs_pruned=len(pre.pruned),
     )
     # 2. Greedy candidates; the answer already if the cheap bounds prove one.
-    baseline, baseline_score, proven = _best_greedy(rnd, pre)
+    baseline, baseline_score, proven = _best_greedy(rnd, pre, start)
+    # Steps 1 and 2 run on one thread: how much slower than CPU time they ran scales the
+    # time kept for finishing (the search's threads and the child would blur the measure).
+    slow = slowdown(wall, cpu)
     if proven is not None:
-        return Result(plan=proven, stats=stats, pre=pre, score=baseline_score)
+        return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
     candidate = Candidate(baseline, baseline_score)
     # 3. Guard: a large search with a hard limit runs in a child that can be killed.
     forkable = "fork" in multiprocessing.get_all_start_methods()
     if rnd.policy.hard_limit and forkable and estimated_variables(pre) >= IN_PROCESS_VARIABLES:
-        fallback = Result(plan=baseline, stats=stats, pre=pre, score=baseline_score)
-        return search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats), fallback)
-    return _search(rnd, start, pre, candidate, stats)
+        fallback = Result(plan=baseline, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
+        return search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats, slow), fallback)
+    return replace(_search(rnd, start, pre, candidate, stats, slow), slowdown=slow)
 
 
 class Candidate(NamedTuple):
@@ -87,12 +105,25 @@ class Candidate(NamedTuple):
     score: Score
 
 
-def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats) -> Result:
+def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, slow: float) -> Result:
     """Steps 3 to 7: guard the model size, encode, search in stages from ``baseline``,
     expand and repair the answer, and choose between it and ``baseline``."""
-    deadline = start + rnd.policy.time_limit * SEARCH_SHARE
+    limit = rnd.policy.time_limit
+    pods = sum(len(g.pods) for g in rnd.running) + len(baseline.plan.placements)
+    reserve = finish_reserve(rnd, baseline.plan) + EXPANSION_SECONDS_PER_POD * pods
+    search = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
+    reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
+    deadline = start + min(search, limit - reserve)
+    remaining = deadline - time.perf_counter()
+    if remaining < MIN_SEARCH_SHARE * limit:
+        message = (
+            f"time limit: {time.perf_counter() - start:.2f} s of the {limit:g} s went to the prefilter and the "
+            f"candidates, and {reserve:.2f} s are kept to explain and validate the plan; no time left for a model; "
+            "greedy plan returned"
+        )
+        return _fallback(baseline, stats, pre, message)
     estimate = estimated_variables(pre)
-    budget = build_budget(rnd.policy.time_limit)
+    budget = build_budget(search)  # from the round, not the clock: the same model on a loaded machine
     allowed = None
     view = pre
     if estimate > budget:
@@ -165,7 +196,7 @@ def _fallback(baseline: Candidate, stats: Stats, pre: Prefiltered, message: str)
     return Result(plan=plan, stats=stats, pre=pre, score=baseline.score)
 
 
-def _best_greedy(rnd: Round, pre: Prefiltered) -> tuple[Plan, Score, Plan | None]:
+def _best_greedy(rnd: Round, pre: Prefiltered, start: float) -> tuple[Plan, Score, Plan | None]:
     """The best candidate plan (by the objective) with its score, and that plan marked as the
     answer when the cheap bounds already prove it within ``policy.gap_limit`` (else None).
 
@@ -174,13 +205,16 @@ def _best_greedy(rnd: Round, pre: Prefiltered) -> tuple[Plan, Score, Plan | None
     floor, issue 13). Candidates, cheapest first, stopping as soon as one is proven good
     enough or reaches every tier's ceiling: greedy with eager growth; greedy with deferred
     growth; then each peer emulation when the round is small enough for them
-    (:func:`peers_affordable`: they cost seconds on the largest rounds)."""
+    (:func:`peers_affordable`: they cost seconds on the largest rounds). No candidate after the
+    first starts once :data:`CANDIDATE_SHARE` of the time limit since ``start`` is spent."""
     ceilings = tier_ceilings(pre)
     best: tuple[Plan, Score] | None = None
     makers = _candidates()
     if not peers_affordable(rnd):
         makers = makers[:2]
     for make in makers:
+        if best is not None and time.perf_counter() - start > CANDIDATE_SHARE * rnd.policy.time_limit:
+            break
         plan = make(rnd)
         plan_score = score(rnd, plan)
         if best is not None and lexicographic_key(plan_score) <= lexicographic_key(best[1]):
@@ -191,6 +225,14 @@ def _best_greedy(rnd: Round, pre: Prefiltered) -> tuple[Plan, Score, Plan | None
             return plan, plan_score, proven
     assert best is not None
     return best[0], best[1], None
+
+
+CANDIDATE_SHARE = 0.25
+"""Share of the time limit after which no further candidate starts (the first, greedy, always
+runs: it is the fallback). One greedy pass costs 1.3 CPU-s on the fragmented XL round (16,384
+nodes), 3-4 s of wall time on a loaded 2-core machine, where the second pass pushed the
+whole solve past its 10 s limit. On a loaded machine this can leave out a candidate an idle one
+tries: the rule only binds on rounds this large or limits this short."""
 
 
 PORTFOLIO_CELLS_PER_SECOND = 250_000

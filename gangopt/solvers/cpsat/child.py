@@ -42,7 +42,7 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
     child = context.Process(target=_child_main, args=(search, sender, parent), daemon=True)
     child.start()
     sender.close()
-    finished = _finish_fallback(rnd, fallback)
+    finished = _finish_fallback(rnd, fallback, start + rnd.policy.time_limit)
     limit = rnd.policy.time_limit
     wait = start + limit * 1.05 + HARD_GRACE - time.perf_counter()
     why = f"CP-SAT did not return within the {limit:g} s limit and was stopped"
@@ -53,7 +53,12 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
             if kind == "result":
                 assert isinstance(payload, Result)
                 return Result(
-                    plan=payload.plan, stats=payload.stats, pre=fallback.pre, score=payload.score, proven=payload.proven
+                    plan=payload.plan,
+                    stats=payload.stats,
+                    pre=fallback.pre,
+                    score=payload.score,
+                    proven=payload.proven,
+                    slowdown=fallback.slowdown,
                 )
             raise RuntimeError(f"CP-SAT child failed: {payload}")
     except EOFError:
@@ -69,9 +74,10 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
     return _with_message(finished, f"{why}; greedy plan returned")
 
 
-def _finish_fallback(rnd: Round, fallback: Result) -> Result:
-    """The greedy fallback, annotated and validated ahead of the deadline."""
-    plan = annotate(rnd, fallback)
+def _finish_fallback(rnd: Round, fallback: Result, deadline: float) -> Result:
+    """The greedy fallback, annotated (its waiting reasons within ``deadline``) and validated
+    ahead of the deadline."""
+    plan = annotate(rnd, fallback, deadline=deadline, slowdown=fallback.slowdown or 1.0)
     violations = validate(rnd, plan)
     if violations:
         details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])
