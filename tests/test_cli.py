@@ -271,8 +271,8 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 
 
 def _fake_solve(seen: dict[str, Any]) -> Callable[..., Plan]:
-    def fake(rnd: Round, policy: Policy | None = None, *, solver: str = "cpsat") -> Plan:
-        seen.update(rnd=rnd, policy=policy, solver=solver)
+    def fake(rnd: Round, policy: Policy | None = None, *, solver: str = "cpsat", lp_bounds: bool | None = None) -> Plan:
+        seen.update(rnd=rnd, policy=policy, solver=solver, lp_bounds=lp_bounds)
         return Plan.model_validate(hand_plan())
 
     return fake

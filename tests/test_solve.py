@@ -236,3 +236,19 @@ def test_the_reasons_are_complete_when_the_limit_allows() -> None:
     plan = gangopt.solve(contended(), solver="greedy")
     assert plan.waiting and all(UNCHECKED not in w.reasons for w in plan.waiting)
     assert "not checked" not in plan.message
+
+
+def test_lp_bounds_are_asked_for_greedy_and_only_tighten() -> None:
+    """Greedy's plans get the LP bounds when asked: the same plan, bounds between its values and
+    the bounds without them, strictly tighter on this fragmented round."""
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=3))
+    plain = gangopt.solve(rnd, solver="greedy")
+    tight = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    assert tight.admitted == plain.admitted and tight.placements == plain.placements
+    pairs = list(zip(plain.score.tiers, tight.score.tiers, strict=True))
+    assert all(t.value <= t.bound <= p.bound for p, t in pairs)
+    assert any(t.bound < p.bound for p, t in pairs) or tight.score.secondary_bound < plain.score.secondary_bound
+    assert tight.gap is not None and plain.gap is not None and tight.gap <= plain.gap
