@@ -55,7 +55,7 @@ def annotate(
     if explain_waiting:
         by = None if deadline is None else deadline - validation_reserve(rnd, plan) * slowdown
         waiting = waiting_reasons(rnd, plan, pre, deadline=by)
-        plan = plan.model_copy(update={"waiting": waiting, "message": _unchecked_note(plan.message, waiting)})
+        plan = plan.model_copy(update={"waiting": waiting, "message": unchecked_note(plan.message, waiting)})
     return plan.model_copy(update={"score": bounded, "gap": plan_gap(bounded), "stats": result.stats})
 
 
@@ -97,8 +97,8 @@ def finish_reserve(rnd: Round, plan: Plan) -> float:
     return validation_reserve(rnd, plan) + REASONS_SECONDS_PER_GANG_NODE * waiting * len(rnd.cluster.nodes)
 
 
-def _unchecked_note(message: str, waiting: list[Waiting]) -> str:
-    """``message`` with a note of how many waiting gangs the time limit left unchecked."""
+def unchecked_note(message: str, waiting: list[Waiting]) -> str:
+    """``message`` with a note of how many of ``waiting`` the time limit left unchecked."""
     unchecked = sum(1 for w in waiting if w.reasons[-1] == UNCHECKED)
     if not unchecked:
         return message

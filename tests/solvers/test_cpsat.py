@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -150,6 +151,35 @@ def test_a_solver_that_overruns_is_stopped_and_the_greedy_plan_returned(monkeypa
     assert time.perf_counter() - began < 3.0
     assert plan.status == Status.FALLBACK
     assert "did not return within" in plan.message
+    assert gangopt.validate(rnd, plan) == []
+
+
+def test_a_child_that_keeps_the_greedy_plan_answers_with_the_fallback_finished_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parent explains and validates the greedy fallback while the child searches; when the
+    child keeps that plan, the door does not explain and validate it a second time (at 16,384
+    nodes that took 3 s of a 10 s limit)."""
+    import gangopt.solvers.cpsat as solving
+    from gangopt.result import Result
+
+    door = sys.modules["gangopt.solve"]
+
+    def kept(rnd: Round, start: float, pre: object, baseline: solving.Candidate, *rest: object) -> Result:
+        plan = baseline.plan.model_copy(update={"status": Status.FEASIBLE, "message": "kept the greedy plan"})
+        return Result(plan=plan, stats=baseline.plan.stats)
+
+    def no_second_finish(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the door annotated the plan again")
+
+    monkeypatch.setattr(solving, "_search", kept)
+    monkeypatch.setattr(solving, "IN_PROCESS_VARIABLES", 0)
+    monkeypatch.setattr(door, "finish", no_second_finish)
+    rnd = busy_round(nodes=16, gangs=8, time_limit=5.0)
+    plan = gangopt.solve(rnd)
+    assert plan.status == Status.FEASIBLE and plan.message == "kept the greedy plan"
+    assert plan.admitted == greedy(rnd).admitted
+    assert plan.waiting and all(w.reasons for w in plan.waiting)
     assert gangopt.validate(rnd, plan) == []
 
 

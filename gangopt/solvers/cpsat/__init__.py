@@ -90,12 +90,22 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     if proven is not None:
         return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
     candidate = Candidate(baseline, baseline_score)
-    # 3. Guard: a large search with a hard limit runs in a child that can be killed.
+    # 3. Guard: no search without time for one; a large search with a hard limit runs in a
+    # child that can be killed.
+    timing = _timing(rnd, start, baseline, slow)
+    limit = rnd.policy.time_limit
+    if timing.deadline - time.perf_counter() < MIN_SEARCH_SHARE * limit:
+        message = (
+            f"time limit: {time.perf_counter() - start:.2f} s of the {limit:g} s went to the prefilter and the "
+            f"candidates, and {timing.reserve:.2f} s are kept to explain and validate the plan; no time left for "
+            "a model; greedy plan returned"
+        )
+        return replace(_fallback(candidate, stats, pre, message), slowdown=slow)
     forkable = "fork" in multiprocessing.get_all_start_methods()
     if rnd.policy.hard_limit and forkable and estimated_variables(pre) >= IN_PROCESS_VARIABLES:
         fallback = Result(plan=baseline, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
-        return search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats, slow), fallback)
-    return replace(_search(rnd, start, pre, candidate, stats, slow), slowdown=slow)
+        return search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats, timing), fallback)
+    return replace(_search(rnd, start, pre, candidate, stats, timing), slowdown=slow)
 
 
 class Candidate(NamedTuple):
@@ -105,23 +115,30 @@ class Candidate(NamedTuple):
     score: Score
 
 
-def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, slow: float) -> Result:
-    """Steps 3 to 7: guard the model size, encode, search in stages from ``baseline``,
-    expand and repair the answer, and choose between it and ``baseline``."""
+class Timing(NamedTuple):
+    """When the search must end and how long it may be, from the round and the clock."""
+
+    deadline: float
+    """The search's wall-clock deadline (:func:`time.perf_counter`)."""
+    search: float
+    """Seconds the round's size leaves the search (the clock not counted): sizes the model."""
+    reserve: float
+    """Seconds kept after the search for expanding, explaining and validating."""
+
+
+def _timing(rnd: Round, start: float, baseline: Plan, slow: float) -> Timing:
     limit = rnd.policy.time_limit
-    pods = sum(len(g.pods) for g in rnd.running) + len(baseline.plan.placements)
-    reserve = finish_reserve(rnd, baseline.plan) + EXPANSION_SECONDS_PER_POD * pods
+    pods = sum(len(g.pods) for g in rnd.running) + len(baseline.placements)
+    reserve = finish_reserve(rnd, baseline) + EXPANSION_SECONDS_PER_POD * pods
     search = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
     reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
-    deadline = start + min(search, limit - reserve)
-    remaining = deadline - time.perf_counter()
-    if remaining < MIN_SEARCH_SHARE * limit:
-        message = (
-            f"time limit: {time.perf_counter() - start:.2f} s of the {limit:g} s went to the prefilter and the "
-            f"candidates, and {reserve:.2f} s are kept to explain and validate the plan; no time left for a model; "
-            "greedy plan returned"
-        )
-        return _fallback(baseline, stats, pre, message)
+    return Timing(start + min(search, limit - reserve), search, reserve)
+
+
+def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, timing: Timing) -> Result:
+    """Steps 3 to 7: guard the model size, encode, search in stages from ``baseline``,
+    expand and repair the answer, and choose between it and ``baseline``."""
+    deadline, search = timing.deadline, timing.search
     estimate = estimated_variables(pre)
     budget = build_budget(search)  # from the round, not the clock: the same model on a loaded machine
     allowed = None

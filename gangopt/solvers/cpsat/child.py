@@ -20,11 +20,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
-from gangopt.annotate import annotate
+from gangopt.annotate import annotate, unchecked_note
 from gangopt.result import Result
-from gangopt.schema import Round, Status
+from gangopt.schema import Plan, Round, Status
 from gangopt.validation import validate
 
 HARD_GRACE = 0.25
@@ -52,6 +53,16 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
             child.join()
             if kind == "result":
                 assert isinstance(payload, Result)
+                if payload.proven is None and _same_decisions(payload.plan, finished.plan):
+                    # The search kept the greedy plan (or had no time): the fallback finished
+                    # meanwhile is its answer, explained and validated already.
+                    plan = finished.plan.model_copy(
+                        update={
+                            "status": payload.plan.status,
+                            "message": unchecked_note(payload.plan.message, finished.plan.waiting),
+                        }
+                    )
+                    return replace(finished, plan=plan, stats=payload.stats)
                 return Result(
                     plan=payload.plan,
                     stats=payload.stats,
@@ -72,6 +83,16 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
             child.join()
         receiver.close()
     return _with_message(finished, f"{why}; greedy plan returned")
+
+
+def _same_decisions(a: Plan, b: Plan) -> bool:
+    """Whether two plans decide the same: admitted gangs, placements, preemptions and resizes."""
+    return (
+        a.admitted == b.admitted
+        and a.placements == b.placements
+        and a.preemptions == b.preemptions
+        and a.resizes == b.resizes
+    )
 
 
 def _finish_fallback(rnd: Round, fallback: Result, deadline: float) -> Result:
