@@ -16,7 +16,9 @@
    the broken rules; a greedy or peer plan that breaks one is an internal error
    (``RuntimeError``): nothing stands behind them.
 6. **Time**: ``stats.total_seconds`` (wall) and ``stats.cpu_seconds`` (this process and the
-   solver's child processes) cover steps 2 to 5.
+   solver's child processes) cover steps 2 to 5, and so does ``policy.time_limit``: CP-SAT
+   keeps time for steps 4 and 5, and the waiting reasons of step 4 stop before the limit
+   (leaving time for the validator, which always runs; issue 13).
 
 :func:`run` is steps 3 to 6 for a decider made once and kept (a replay keeps one per
 simulation, so that a stateful emulation keeps its state between rounds).
