@@ -416,10 +416,11 @@ def test_explain_shows_preemptions_resizes_and_timing() -> None:
                 }
             ],
             "resizes": [{"gang": "old", "from_members": 1, "to_members": 0}],
-            "stats": {"nodes": 4, "total_seconds": 1.23456},
+            "stats": {"nodes": 4, "total_seconds": 1.23456, "parse_seconds": 0.0421},
         }
     )
     text = summary(Round.model_validate(small_round()), plan)
+    assert any(line.split()[:2] == ["parse", "0.042"] for line in text.splitlines())
     assert "gap:     12.50%" in text
     assert "Preemptions (1)" in text and "for train" in text
     assert "Resizes (1)" in text
