@@ -83,7 +83,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         gangs_pruned=len(pre.pruned),
     )
     # 2. Greedy candidates; the answer already if the cheap bounds prove one.
-    baseline, baseline_score, proven = _best_greedy(rnd, pre, start)
+    baseline, baseline_score, proven = _best_greedy(rnd, pre, wall)
     # Steps 1 and 2 run on one thread: how much slower than CPU time they ran scales the
     # time kept for finishing (the search's threads and the child would blur the measure).
     slow = slowdown(wall, cpu)
@@ -223,7 +223,9 @@ def _best_greedy(rnd: Round, pre: Prefiltered, start: float) -> tuple[Plan, Scor
     enough or reaches every tier's ceiling: greedy with eager growth; greedy with deferred
     growth; then each peer emulation when the round is small enough for them
     (:func:`peers_affordable`: they cost seconds on the largest rounds). No candidate after the
-    first starts once :data:`CANDIDATE_SHARE` of the time limit since ``start`` is spent."""
+    first starts once :data:`CANDIDATE_SHARE` of the time limit since ``start`` is spent
+    (``start``: after CP-SAT's import, which a process pays once, so that the same round gets
+    the same candidates in a fresh process as in a long-lived one where it can)."""
     ceilings = tier_ceilings(pre)
     best: tuple[Plan, Score] | None = None
     makers = _candidates()
