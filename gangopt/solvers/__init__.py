@@ -42,8 +42,6 @@ class Solver:
     fallback: bool = False
     """A plan that fails validation is replaced by the greedy plan (CP-SAT); otherwise it is
     an internal error: there is nothing behind greedy or a peer emulation to fall back to."""
-    annotate_optional: bool = True
-    """Whether ``annotate=False`` is allowed (CP-SAT chooses its plan by the score)."""
     lp_bounds: bool = False
     """The finisher bounds this solver's plans with the LP bounds too (slots and growth, OR-Tools'
     GLOP) unless the caller says otherwise: CP-SAT, which imports OR-Tools anyway. Greedy and the
@@ -88,7 +86,7 @@ SOLVERS: dict[str, Solver] = {
     s.name: s
     for s in (
         Solver("cpsat", "the optimizer: one CP-SAT model per round", lambda _: _cpsat, fallback=True,
-               annotate_optional=False, lookahead=True, lp_bounds=True),
+               lookahead=True, lp_bounds=True),
         Solver("greedy", "the baseline: one gang at a time, first fit, Koordinator/Kueue-style preemption",
                lambda _: _greedy),
         Solver("fifo_first_fit", "the floor: strict FIFO, priorities ignored, no preemption",
