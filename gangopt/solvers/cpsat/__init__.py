@@ -50,7 +50,13 @@ from gangopt.schema import Plan, Round, Score, Stats, Status, Waiting
 from gangopt.solvers.cpsat.child import search_in_child
 from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
-from gangopt.solvers.cpsat.guard import IN_PROCESS_VARIABLES, RESTRICTED_SHARE, build_budget, estimated_variables
+from gangopt.solvers.cpsat.guard import (
+    BUILD_SECONDS_PER_VARIABLE,
+    IN_PROCESS_VARIABLES,
+    RESTRICTED_SHARE,
+    build_budget,
+    estimated_variables,
+)
 from gangopt.solvers.cpsat.hints import COMPLETION_SECONDS, warm_start
 from gangopt.solvers.cpsat.neighbourhood import restrict
 from gangopt.solvers.cpsat.stages import plan_stages, proven_bounds, run_stages
@@ -140,6 +146,8 @@ class Timing(NamedTuple):
     """Seconds the round's size leaves the search (the clock not counted): sizes the model."""
     reserve: float
     """Seconds kept after the search for expanding, explaining and validating."""
+    slow: float
+    """How much slower than CPU time the solve ran so far (:func:`~gangopt.annotate.slowdown`)."""
 
 
 def _timing(rnd: Round, start: float, baseline: Plan, slow: float) -> Timing:
@@ -148,7 +156,7 @@ def _timing(rnd: Round, start: float, baseline: Plan, slow: float) -> Timing:
     reserve = finish_reserve(rnd, baseline) + EXPANSION_SECONDS_PER_POD * pods
     search = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
     reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
-    return Timing(start + min(search, limit - reserve), search, reserve)
+    return Timing(start + min(search, limit - reserve), search, reserve, slow)
 
 
 def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, timing: Timing) -> Result:
@@ -169,6 +177,16 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
                 f"to build and solve within the {rnd.policy.time_limit:g} s time limit; greedy plan returned"
             )
             return _fallback(baseline, stats, pre, message)
+    size = estimate if allowed is None else sum(len(classes) for classes in allowed.values())
+    build = BUILD_SECONDS_PER_VARIABLE * size * timing.slow
+    if time.perf_counter() + build > deadline:
+        # On a loaded machine the neighbourhood alone took 4.4 s of a 10 s limit (fragmented L).
+        message = (
+            f"time limit: building the model (about {size:,} variables, {build:.1f} s) would end after the "
+            f"search's deadline, {deadline - start:.1f} s into the {rnd.policy.time_limit:g} s limit; "
+            "greedy plan returned"
+        )
+        return _fallback(baseline, stats, pre, message)
     # 4. Encode.
     t0 = time.perf_counter()
     enc = encode(view, allowed)
