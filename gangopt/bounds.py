@@ -68,22 +68,23 @@ def tier_ceilings(pre: Prefiltered) -> dict[int, int]:
     return ceiling
 
 
-def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
+def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool = True) -> CheapBounds:
     """The round's cheap bounds. ``tiers_at_ceiling`` says that some plan reaches every tier
     ceiling, so that every optimal plan runs every kept gang at its minimum or more; the
     secondary bound is then much tighter. Computed once per prefiltered round (a solve asks
-    for the greedy plan's, then the answer's) and kept on it."""
-    key = ("cheap-bounds", tiers_at_ceiling)
+    for the greedy plan's, then the answer's) and kept on it. ``lp=False`` leaves out the
+    growth LP (OR-Tools' GLOP): the growth term is then bounded by every member added."""
+    key = ("cheap-bounds", tiers_at_ceiling, lp)
     hit = pre.derived.get(key)
     if hit is None:
-        hit = pre.derived[key] = _cheap_bounds(pre, tiers_at_ceiling)
+        hit = pre.derived[key] = _cheap_bounds(pre, tiers_at_ceiling, lp)
     assert isinstance(hit, CheapBounds)
     return hit
 
 
-def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
+def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool) -> CheapBounds:
     ceilings = tier_ceilings(pre)
-    secondary = _growth_bound(pre, tiers_at_ceiling)
+    secondary = _growth_bound(pre, tiers_at_ceiling, lp)
     if tiers_at_ceiling:
         secondary -= _opened_nodes_bound(pre) * ObjectiveTerms.of(pre.rnd).open_node_cost
     return CheapBounds(tiers=ceilings, secondary=secondary)
@@ -186,7 +187,7 @@ class _Growth:
     constant: int
 
 
-def _growth_bound(pre: Prefiltered, must_run: bool) -> int:
+def _growth_bound(pre: Prefiltered, must_run: bool, lp: bool = True) -> int:
     """Bound on the growth term: the LP relaxation of adding members above role minimums.
 
     Pods of gangs that can never lose any stay where they are; everything else (members to
@@ -200,6 +201,8 @@ def _growth_bound(pre: Prefiltered, must_run: bool) -> int:
     growth = _growth_items(pre, must_run, free)
     if not growth.count:
         return growth.constant
+    if not lp:
+        return growth.constant + int(sum(c * v for c, v in zip(growth.count, growth.value, strict=True)))
     # Imported here: OR-Tools costs about half a second to import, and most rounds' bounds
     # (and every command that only validates or explains) never need an LP.
     from ortools.linear_solver import pywraplp
@@ -212,8 +215,8 @@ def _growth_bound(pre: Prefiltered, must_run: bool) -> int:
     if solver.Solve() != pywraplp.Solver.OPTIMAL:
         return growth.constant + int(sum(c * v for c, v in zip(growth.count, growth.value, strict=True)))
     # GLOP works in floating point: a margin for its tolerances keeps the bound a bound.
-    lp = float(solver.Objective().Value())
-    return growth.constant + math.ceil(lp * (1 + 1e-6)) + 1
+    relaxed = float(solver.Objective().Value())
+    return growth.constant + math.ceil(relaxed * (1 + 1e-6)) + 1
 
 
 def _room_rows(solver: pywraplp.Solver, n: list[pywraplp.Variable], growth: _Growth, free: np.ndarray, k: int) -> None:

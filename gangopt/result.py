@@ -39,6 +39,11 @@ class Result:
     proven: ProvenBounds | None = None
     """Bounds the solver proved for this round; the finisher takes the tighter of these and
     the cheap ones, part by part."""
+    slowdown: float | None = None
+    """How many times slower than its CPU time the solver's own single-threaded steps ran
+    (:func:`gangopt.annotate.slowdown`), when the solver measured it: the door scales its
+    reserve for validation by it. None: the door measures the whole call (right for solvers
+    that neither wait for a child nor run threads)."""
     finished: bool = False
     """The plan is already annotated and validated (the CP-SAT fallback prepared before a
     hard deadline, so that killing the search costs no time after it)."""

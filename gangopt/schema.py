@@ -670,6 +670,12 @@ class Stats(_Model):
     variables: int = 0
     constraints: int = 0
     stages: int = 0
+    parse_seconds: float = Field(
+        0.0,
+        description="Wall seconds spent reading and checking the round before the solve (the command line "
+        "and the service fill it; 0 when a library caller parsed the round). Not part of total_seconds "
+        "or of the time limit.",
+    )
     prefilter_seconds: float = 0.0
     build_seconds: float = 0.0
     solve_seconds: float = 0.0

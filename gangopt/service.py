@@ -286,12 +286,15 @@ class Worker:
 
     def solve(self, body: bytes, solver: SolverName, info: dict[str, Any]) -> Response:
         limit = self.settings.max_body_bytes
+        began = time.perf_counter()
         rnd = parse_json(Round, body, "round", limit, lambda data: self._check_pods(data, "$"))  # as load_round
+        parsed = time.perf_counter() - began
         policy = served_policy(rnd.policy, self.settings)
         info.update(nodes=len(rnd.cluster.nodes), running=len(rnd.running), pending=len(rnd.pending))
         info.update(solver=solver, time_limit=policy.time_limit)
         start = time.perf_counter()
         plan = solve(rnd, policy, solver=solver)
+        plan = plan.model_copy(update={"stats": plan.stats.model_copy(update={"parse_seconds": parsed})})
         seconds = time.perf_counter() - start
         self.metrics.record_solve(plan, solver, seconds)
         info.update(plan_status=plan.status.value, gap=plan.gap, solve_seconds=round(seconds, 4))

@@ -19,7 +19,9 @@
    the broken rules; a greedy or peer plan that breaks one is an internal error
    (``RuntimeError``): nothing stands behind them.
 6. **Time**: ``stats.total_seconds`` (wall) and ``stats.cpu_seconds`` (this process and the
-   solver's child processes) cover steps 2 to 5.
+   solver's child processes) cover steps 2 to 5, and so does ``policy.time_limit``: CP-SAT
+   keeps time for steps 4 and 5, and the waiting reasons of step 4 stop before the limit
+   (leaving time for the validator, which always runs; issue 13).
 
 :func:`run` is steps 3 to 6 for a decider made once and kept (a replay keeps one per
 simulation, so that a stateful emulation keeps its state between rounds).
@@ -31,6 +33,7 @@ import resource
 import time
 
 from gangopt.annotate import annotate as finish
+from gangopt.annotate import slowdown
 from gangopt.lookahead import look_ahead
 from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Status
@@ -39,17 +42,26 @@ from gangopt.solvers.greedy import greedy
 from gangopt.validation import Violation, validate
 
 
-def solve(rnd: Round, policy: Policy | None = None, *, solver: str = "cpsat", annotate: bool = True) -> Plan:
+def solve(
+    rnd: Round,
+    policy: Policy | None = None,
+    *,
+    solver: str = "cpsat",
+    annotate: bool = True,
+    lp_bounds: bool | None = None,
+) -> Plan:
     """Decide one round. ``policy`` overrides ``rnd.policy``; ``solver`` names any entry of
     :data:`gangopt.solvers.SOLVERS` (``ValueError`` lists them); ``annotate=False`` skips
-    the annotation (reasons, bounded score, gap), not the decisions. Every plan returned has
-    passed the validator."""
+    the annotation (reasons, bounded score, gap), not the decisions; ``lp_bounds`` adds
+    (True) or leaves out (False) the LP bounds, by default the solver's
+    (:attr:`~gangopt.solvers.Solver.lp_bounds`: CP-SAT only). Every plan returned has passed
+    the validator."""
     start = time.perf_counter()
     cpu = cpu_seconds()
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
     spec = get_solver(solver)
-    return run(rnd, spec, spec.make(None), annotate=annotate, start=start, cpu=cpu)
+    return run(rnd, spec, spec.make(None), annotate=annotate, start=start, cpu=cpu, lp_bounds=lp_bounds)
 
 
 def run(
@@ -60,21 +72,26 @@ def run(
     annotate: bool = True,
     start: float | None = None,
     cpu: float | None = None,
+    lp_bounds: bool | None = None,
 ) -> Plan:
     """Steps 3 to 6 of the module docstring with a decider of ``spec`` made beforehand."""
     start = time.perf_counter() if start is None else start
     cpu = cpu_seconds() if cpu is None else cpu
     view = look_ahead(rnd) if spec.lookahead else None
     decided = view.round if view is not None else rnd
+    deadline = start + rnd.policy.time_limit
+    wall, own = time.perf_counter(), time.process_time()
     result = decide(decided)
-    plan = _finished(decided, spec, result, annotate)
+    slow = result.slowdown if result.slowdown is not None else slowdown(wall, own)
+    lp = spec.lp_bounds if lp_bounds is None else lp_bounds
+    plan = _finished(decided, spec, result, annotate, deadline, slow, lp)
     if view is not None:
         plan = view.annotate(plan, rnd.now)
     violations = [] if result.finished and (view is None or not view.restricted) else validate(rnd, plan)
     if violations:
         if not spec.fallback:
             raise RuntimeError(f"internal: {spec.name} plan failed validation: {_details(violations)}")
-        plan = _fallback(rnd, spec, result, violations)
+        plan = _fallback(rnd, spec, result, violations, deadline, slow, lp)
     used = {"total_seconds": time.perf_counter() - start, "cpu_seconds": cpu_seconds() - cpu}
     return plan.model_copy(update={"stats": plan.stats.model_copy(update=used)})
 
@@ -85,15 +102,21 @@ def cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-def _finished(rnd: Round, spec: Solver, result: Result, annotate: bool) -> Plan:
+def _finished(
+    rnd: Round, spec: Solver, result: Result, annotate: bool, deadline: float, slow: float, lp: bool
+) -> Plan:
     if result.finished:
         return result.plan
     if annotate:
-        return finish(rnd, result, explain_waiting=not spec.own_reasons)
+        return finish(
+            rnd, result, explain_waiting=not spec.own_reasons, deadline=deadline, slowdown=slow, lp_bounds=lp
+        )
     return result.plan.model_copy(update={"stats": result.stats})
 
 
-def _fallback(rnd: Round, spec: Solver, result: Result, violations: list[Violation]) -> Plan:
+def _fallback(
+    rnd: Round, spec: Solver, result: Result, violations: list[Violation], deadline: float, slow: float, lp: bool
+) -> Plan:
     """The greedy plan in place of a ``spec`` plan that broke ``violations`` (the safety net)."""
     plan = greedy(rnd).model_copy(
         update={
@@ -101,7 +124,9 @@ def _fallback(rnd: Round, spec: Solver, result: Result, violations: list[Violati
             "message": f"internal: {spec.name} plan failed validation ({_details(violations)}); greedy plan returned",
         }
     )
-    fallback = finish(rnd, Result(plan=plan, stats=result.stats, pre=result.pre))
+    fallback = finish(
+        rnd, Result(plan=plan, stats=result.stats, pre=result.pre), deadline=deadline, slowdown=slow, lp_bounds=lp
+    )
     broken = validate(rnd, fallback)
     if broken:
         raise RuntimeError(f"internal: greedy plan failed validation: {_details(broken)}")

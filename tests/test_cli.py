@@ -271,8 +271,8 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 
 
 def _fake_solve(seen: dict[str, Any]) -> Callable[..., Plan]:
-    def fake(rnd: Round, policy: Policy | None = None, *, solver: str = "cpsat") -> Plan:
-        seen.update(rnd=rnd, policy=policy, solver=solver)
+    def fake(rnd: Round, policy: Policy | None = None, *, solver: str = "cpsat", lp_bounds: bool | None = None) -> Plan:
+        seen.update(rnd=rnd, policy=policy, solver=solver, lp_bounds=lp_bounds)
         return Plan.model_validate(hand_plan())
 
     return fake
@@ -292,7 +292,9 @@ def test_policy_flags_override_the_rounds_policy(
     assert (policy.time_limit, policy.seed, policy.workers, policy.preemption) == (2.5, 7, 2, False)
     assert policy.weights.spread == 3.0  # untouched fields come from the round's policy
     assert seen["solver"] == "greedy"
-    assert Plan.model_validate_json(out) == Plan.model_validate(hand_plan())
+    printed, hand = Plan.model_validate_json(out), Plan.model_validate(hand_plan())
+    assert printed.stats.parse_seconds > 0  # the command line times reading the round
+    assert printed.model_copy(update={"stats": hand.stats}) == hand
 
 
 def test_no_flags_keep_the_rounds_policy(
@@ -414,10 +416,11 @@ def test_explain_shows_preemptions_resizes_and_timing() -> None:
                 }
             ],
             "resizes": [{"gang": "old", "from_members": 1, "to_members": 0}],
-            "stats": {"nodes": 4, "total_seconds": 1.23456},
+            "stats": {"nodes": 4, "total_seconds": 1.23456, "parse_seconds": 0.0421},
         }
     )
     text = summary(Round.model_validate(small_round()), plan)
+    assert any(line.split()[:2] == ["parse", "0.042"] for line in text.splitlines())
     assert "gap:     12.50%" in text
     assert "Preemptions (1)" in text and "for train" in text
     assert "Resizes (1)" in text

@@ -119,24 +119,37 @@ def test_every_registry_name_is_accepted_everywhere(name: str) -> None:
 
 def test_commands_that_do_not_search_never_import_ortools_or_networkx(tmp_path: Path) -> None:
     """Importing OR-Tools (and the pandas its CP-SAT wrapper pulls in) costs about half a second
-    of CPU, networkx 0.4 s (issue 13): validate, explain and schema must not pay for them."""
+    of CPU, networkx 0.4 s (issue 13): validate, explain, schema, greedy and the peer emulations
+    must not pay for them, not even for the LP bounds (only with ``--lp-bounds``, checked last
+    in the same process: the round is one where they would run)."""
     import subprocess
     import sys
 
-    rnd = make_round(cluster(2), pending=[pending("a", gpu=4)])
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=3))
     round_file = tmp_path / "round.json"
     round_file.write_text(rnd.model_dump_json())
+    plan = gangopt.solve(rnd, solver="greedy", annotate=False)
     plan_file = tmp_path / "plan.json"
-    plan_file.write_text(gangopt.solve(rnd, solver="greedy", annotate=False).model_dump_json())
+    plan_file.write_text(plan.model_dump_json())
+    assert len(plan.admitted) < len(rnd.pending)  # some tier below its ceiling: the LPs would run
+    r, p = str(round_file), str(plan_file)
+    runs = [["validate", r, p], ["explain", r, p], ["schema"]]
+    runs += [["solve", r, "--solver", name] for name in SOLVERS if name != "cpsat"]
     script = (
         "import sys, contextlib, io\n"
         "from gangopt.cli import main\n"
-        f"for argv in (['validate', {str(round_file)!r}, {str(plan_file)!r}], "
-        f"['explain', {str(round_file)!r}, {str(plan_file)!r}], ['schema']):\n"
+        "def heavy():\n"
+        "    return sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'networkx', 'pandas'))\n"
+        f"for argv in {runs!r}:\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
         "        assert main(argv) == 0, argv\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'networkx', 'pandas'))\n"
-        "assert not heavy, heavy\n"
+        "    assert not heavy(), (argv, heavy())\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['solve', {r!r}, '--solver', 'greedy', '--lp-bounds']) == 0\n"
+        "assert 'ortools.linear_solver.pywraplp' in sys.modules, heavy()\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
@@ -339,3 +340,56 @@ def test_reasons_need_no_prefilter() -> None:
     rnd = make_round(cluster(1, gpus=8), pending=[pending("a", gpu=8), pending("b", gpu=8)])
     plan = gangopt.solve(rnd)
     assert reasons.waiting_reasons(rnd, plan) == reasons.waiting_reasons(rnd, plan, None)
+
+
+# ----------------------------------------------------------------------------- the time limit
+
+
+def _three_waiting() -> tuple[Round, Plan]:
+    """One 8-GPU node, four gangs of 8 GPUs at three priorities: three wait (greedy's plan)."""
+    rnd = make_round(
+        cluster(1, gpus=8),
+        pending=[
+            pending("low", gpu=8, priority=0),
+            pending("mid", gpu=8, priority=5),
+            pending("top", gpu=8, priority=9),
+            pending("mid2", gpu=8, priority=5),
+        ],
+    )
+    return rnd, gangopt.solve(rnd, solver="greedy", annotate=False)
+
+
+def test_a_passed_deadline_leaves_every_gang_with_the_solvers_own_reason_marked_unchecked() -> None:
+    rnd, plan = _three_waiting()
+    assert waiting_checks(rnd, plan, deadline=0.0) == {}
+    cut = waiting_reasons(rnd, plan, deadline=0.0)
+    own = {w.gang: w for w in plan.waiting}
+    assert [w.gang for w in cut] == [g.name for g in rnd.pending if g.name not in plan.admitted]
+    for w in cut:
+        assert w.code == own[w.gang].code
+        assert w.reasons == [*own[w.gang].reasons, reasons.UNCHECKED]
+
+
+def test_a_cpsat_plan_cut_short_says_policy_and_unchecked() -> None:
+    """A plan with no reasons of its own (CP-SAT's before the finisher) gets code ``policy``."""
+    rnd, plan = _three_waiting()
+    bare = plan.model_copy(update={"waiting": []})
+    cut = waiting_reasons(rnd, bare, deadline=0.0)
+    assert {w.code for w in cut} == {"policy"}
+    assert all(w.reasons == [reasons.UNCHECKED] for w in cut)
+
+
+def test_a_deadline_not_reached_changes_nothing() -> None:
+    rnd, plan = _three_waiting()
+    assert waiting_reasons(rnd, plan, deadline=float("inf")) == waiting_reasons(rnd, plan)
+
+
+def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With time for one gang's checks only, the priority-9 gang gets them."""
+    rnd, plan = _three_waiting()
+    clock = iter([0.0])  # the deadline check before each gang's checks: in time once, then late
+    monkeypatch.setattr(reasons.time, "perf_counter", lambda: next(clock, 2.0))
+    checked = waiting_checks(rnd, plan, deadline=1.0)
+    priority = {g.name: g.priority for g in rnd.pending}
+    waiting = [g.name for g in rnd.pending if g.name not in plan.admitted]
+    assert list(checked) == [max(waiting, key=priority.__getitem__)]

@@ -111,7 +111,7 @@ def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
         weights=FLAT,
     )
     pre = prefilter(rnd)
-    plan = gangopt.solve(rnd, solver="greedy")
+    plan = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     assert sorted(plan.admitted) == ["small", "top"]
     assert set(pre.pending) == {0, 1, 2, 3}
     values = units({t.priority: t.value for t in plan.score.tiers})
@@ -216,7 +216,7 @@ def test_a_gang_with_a_required_rack_is_not_split_over_two_racks() -> None:
     )
     pre = prefilter(rnd)
     assert pre.required_domains == {0: ["r0", "r1"]}
-    plan = gangopt.solve(rnd, solver="greedy")
+    plan = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     values = units({t.priority: t.value for t in plan.score.tiers})
     assert plan.admitted == ["top"] and tier_ceilings(pre)[0] > values[0]
     assert slot_tier_bounds(pre, values, tier_ceilings(pre))[0] == values[0]

@@ -211,3 +211,44 @@ def test_the_cpsat_child_closes_the_descriptors_it_inherited(
     open_in_child = {int(fd) for fd in listing.read_text().split()}
     assert not held & open_in_child, (held, open_in_child)
     assert len(open_in_child - {0, 1, 2}) <= 2  # the answer pipe (and listdir's own descriptor)
+
+
+@pytest.mark.parametrize("solver", ["greedy", "cpsat"])
+def test_a_time_limit_spent_before_the_reasons_still_gives_a_valid_plan_that_says_so(solver: str) -> None:
+    """The waiting reasons are the one finishing step whose cost grows past the limit: with no
+    time left they are cut short, and the message counts the gangs left unchecked."""
+    from gangopt.reasons import UNCHECKED
+
+    rnd = contended()
+    policy = rnd.policy.model_copy(update={"time_limit": 1e-6})
+    plan = gangopt.solve(rnd, policy, solver=solver)
+    assert gangopt.validate(rnd, plan) == []
+    waiting = plan.waiting
+    assert waiting and all(w.reasons[-1] == UNCHECKED for w in waiting)
+    assert f"reasons of {len(waiting)} of {len(waiting)} waiting gangs not checked" in plan.message
+    if solver == "cpsat":
+        assert plan.status == Status.FALLBACK
+
+
+def test_the_reasons_are_complete_when_the_limit_allows() -> None:
+    from gangopt.reasons import UNCHECKED
+
+    plan = gangopt.solve(contended(), solver="greedy")
+    assert plan.waiting and all(UNCHECKED not in w.reasons for w in plan.waiting)
+    assert "not checked" not in plan.message
+
+
+def test_lp_bounds_are_asked_for_greedy_and_only_tighten() -> None:
+    """Greedy's plans get the LP bounds when asked: the same plan, bounds between its values and
+    the bounds without them, strictly tighter on this fragmented round."""
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=3))
+    plain = gangopt.solve(rnd, solver="greedy")
+    tight = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    assert tight.admitted == plain.admitted and tight.placements == plain.placements
+    pairs = list(zip(plain.score.tiers, tight.score.tiers, strict=True))
+    assert all(t.value <= t.bound <= p.bound for p, t in pairs)
+    assert any(t.bound < p.bound for p, t in pairs) or tight.score.secondary_bound < plain.score.secondary_bound
+    assert tight.gap is not None and plain.gap is not None and tight.gap <= plain.gap

@@ -38,9 +38,10 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import NamedTuple
 
-from gangopt.annotate import cheap_bounds_for, plan_gap, tier_gap, tier_values
+from gangopt.annotate import cheap_bounds_for, finish_reserve, plan_gap, slowdown, tier_gap, tier_values
 from gangopt.bounds import reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
@@ -49,7 +50,13 @@ from gangopt.schema import Plan, Round, Score, Stats, Status, Waiting
 from gangopt.solvers.cpsat.child import search_in_child
 from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
-from gangopt.solvers.cpsat.guard import IN_PROCESS_VARIABLES, RESTRICTED_SHARE, build_budget, estimated_variables
+from gangopt.solvers.cpsat.guard import (
+    BUILD_SECONDS_PER_VARIABLE,
+    IN_PROCESS_VARIABLES,
+    RESTRICTED_SHARE,
+    build_budget,
+    estimated_variables,
+)
 from gangopt.solvers.cpsat.hints import COMPLETION_SECONDS, warm_start
 from gangopt.solvers.cpsat.neighbourhood import restrict
 from gangopt.solvers.cpsat.stages import plan_stages, proven_bounds, run_stages
@@ -58,11 +65,25 @@ from gangopt.solvers.greedy import greedy
 SEARCH_SHARE = 0.85
 """Share of the time limit the search may use; the rest is kept for expanding the answer to
 nodes, explaining it and validating it."""
+MAX_FINISH_SHARE = 0.4
+"""Most of the time limit kept for explaining and validating the plan
+(:func:`~gangopt.annotate.finish_reserve`); past it the waiting reasons are cut short
+(:data:`gangopt.reasons.UNCHECKED`) rather than the search."""
+EXPANSION_SECONDS_PER_POD = 1e-4
+"""Seconds kept per pod (running and new) for what follows the search before the finisher:
+expanding the answer to nodes, the reprieve, scoring, and (with ``policy.hard_limit``) the
+answer's way back from the child: measured 1.03 s for the 8,989 pods of the fragmented L round
+(load 2), the reprieve 0.66 s of it."""
+MIN_SEARCH_SHARE = 0.05
+"""A search left less than this share of the time limit is not started: the greedy plan is
+returned (status ``fallback``) and the message says where the time went."""
 
 
-def solve_cpsat(rnd: Round) -> Result:
-    """Decide ``rnd`` with CP-SAT within ``rnd.policy.time_limit`` (steps in the module doc)."""
-    start = time.perf_counter()
+def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
+    """Decide ``rnd`` with CP-SAT within ``rnd.policy.time_limit`` counted from ``start``
+    (a :func:`time.perf_counter` instant; default now), steps in the module doc."""
+    start = time.perf_counter() if start is None else start
+    wall, cpu = time.perf_counter(), time.process_time()
     # 1. Prefilter.
     pre = prefilter(rnd)
     stats = Stats(
@@ -74,21 +95,39 @@ def solve_cpsat(rnd: Round) -> Result:
     )
     # 2. Candidates; the answer already if the cheap bounds prove one.
     early = peers_first(rnd, pre)
-    baseline, baseline_score, proven = _best_greedy(rnd, pre, with_peers=early)
+    baseline, baseline_score, proven = _best_greedy(rnd, pre, wall, with_peers=early)
+    # Steps 1 and 2 run on one thread: how much slower than CPU time they ran scales the
+    # time kept for finishing (the search's threads and the child would blur the measure).
+    slow = slowdown(wall, cpu)
     if proven is not None:
-        return Result(plan=proven, stats=stats, pre=pre, score=baseline_score)
+        return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
     candidate = Candidate(baseline, baseline_score)
-    # 3. Guard: a large search with a hard limit runs in a child that can be killed.
+    # 3. Guard: no search without time for one; a large search with a hard limit runs in a
+    # child that can be killed.
+    timing = _timing(rnd, start, baseline, slow)
+    limit = rnd.policy.time_limit
+    if timing.deadline - time.perf_counter() < MIN_SEARCH_SHARE * limit:
+        message = (
+            f"time limit: {time.perf_counter() - start:.2f} s of the {limit:g} s went to the prefilter and the "
+            f"candidates, and {timing.reserve:.2f} s are kept to explain and validate the plan; no time left for "
+            "a model; greedy plan returned"
+        )
+        return replace(_fallback(candidate, stats, pre, message), slowdown=slow)
     forkable = "fork" in multiprocessing.get_all_start_methods()
     if rnd.policy.hard_limit and forkable and estimated_variables(pre) >= IN_PROCESS_VARIABLES:
-        fallback = Result(plan=baseline, stats=stats, pre=pre, score=baseline_score)
-        result = search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats), fallback)
+        fallback = Result(plan=baseline, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
+        result = search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats, timing), fallback)
     else:
-        result = _search(rnd, start, pre, candidate, stats)
+        result = replace(_search(rnd, start, pre, candidate, stats, timing), slowdown=slow)
     result = _honest(result)
     # 8. Portfolio floor: the peers, unless they were candidates or the plan is proven best.
     if early or not peers_affordable(rnd) or _at_proven_bounds(rnd, result):
         return result
+    if time.perf_counter() > start + limit - timing.reserve:
+        # The time kept for explaining and validating has begun: the peers would overrun it.
+        note = "peer emulations not tried after the search (time limit)"
+        plan = result.plan.model_copy(update={"message": f"{result.plan.message}; {note}".lstrip("; ")})
+        return replace(result, plan=plan)
     return portfolio_floor(rnd, result)
 
 
@@ -99,12 +138,34 @@ class Candidate(NamedTuple):
     score: Score
 
 
-def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats) -> Result:
+class Timing(NamedTuple):
+    """When the search must end and how long it may be, from the round and the clock."""
+
+    deadline: float
+    """The search's wall-clock deadline (:func:`time.perf_counter`)."""
+    search: float
+    """Seconds the round's size leaves the search (the clock not counted): sizes the model."""
+    reserve: float
+    """Seconds kept after the search for expanding, explaining and validating."""
+    slow: float
+    """How much slower than CPU time the solve ran so far (:func:`~gangopt.annotate.slowdown`)."""
+
+
+def _timing(rnd: Round, start: float, baseline: Plan, slow: float) -> Timing:
+    limit = rnd.policy.time_limit
+    pods = sum(len(g.pods) for g in rnd.running) + len(baseline.placements)
+    reserve = finish_reserve(rnd, baseline) + EXPANSION_SECONDS_PER_POD * pods
+    search = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
+    reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
+    return Timing(start + min(search, limit - reserve), search, reserve, slow)
+
+
+def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, timing: Timing) -> Result:
     """Steps 3 to 7: guard the model size, encode, search in stages from ``baseline``,
     expand and repair the answer, and choose between it and ``baseline``."""
-    deadline = start + rnd.policy.time_limit * SEARCH_SHARE
+    deadline, search = timing.deadline, timing.search
     estimate = estimated_variables(pre)
-    budget = build_budget(rnd.policy.time_limit)
+    budget = build_budget(search)  # from the round, not the clock: the same model on a loaded machine
     allowed = None
     view = pre
     if estimate > budget:
@@ -117,6 +178,16 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
                 f"to build and solve within the {rnd.policy.time_limit:g} s time limit; greedy plan returned"
             )
             return _fallback(baseline, stats, pre, message)
+    size = estimate if allowed is None else sum(len(classes) for classes in allowed.values())
+    build = BUILD_SECONDS_PER_VARIABLE * size * timing.slow
+    if time.perf_counter() + build > deadline:
+        # On a loaded machine the neighbourhood alone took 4.4 s of a 10 s limit (fragmented L).
+        message = (
+            f"time limit: building the model (about {size:,} variables, {build:.1f} s) would end after the "
+            f"search's deadline, {deadline - start:.1f} s into the {rnd.policy.time_limit:g} s limit; "
+            "greedy plan returned"
+        )
+        return _fallback(baseline, stats, pre, message)
     # 4. Encode.
     t0 = time.perf_counter()
     enc = encode(view, allowed)
@@ -177,7 +248,7 @@ def _fallback(baseline: Candidate, stats: Stats, pre: Prefiltered, message: str)
     return Result(plan=plan, stats=stats, pre=pre, score=baseline.score)
 
 
-def _best_greedy(rnd: Round, pre: Prefiltered, *, with_peers: bool) -> tuple[Plan, Score, Plan | None]:
+def _best_greedy(rnd: Round, pre: Prefiltered, start: float, *, with_peers: bool) -> tuple[Plan, Score, Plan | None]:
     """The best candidate plan (by the objective) with its score, and that plan marked as the
     answer when the cheap bounds already prove it within ``policy.gap_limit`` (else None).
 
@@ -185,7 +256,10 @@ def _best_greedy(rnd: Round, pre: Prefiltered, *, with_peers: bool) -> tuple[Pla
     CP-SAT's plan never worse than greedy's. Candidates, cheapest first, stopping as soon as
     one is proven good enough or reaches every tier's ceiling: greedy with eager growth;
     greedy with deferred growth; then, ``with_peers``, each peer emulation (step 8 tries them
-    after the search otherwise)."""
+    after the search otherwise). No candidate after the first starts once
+    :data:`CANDIDATE_SHARE` of the time limit since ``start`` is spent (``start``: after
+    CP-SAT's import, which a process pays once, so that the same round gets the same
+    candidates in a fresh process as in a long-lived one where it can)."""
     ceilings = tier_ceilings(pre)
     best: tuple[Plan, Score] | None = None
     makers = _candidates()
@@ -195,6 +269,8 @@ def _best_greedy(rnd: Round, pre: Prefiltered, *, with_peers: bool) -> tuple[Pla
         # Deferred growth differs from eager growth only for pending elastic gangs.
         del makers[1]
     for make in makers:
+        if best is not None and time.perf_counter() - start > CANDIDATE_SHARE * rnd.policy.time_limit:
+            break
         plan = make(rnd)
         plan_score = score(rnd, plan)
         if best is not None and lexicographic_key(plan_score) <= lexicographic_key(best[1]):
@@ -205,6 +281,14 @@ def _best_greedy(rnd: Round, pre: Prefiltered, *, with_peers: bool) -> tuple[Pla
             return plan, plan_score, proven
     assert best is not None
     return best[0], best[1], None
+
+
+CANDIDATE_SHARE = 0.25
+"""Share of the time limit after which no further candidate starts (the first, greedy, always
+runs: it is the fallback). One greedy pass costs 1.3 CPU-s on the fragmented XL round (16,384
+nodes), 3-4 s of wall time on a loaded 2-core machine, where the second pass pushed the
+whole solve past its 10 s limit. On a loaded machine this can leave out a candidate an idle one
+tries: the rule only binds on rounds this large or limits this short."""
 
 
 PORTFOLIO_CELLS_PER_SECOND = 250_000
@@ -230,7 +314,7 @@ def peers_first(rnd: Round, pre: Prefiltered) -> bool:
     proves its plan and the peers add nothing: on the Philly 600-job replay (112 rounds, 71
     searched) no peer ever beat greedy's candidate, and trying them first cost 37 % of
     gangopt's replay CPU against 39 % for the whole search."""
-    return peers_affordable(rnd) and estimated_variables(pre) > build_budget(rnd.policy.time_limit)
+    return peers_affordable(rnd) and estimated_variables(pre) > build_budget(SEARCH_SHARE * rnd.policy.time_limit)
 
 
 def _at_proven_bounds(rnd: Round, result: Result) -> bool:
@@ -259,7 +343,7 @@ def _honest(result: Result) -> Result:
         return result
     if all(t.value <= proven.tiers.get(t.priority, t.value) + 1e-9 for t in s.tiers):
         return result
-    return Result(plan=result.plan, stats=result.stats, pre=result.pre, score=s, proven=None)
+    return replace(result, proven=None)
 
 
 def portfolio_floor(rnd: Round, result: Result) -> Result:
@@ -282,7 +366,7 @@ def portfolio_floor(rnd: Round, result: Result) -> Result:
     # A peer beat a plan the stages called proven: their bounds did not cover the whole round
     # (a hypothesis round found a peer 0.2 above a "proven" tier bound), so none are kept;
     # the finisher's cheap bounds still hold.
-    return Result(plan=chosen, stats=result.stats, pre=result.pre, score=best_score, proven=None)
+    return replace(result, plan=chosen, score=best_score, proven=None)
 
 
 def _candidates() -> list[Callable[[Round], Plan]]:

@@ -20,11 +20,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
-from gangopt.annotate import annotate
+from gangopt.annotate import annotate, unchecked_note
 from gangopt.result import Result
-from gangopt.schema import Round, Status
+from gangopt.schema import Plan, Round, Status
 from gangopt.validation import validate
 
 HARD_GRACE = 0.25
@@ -42,7 +43,7 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
     child = context.Process(target=_child_main, args=(search, sender, parent), daemon=True)
     child.start()
     sender.close()
-    finished = _finish_fallback(rnd, fallback)
+    finished = _finish_fallback(rnd, fallback, start + rnd.policy.time_limit)
     limit = rnd.policy.time_limit
     wait = start + limit * 1.05 + HARD_GRACE - time.perf_counter()
     why = f"CP-SAT did not return within the {limit:g} s limit and was stopped"
@@ -52,8 +53,23 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
             child.join()
             if kind == "result":
                 assert isinstance(payload, Result)
+                if payload.proven is None and _same_decisions(payload.plan, finished.plan):
+                    # The search kept the greedy plan (or had no time): the fallback finished
+                    # meanwhile is its answer, explained and validated already.
+                    plan = finished.plan.model_copy(
+                        update={
+                            "status": payload.plan.status,
+                            "message": unchecked_note(payload.plan.message, finished.plan.waiting),
+                        }
+                    )
+                    return replace(finished, plan=plan, stats=payload.stats)
                 return Result(
-                    plan=payload.plan, stats=payload.stats, pre=fallback.pre, score=payload.score, proven=payload.proven
+                    plan=payload.plan,
+                    stats=payload.stats,
+                    pre=fallback.pre,
+                    score=payload.score,
+                    proven=payload.proven,
+                    slowdown=fallback.slowdown,
                 )
             raise RuntimeError(f"CP-SAT child failed: {payload}")
     except EOFError:
@@ -69,9 +85,20 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
     return _with_message(finished, f"{why}; greedy plan returned")
 
 
-def _finish_fallback(rnd: Round, fallback: Result) -> Result:
-    """The greedy fallback, annotated and validated ahead of the deadline."""
-    plan = annotate(rnd, fallback)
+def _same_decisions(a: Plan, b: Plan) -> bool:
+    """Whether two plans decide the same: admitted gangs, placements, preemptions and resizes."""
+    return (
+        a.admitted == b.admitted
+        and a.placements == b.placements
+        and a.preemptions == b.preemptions
+        and a.resizes == b.resizes
+    )
+
+
+def _finish_fallback(rnd: Round, fallback: Result, deadline: float) -> Result:
+    """The greedy fallback, annotated (its waiting reasons within ``deadline``) and validated
+    ahead of the deadline."""
+    plan = annotate(rnd, fallback, deadline=deadline, slowdown=fallback.slowdown or 1.0)
     violations = validate(rnd, plan)
     if violations:
         details = "; ".join(f"{v.rule}: {v.message}" for v in violations[:3])

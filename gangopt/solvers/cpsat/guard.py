@@ -38,6 +38,6 @@ def estimated_variables(pre: Prefiltered) -> int:
     )
 
 
-def build_budget(time_limit: float) -> int:
-    """Estimated variables the time limit allows to build (see :data:`BUILD_SHARE`)."""
-    return int(BUILD_SHARE * time_limit / BUILD_SECONDS_PER_VARIABLE)
+def build_budget(seconds: float) -> int:
+    """Estimated variables that ``seconds`` left for the search allow to build (see :data:`BUILD_SHARE`)."""
+    return int(BUILD_SHARE * seconds / BUILD_SECONDS_PER_VARIABLE)
