@@ -479,7 +479,16 @@ class GreedyEngine:
         """Place ``counts`` pods per role of ``g`` on ``work`` (modified; partly on failure)."""
         topo = g.spec.topology if topology else None
         sliced = topology and g.slice_size > 0
+        preferred = [level for level, _ in self.terms.spread_levels(g.spec)] if topo is not None else []
         if topo is None or topo.required is None:
+            if preferred:
+                every = np.arange(len(work), dtype=np.intp)
+                rows = work[every]
+                alloc = self._fill_preferred(rows, every, g, counts, preferred, sliced=sliced)
+                if alloc is None:
+                    return None
+                work[:] = rows
+                return alloc, None
             alloc = self.fill(work, None, g, counts, sliced=sliced)
             return None if alloc is None else (alloc, None)
         codes, groups = self.level(topo.required)
@@ -505,11 +514,67 @@ class GreedyEngine:
         for d in order.tolist():
             nodes = groups[d]
             rows = work[nodes]
-            alloc = self.fill(rows, nodes, g, counts, sliced=sliced)
+            if preferred:
+                alloc = self._fill_preferred(rows, nodes, g, counts, preferred, sliced=sliced)
+            else:
+                alloc = self.fill(rows, nodes, g, counts, sliced=sliced)
             if alloc is not None:
                 work[nodes] = rows
                 return alloc, d
         return None
+
+    def _fill_preferred(
+        self, rows: IntArray, nodes: IndexArray, g: GangView, counts: list[int], levels: list[str], *, sliced: bool
+    ) -> Alloc | None:
+        """Kueue TAS ``preferred`` over the cluster rows ``nodes`` (``rows`` their free room,
+        modified): the gang goes into one domain of its preferred level if one holds it, else
+        into one domain of the next level up, and so on (``levels``, narrowest first, from
+        :meth:`~gangopt.objective.ObjectiveTerms.spread_levels`); among the domains of a level
+        that hold it, the one with the fewest pods to offer first (best fit). Inside the chosen
+        domain, or over all of ``nodes`` when none holds the gang, first fit runs through the
+        sub-domains with the most to offer first, level by level, so each level uses few
+        domains. First fit in node order took blocks of two spines for a 2-block gang in 9 of
+        10 shuffled node orders; this keeps it in one spine in all 10."""
+        offers = np.zeros((len(counts), len(nodes)), dtype=np.int64)
+        for r, n in enumerate(counts):
+            if n:
+                local = np.flatnonzero(g.elig[r][nodes])
+                offers[r, local] = fit_counts(rows, g.reqs[r], cap=n, rows=local)
+        total = offers.sum(axis=0)
+        need = np.asarray(counts, dtype=np.int64)
+        codes = {level: self.level(level)[0][nodes] for level in levels}
+        for li, level in enumerate(levels):
+            n_domains = len(self.level(level)[1])
+            per = np.stack([np.bincount(codes[level], weights=o, minlength=n_domains) for o in offers])
+            holds = np.flatnonzero((per >= need[:, None]).all(axis=0))
+            room = per.sum(axis=0)
+            for d in holds[np.argsort(room[holds], kind="stable")].tolist():
+                inside = np.flatnonzero(codes[level] == d)
+                order = inside[self._tree_order(codes, levels[:li], total[inside], inside)]
+                sub = rows[order]
+                alloc = self.fill(sub, nodes[order], g, counts, sliced=sliced)
+                if alloc is not None:
+                    rows[order] = sub
+                    return alloc
+        every = np.arange(len(nodes), dtype=np.intp)
+        order = self._tree_order(codes, levels, total, every)
+        sub = rows[order]
+        alloc = self.fill(sub, nodes[order], g, counts, sliced=sliced)
+        if alloc is not None:
+            rows[order] = sub
+        return alloc
+
+    @staticmethod
+    def _tree_order(codes: dict[str, IntArray], levels: list[str], offer: IntArray, positions: IndexArray) -> IndexArray:
+        """Positions into ``positions`` sorted by their domains at ``levels`` (narrowest
+        first), broadest level first, each level's domains by most to offer, then by domain;
+        ties in node order."""
+        keys: list[IntArray] = [positions]
+        for level in levels:
+            code = codes[level][positions]
+            offered = np.bincount(code, weights=offer)[code]
+            keys += [code, -offered]
+        return np.lexsort(keys).astype(np.intp)
 
     def _domain_growth(self, work: IntArray, g: GangView, codes: IntArray, n_domains: int) -> IntArray:
         """Per domain, how many of the gang's members (up to its maximum) fit on ``work``: the
