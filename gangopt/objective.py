@@ -183,9 +183,7 @@ class ObjectiveTerms:
         levels = [*self.rnd.cluster.topology_levels, NODE_LEVEL]
         stop = levels.index(topo.required) if topo.required in levels else -1
         start = levels.index(topo.preferred)
-        return [
-            (levels[li], max(1, round(self.spread_cost / 2 ** (start - li)))) for li in range(start, stop, -1)
-        ]
+        return [(levels[li], max(1, round(self.spread_cost / 2 ** (start - li)))) for li in range(start, stop, -1)]
 
     @property
     def open_node_cost(self) -> int:

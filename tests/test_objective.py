@@ -415,6 +415,48 @@ def test_spread_counts_extra_domains_at_the_preferred_level() -> None:
     assert score(plain, make_plan(plain, place={"s": ["n0", "n2", "n3"]})).secondary == 0.0
 
 
+def test_spread_charges_every_level_above_the_preferred_one_narrowest_most() -> None:
+    """Issue 15: racks r0..r3 (two nodes each), blocks b0 = {r0, r1} and b1 = {r2, r3}. A gang
+    preferring one rack pays 10 per extra rack and half that, 5, per extra block: two racks of
+    one block cost 10, two racks of two blocks 15, three racks over both blocks 25."""
+    rnd = make_round(
+        cluster(8, gpus=8, cpu=32, racks=4, blocks=2),
+        pending=[pending("s", 3, gpu=8, preferred="rack", submit_time=NOW)],
+        now=NOW,
+        weights=weights(fragmentation=0),
+    )
+    terms = ObjectiveTerms.of(rnd)
+    assert terms.spread_levels(rnd.pending[0]) == [("rack", 10), ("block", 5)]
+    one_block = make_plan(rnd, place={"s": ["n0", "n1", "n2"]})
+    two_blocks = make_plan(rnd, place={"s": ["n0", "n1", "n4"]})
+    everywhere = make_plan(rnd, place={"s": ["n0", "n2", "n4"]})
+    assert score(rnd, one_block).secondary == -10 / SCALE
+    assert score(rnd, two_blocks).secondary == -15 / SCALE
+    assert score(rnd, everywhere).secondary == -25 / SCALE
+
+
+def test_spread_levels_halve_upwards_and_stop_below_a_required_level() -> None:
+    """``preferred: node`` charges node 10, rack 5, block round(2.5) = 2; a required block
+    holds the gang in one block, so only the levels below it are charged; ``spread = 0``
+    charges nothing, and a tiny weight still charges at least 1 per level."""
+    rnd = make_round(
+        cluster(8, gpus=8, racks=4, blocks=2),
+        pending=[
+            pending("n", 2, gpu=8, preferred="node"),
+            pending("both", 2, gpu=8, required="block", preferred="node"),
+            pending("under", 2, gpu=8, required="rack", preferred="block"),
+        ],
+    )
+    terms = ObjectiveTerms.of(rnd)
+    assert terms.spread_levels(rnd.pending[0]) == [("node", 10), ("rack", 5), ("block", 2)]
+    assert terms.spread_levels(rnd.pending[1]) == [("node", 10), ("rack", 5)]
+    assert terms.spread_levels(rnd.pending[2]) == []
+    off = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": weights(spread=0)})})
+    assert ObjectiveTerms.of(off).spread_levels(off.pending[0]) == []
+    tiny = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": weights(spread=0.1)})})
+    assert ObjectiveTerms.of(tiny).spread_levels(tiny.pending[0]) == [("node", 1), ("rack", 1), ("block", 1)]
+
+
 def test_spread_adds_up_over_gangs() -> None:
     rnd = make_round(
         cluster(4, gpus=8, cpu=32, racks=2),

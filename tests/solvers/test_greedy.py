@@ -24,7 +24,7 @@ from gangopt.arrays import (
     request_vector,
     resource_names,
 )
-from gangopt.schema import Plan, Round, Status, Toleration
+from gangopt.schema import PendingGang, Plan, Round, Status, Toleration
 from gangopt.solvers.greedy.engine import Growth, greedy
 from gangopt.validation import validate
 from tests.builders import cluster, make_plan, make_round, node, pending, queue, role, running
@@ -559,3 +559,37 @@ def test_request_matrix_and_quota_rows_per_role() -> None:
     q = quota_limits(rnd, resources)
     assert q.pod_usage("a", requests).tolist() == [q.pod_usage("a", row).tolist() for row in requests]
     assert q.pod_usage("unknown", requests).shape == (2, q.size)
+
+
+# ----------------------------------------------------------------------------- preferred levels
+
+
+def _two_blocks(*gangs: PendingGang) -> Round:
+    """Racks r0..r3 of two 8-GPU nodes, blocks b0 = {r0, r1}, b1 = {r2, r3}; n0, n2, n3 and n4
+    are taken, so b0 has one free node (n1) and b1 three (n5 in r2, n6 and n7 in r3)."""
+    busy = running("ops", ["n0", "n2", "n3", "n4"], gpu=8, preemptible=False)
+    return make_round(cluster(8, gpus=8, racks=4, blocks=2), running=[busy], pending=list(gangs))
+
+
+def test_preferred_climbs_to_the_smallest_domain_that_holds_the_gang() -> None:
+    """Issue 15, Kueue TAS ``preferred``: no rack holds three nodes, block b1 does, so the gang
+    stays in b1 (first fit in node order took n1 in b0 and spilled into b1), and inside b1 the
+    rack with more room (r3) fills first: two racks, one block."""
+    plan = decide(_two_blocks(pending("g", 3, gpu=8, preferred="rack")))
+    assert sorted(nodes_of(plan, "g")) == ["n5", "n6", "n7"]
+    assert nodes_of(plan, "g")[:2] == ["n6", "n7"]
+
+
+def test_required_and_preferred_levels_together() -> None:
+    """``required: block`` and ``preferred: rack``: b1 is the only block with room for two
+    nodes, and inside it the rack that holds both (r3), not first fit's n5 and n6."""
+    plan = decide(_two_blocks(pending("g", 2, gpu=8, required="block", preferred="rack")))
+    assert sorted(nodes_of(plan, "g")) == ["n6", "n7"]
+
+
+def test_preferred_without_a_domain_that_holds_it_spreads_fewest_domains_first() -> None:
+    """Four nodes: no block holds them; they go to the block with the most room first (b1:
+    n5, n6, n7), then b0 (n1), never an idle preference failing the gang."""
+    plan = decide(_two_blocks(pending("g", 4, gpu=8, preferred="rack")))
+    assert sorted(nodes_of(plan, "g")) == ["n1", "n5", "n6", "n7"]
+    assert nodes_of(plan, "g")[-1] == "n1"

@@ -565,7 +565,9 @@ class GreedyEngine:
         return alloc
 
     @staticmethod
-    def _tree_order(codes: dict[str, IntArray], levels: list[str], offer: IntArray, positions: IndexArray) -> IndexArray:
+    def _tree_order(
+        codes: dict[str, IntArray], levels: list[str], offer: IntArray, positions: IndexArray
+    ) -> IndexArray:
         """Positions into ``positions`` sorted by their domains at ``levels`` (narrowest
         first), broadest level first, each level's domains by most to offer, then by domain;
         ties in node order."""
