@@ -192,6 +192,25 @@ def test_volcano_pod_group_task_minimums_queue_priority_and_hypernode_topology()
     assert queue.nominal["gpu"] == 32_000 and queue.cohort is None
 
 
+def test_volcano_soft_topology_prefers_the_lowest_tier() -> None:
+    """Issue 15: soft mode scores nodes by closeness to the job's hypernode at every tier, and
+    ``highestTierAllowed`` bounds hard mode only; it maps to ``preferred`` at the lowest tier
+    (tier1), whose charges climb to tier2, so the gang stays in one rack, else one block. It
+    was ``preferred: tier2`` (racks free), and a soft request without a tier was dropped."""
+    found = docs("cluster", "volcano")
+    for obj in found:
+        if obj.get("kind") == "PodGroup" and "networkTopology" in obj.get("spec", {}):
+            obj["spec"]["networkTopology"] = {"mode": "soft", "highestTierAllowed": 2}
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    gang = pending(imp, "research/dist-mnist-3c5e0a8b-6d1f-4e2a-9b7c-1f2e3d4c5b6a")
+    assert gang.topology is not None and (gang.topology.required, gang.topology.preferred) == (None, "tier1")
+    for obj in found:
+        if obj.get("kind") == "PodGroup" and "networkTopology" in obj.get("spec", {}):
+            obj["spec"]["networkTopology"] = {"mode": "soft"}
+    again = pending(import_documents(found, ImportOptions(policy=POLICY)), gang.name)
+    assert again.topology == gang.topology
+
+
 def test_kueue_workloads_with_and_without_pods_cluster_queue_and_topology() -> None:
     imp = imported("cluster", "kueue")
     assert imp.round.cluster.topology_levels == ["zone", "block", "rack"]

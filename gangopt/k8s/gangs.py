@@ -125,7 +125,19 @@ class Gangs:
             self.ctx.warn(src, "subGroupPolicy ignored")
 
     def _volcano_topology(self, src: Source, network: Obj) -> TopologyRequest | None:
+        """hard -> ``required`` at the ``highestTierAllowed`` tier; soft -> ``preferred`` at the
+        lowest tier: soft mode scores every node by its closeness to the job's hypernode, at
+        every tier, and gangopt's ``preferred`` charges its level and each level above
+        (``highestTierAllowed`` bounds hard mode only)."""
         mode = network.get("mode", "hard")
+        if mode not in ("hard", "soft"):
+            self.ctx.error(src.path(".spec.networkTopology.mode"), f"expected hard or soft, got {mode!r}")
+            return None
+        if mode == "soft":
+            if not self.topology.by_tier:
+                self.ctx.warn(src, "soft networkTopology but no HyperNode tier in the input: ignored")
+                return None
+            return TopologyRequest(preferred=self.topology.by_tier[min(self.topology.by_tier)])
         tier = as_count(
             self.ctx, network.get("highestTierAllowed"), src.path(".spec.networkTopology.highestTierAllowed")
         )
@@ -133,10 +145,7 @@ class Gangs:
         if level is None:
             self.ctx.warn(src, f"networkTopology tier {tier} matches no HyperNode tier in the input: ignored")
             return None
-        if mode not in ("hard", "soft"):
-            self.ctx.error(src.path(".spec.networkTopology.mode"), f"expected hard or soft, got {mode!r}")
-            return None
-        return TopologyRequest(required=level) if mode == "hard" else TopologyRequest(preferred=level)
+        return TopologyRequest(required=level)
 
     def _koordinator(self, src: Source, marks: dict[str, str], gang: Gang) -> None:
         """Koordinator gang annotations (on pods or on its PodGroup)."""

@@ -20,6 +20,11 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
      free capacity of the gang's dominant resource first, then domain order) and the first
      that really fits is taken: Kueue's BestFit / Volcano's "dry-run every hypernode, keep the
      tightest", stopping at the first success instead of scoring them all.
+   * ``topology.preferred`` (Kueue TAS ``preferred``, Slurm's tree plugin): into one domain
+     of the preferred level if one holds the gang, else one domain of the next level up, and
+     so on (best fit among those that hold it; inside a required domain when there is one);
+     within it, or over the cluster when no domain holds it, first fit through the
+     sub-domains with the most room first, level by level.
    * slices: the pods form consecutive slices of ``slice_size``; each slice goes, whole, into
      the first ``slice_level`` domain (inside the required domain, if any) where it fits.
 
