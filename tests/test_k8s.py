@@ -23,6 +23,7 @@ from gangopt.cli import main
 from gangopt.errors import InputError
 from gangopt.k8s import Imported, ImportOptions, ObjectRef, export_plan, import_documents, load_documents
 from gangopt.k8s.export import REQUEST_ANNOTATION
+from gangopt.quantities import parse_quantity
 from gangopt.replay.generate import dump_round
 from gangopt.schema import PendingGang, Placement, Plan, Policy, RunningGang, Status
 
@@ -224,7 +225,7 @@ def test_kueue_workloads_with_and_without_pods_cluster_queue_and_topology() -> N
     assert elastic.topology is not None and elastic.topology.preferred == "rack"
     assert imp.pending_pods[elastic.name] == {"main": []}
     assert any(
-        w.startswith("Workload default/job-elastic-train-9b7c3: no pods yet") and "cannot be exported" in w
+        w.startswith("Workload default/job-elastic-train-9b7c3: no pods yet") and "Kueue admission" in w
         for w in imp.warnings
     )
     queue = next(q for q in imp.round.queues if q.name == "tas-cluster-queue")
@@ -471,15 +472,110 @@ def test_waiting_gangs_get_a_status_condition() -> None:
     )
 
 
-def test_placements_of_a_workload_without_pods_are_a_warning_not_a_binding() -> None:
+ELASTIC = "default/job-elastic-train-9b7c3"
+"""The Kueue fixture's Workload without pods (pod set ``main``: 4 pods, minCount 2, 4 GPUs and
+32 CPUs each, preferred rack)."""
+
+
+def check_kueue_admission(patch: Json, imp: Imported, plan: Plan, gang: str) -> None:
+    """The patch has the shape of Kueue's ``Workload.status`` (v1beta1 API: clusterQueue, at
+    most 8 pod-set assignments named after the Workload's pod sets, count >= 0, resource usage
+    in quantities; topology levels 1-8 labels and per domain one value per level and a count
+    >= 1) and says what the plan says: the gang's queue, its pods per pod set, their requests
+    times the count, and domains holding exactly the plan's pods."""
+    ref = imp.gang_objects[gang]
+    assert (patch["apiVersion"], patch["kind"]) == ("kueue.x-k8s.io/v1beta1", "Workload")
+    assert (patch["metadata"]["namespace"], patch["metadata"]["name"]) == (ref.namespace, ref.name)
+    assert patch["metadata"]["annotations"][REQUEST_ANNOTATION] == (
+        f"PATCH /apis/kueue.x-k8s.io/v1beta1/namespaces/{ref.namespace}/workloads/{ref.name}/status"
+    )
+    spec = pending(imp, gang)
+    admission = patch["status"]["admission"]
+    assert admission["clusterQueue"] == spec.queue
+    assignments = admission["podSetAssignments"]
+    assert 1 <= len(assignments) <= 8
+    roles = {r.name: r for r in spec.roles}
+    nodes = {n.name: n for n in imp.round.cluster.nodes}
+    for a in assignments:
+        mine = [p for p in plan.placements if p.gang == gang and p.role == a["name"]]
+        assert a["count"] == len(mine) > 0
+        usage = {res: parse_quantity(q) for res, q in a["resourceUsage"].items()}
+        wanted = {("nvidia.com/gpu" if r == "gpu" else r): v * len(mine) for r, v in roles[a["name"]].requests.items()}
+        assert usage == {r: v for r, v in wanted.items() if r != "pods"}
+        topo = a["topologyAssignment"]
+        assert 1 <= len(topo["levels"]) <= 8
+        assert all(len(d["values"]) == len(topo["levels"]) and d["count"] >= 1 for d in topo["domains"])
+        per_domain = Counter(tuple(nodes[p.node].labels[label] for label in topo["levels"]) for p in mine)
+        assert {tuple(d["values"]): d["count"] for d in topo["domains"]} == per_domain
+    (condition,) = patch["status"]["conditions"]
+    assert (condition["type"], condition["status"]) == ("QuotaReserved", "True")
+
+
+def test_an_admitted_kueue_workload_without_pods_exports_its_admission() -> None:
+    """Issue 15: import -> solve -> export. The Workload without pods gets the
+    ``status.admission`` patch Kueue's scheduler would write (no Binding: it has no pods);
+    with ``kubernetes.io/hostname`` a Topology level, the topology assignment names nodes
+    only, as Kueue writes it. The Workload whose pods exist is exported as before: Bindings,
+    no admission."""
+    imp = imported("cluster", "kueue")
+    plan = solved(imp)
+    assert ELASTIC in plan.admitted
+    notes: list[str] = []
+    objects = export_plan(plan, imp, notes)
+    check_export(plan, imp, objects)
+    (patch,) = [o for o in objects if o["kind"] == "Workload"]
+    check_kueue_admission(patch, imp, plan, ELASTIC)
+    (assignment,) = patch["status"]["admission"]["podSetAssignments"]
+    assert assignment["flavors"] == {"cpu": "tas-flavor", "memory": "tas-flavor", "nvidia.com/gpu": "tas-flavor"}
+    assert assignment["topologyAssignment"]["levels"] == ["kubernetes.io/hostname"]
+    assert 2 <= assignment["count"] <= 4
+    tas = "default/job-tas-sample-job-4f2d1"
+    assert {b["metadata"]["name"] for b in objects if b["kind"] == "Binding"} == {
+        p.name for p in imp.pending_pods[tas]["main"]
+    }
+    assert notes == []
+
+
+def test_kueue_admission_without_a_hostname_level_names_every_level_and_leaves_ambiguous_flavors_out() -> None:
+    """A Topology of block and rack: each domain is its block and rack values (Kueue's form);
+    a resource the ClusterQueue offers in two flavors gets none (with a note), not a guess."""
+    found = docs("cluster", "kueue")
+    for obj in found:
+        if obj["kind"] == "Topology":
+            obj["spec"]["levels"] = [lv for lv in obj["spec"]["levels"] if lv["nodeLabel"] != "kubernetes.io/hostname"]
+        if obj["kind"] == "ClusterQueue":
+            spare = {"name": "spare-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}
+            obj["spec"]["resourceGroups"][0]["flavors"].append(spare)
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    plan = solved(imp)
+    notes: list[str] = []
+    (patch,) = [o for o in export_plan(plan, imp, notes) if o["kind"] == "Workload"]
+    check_kueue_admission(patch, imp, plan, ELASTIC)
+    (assignment,) = patch["status"]["admission"]["podSetAssignments"]
+    assert assignment["topologyAssignment"]["levels"] == [
+        "cloud.provider.com/topology-block",
+        "cloud.provider.com/topology-rack",
+    ]
+    assert assignment["flavors"] == {"cpu": "tas-flavor", "memory": "tas-flavor"}
+    assert notes == [
+        f"gang {ELASTIC} pod set main: nvidia.com/gpu has flavors ['tas-flavor', 'spare-flavor'] in "
+        "tas-cluster-queue: flavor left out"
+    ]
+
+
+def test_a_kueue_admission_from_a_hand_written_plan_counts_its_placements() -> None:
+    """One placement of the Workload without pods: count 1, its requests once, one domain."""
     imp = imported("cluster", "kueue")
     plan = Plan(
         status=Status.FEASIBLE,
-        placements=[Placement(gang="default/job-elastic-train-9b7c3", role="main", pod="x-main-0", node="gpu-node-01")],
+        admitted=[ELASTIC],
+        placements=[Placement(gang=ELASTIC, role="main", pod="x-main-0", node="gpu-node-01")],
     )
-    notes: list[str] = []
-    assert export_plan(plan, imp, notes) == []
-    assert notes and "has no pods yet" in notes[0]
+    (patch,) = export_plan(plan, imp)
+    check_kueue_admission(patch, imp, plan, ELASTIC)
+    (assignment,) = patch["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"]["nvidia.com/gpu"] == "4"
+    assert assignment["topologyAssignment"]["domains"] == [{"values": ["gpu-node-01"], "count": 1}]
 
 
 def test_a_plan_that_does_not_match_the_manifests_is_an_error_naming_the_plan_path() -> None:

@@ -27,6 +27,8 @@ class Queues:
         self.queues: dict[str, Queue] = {}
         self.local: dict[tuple[str, str], str] = {}
         self.quota_by_namespace: dict[str, list[str]] = defaultdict(list)
+        self.flavors: dict[str, dict[str, list[str]]] = {}
+        """Per ClusterQueue, per resource (Kubernetes name), its flavors in order (for admissions)."""
         for src in kinds.get("ClusterQueue", []):
             self._cluster_queue(src)
         for src in kinds.get("LocalQueue", []):
@@ -52,6 +54,8 @@ class Queues:
                 for r, res in enumerate(as_sequence(self.ctx, flavor_map.get("resources"), f"{fpath}.resources")):
                     rpath = f"{fpath}.resources[{r}]"
                     entry = as_mapping(self.ctx, res, rpath)
+                    offered = self.flavors.setdefault(src.name, {}).setdefault(str(entry.get("name", "")), [])
+                    offered.append(str(flavor_map.get("name", "")))
                     name = resource_name(str(entry.get("name", "")))
                     nominal[name] = nominal.get(name, 0) + as_quantity(
                         self.ctx, entry.get("nominalQuota", 0), f"{rpath}.nominalQuota"

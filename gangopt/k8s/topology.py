@@ -25,6 +25,8 @@ class Topology:
     domains: dict[str, dict[str, str]]
     by_label: dict[str, str]
     by_tier: dict[int, str] = field(default_factory=dict)
+    kueue_labels: list[str] = field(default_factory=list)
+    """The node labels of the Kueue ``Topology`` used, hostname included (for admissions)."""
 
     def level_of_label(self, label: str) -> str | None:
         return NODE_LEVEL if label == HOSTNAME_LABEL else self.by_label.get(label)
@@ -44,7 +46,9 @@ def read_topology(
     if kueue:
         for src in [*kueue[1:], *hypernodes]:
             ctx.warn(src, f"ignored: topology taken from Topology {kueue[0].name}")
-        return _label_topology(ctx, nodes, _with_zone(nodes, _kueue_levels(ctx, kueue[0])))
+        found = _label_topology(ctx, nodes, _with_zone(nodes, _kueue_levels(ctx, kueue[0])))
+        found.kueue_labels = _kueue_labels(kueue[0])
+        return found
     if hypernodes:
         return _hypernode_topology(ctx, nodes, hypernodes)
     return _label_topology(ctx, nodes, _with_zone(nodes, []))
@@ -69,6 +73,13 @@ def _kueue_levels(ctx: Context, src: Source) -> list[tuple[str, str]]:
         elif label != HOSTNAME_LABEL:
             out.append((_level_name(label, {n for n, _ in out}), label))
     return out
+
+
+def _kueue_labels(src: Source) -> list[str]:
+    """``spec.levels[].nodeLabel`` as given, hostname included (already checked by
+    :func:`_kueue_levels`)."""
+    levels = src.obj.get("spec", {}).get("levels") or []
+    return [str(level["nodeLabel"]) for level in levels if isinstance(level, dict) and level.get("nodeLabel")]
 
 
 def _level_name(label: str, taken: set[str]) -> str:
