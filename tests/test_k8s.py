@@ -426,6 +426,42 @@ def test_round_trip_import_solve_validate_export(form: str) -> None:
     check_export(plan, imp, export_plan(plan, imp))
 
 
+@pytest.mark.parametrize("form", ["volcano", "scheduler-plugins", "koordinator"])
+def test_an_admitted_pod_group_gets_the_status_its_scheduler_writes(form: str) -> None:
+    """Issue 15: a PodGroup the plan admits gets its scheduler's status after the Bindings:
+    Volcano ``phase: Running`` with condition ``Scheduled``; scheduler-plugins and Koordinator
+    ``phase: Scheduled`` with ``scheduled`` = the pods placed. A gang without a PodGroup, or
+    one that waits, gets none of these."""
+    imp = imported("cluster", form)
+    plan = solved(imp)
+    objects = export_plan(plan, imp)
+    patches = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] == "PodGroup" and o["status"].get("phase")
+    }
+    groups = {
+        (ref.namespace, ref.name): gang
+        for gang, ref in imp.gang_objects.items()
+        if ref.kind == "PodGroup" and gang in plan.admitted
+    }
+    assert groups and set(patches) == set(groups)
+    first_patch = min(i for i, o in enumerate(objects) if o["kind"] == "PodGroup")
+    assert all(o["kind"] != "Binding" for o in objects[first_patch:])
+    for key, gang in groups.items():
+        status = patches[key]["status"]
+        n = sum(1 for p in plan.placements if p.gang == gang)
+        if form == "volcano":
+            assert status["phase"] == "Running"
+            assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Scheduled", "True")]
+        else:
+            assert status == {"phase": "Scheduled", "scheduled": n}
+        ref = imp.gang_objects[gang]
+        assert patches[key]["metadata"]["annotations"][REQUEST_ANNOTATION].endswith(
+            f"/namespaces/{ref.namespace}/podgroups/{ref.name}/status"
+        )
+
+
 def test_preemption_exports_evictions_and_bindings_on_the_freed_nodes() -> None:
     members = [sp_member(f"urgent-{i}", "urgent", gpus=8) for i in range(5)]
     for m in members:

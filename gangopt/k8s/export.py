@@ -7,7 +7,11 @@
 1. a ``policy/v1 Eviction`` per preempted or shrunk pod (apply first, wait until gone);
 2. a ``v1 Binding`` per placed pod; for an admitted Kueue ``Workload`` whose pods do not exist
    yet, its admission instead (below);
-3. a status patch per waiting gang: condition ``GangoptScheduled`` (status False, reason = the
+3. a status patch per admitted gang of a ``PodGroup``, as its own scheduler writes it once the
+   gang's minimum is placed: Volcano (``scheduling.volcano.sh``) ``phase: Running`` and the
+   condition ``Scheduled``; scheduler-plugins and Koordinator (``scheduling.x-k8s.io``,
+   ``scheduling.sigs.k8s.io``) ``phase: Scheduled`` and ``scheduled``, the pods placed;
+4. a status patch per waiting gang: condition ``GangoptScheduled`` (status False, reason = the
    waiting code, message = the plan's reasons) on its PodGroup/Workload, or ``PodScheduled``
    (reason ``Unschedulable``) on each pending pod of a gang of plain pods.
 
@@ -55,12 +59,13 @@ def export_plan(plan: Plan, imported: Imported, warnings: list[str] | None = Non
     notes: list[str] = []
     evictions = _evictions(plan, imported, problems)
     bindings = _bindings(plan, imported, problems, notes)
+    scheduled = _pod_group_patches(plan, imported)
     patches = _status_patches(plan, imported, problems)
     if problems:
         raise InputError(problems, "plan")
     if warnings is not None:
         warnings += notes
-    return [*evictions, *bindings, *patches]
+    return [*evictions, *bindings, *scheduled, *patches]
 
 
 # ----------------------------------------------------------------------------- objects
@@ -250,6 +255,46 @@ def _timestamp(imported: Imported) -> str:
 
 
 _NO_REF = ObjectRef("", "", "", "")
+
+
+# ----------------------------------------------------------------------------- PodGroup status
+
+
+VOLCANO_READY = "tasks in gang are ready to be scheduled"
+"""The reason Volcano's scheduler gives its ``Scheduled`` PodGroup condition."""
+
+
+def _pod_group_patches(plan: Plan, imported: Imported) -> list[dict[str, Any]]:
+    """The status an admitted gang's PodGroup gets from its own scheduler (module docstring)."""
+    now = _timestamp(imported)
+    placed: dict[str, int] = defaultdict(int)
+    for p in plan.placements:
+        placed[p.gang] += 1
+    out = []
+    for gang in plan.admitted:
+        ref = imported.gang_objects.get(gang)
+        if ref is None or ref.kind != "PodGroup" or not placed[gang]:
+            continue
+        if ref.api_version.startswith("scheduling.volcano.sh/"):
+            condition = {
+                "type": "Scheduled",
+                "status": "True",
+                "reason": VOLCANO_READY,
+                "message": f"{placed[gang]} pods placed by gangopt",
+                "lastTransitionTime": now,
+            }
+            status: dict[str, Any] = {"phase": "Running", "conditions": [condition]}
+        else:
+            status = {"phase": "Scheduled", "scheduled": placed[gang]}
+        out.append(
+            {
+                "apiVersion": ref.api_version,
+                "kind": ref.kind,
+                "metadata": _metadata(ref, _status_url(ref)),
+                "status": status,
+            }
+        )
+    return out
 
 
 # ----------------------------------------------------------------------------- waiting
