@@ -17,6 +17,7 @@ All terms are integers in units of 1/SCALE so that CP-SAT works exactly.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any, TypeVar, cast
 
 from gangopt.memo import derived
 from gangopt.quantities import MILLI
-from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Role, Round, RunningGang, Score, TierScore
+from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Queue, Role, Round, RunningGang, Score, TierScore
 
 T = TypeVar("T")
 
@@ -188,6 +189,67 @@ class ObjectiveTerms:
     @property
     def open_node_cost(self) -> int:
         return round(SCALE * self.rnd.policy.weights.fragmentation)
+
+    @cached_property
+    def fair_shares(self) -> dict[str, float]:
+        """Dominant-resource share before the round of each queue of a *weighted* cohort (one
+        where some queue sets ``weight``): ``max_r usage_{q,r} / deserved_{q,r}`` over the
+        resources of the cohort's nominal total, with ``deserved_{q,r} = w_q / Σ_p w_p ·
+        Σ_p nominal_{p,r}`` (unset weights count 1; usage of a resource the queue deserves none
+        of: infinite). Empty when no cohort is weighted: the tie-break is then FIFO alone and
+        every plan is what it was before weights existed."""
+        cohorts: dict[str, list[Queue]] = {}
+        for q in self.rnd.queues:
+            if q.cohort is not None:
+                cohorts.setdefault(q.cohort, []).append(q)
+        weighted = [members for members in cohorts.values() if any(q.weight is not None for q in members)]
+        if not weighted:
+            return {}
+        usage: dict[str, Counter[str]] = {}
+        for gang in self.rnd.running:
+            roles = {r.name: r for r in gang.roles}
+            used = usage.setdefault(gang.queue, Counter())
+            for role, n in Counter(p.role for p in gang.pods).items():
+                for res, amount in roles[role].requests.items():
+                    used[res] += amount * n
+        out: dict[str, float] = {}
+        for members in weighted:
+            weights = [1.0 if q.weight is None else q.weight for q in members]
+            total_weight = sum(weights)
+            totals: Counter[str] = Counter()
+            for q in members:
+                totals.update(q.nominal)
+            for q, w in zip(members, weights, strict=True):
+                share = 0.0
+                for res, total in sorted(totals.items()):
+                    used_r = usage.get(q.name, Counter())[res]
+                    if total > 0 and used_r > 0:
+                        deserved = total * w / total_weight if total_weight > 0 else 0.0
+                        share = max(share, used_r / deserved if deserved > 0 else math.inf)
+                out[q.name] = share
+        return out
+
+    def tie_break_order(self, order: list[int], group: Callable[[int], object] | None = None) -> list[int]:
+        """``order`` (pending gang indices, oldest first) with the places its gangs of each
+        weighted cohort hold (per ``group`` too, e.g. per priority) handed back to them least
+        served queue first (:attr:`fair_shares`, then the order they had): gangs of other
+        queues keep their places, so without weights the order is ``order`` itself."""
+        shares = self.fair_shares
+        if not shares:
+            return order
+        pending = self.rnd.pending
+        cohort = {q.name: q.cohort for q in self.rnd.queues}
+        places: dict[tuple[object, str | None], list[int]] = {}
+        for pos, gi in enumerate(order):
+            queue = pending[gi].queue
+            if queue in shares:
+                places.setdefault((group(gi) if group else None, cohort[queue]), []).append(pos)
+        out = list(order)
+        for positions in places.values():
+            members = sorted((order[p] for p in positions), key=lambda gi: shares[pending[gi].queue])
+            for pos, gi in zip(positions, members, strict=True):
+                out[pos] = gi
+        return out
 
 
 def score(

@@ -422,6 +422,15 @@ class Queue(_Model):
     cohort: Name | None = None
     nominal: Resources = Field(default_factory=dict)
     borrowing_limit: Resources = Field(default_factory=dict)
+    weight: StrictFloat | None = Field(
+        None,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Fair-share weight in its cohort (Kueue fairSharing.weight, Volcano's queue weight). A "
+        "cohort in which some queue sets one shares its nominal total by weight (unset members count 1), "
+        "and among plans equal in value its gangs start least-served queue first (docs/objective.md, "
+        "fair share). Unset everywhere: no fair-share term, plans as before.",
+    )
 
 
 class Weights(_Model):

@@ -15,8 +15,8 @@ import pytest
 
 import gangopt
 from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key, score
-from gangopt.schema import Cluster, Node, PendingGang, Plan, Role, Round, Score, Weights
-from tests.builders import cluster, make_plan, make_round, pending, role, running
+from gangopt.schema import Cluster, Node, PendingGang, Plan, Queue, Role, Round, Score, Weights
+from tests.builders import cluster, make_plan, make_round, pending, queue, role, running
 
 NOW = 7200.0
 
@@ -593,3 +593,51 @@ def _rescored(rnd: Round, plan: Plan) -> Score:
         {t.priority: t.bound for t in plan.score.tiers},
         plan.score.secondary_bound,
     )
+
+
+# ----------------------------------------------------------------------------- fair share
+
+
+def _weighted(q: Queue, weight: float) -> Queue:
+    return q.model_copy(update={"weight": weight})
+
+
+def test_fair_shares_divide_the_cohort_nominal_by_weight() -> None:
+    """Issue 15: cohort c of qa (weight 3) and qb (unset: 1), nominal 8 GPUs each: qa deserves
+    3/4 of 16 = 12 GPUs, qb 4. qa runs 6 (share 0.5), qb 4 (share 1.0); qc, outside any
+    cohort, has no share. Weights unset everywhere: no shares at all."""
+    nodes = cluster(4, gpus=8)
+    gangs = [
+        running("a", ["n0"], 6, queue="qa"),
+        running("b", ["n1"], 4, queue="qb"),
+        running("c", ["n2"], 8, queue="qc"),
+    ]
+    plain = [queue("qa", cohort="c", gpu=8), queue("qb", cohort="c", gpu=8), queue("qc", gpu=8)]
+    assert ObjectiveTerms.of(make_round(nodes, running=gangs, queues=plain)).fair_shares == {}
+    weighted = [_weighted(plain[0], 3.0), *plain[1:]]
+    shares = ObjectiveTerms.of(make_round(nodes, running=gangs, queues=weighted)).fair_shares
+    assert shares == {"qa": pytest.approx(0.5), "qb": pytest.approx(1.0)}
+    zero = [_weighted(plain[0], 3.0), _weighted(plain[1], 0.0), plain[2]]
+    assert ObjectiveTerms.of(make_round(nodes, running=gangs, queues=zero)).fair_shares["qb"] == float("inf")
+
+
+def test_tie_break_order_hands_a_weighted_cohort_its_places_least_served_first() -> None:
+    """FIFO order b1 (qb), x (qc), a1 (qa): the cohort's gangs hold places 0 and 2; qa (share
+    0.5) takes place 0 and qb (1.0) place 2; x, outside the cohort, keeps place 1. Per group
+    (priority), places never cross groups."""
+    nodes = cluster(4, gpus=8)
+    gangs = [running("a", ["n0"], 6, queue="qa"), running("b", ["n1"], 4, queue="qb")]
+    queues = [_weighted(queue("qa", cohort="c", gpu=8), 3.0), queue("qb", cohort="c", gpu=8), queue("qc", gpu=8)]
+    rnd = make_round(
+        nodes,
+        running=gangs,
+        queues=queues,
+        pending=[
+            pending("b1", 1, queue="qb", submit_time=0),
+            pending("x", 1, queue="qc"),
+            pending("a1", 1, queue="qa"),
+        ],
+    )
+    terms = ObjectiveTerms.of(rnd)
+    assert terms.tie_break_order([0, 1, 2]) == [2, 1, 0]
+    assert terms.tie_break_order([0, 1, 2], group=lambda gi: gi == 0) == [0, 1, 2]

@@ -16,6 +16,7 @@ from gangopt.k8s.context import (
 )
 from gangopt.k8s.kinds import KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
 from gangopt.k8s.pods import Pod
+from gangopt.quantities import MILLI
 from gangopt.schema import PendingGang, Queue, RunningGang
 
 
@@ -69,8 +70,16 @@ class Queues:
                         self.ctx.warn(src, f"lendingLimit of {name} ignored")
         cohort = spec.get("cohort") or spec.get("cohortName") or None
         limits = {r: v for r, v in borrow.items() if r not in unlimited}
+        sharing = as_mapping(self.ctx, spec.get("fairSharing"), src.path(".spec.fairSharing"))
+        weight = None
+        if sharing.get("weight") is not None:  # a Quantity: "2", "500m"
+            weight = as_quantity(self.ctx, sharing["weight"], src.path(".spec.fairSharing.weight")) / MILLI
         self.queues[src.name] = Queue(
-            name=src.name, cohort=cohort, nominal=quantities(nominal), borrowing_limit=quantities(limits)
+            name=src.name,
+            cohort=cohort,
+            nominal=quantities(nominal),
+            borrowing_limit=quantities(limits),
+            weight=weight,
         )
 
     def _elastic_quota(self, src: Source) -> None:

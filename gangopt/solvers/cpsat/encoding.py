@@ -700,8 +700,10 @@ def _objective(enc: Encoding) -> None:
 
 
 def _fifo(enc: Encoding) -> None:
-    """Weight n for the oldest pending gang down to 1 for the newest (submit time, then name)."""
+    """Weight n for the oldest pending gang down to 1 for the newest (submit time, then name),
+    the gangs of a weighted cohort least-served queue first (fair share, docs/objective.md)."""
     order = sorted(enc.y, key=lambda gi: (enc.pre.rnd.pending[gi].submit_time, enc.pre.rnd.pending[gi].name))
+    order = enc.terms.tie_break_order(order)
     enc.fifo = [(enc.y[gi], len(order) - rank) for rank, gi in enumerate(order)]
 
 

@@ -199,6 +199,10 @@ class GreedyEngine:
     CP-SAT encoding, in the validator and in docs/rules.md.
     """
 
+    fair_share = True
+    """Within a priority, the gangs of a weighted cohort go least-served queue first (the
+    objective's tie-break); the peer emulations order as their schedulers do instead."""
+
     def __init__(self, rnd: Round, growth: Growth) -> None:
         self.rnd = rnd
         self.eager = growth == "eager"
@@ -346,6 +350,8 @@ class GreedyEngine:
             range(len(self.pending)),
             key=lambda i: (-self.pending[i].spec.priority, self._submit(i), self.pending[i].name),
         )
+        if self.fair_share:
+            order = self.terms.tie_break_order(order, lambda i: self.pending[i].spec.priority)
         groups: dict[str, list[int]] = defaultdict(list)
         for i in order:
             group = self._group(i)
