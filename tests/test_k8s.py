@@ -232,6 +232,17 @@ def test_kueue_workloads_with_and_without_pods_cluster_queue_and_topology() -> N
     assert queue.nominal["gpu"] == 32_000 and queue.borrowing_limit == {"gpu": 8000} and queue.cohort == "research"
 
 
+def test_kueue_fair_sharing_weight_is_the_queue_weight() -> None:
+    """Issue 15: ``spec.fairSharing.weight`` (a Quantity) -> ``Queue.weight``; unset stays unset."""
+    assert next(q for q in imported("cluster", "kueue").round.queues if q.name == "tas-cluster-queue").weight is None
+    found = docs("cluster", "kueue")
+    for obj in found:
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"]["fairSharing"] = {"weight": "1500m"}
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    assert next(q for q in imp.round.queues if q.name == "tas-cluster-queue").weight == 1.5
+
+
 def test_kep_4671_workload_gang_policy() -> None:
     imp = imported("cluster", "kep-4671")
     gang = pending(imp, "ns-1/job-1")
