@@ -593,3 +593,13 @@ def test_preferred_without_a_domain_that_holds_it_spreads_fewest_domains_first()
     plan = decide(_two_blocks(pending("g", 4, gpu=8, preferred="rack")))
     assert sorted(nodes_of(plan, "g")) == ["n1", "n5", "n6", "n7"]
     assert nodes_of(plan, "g")[-1] == "n1"
+
+
+def test_a_preferred_elastic_gang_grows_inside_its_domains_first() -> None:
+    """Free: n1 (r0, b0), n3 (r1, b0), n4 and n5 (r2, b1), n7 (r3, b1). The minimum (2) goes to
+    r2, the one rack that holds it; the third member then goes to n7 in the same block, not to
+    n1, first in node order, in the other block (one block charged instead of two)."""
+    busy = running("ops", ["n0", "n2", "n6"], gpu=8, preemptible=False)
+    gang = pending("g", 3, gpu=8, min_replicas=2, preferred="rack")
+    plan = decide(make_round(cluster(8, gpus=8, racks=4, blocks=2), running=[busy], pending=[gang]))
+    assert nodes_of(plan, "g") == ["n4", "n5", "n7"]

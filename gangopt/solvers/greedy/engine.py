@@ -722,10 +722,24 @@ class GreedyEngine:
         nodes = None
         if topo is not None and topo.required is not None:
             nodes = self.level(topo.required)[1][self.domain[g.name]]
+        preferred = [level for level, _ in self.terms.spread_levels(g.spec)]
+        if preferred:
+            nodes = self._near_first(nodes, [node for _, node, _ in self.allocs[g.name]], preferred)
         current = list(self.counts[g.name])
         grown = self.grow(g, current, nodes)
         self._record_new(grown, g.spec.priority)
         self.allocs[g.name] = self.allocs[g.name] + grown
+
+    def _near_first(self, nodes: IndexArray | None, placed: list[int], levels: list[str]) -> IndexArray:
+        """``nodes`` (or every node) with those in the gang's domains first, broadest level
+        first: a preferred gang grows inside the domains it already uses before it opens new
+        ones (first fit in node order opened any)."""
+        rows = np.arange(len(self.free), dtype=np.intp) if nodes is None else nodes
+        keys: list[IntArray] = [np.arange(len(rows))]
+        for level in levels:
+            codes = self.level(level)[0]
+            keys.append((~np.isin(codes[rows], codes[placed])).astype(np.int64))
+        return rows[np.lexsort(keys)]
 
     def grow_running(self, gi: int) -> None:
         """Grow a running elastic gang that kept all its pods, inside its required domain and
