@@ -41,7 +41,8 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
 4. **Grow** elastic gangs up to their maximum while pods fit (no preemption for growth):
    admitted gangs right after admission (``growth="eager"``, as Volcano's allocate does) or
    after every pending gang had its chance (``growth="deferred"``, better for lower-priority
-   minimums); then running elastic gangs that kept all their pods, by priority.
+   minimums); then running elastic gangs that kept all their pods, by priority. A gang with
+   a preferred level grows inside the domains it already uses first, broadest level first.
 5. A last pass puts back any preempted pod (or whole evicted gang) that fits again, since a
    later preemption may have freed room near it.
 
