@@ -212,6 +212,61 @@ def test_volcano_soft_topology_prefers_the_lowest_tier() -> None:
     assert again.topology == gang.topology
 
 
+NETWORK_SPEC = "gang.scheduling.koordinator.sh/network-topology-spec"
+KOORD_TOPOLOGY: Json = {
+    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+    "kind": "ClusterNetworkTopology",
+    "metadata": {"name": "default"},
+    "spec": {
+        "hierarchy": [
+            {"layerName": "nodeLayer", "parentTopologyLayer": "rackLayer"},
+            {
+                "layerName": "rackLayer",
+                "labelKey": "cloud.provider.com/topology-rack",
+                "parentTopologyLayer": "blockLayer",
+            },
+            {"layerName": "blockLayer", "labelKey": "cloud.provider.com/topology-block"},
+        ]
+    },
+}
+
+
+def test_koordinator_gather_strategy_maps_must_and_prefer_gather() -> None:
+    """Issue 15: ``network-topology-spec`` through the ``ClusterNetworkTopology`` (its labels
+    become the levels): MustGather at blockLayer -> ``required: block``, PreferGather at
+    rackLayer -> ``preferred: rack`` (a required level and a preferred one together); a
+    PreferGather alone -> ``preferred``; an unknown layer is a warning. It was ignored."""
+    spec = {
+        "gatherStrategy": [
+            {"layer": "blockLayer", "strategy": "MustGather"},
+            {"layer": "rackLayer", "strategy": "PreferGather"},
+        ]
+    }
+    found = [*docs("cluster", "koordinator"), KOORD_TOPOLOGY]
+    for obj in found:
+        if obj["kind"] == "PodGroup":
+            obj["metadata"].setdefault("annotations", {})[NETWORK_SPEC] = json.dumps(spec)
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    assert imp.round.cluster.topology_levels == ["zone", "block", "rack"]
+    gang = pending(imp, "default/gang-example2")
+    assert gang.topology is not None and (gang.topology.required, gang.topology.preferred) == ("block", "rack")
+    plan = solved(imp)
+    assert gang.name in plan.admitted
+    soft = {
+        "gatherStrategy": [
+            {"layer": "rackLayer", "strategy": "PreferGather"},
+            {"layer": "leafLayer", "strategy": "PreferGather"},
+        ]
+    }
+    for obj in found:
+        if obj["kind"] == "PodGroup":
+            obj["metadata"]["annotations"][NETWORK_SPEC] = json.dumps(soft)
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    gang = pending(imp, "default/gang-example2")
+    assert gang.topology is not None and (gang.topology.required, gang.topology.preferred) == (None, "rack")
+    assert any("layer 'leafLayer' is no level" in w for w in imp.warnings)
+
+
 def test_kueue_workloads_with_and_without_pods_cluster_queue_and_topology() -> None:
     imp = imported("cluster", "kueue")
     assert imp.round.cluster.topology_levels == ["zone", "block", "rack"]
