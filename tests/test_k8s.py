@@ -665,6 +665,29 @@ def test_kueue_admission_without_a_hostname_level_names_every_level_and_leaves_a
     ]
 
 
+def test_a_v1beta2_kueue_workload_gets_its_topology_assignment_in_slices() -> None:
+    """Kueue v1beta2 writes a topology assignment as slices: levels, then per slice the
+    domain count, the values by level (``roots``) and the pod counts; same pods as v1beta1."""
+    found = docs("cluster", "kueue")
+    for obj in found:
+        if obj["kind"] == "Workload":
+            obj["apiVersion"] = "kueue.x-k8s.io/v1beta2"
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    plan = solved(imp)
+    (patch,) = [o for o in export_plan(plan, imp) if o["kind"] == "Workload"]
+    assert patch["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    (assignment,) = patch["status"]["admission"]["podSetAssignments"]
+    topology = assignment["topologyAssignment"]
+    (piece,) = topology["slices"]
+    assert topology["levels"] == ["kubernetes.io/hostname"]
+    assert len(piece["valuesPerLevel"]) == len(topology["levels"])
+    assert all(len(v["roots"]) == piece["domainCount"] for v in piece["valuesPerLevel"])
+    assert len(piece["podCounts"]) == piece["domainCount"] and all(n >= 1 for n in piece["podCounts"])
+    placed = Counter(p.node for p in plan.placements if p.gang == ELASTIC)
+    assert dict(zip(piece["valuesPerLevel"][0]["roots"], piece["podCounts"], strict=True)) == dict(placed)
+    assert assignment["count"] == sum(placed.values())
+
+
 def test_a_kueue_admission_from_a_hand_written_plan_counts_its_placements() -> None:
     """One placement of the Workload without pods: count 1, its requests once, one domain."""
     imp = imported("cluster", "kueue")

@@ -21,16 +21,17 @@ knowledge of the kinds.
 
 **Kueue admission.** A Workload imported from its pod templates has no pods to bind: Kueue
 creates them once the Workload is admitted. Its export is the status patch Kueue's own
-scheduler writes when it reserves quota (``kueue.x-k8s.io/v1beta1`` ``Workload``):
+scheduler writes when it reserves quota (``kueue.x-k8s.io`` ``Workload``, v1beta1 or v1beta2):
 ``status.admission`` with ``clusterQueue`` (the gang's queue) and one ``podSetAssignments``
 entry per pod set placed: ``name``, ``count`` (its pods in the plan), ``resourceUsage`` (count x
 the pod's requests, GPUs under the nodes' resource name), ``flavors`` for each resource the
 ClusterQueue offers in exactly one flavor (several: left out, with a warning), and, when the
 levels came from a Kueue ``Topology``, a ``topologyAssignment``: ``levels`` are its node labels
 (only ``kubernetes.io/hostname`` when that is a level, as Kueue writes it) and ``domains`` the
-label values of the nodes the plan chose with their pod counts; plus the condition
-``QuotaReserved``. Kueue then admits the Workload (its admission checks permitting), unsuspends
-the job, and TAS pins each pod to its domain.
+label values of the nodes the plan chose with their pod counts (``v1beta2``: one slice,
+``valuesPerLevel[].roots`` and ``podCounts``); plus the condition ``QuotaReserved``. Kueue
+then admits the Workload (its admission checks permitting), unsuspends the job, and TAS pins
+each pod to its domain.
 """
 
 from __future__ import annotations
@@ -207,7 +208,8 @@ def _kueue_admission(
         assignment: dict[str, Any] = {"name": role, **({"flavors": flavors} if flavors else {})}
         assignment |= {"resourceUsage": usage, "count": len(pods)}
         if imported.kueue.topology:
-            assignment["topologyAssignment"] = _topology_assignment(imported, pods)
+            topology = _topology_assignment(imported, pods)
+            assignment["topologyAssignment"] = _v1beta2(topology) if ref.api_version.endswith("/v1beta2") else topology
         assignments.append(assignment)
     now = _timestamp(imported)
     condition = {
@@ -247,6 +249,24 @@ def _topology_assignment(imported: Imported, pods: list[Placement]) -> dict[str,
     return {
         "levels": list(labels),
         "domains": [{"values": list(values), "count": n} for values, n in sorted(counts.items())],
+    }
+
+
+def _v1beta2(assignment: dict[str, Any]) -> dict[str, Any]:
+    """The same assignment in ``kueue.x-k8s.io/v1beta2``'s form: one slice, the values arranged
+    by level (``valuesPerLevel[].roots``), then ``podCounts`` (no prefixes extracted)."""
+    domains = assignment["domains"]
+    return {
+        "levels": assignment["levels"],
+        "slices": [
+            {
+                "domainCount": len(domains),
+                "valuesPerLevel": [
+                    {"roots": [d["values"][i] for d in domains]} for i in range(len(assignment["levels"]))
+                ],
+                "podCounts": [d["count"] for d in domains],
+            }
+        ],
     }
 
 
