@@ -10,8 +10,7 @@ with two values; running gangs of one or two roles (a CPU-only ``ps`` role besid
 workers), elastic or not, with a required or preferred topology level (a required level
 holds for the pods already placed); pending gangs with roles, minimums, node selectors,
 node affinity (``In``/``NotIn``/``Exists``/``DoesNotExist``), tolerations (``Exists`` or
-``Equal`` with a value, always with a key, some for one effect only), topology requests
-(a required block with a preferred rack or node among them),
+``Equal`` with a value, always with a key, some for one effect only), topology requests,
 deadlines and groups; queues in a cohort, or one queue on its own.
 """
 
@@ -204,13 +203,11 @@ def _pending(draw: st.DrawFn, i: int, queues: list[str]) -> dict[str, Any]:
         gang["deadline"] = draw(st.sampled_from([7000, 9000]))
     total_min = sum(r.get("min_replicas", r["replicas"]) for r in roles)
     total = sum(r["replicas"] for r in roles)
-    topology = draw(st.sampled_from([None, None, "required", "preferred", "slice", "both"]))
+    topology = draw(st.sampled_from([None, None, "required", "preferred", "slice"]))
     if topology == "required":
         gang["topology"] = {"required": draw(st.sampled_from(["rack", "block", "node"]))}
     elif topology == "preferred":
         gang["topology"] = {"preferred": draw(st.sampled_from(["rack", "block"]))}
-    elif topology == "both":
-        gang["topology"] = {"required": "block", "preferred": draw(st.sampled_from(["rack", "node"]))}
     elif topology == "slice" and len(roles) == 1:
         roles[0]["replicas"] = 2 * roles[0]["replicas"]
         roles[0].pop("min_replicas", None)
