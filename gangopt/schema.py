@@ -262,7 +262,10 @@ class TopologyRequest(_Model):
     """Where a gang's pods may sit, at the cluster's topology levels (or ``node``).
 
     ``required``: all pods of the gang inside one domain of that level (hard).
-    ``preferred``: as few domains of that level as possible (soft; every extra domain costs).
+    ``preferred``: as few domains of that level as possible, and of each level above it (soft;
+    every extra domain costs, the preferred level most: docs/objective.md). With ``required``
+    too, the levels charged stop below the required one (a gang may want one block, and one
+    rack inside it if it can).
     ``slice_level``/``slice_size``: the pods split into groups of ``slice_size`` pods, each
     group inside one domain of ``slice_level`` (Kueue pod-set slices, Volcano sub-groups).
     """
@@ -419,6 +422,15 @@ class Queue(_Model):
     cohort: Name | None = None
     nominal: Resources = Field(default_factory=dict)
     borrowing_limit: Resources = Field(default_factory=dict)
+    weight: StrictFloat | None = Field(
+        None,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Fair-share weight in its cohort (Kueue fairSharing.weight, Volcano's queue weight). A "
+        "cohort in which some queue sets one shares its nominal total by weight (unset members count 1), "
+        "and among plans equal in value its gangs start least-served queue first (docs/objective.md, "
+        "fair share). Unset everywhere: no fair-share term, plans as before.",
+    )
 
 
 class Weights(_Model):
@@ -451,7 +463,11 @@ class Weights(_Model):
         1.0, ge=0, le=MAX_WEIGHT, description="Value per GPU of elastic members above the minimum."
     )
     spread: StrictFloat = Field(
-        1.0, ge=0, le=MAX_WEIGHT, description="Cost per extra domain at a gang's preferred level."
+        1.0,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Cost per extra domain at a gang's preferred level; each level above it costs half the "
+        "level below (at least 0.1), so a gang that must span two blocks takes two of one spine.",
     )
     fragmentation: StrictFloat = Field(0.25, ge=0, le=MAX_WEIGHT, description="Cost per idle node opened by new pods.")
 

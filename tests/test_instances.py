@@ -133,3 +133,25 @@ def test_fragmentation_greedy_strands_the_big_gang() -> None:
     base = gangopt.solve(rnd, solver="greedy")
     assert gangopt.validate(rnd, base) == []
     assert "big" not in base.admitted and len(base.admitted) == 4
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_without_queue_weights_fair_share_changes_no_plan(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: no shipped instance sets a queue weight, and there the fair-share tie-break is
+    FIFO itself: greedy's plan is the one it makes with fair share switched off, and the
+    CP-SAT tie-break weights are n for the oldest pending gang down to 1 (submit time, name)."""
+    from gangopt.objective import ObjectiveTerms
+    from gangopt.prefilter import prefilter
+    from gangopt.solvers.cpsat.encoding import encode
+    from gangopt.solvers.greedy.engine import GreedyEngine, greedy
+
+    rnd = gangopt.load_round(path)
+    assert all(q.weight is None for q in rnd.queues)
+    assert ObjectiveTerms.of(rnd).fair_shares == {}
+    plan = greedy(rnd)
+    monkeypatch.setattr(GreedyEngine, "fair_share", False)
+    assert greedy(rnd) == plan
+    if len(rnd.cluster.nodes) <= 1024:
+        enc = encode(prefilter(rnd))
+        fifo = sorted(enc.y, key=lambda gi: (rnd.pending[gi].submit_time, rnd.pending[gi].name))
+        assert enc.fifo == [(enc.y[gi], len(fifo) - rank) for rank, gi in enumerate(fifo)]

@@ -23,6 +23,7 @@ from gangopt.cli import main
 from gangopt.errors import InputError
 from gangopt.k8s import Imported, ImportOptions, ObjectRef, export_plan, import_documents, load_documents
 from gangopt.k8s.export import REQUEST_ANNOTATION
+from gangopt.quantities import parse_quantity
 from gangopt.replay.generate import dump_round
 from gangopt.schema import PendingGang, Placement, Plan, Policy, RunningGang, Status
 
@@ -192,6 +193,80 @@ def test_volcano_pod_group_task_minimums_queue_priority_and_hypernode_topology()
     assert queue.nominal["gpu"] == 32_000 and queue.cohort is None
 
 
+def test_volcano_soft_topology_prefers_the_lowest_tier() -> None:
+    """Issue 15: soft mode scores nodes by closeness to the job's hypernode at every tier, and
+    ``highestTierAllowed`` bounds hard mode only; it maps to ``preferred`` at the lowest tier
+    (tier1), whose charges climb to tier2, so the gang stays in one rack, else one block. It
+    was ``preferred: tier2`` (racks free), and a soft request without a tier was dropped."""
+    found = docs("cluster", "volcano")
+    for obj in found:
+        if obj.get("kind") == "PodGroup" and "networkTopology" in obj.get("spec", {}):
+            obj["spec"]["networkTopology"] = {"mode": "soft", "highestTierAllowed": 2}
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    gang = pending(imp, "research/dist-mnist-3c5e0a8b-6d1f-4e2a-9b7c-1f2e3d4c5b6a")
+    assert gang.topology is not None and (gang.topology.required, gang.topology.preferred) == (None, "tier1")
+    for obj in found:
+        if obj.get("kind") == "PodGroup" and "networkTopology" in obj.get("spec", {}):
+            obj["spec"]["networkTopology"] = {"mode": "soft"}
+    again = pending(import_documents(found, ImportOptions(policy=POLICY)), gang.name)
+    assert again.topology == gang.topology
+
+
+NETWORK_SPEC = "gang.scheduling.koordinator.sh/network-topology-spec"
+KOORD_TOPOLOGY: Json = {
+    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+    "kind": "ClusterNetworkTopology",
+    "metadata": {"name": "default"},
+    "spec": {
+        "hierarchy": [
+            {"layerName": "nodeLayer", "parentTopologyLayer": "rackLayer"},
+            {
+                "layerName": "rackLayer",
+                "labelKey": "cloud.provider.com/topology-rack",
+                "parentTopologyLayer": "blockLayer",
+            },
+            {"layerName": "blockLayer", "labelKey": "cloud.provider.com/topology-block"},
+        ]
+    },
+}
+
+
+def test_koordinator_gather_strategy_maps_must_and_prefer_gather() -> None:
+    """Issue 15: ``network-topology-spec`` through the ``ClusterNetworkTopology`` (its labels
+    become the levels): MustGather at blockLayer -> ``required: block``, PreferGather at
+    rackLayer -> ``preferred: rack`` (a required level and a preferred one together); a
+    PreferGather alone -> ``preferred``; an unknown layer is a warning. It was ignored."""
+    spec = {
+        "gatherStrategy": [
+            {"layer": "blockLayer", "strategy": "MustGather"},
+            {"layer": "rackLayer", "strategy": "PreferGather"},
+        ]
+    }
+    found = [*docs("cluster", "koordinator"), KOORD_TOPOLOGY]
+    for obj in found:
+        if obj["kind"] == "PodGroup":
+            obj["metadata"].setdefault("annotations", {})[NETWORK_SPEC] = json.dumps(spec)
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    assert imp.round.cluster.topology_levels == ["zone", "block", "rack"]
+    gang = pending(imp, "default/gang-example2")
+    assert gang.topology is not None and (gang.topology.required, gang.topology.preferred) == ("block", "rack")
+    plan = solved(imp)
+    assert gang.name in plan.admitted
+    soft = {
+        "gatherStrategy": [
+            {"layer": "rackLayer", "strategy": "PreferGather"},
+            {"layer": "leafLayer", "strategy": "PreferGather"},
+        ]
+    }
+    for obj in found:
+        if obj["kind"] == "PodGroup":
+            obj["metadata"]["annotations"][NETWORK_SPEC] = json.dumps(soft)
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    gang = pending(imp, "default/gang-example2")
+    assert gang.topology is not None and (gang.topology.required, gang.topology.preferred) == (None, "rack")
+    assert any("layer 'leafLayer' is no level" in w for w in imp.warnings)
+
+
 def test_kueue_workloads_with_and_without_pods_cluster_queue_and_topology() -> None:
     imp = imported("cluster", "kueue")
     assert imp.round.cluster.topology_levels == ["zone", "block", "rack"]
@@ -205,11 +280,22 @@ def test_kueue_workloads_with_and_without_pods_cluster_queue_and_topology() -> N
     assert elastic.topology is not None and elastic.topology.preferred == "rack"
     assert imp.pending_pods[elastic.name] == {"main": []}
     assert any(
-        w.startswith("Workload default/job-elastic-train-9b7c3: no pods yet") and "cannot be exported" in w
+        w.startswith("Workload default/job-elastic-train-9b7c3: no pods yet") and "Kueue admission" in w
         for w in imp.warnings
     )
     queue = next(q for q in imp.round.queues if q.name == "tas-cluster-queue")
     assert queue.nominal["gpu"] == 32_000 and queue.borrowing_limit == {"gpu": 8000} and queue.cohort == "research"
+
+
+def test_kueue_fair_sharing_weight_is_the_queue_weight() -> None:
+    """Issue 15: ``spec.fairSharing.weight`` (a Quantity) -> ``Queue.weight``; unset stays unset."""
+    assert next(q for q in imported("cluster", "kueue").round.queues if q.name == "tas-cluster-queue").weight is None
+    found = docs("cluster", "kueue")
+    for obj in found:
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"]["fairSharing"] = {"weight": "1500m"}
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    assert next(q for q in imp.round.queues if q.name == "tas-cluster-queue").weight == 1.5
 
 
 def test_kep_4671_workload_gang_policy() -> None:
@@ -406,6 +492,42 @@ def test_round_trip_import_solve_validate_export(form: str) -> None:
     check_export(plan, imp, export_plan(plan, imp))
 
 
+@pytest.mark.parametrize("form", ["volcano", "scheduler-plugins", "koordinator"])
+def test_an_admitted_pod_group_gets_the_status_its_scheduler_writes(form: str) -> None:
+    """Issue 15: a PodGroup the plan admits gets its scheduler's status after the Bindings:
+    Volcano ``phase: Running`` with condition ``Scheduled``; scheduler-plugins and Koordinator
+    ``phase: Scheduled`` with ``scheduled`` = the pods placed. A gang without a PodGroup, or
+    one that waits, gets none of these."""
+    imp = imported("cluster", form)
+    plan = solved(imp)
+    objects = export_plan(plan, imp)
+    patches = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] == "PodGroup" and o["status"].get("phase")
+    }
+    groups = {
+        (ref.namespace, ref.name): gang
+        for gang, ref in imp.gang_objects.items()
+        if ref.kind == "PodGroup" and gang in plan.admitted
+    }
+    assert groups and set(patches) == set(groups)
+    first_patch = min(i for i, o in enumerate(objects) if o["kind"] == "PodGroup")
+    assert all(o["kind"] != "Binding" for o in objects[first_patch:])
+    for key, gang in groups.items():
+        status = patches[key]["status"]
+        n = sum(1 for p in plan.placements if p.gang == gang)
+        if form == "volcano":
+            assert status["phase"] == "Running"
+            assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Scheduled", "True")]
+        else:
+            assert status == {"phase": "Scheduled", "scheduled": n}
+        ref = imp.gang_objects[gang]
+        assert patches[key]["metadata"]["annotations"][REQUEST_ANNOTATION].endswith(
+            f"/namespaces/{ref.namespace}/podgroups/{ref.name}/status"
+        )
+
+
 def test_preemption_exports_evictions_and_bindings_on_the_freed_nodes() -> None:
     members = [sp_member(f"urgent-{i}", "urgent", gpus=8) for i in range(5)]
     for m in members:
@@ -452,15 +574,133 @@ def test_waiting_gangs_get_a_status_condition() -> None:
     )
 
 
-def test_placements_of_a_workload_without_pods_are_a_warning_not_a_binding() -> None:
+ELASTIC = "default/job-elastic-train-9b7c3"
+"""The Kueue fixture's Workload without pods (pod set ``main``: 4 pods, minCount 2, 4 GPUs and
+32 CPUs each, preferred rack)."""
+
+
+def check_kueue_admission(patch: Json, imp: Imported, plan: Plan, gang: str) -> None:
+    """The patch has the shape of Kueue's ``Workload.status`` (v1beta1 API: clusterQueue, at
+    most 8 pod-set assignments named after the Workload's pod sets, count >= 0, resource usage
+    in quantities; topology levels 1-8 labels and per domain one value per level and a count
+    >= 1) and says what the plan says: the gang's queue, its pods per pod set, their requests
+    times the count, and domains holding exactly the plan's pods."""
+    ref = imp.gang_objects[gang]
+    assert (patch["apiVersion"], patch["kind"]) == ("kueue.x-k8s.io/v1beta1", "Workload")
+    assert (patch["metadata"]["namespace"], patch["metadata"]["name"]) == (ref.namespace, ref.name)
+    assert patch["metadata"]["annotations"][REQUEST_ANNOTATION] == (
+        f"PATCH /apis/kueue.x-k8s.io/v1beta1/namespaces/{ref.namespace}/workloads/{ref.name}/status"
+    )
+    spec = pending(imp, gang)
+    admission = patch["status"]["admission"]
+    assert admission["clusterQueue"] == spec.queue
+    assignments = admission["podSetAssignments"]
+    assert 1 <= len(assignments) <= 8
+    roles = {r.name: r for r in spec.roles}
+    nodes = {n.name: n for n in imp.round.cluster.nodes}
+    for a in assignments:
+        mine = [p for p in plan.placements if p.gang == gang and p.role == a["name"]]
+        assert a["count"] == len(mine) > 0
+        usage = {res: parse_quantity(q) for res, q in a["resourceUsage"].items()}
+        wanted = {("nvidia.com/gpu" if r == "gpu" else r): v * len(mine) for r, v in roles[a["name"]].requests.items()}
+        assert usage == {r: v for r, v in wanted.items() if r != "pods"}
+        topo = a["topologyAssignment"]
+        assert 1 <= len(topo["levels"]) <= 8
+        assert all(len(d["values"]) == len(topo["levels"]) and d["count"] >= 1 for d in topo["domains"])
+        per_domain = Counter(tuple(nodes[p.node].labels[label] for label in topo["levels"]) for p in mine)
+        assert {tuple(d["values"]): d["count"] for d in topo["domains"]} == per_domain
+    (condition,) = patch["status"]["conditions"]
+    assert (condition["type"], condition["status"]) == ("QuotaReserved", "True")
+
+
+def test_an_admitted_kueue_workload_without_pods_exports_its_admission() -> None:
+    """Issue 15: import -> solve -> export. The Workload without pods gets the
+    ``status.admission`` patch Kueue's scheduler would write (no Binding: it has no pods);
+    with ``kubernetes.io/hostname`` a Topology level, the topology assignment names nodes
+    only, as Kueue writes it. The Workload whose pods exist is exported as before: Bindings,
+    no admission."""
+    imp = imported("cluster", "kueue")
+    plan = solved(imp)
+    assert ELASTIC in plan.admitted
+    notes: list[str] = []
+    objects = export_plan(plan, imp, notes)
+    check_export(plan, imp, objects)
+    (patch,) = [o for o in objects if o["kind"] == "Workload"]
+    check_kueue_admission(patch, imp, plan, ELASTIC)
+    (assignment,) = patch["status"]["admission"]["podSetAssignments"]
+    assert assignment["flavors"] == {"cpu": "tas-flavor", "memory": "tas-flavor", "nvidia.com/gpu": "tas-flavor"}
+    assert assignment["topologyAssignment"]["levels"] == ["kubernetes.io/hostname"]
+    assert 2 <= assignment["count"] <= 4
+    tas = "default/job-tas-sample-job-4f2d1"
+    assert {b["metadata"]["name"] for b in objects if b["kind"] == "Binding"} == {
+        p.name for p in imp.pending_pods[tas]["main"]
+    }
+    assert notes == []
+
+
+def test_kueue_admission_without_a_hostname_level_names_every_level_and_leaves_ambiguous_flavors_out() -> None:
+    """A Topology of block and rack: each domain is its block and rack values (Kueue's form);
+    a resource the ClusterQueue offers in two flavors gets none (with a note), not a guess."""
+    found = docs("cluster", "kueue")
+    for obj in found:
+        if obj["kind"] == "Topology":
+            obj["spec"]["levels"] = [lv for lv in obj["spec"]["levels"] if lv["nodeLabel"] != "kubernetes.io/hostname"]
+        if obj["kind"] == "ClusterQueue":
+            spare = {"name": "spare-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}
+            obj["spec"]["resourceGroups"][0]["flavors"].append(spare)
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    plan = solved(imp)
+    notes: list[str] = []
+    (patch,) = [o for o in export_plan(plan, imp, notes) if o["kind"] == "Workload"]
+    check_kueue_admission(patch, imp, plan, ELASTIC)
+    (assignment,) = patch["status"]["admission"]["podSetAssignments"]
+    assert assignment["topologyAssignment"]["levels"] == [
+        "cloud.provider.com/topology-block",
+        "cloud.provider.com/topology-rack",
+    ]
+    assert assignment["flavors"] == {"cpu": "tas-flavor", "memory": "tas-flavor"}
+    assert notes == [
+        f"gang {ELASTIC} pod set main: nvidia.com/gpu has flavors ['tas-flavor', 'spare-flavor'] in "
+        "tas-cluster-queue: flavor left out"
+    ]
+
+
+def test_a_v1beta2_kueue_workload_gets_its_topology_assignment_in_slices() -> None:
+    """Kueue v1beta2 writes a topology assignment as slices: levels, then per slice the
+    domain count, the values by level (``roots``) and the pod counts; same pods as v1beta1."""
+    found = docs("cluster", "kueue")
+    for obj in found:
+        if obj["kind"] == "Workload":
+            obj["apiVersion"] = "kueue.x-k8s.io/v1beta2"
+    imp = import_documents(found, ImportOptions(policy=POLICY))
+    plan = solved(imp)
+    (patch,) = [o for o in export_plan(plan, imp) if o["kind"] == "Workload"]
+    assert patch["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    (assignment,) = patch["status"]["admission"]["podSetAssignments"]
+    topology = assignment["topologyAssignment"]
+    (piece,) = topology["slices"]
+    assert topology["levels"] == ["kubernetes.io/hostname"]
+    assert len(piece["valuesPerLevel"]) == len(topology["levels"])
+    assert all(len(v["roots"]) == piece["domainCount"] for v in piece["valuesPerLevel"])
+    assert len(piece["podCounts"]) == piece["domainCount"] and all(n >= 1 for n in piece["podCounts"])
+    placed = Counter(p.node for p in plan.placements if p.gang == ELASTIC)
+    assert dict(zip(piece["valuesPerLevel"][0]["roots"], piece["podCounts"], strict=True)) == dict(placed)
+    assert assignment["count"] == sum(placed.values())
+
+
+def test_a_kueue_admission_from_a_hand_written_plan_counts_its_placements() -> None:
+    """One placement of the Workload without pods: count 1, its requests once, one domain."""
     imp = imported("cluster", "kueue")
     plan = Plan(
         status=Status.FEASIBLE,
-        placements=[Placement(gang="default/job-elastic-train-9b7c3", role="main", pod="x-main-0", node="gpu-node-01")],
+        admitted=[ELASTIC],
+        placements=[Placement(gang=ELASTIC, role="main", pod="x-main-0", node="gpu-node-01")],
     )
-    notes: list[str] = []
-    assert export_plan(plan, imp, notes) == []
-    assert notes and "has no pods yet" in notes[0]
+    (patch,) = export_plan(plan, imp)
+    check_kueue_admission(patch, imp, plan, ELASTIC)
+    (assignment,) = patch["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"]["nvidia.com/gpu"] == "4"
+    assert assignment["topologyAssignment"]["domains"] == [{"values": ["gpu-node-01"], "count": 1}]
 
 
 def test_a_plan_that_does_not_match_the_manifests_is_an_error_naming_the_plan_path() -> None:

@@ -15,8 +15,8 @@ import pytest
 
 import gangopt
 from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key, score
-from gangopt.schema import Cluster, Node, PendingGang, Plan, Role, Round, Score, Weights
-from tests.builders import cluster, make_plan, make_round, pending, role, running
+from gangopt.schema import Cluster, Node, PendingGang, Plan, Queue, Role, Round, Score, Weights
+from tests.builders import cluster, make_plan, make_round, pending, queue, role, running
 
 NOW = 7200.0
 KEPT = 5
@@ -443,6 +443,48 @@ def test_spread_counts_extra_domains_at_the_preferred_level() -> None:
     assert score(plain, make_plan(plain, place={"s": ["n0", "n2", "n3"]})).secondary == 0.0
 
 
+def test_spread_charges_every_level_above_the_preferred_one_narrowest_most() -> None:
+    """Issue 15: racks r0..r3 (two nodes each), blocks b0 = {r0, r1} and b1 = {r2, r3}. A gang
+    preferring one rack pays 10 per extra rack and half that, 5, per extra block: two racks of
+    one block cost 10, two racks of two blocks 15, three racks over both blocks 25."""
+    rnd = make_round(
+        cluster(8, gpus=8, cpu=32, racks=4, blocks=2),
+        pending=[pending("s", 3, gpu=8, preferred="rack", submit_time=NOW)],
+        now=NOW,
+        weights=weights(fragmentation=0),
+    )
+    terms = ObjectiveTerms.of(rnd)
+    assert terms.spread_levels(rnd.pending[0]) == [("rack", 10), ("block", 5)]
+    one_block = make_plan(rnd, place={"s": ["n0", "n1", "n2"]})
+    two_blocks = make_plan(rnd, place={"s": ["n0", "n1", "n4"]})
+    everywhere = make_plan(rnd, place={"s": ["n0", "n2", "n4"]})
+    assert score(rnd, one_block).secondary == -10 / SCALE
+    assert score(rnd, two_blocks).secondary == -15 / SCALE
+    assert score(rnd, everywhere).secondary == -25 / SCALE
+
+
+def test_spread_levels_halve_upwards_and_stop_below_a_required_level() -> None:
+    """``preferred: node`` charges node 10, rack 5, block round(2.5) = 2; a required block
+    holds the gang in one block, so only the levels below it are charged; ``spread = 0``
+    charges nothing, and a tiny weight still charges at least 1 per level."""
+    rnd = make_round(
+        cluster(8, gpus=8, racks=4, blocks=2),
+        pending=[
+            pending("n", 2, gpu=8, preferred="node"),
+            pending("both", 2, gpu=8, required="block", preferred="node"),
+            pending("under", 2, gpu=8, required="rack", preferred="block"),
+        ],
+    )
+    terms = ObjectiveTerms.of(rnd)
+    assert terms.spread_levels(rnd.pending[0]) == [("node", 10), ("rack", 5), ("block", 2)]
+    assert terms.spread_levels(rnd.pending[1]) == [("node", 10), ("rack", 5)]
+    assert terms.spread_levels(rnd.pending[2]) == []
+    off = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": weights(spread=0)})})
+    assert ObjectiveTerms.of(off).spread_levels(off.pending[0]) == []
+    tiny = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": weights(spread=0.1)})})
+    assert ObjectiveTerms.of(tiny).spread_levels(tiny.pending[0]) == [("node", 1), ("rack", 1), ("block", 1)]
+
+
 def test_spread_adds_up_over_gangs() -> None:
     rnd = make_round(
         cluster(4, gpus=8, cpu=32, racks=2),
@@ -580,3 +622,51 @@ def _rescored(rnd: Round, plan: Plan) -> Score:
         {t.priority: t.bound for t in plan.score.tiers},
         plan.score.secondary_bound,
     )
+
+
+# ----------------------------------------------------------------------------- fair share
+
+
+def _weighted(q: Queue, weight: float) -> Queue:
+    return q.model_copy(update={"weight": weight})
+
+
+def test_fair_shares_divide_the_cohort_nominal_by_weight() -> None:
+    """Issue 15: cohort c of qa (weight 3) and qb (unset: 1), nominal 8 GPUs each: qa deserves
+    3/4 of 16 = 12 GPUs, qb 4. qa runs 6 (share 0.5), qb 4 (share 1.0); qc, outside any
+    cohort, has no share. Weights unset everywhere: no shares at all."""
+    nodes = cluster(4, gpus=8)
+    gangs = [
+        running("a", ["n0"], 6, queue="qa"),
+        running("b", ["n1"], 4, queue="qb"),
+        running("c", ["n2"], 8, queue="qc"),
+    ]
+    plain = [queue("qa", cohort="c", gpu=8), queue("qb", cohort="c", gpu=8), queue("qc", gpu=8)]
+    assert ObjectiveTerms.of(make_round(nodes, running=gangs, queues=plain)).fair_shares == {}
+    weighted = [_weighted(plain[0], 3.0), *plain[1:]]
+    shares = ObjectiveTerms.of(make_round(nodes, running=gangs, queues=weighted)).fair_shares
+    assert shares == {"qa": pytest.approx(0.5), "qb": pytest.approx(1.0)}
+    zero = [_weighted(plain[0], 3.0), _weighted(plain[1], 0.0), plain[2]]
+    assert ObjectiveTerms.of(make_round(nodes, running=gangs, queues=zero)).fair_shares["qb"] == float("inf")
+
+
+def test_tie_break_order_hands_a_weighted_cohort_its_places_least_served_first() -> None:
+    """FIFO order b1 (qb), x (qc), a1 (qa): the cohort's gangs hold places 0 and 2; qa (share
+    0.5) takes place 0 and qb (1.0) place 2; x, outside the cohort, keeps place 1. Per group
+    (priority), places never cross groups."""
+    nodes = cluster(4, gpus=8)
+    gangs = [running("a", ["n0"], 6, queue="qa"), running("b", ["n1"], 4, queue="qb")]
+    queues = [_weighted(queue("qa", cohort="c", gpu=8), 3.0), queue("qb", cohort="c", gpu=8), queue("qc", gpu=8)]
+    rnd = make_round(
+        nodes,
+        running=gangs,
+        queues=queues,
+        pending=[
+            pending("b1", 1, queue="qb", submit_time=0),
+            pending("x", 1, queue="qc"),
+            pending("a1", 1, queue="qa"),
+        ],
+    )
+    terms = ObjectiveTerms.of(rnd)
+    assert terms.tie_break_order([0, 1, 2]) == [2, 1, 0]
+    assert terms.tie_break_order([0, 1, 2], group=lambda gi: gi == 0) == [0, 1, 2]

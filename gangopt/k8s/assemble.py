@@ -77,7 +77,9 @@ def _roles(gang: Gang) -> list[_RoleGroup]:
 def _template_roles(ctx: Context, gang: Gang) -> list[_RoleGroup]:
     if gang.templates and gang.obj is not None:
         ctx.warn(
-            gang.obj, "no pods yet: imported from its pod templates; its bindings cannot be exported until pods exist"
+            gang.obj,
+            "no pods yet: imported from its pod templates; if admitted, export writes its Kueue admission "
+            "(status.admission), not Bindings",
         )
     return [_RoleGroup(t.role, t.shape, [], t.minimum, t.count) for t in gang.templates]
 

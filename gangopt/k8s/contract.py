@@ -32,6 +32,20 @@ class ImportOptions:
 
 
 @dataclass
+class KueueSetup:
+    """What a Kueue admission needs beyond the round (see :mod:`gangopt.k8s.export`).
+
+    ``flavors``: per ClusterQueue, per resource (Kubernetes name), the flavors that offer it;
+    ``topology``: the node labels of the Kueue ``Topology`` the levels came from, highest first
+    (``kubernetes.io/hostname`` last when it is a level), empty without one; ``gpu``: the
+    Kubernetes name the input gave gangopt's ``gpu``."""
+
+    flavors: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    topology: list[str] = field(default_factory=list)
+    gpu: str = "nvidia.com/gpu"
+
+
+@dataclass
 class Imported:
     """The round plus what export needs to turn a plan back into API calls."""
 
@@ -40,3 +54,4 @@ class Imported:
     pending_pods: dict[str, dict[str, list[ObjectRef]]]
     running_pods: dict[str, ObjectRef]
     gang_objects: dict[str, ObjectRef]
+    kueue: KueueSetup = field(default_factory=KueueSetup)

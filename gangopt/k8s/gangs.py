@@ -24,7 +24,7 @@ from gangopt.k8s.kinds import (
 from gangopt.k8s.pods import Pod, PriorityClasses, Shape, pod_shape
 from gangopt.k8s.queues import Queues
 from gangopt.k8s.topology import Topology
-from gangopt.schema import TopologyRequest
+from gangopt.schema import NODE_LEVEL, TopologyRequest
 
 
 @dataclass
@@ -125,7 +125,19 @@ class Gangs:
             self.ctx.warn(src, "subGroupPolicy ignored")
 
     def _volcano_topology(self, src: Source, network: Obj) -> TopologyRequest | None:
+        """hard -> ``required`` at the ``highestTierAllowed`` tier; soft -> ``preferred`` at the
+        lowest tier: soft mode scores every node by its closeness to the job's hypernode, at
+        every tier, and gangopt's ``preferred`` charges its level and each level above
+        (``highestTierAllowed`` bounds hard mode only)."""
         mode = network.get("mode", "hard")
+        if mode not in ("hard", "soft"):
+            self.ctx.error(src.path(".spec.networkTopology.mode"), f"expected hard or soft, got {mode!r}")
+            return None
+        if mode == "soft":
+            if not self.topology.by_tier:
+                self.ctx.warn(src, "soft networkTopology but no HyperNode tier in the input: ignored")
+                return None
+            return TopologyRequest(preferred=self.topology.by_tier[min(self.topology.by_tier)])
         tier = as_count(
             self.ctx, network.get("highestTierAllowed"), src.path(".spec.networkTopology.highestTierAllowed")
         )
@@ -133,10 +145,7 @@ class Gangs:
         if level is None:
             self.ctx.warn(src, f"networkTopology tier {tier} matches no HyperNode tier in the input: ignored")
             return None
-        if mode not in ("hard", "soft"):
-            self.ctx.error(src.path(".spec.networkTopology.mode"), f"expected hard or soft, got {mode!r}")
-            return None
-        return TopologyRequest(required=level) if mode == "hard" else TopologyRequest(preferred=level)
+        return TopologyRequest(required=level)
 
     def _koordinator(self, src: Source, marks: dict[str, str], gang: Gang) -> None:
         """Koordinator gang annotations (on pods or on its PodGroup)."""
@@ -154,7 +163,41 @@ class Gangs:
         if KOORD + "groups" in marks:
             gang.group = self._koordinator_group(src, gang.name, marks[KOORD + "groups"])
         if KOORD + "network-topology-spec" in marks:
-            self.ctx.warn(src, "network-topology-spec ignored (use --level and a Kueue or Volcano form)")
+            gang.topology = self._koordinator_topology(src, marks[KOORD + "network-topology-spec"])
+
+    def _koordinator_topology(self, src: Source, value: str) -> TopologyRequest | None:
+        """``gatherStrategy`` layers through the ``ClusterNetworkTopology``: the narrowest
+        ``MustGather`` layer -> ``required``; the narrowest ``PreferGather`` layer below it ->
+        ``preferred`` (gangopt charges extra domains there and at every level above, as
+        Koordinator gathers at every layer it can)."""
+        path = src.path(f".metadata.annotations.{KOORD}network-topology-spec")
+        try:
+            spec = json.loads(value)
+        except json.JSONDecodeError:
+            spec = None
+        if not isinstance(spec, dict) or not isinstance(spec.get("gatherStrategy"), list):
+            self.ctx.error(path, f"expected JSON with a gatherStrategy list, got {value!r}")
+            return None
+        levels = [*self.topology.levels_names(), NODE_LEVEL]
+        wanted: dict[str, list[str]] = {"MustGather": [], "PreferGather": []}
+        for entry in spec["gatherStrategy"]:
+            entry = entry if isinstance(entry, dict) else {}
+            layer, strategy = str(entry.get("layer", "")), str(entry.get("strategy", ""))
+            level = self.topology.koord_layers.get(layer)
+            if strategy not in wanted:
+                self.ctx.warn(src, f"gather strategy {strategy!r} of layer {layer!r} ignored")
+            elif level is None:
+                self.ctx.warn(src, f"layer {layer!r} is no level of the cluster (ClusterNetworkTopology): ignored")
+            else:
+                wanted[strategy].append(level)
+            if entry.get("podCountMultiple"):
+                self.ctx.warn(src, f"podCountMultiple of layer {layer!r} ignored")
+        required = max(wanted["MustGather"], key=levels.index, default=None)
+        below = [lv for lv in wanted["PreferGather"] if required is None or levels.index(lv) > levels.index(required)]
+        preferred = max(below, key=levels.index, default=None)
+        if required is None and preferred is None:
+            return None
+        return TopologyRequest(required=required, preferred=preferred)
 
     def _koordinator_group(self, src: Source, name: str, value: str) -> str | None:
         """The GangGroup: every member lists the same gangs, so the sorted list names it."""

@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from gangopt.errors import InputError, problems_from_validation
 from gangopt.k8s.assemble import assemble
-from gangopt.k8s.context import Context, Source, timestamp
-from gangopt.k8s.contract import Imported, ImportOptions
+from gangopt.k8s.context import GPU_NAMES, Context, Source, timestamp
+from gangopt.k8s.contract import Imported, ImportOptions, KueueSetup
 from gangopt.k8s.gangs import Gangs
 from gangopt.k8s.kinds import by_kind, read_sources
 from gangopt.k8s.nodes import has_pods_allocatable, read_node
@@ -63,7 +63,22 @@ def _import(objects: list[dict[str, Any]], options: ImportOptions) -> Imported:
         )
     except ValidationError as error:
         raise InputError(problems_from_validation(error), "imported round") from None
-    return Imported(rnd, ctx.warning_lines(), result.pending_pods, result.running_pods, result.gang_objects)
+    kueue = KueueSetup(queues.flavors, topology.kueue_labels, _gpu_name(node_sources))
+    return Imported(rnd, ctx.warning_lines(), result.pending_pods, result.running_pods, result.gang_objects, kueue)
+
+
+def _gpu_name(nodes: list[Source]) -> str:
+    """The GPU resource name the nodes report (the first in name order among those that report
+    one; ``nvidia.com/gpu`` when none does): gangopt's ``gpu`` goes back under it in a Kueue
+    admission."""
+    for src in sorted(nodes, key=lambda s: s.name):
+        status = src.obj.get("status")
+        allocatable = status.get("allocatable") if isinstance(status, dict) else None
+        if isinstance(allocatable, dict):
+            for name in sorted(GPU_NAMES):
+                if name in allocatable:
+                    return name
+    return "nvidia.com/gpu"
 
 
 def _policy(ctx: Context, sources: Iterable[Source], policy: Policy | None) -> Policy:

@@ -22,6 +22,7 @@ VOLCANO = "scheduling.volcano.sh"
 SP = "scheduling.x-k8s.io"
 KOORD_GROUP = "scheduling.sigs.k8s.io"
 KUEUE_GROUP = "kueue.x-k8s.io"
+KOORD_SCHEDULING = "scheduling.koordinator.sh"
 UPSTREAM = "scheduling.k8s.io"
 
 _IGNORED_KINDS = {
@@ -58,6 +59,7 @@ _KNOWN_GROUPS = {
     "Topology": {KUEUE_GROUP},
     "ElasticQuota": {KOORD_GROUP},
     "HyperNode": {"topology.volcano.sh"},
+    "ClusterNetworkTopology": {KOORD_SCHEDULING},
     "Queue": {VOLCANO},
 }
 

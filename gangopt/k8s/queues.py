@@ -16,6 +16,7 @@ from gangopt.k8s.context import (
 )
 from gangopt.k8s.kinds import KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
 from gangopt.k8s.pods import Pod
+from gangopt.quantities import MILLI
 from gangopt.schema import PendingGang, Queue, RunningGang
 
 
@@ -27,6 +28,8 @@ class Queues:
         self.queues: dict[str, Queue] = {}
         self.local: dict[tuple[str, str], str] = {}
         self.quota_by_namespace: dict[str, list[str]] = defaultdict(list)
+        self.flavors: dict[str, dict[str, list[str]]] = {}
+        """Per ClusterQueue, per resource (Kubernetes name), its flavors in order (for admissions)."""
         for src in kinds.get("ClusterQueue", []):
             self._cluster_queue(src)
         for src in kinds.get("LocalQueue", []):
@@ -52,6 +55,8 @@ class Queues:
                 for r, res in enumerate(as_sequence(self.ctx, flavor_map.get("resources"), f"{fpath}.resources")):
                     rpath = f"{fpath}.resources[{r}]"
                     entry = as_mapping(self.ctx, res, rpath)
+                    offered = self.flavors.setdefault(src.name, {}).setdefault(str(entry.get("name", "")), [])
+                    offered.append(str(flavor_map.get("name", "")))
                     name = resource_name(str(entry.get("name", "")))
                     nominal[name] = nominal.get(name, 0) + as_quantity(
                         self.ctx, entry.get("nominalQuota", 0), f"{rpath}.nominalQuota"
@@ -65,8 +70,16 @@ class Queues:
                         self.ctx.warn(src, f"lendingLimit of {name} ignored")
         cohort = spec.get("cohort") or spec.get("cohortName") or None
         limits = {r: v for r, v in borrow.items() if r not in unlimited}
+        sharing = as_mapping(self.ctx, spec.get("fairSharing"), src.path(".spec.fairSharing"))
+        weight = None
+        if sharing.get("weight") is not None:  # a Quantity: "2", "500m"
+            weight = as_quantity(self.ctx, sharing["weight"], src.path(".spec.fairSharing.weight")) / MILLI
         self.queues[src.name] = Queue(
-            name=src.name, cohort=cohort, nominal=quantities(nominal), borrowing_limit=quantities(limits)
+            name=src.name,
+            cohort=cohort,
+            nominal=quantities(nominal),
+            borrowing_limit=quantities(limits),
+            weight=weight,
         )
 
     def _elastic_quota(self, src: Source) -> None:

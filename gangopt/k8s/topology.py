@@ -25,29 +25,79 @@ class Topology:
     domains: dict[str, dict[str, str]]
     by_label: dict[str, str]
     by_tier: dict[int, str] = field(default_factory=dict)
+    kueue_labels: list[str] = field(default_factory=list)
+    """The node labels of the Kueue ``Topology`` used, hostname included (for admissions)."""
+    koord_layers: dict[str, str] = field(default_factory=dict)
+    """Koordinator ``ClusterNetworkTopology`` layer name -> gangopt level (``node`` for the
+    layer without a label), for ``network-topology-spec`` gather strategies."""
 
     def level_of_label(self, label: str) -> str | None:
         return NODE_LEVEL if label == HOSTNAME_LABEL else self.by_label.get(label)
+
+    def levels_names(self) -> list[str]:
+        """The level names, coarsest first (without ``node``)."""
+        return [name for name, _ in self.levels]
 
 
 def read_topology(
     ctx: Context, nodes: list[NodeInfo], kinds: dict[str, list[Source]], options: ImportOptions
 ) -> Topology:
     """Levels from ``options.levels``, else a Kueue ``Topology``, else Volcano ``HyperNode``
-    tiers, else the zone label; the first found wins and the others are warned about."""
+    tiers, else a Koordinator ``ClusterNetworkTopology``, else the zone label; the first found
+    wins and the others are warned about (a ``ClusterNetworkTopology`` still names the layers
+    of Koordinator gather strategies whenever its labels are levels)."""
     hypernodes = kinds.get("HyperNode", [])
     kueue = sorted(kinds.get("Topology", []), key=lambda s: s.name)
+    koord = sorted(kinds.get("ClusterNetworkTopology", []), key=lambda s: s.name)
+    layers = _koord_layers(ctx, koord[0]) if koord else []
     if options.levels:
         for src in [*kueue, *hypernodes]:
             ctx.warn(src, "ignored: topology levels were given as options")
-        return _label_topology(ctx, nodes, _with_zone(nodes, options.levels))
-    if kueue:
+        found = _label_topology(ctx, nodes, _with_zone(nodes, options.levels))
+    elif kueue:
         for src in [*kueue[1:], *hypernodes]:
             ctx.warn(src, f"ignored: topology taken from Topology {kueue[0].name}")
-        return _label_topology(ctx, nodes, _with_zone(nodes, _kueue_levels(ctx, kueue[0])))
-    if hypernodes:
-        return _hypernode_topology(ctx, nodes, hypernodes)
-    return _label_topology(ctx, nodes, _with_zone(nodes, []))
+        found = _label_topology(ctx, nodes, _with_zone(nodes, _kueue_levels(ctx, kueue[0])))
+        found.kueue_labels = _kueue_labels(kueue[0])
+    elif hypernodes:
+        found = _hypernode_topology(ctx, nodes, hypernodes)
+    else:
+        levels: list[tuple[str, str]] = []
+        for _, label in layers:
+            if label and label != HOSTNAME_LABEL:
+                levels.append((_level_name(label, {n for n, _ in levels}), label))
+        found = _label_topology(ctx, nodes, _with_zone(nodes, levels))
+    for name, label in layers:
+        level = found.level_of_label(label) if label else NODE_LEVEL
+        if level is not None:
+            found.koord_layers[name] = level
+    return found
+
+
+def _koord_layers(ctx: Context, src: Source) -> list[tuple[str, str]]:
+    """``spec.hierarchy[]`` as (layerName, labelKey) from the root layer down (the layer
+    without a parent first, then each layer's child); the node layer has no label."""
+    spec = as_mapping(ctx, src.obj.get("spec"), src.path(".spec"))
+    parent: dict[str, str] = {}
+    label: dict[str, str] = {}
+    for i, layer in enumerate(as_sequence(ctx, spec.get("hierarchy"), src.path(".spec.hierarchy"))):
+        entry = as_mapping(ctx, layer, src.path(f".spec.hierarchy[{i}]"))
+        name = str(entry.get("layerName", ""))
+        if not name:
+            ctx.error(src.path(f".spec.hierarchy[{i}].layerName"), "missing")
+            continue
+        label[name] = str(entry.get("labelKey") or "")
+        if entry.get("parentTopologyLayer"):
+            parent[name] = str(entry["parentTopologyLayer"])
+
+    def depth(name: str) -> int:
+        seen: set[str] = set()
+        while name in parent and name not in seen:
+            seen.add(name)
+            name = parent[name]
+        return len(seen)
+
+    return [(name, label[name]) for name in sorted(label, key=lambda n: (depth(n), n))]
 
 
 def _with_zone(nodes: list[NodeInfo], levels: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -69,6 +119,13 @@ def _kueue_levels(ctx: Context, src: Source) -> list[tuple[str, str]]:
         elif label != HOSTNAME_LABEL:
             out.append((_level_name(label, {n for n, _ in out}), label))
     return out
+
+
+def _kueue_labels(src: Source) -> list[str]:
+    """``spec.levels[].nodeLabel`` as given, hostname included (already checked by
+    :func:`_kueue_levels`)."""
+    levels = src.obj.get("spec", {}).get("levels") or []
+    return [str(level["nodeLabel"]) for level in levels if isinstance(level, dict) and level.get("nodeLabel")]
 
 
 def _level_name(label: str, taken: set[str]) -> str:

@@ -17,6 +17,7 @@ def fifo_first_fit(rnd: Round) -> Plan:
     flat = rnd.model_copy(
         update={
             "pending": [g.model_copy(update={"priority": 0}) for g in rnd.pending],
+            "queues": [q.model_copy(update={"weight": None}) for q in rnd.queues],  # strict FIFO: no fair share
             "policy": rnd.policy.model_copy(update={"preemption": False}),
         }
     )

@@ -346,3 +346,31 @@ def test_the_floor_returns_a_better_peer_plan() -> None:
     assert lexicographic_key(floored.score) > lexicographic_key(score(rnd, kept))
     best = floored.plan
     assert portfolio_floor(rnd, Result(plan=best, score=score(rnd, best))).plan is best
+
+
+def fair_share_round(weight: float | None) -> Round:
+    """Cohort c of qa and qb, 8 GPUs nominal each, two 8-GPU nodes: qa runs 8 GPUs on n0 and
+    its gang a (submitted first) and qb's gang b (a second later) want the one free node.
+    Equal value, equal secondary terms: the tie-break decides."""
+    qa = queue("qa", cohort="c", gpu=8).model_copy(update={"weight": weight})
+    return make_round(
+        cluster(2, gpus=8),
+        running=[running("held", ["n0"], 8, queue="qa", preemptible=False)],
+        pending=[pending("a", 1, 8, queue="qa", submit_time=0), pending("b", 1, 8, queue="qb", submit_time=1)],
+        queues=[qa, queue("qb", cohort="c", gpu=8)],
+        now=100,
+        time_limit=10,
+    )
+
+
+def test_fair_share_breaks_ties_for_the_least_served_queue() -> None:
+    """Issue 15: without weights the tie-break is FIFO and a (older) starts; once the cohort
+    is weighted (qa 1, the default, made explicit), qa is at its whole deserved share (8 of
+    8) and qb at none, so b starts. Both plans are proven optimal and pass the validator."""
+    for weight, winner in ((None, "a"), (1.0, "b")):
+        rnd = fair_share_round(weight)
+        plan = gangopt.solve(rnd)
+        assert plan.status == Status.OPTIMAL
+        assert gangopt.validate(rnd, plan) == []
+        assert plan.admitted == [winner], weight
+        assert greedy(rnd).admitted == [winner], weight

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
+import gangopt
 from gangopt.arrays import (
     Eligibility,
     capacity_matrix,
@@ -25,7 +27,8 @@ from gangopt.arrays import (
     request_vector,
     resource_names,
 )
-from gangopt.schema import Plan, Round, Status, Toleration
+from gangopt.objective import score
+from gangopt.schema import PendingGang, Plan, Round, Status, Toleration
 from gangopt.solvers.greedy.engine import Growth, greedy
 from gangopt.validation import validate
 from tests.builders import cluster, make_plan, make_round, node, pending, queue, role, running
@@ -561,6 +564,125 @@ def test_request_matrix_and_quota_rows_per_role() -> None:
     q = quota_limits(rnd, resources)
     assert q.pod_usage("a", requests).tolist() == [q.pod_usage("a", row).tolist() for row in requests]
     assert q.pod_usage("unknown", requests).shape == (2, q.size)
+
+
+# ----------------------------------------------------------------------------- preferred levels
+
+
+def _two_blocks(*gangs: PendingGang) -> Round:
+    """Racks r0..r3 of two 8-GPU nodes, blocks b0 = {r0, r1}, b1 = {r2, r3}; n0, n2, n3 and n4
+    are taken, so b0 has one free node (n1) and b1 three (n5 in r2, n6 and n7 in r3)."""
+    busy = running("ops", ["n0", "n2", "n3", "n4"], gpu=8, preemptible=False)
+    return make_round(cluster(8, gpus=8, racks=4, blocks=2), running=[busy], pending=list(gangs))
+
+
+def test_preferred_climbs_to_the_smallest_domain_that_holds_the_gang() -> None:
+    """Issue 15, Kueue TAS ``preferred``: no rack holds three nodes, block b1 does, so the gang
+    stays in b1 (first fit in node order took n1 in b0 and spilled into b1), and inside b1 the
+    rack with more room (r3) fills first: two racks, one block."""
+    plan = decide(_two_blocks(pending("g", 3, gpu=8, preferred="rack")))
+    assert sorted(nodes_of(plan, "g")) == ["n5", "n6", "n7"]
+    assert nodes_of(plan, "g")[:2] == ["n6", "n7"]
+
+
+def test_required_and_preferred_levels_together() -> None:
+    """``required: block`` and ``preferred: rack``: b1 is the only block with room for two
+    nodes, and inside it the rack that holds both (r3), not first fit's n5 and n6."""
+    plan = decide(_two_blocks(pending("g", 2, gpu=8, required="block", preferred="rack")))
+    assert sorted(nodes_of(plan, "g")) == ["n6", "n7"]
+
+
+def test_preferred_without_a_domain_that_holds_it_spreads_fewest_domains_first() -> None:
+    """Four nodes: no block holds them; they go to the block with the most room first (b1:
+    n5, n6, n7), then b0 (n1), never an idle preference failing the gang."""
+    plan = decide(_two_blocks(pending("g", 4, gpu=8, preferred="rack")))
+    assert sorted(nodes_of(plan, "g")) == ["n1", "n5", "n6", "n7"]
+    assert nodes_of(plan, "g")[-1] == "n1"
+
+
+def test_a_preferred_elastic_gang_grows_inside_its_domains_first() -> None:
+    """Free: n1 (r0, b0), n3 (r1, b0), n4 and n5 (r2, b1), n7 (r3, b1). The minimum (2) goes to
+    r2, the one rack that holds it; the third member then goes to n7 in the same block, not to
+    n1, first in node order, in the other block (one block charged instead of two)."""
+    busy = running("ops", ["n0", "n2", "n6"], gpu=8, preemptible=False)
+    gang = pending("g", 3, gpu=8, min_replicas=2, preferred="rack")
+    plan = decide(make_round(cluster(8, gpus=8, racks=4, blocks=2), running=[busy], pending=[gang]))
+    assert nodes_of(plan, "g") == ["n4", "n5", "n7"]
+
+
+@st.composite
+def _one_preferred_gang(draw: st.DrawFn) -> Round:
+    """Spines s0, s1 > blocks (two per spine) > racks (two per block) > two 8-GPU nodes: 16
+    nodes with random pinned (non-preemptible) GPUs, and one rigid gang of 1-6 pods of 2, 4
+    or 8 GPUs preferring a rack or a block."""
+    nodes, pods = [], []
+    for i in range(16):
+        name = f"n{i}"
+        topo = {"spine": f"s{i // 8}", "block": f"b{i // 4}", "rack": f"r{i // 2}"}
+        nodes.append({"name": name, "capacity": {"gpu": 8, "cpu": 64}, "topology": topo})
+        busy = draw(st.sampled_from([0, 0, 2, 4, 8]))
+        if busy:
+            pods.append((name, busy))
+    running_gangs = [
+        {
+            "name": f"pin{k}",
+            "preemptible": False,
+            "roles": [{"name": "w", "replicas": 1, "requests": {"gpu": gpu, "cpu": 1}}],
+            "pods": [{"name": f"pin{k}-0", "role": "w", "node": node}],
+        }
+        for k, (node, gpu) in enumerate(pods)
+    ]
+    gang = {
+        "name": "g",
+        "roles": [
+            {
+                "name": "w",
+                "replicas": draw(st.integers(1, 6)),
+                "requests": {"gpu": draw(st.sampled_from([2, 4, 8])), "cpu": 1},
+            }
+        ],
+        "topology": {"preferred": draw(st.sampled_from(["rack", "block"]))},
+    }
+    return Round.model_validate(
+        {
+            "cluster": {"topology_levels": ["spine", "block", "rack"], "nodes": nodes},
+            "running": running_gangs,
+            "pending": [gang],
+            "policy": {"time_limit": 10, "workers": 1},
+        }
+    )
+
+
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_one_preferred_gang())
+def test_greedy_keeps_a_preferred_gang_in_the_smallest_domain_that_holds_it(rnd: Round) -> None:
+    """Issue 15, Kueue TAS ``preferred`` as a property: the gang starts whenever its pods fit
+    anywhere, and lands inside one domain of the narrowest level (preferred, then each level
+    above) where a single domain holds all its pods. CP-SAT's spread charge is never above
+    greedy's (both plans through the validator)."""
+    plan = decide(rnd)
+    gang = rnd.pending[0]
+    role = gang.roles[0]
+    free = {n.name: n.capacity["gpu"] for n in rnd.cluster.nodes}
+    for run in rnd.running:
+        free[run.pods[0].node] -= run.roles[0].requests["gpu"]
+    fits = {name: room // role.requests["gpu"] for name, room in free.items()}
+    assert (plan.admitted == ["g"]) == (sum(fits.values()) >= role.replicas)
+    if not plan.admitted:
+        return
+    assert gang.topology is not None and gang.topology.preferred is not None
+    levels = ["spine", "block", "rack"]
+    topo = {n.name: n.topology for n in rnd.cluster.nodes}
+    for level in reversed(levels[: levels.index(gang.topology.preferred) + 1]):
+        held: dict[str, int] = {}
+        for name, k in fits.items():
+            held[topo[name][level]] = held.get(topo[name][level], 0) + k
+        if max(held.values()) >= role.replicas:
+            assert len({topo[p.node][level] for p in plan.placements}) == 1, level
+            break
+    optimal = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, optimal) == []
+    assert score(rnd, optimal).secondary >= score(rnd, plan).secondary
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])

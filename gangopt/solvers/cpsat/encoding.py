@@ -530,16 +530,7 @@ def _topology(enc: Encoding) -> None:
             for d, vars_ in by_domain.items():
                 m.add(sum(vars_) <= gang.maximum * w[d])
         if topo.preferred:
-            by_domain = defaultdict(list)
-            for k, var in xs:
-                by_domain[_domain_of(enc.classes[k], topo.preferred)].append(var)
-            u = {d: enc.bool_var() for d in sorted(by_domain)}
-            for d, vars_ in by_domain.items():
-                m.add(sum(vars_) <= gang.maximum * u[d])
-            if u:
-                m.add(sum(u.values()) >= enc.y[gi])
-                enc.secondary += [(var, -enc.terms.spread_cost) for var in u.values()]
-                enc.secondary.append((enc.y[gi], enc.terms.spread_cost))
+            _preferred(enc, gi, xs)
         if topo.slice_level and topo.slice_size:
             by_domain = defaultdict(list)
             for k, var in xs:
@@ -547,6 +538,37 @@ def _topology(enc: Encoding) -> None:
             for _domain, vars_ in sorted(by_domain.items()):
                 s = enc.int_var(0, gang.maximum // topo.slice_size)
                 m.add(sum(vars_) == topo.slice_size * s)
+
+
+def _preferred(enc: Encoding, gi: int, xs: list[tuple[int, cp_model.IntVar]]) -> None:
+    """Preferred level: ``u[g, d]`` per domain used at that level and at each level above it
+    (below the required one), each extra domain charged its level's cost
+    (:meth:`~gangopt.objective.ObjectiveTerms.spread_levels`). A domain used implies its
+    parent is used (``u_child ≤ u_parent``): true of every plan, and it gives the LP relaxation
+    the tree, which the per-level rows alone do not."""
+    m, gang = enc.model, enc.pre.rnd.pending[gi]
+    charged = enc.terms.spread_levels(gang)
+    if not charged and gang.topology is not None and gang.topology.preferred:
+        charged = [(gang.topology.preferred, 0)]  # spread off: the level is still counted
+    prev: tuple[str, dict[str, cp_model.IntVar]] | None = None
+    for level, cost in charged:
+        by_domain: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+        for k, var in xs:
+            by_domain[_domain_of(enc.classes[k], level)].append(var)
+        u = {d: enc.bool_var() for d in sorted(by_domain)}
+        if not u:
+            return
+        for d, vars_ in by_domain.items():
+            m.add(sum(vars_) <= gang.maximum * u[d])
+        m.add(sum(u.values()) >= enc.y[gi])
+        if cost:
+            enc.secondary += [(var, -cost) for var in u.values()]
+            enc.secondary.append((enc.y[gi], cost))
+        if prev is not None:
+            pairs = {(_domain_of(enc.classes[k], prev[0]), _domain_of(enc.classes[k], level)) for k, _ in xs}
+            for child, parent in sorted(pairs):
+                m.add(prev[1][child] <= u[parent])
+        prev = (level, u)
 
 
 def _quotas(enc: Encoding) -> None:
@@ -678,8 +700,10 @@ def _objective(enc: Encoding) -> None:
 
 
 def _fifo(enc: Encoding) -> None:
-    """Weight n for the oldest pending gang down to 1 for the newest (submit time, then name)."""
+    """Weight n for the oldest pending gang down to 1 for the newest (submit time, then name),
+    the gangs of a weighted cohort least-served queue first (fair share, docs/objective.md)."""
     order = sorted(enc.y, key=lambda gi: (enc.pre.rnd.pending[gi].submit_time, enc.pre.rnd.pending[gi].name))
+    order = enc.terms.tie_break_order(order)
     enc.fifo = [(enc.y[gi], len(order) - rank) for rank, gi in enumerate(order)]
 
 

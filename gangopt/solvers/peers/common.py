@@ -78,6 +78,7 @@ class Peer(GreedyEngine):
 
     solver = "peer"
     node_score: NodeScore = "first"
+    fair_share = False
     grows_running = True
     """Whether running elastic gangs get new pods after the pending ones (as greedy does)."""
 

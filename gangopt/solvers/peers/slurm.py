@@ -170,7 +170,9 @@ class SlurmBackfillLike:
     * ``--nodes=min-max``: an elastic job starts with as many members as fit at once (never
       on reserved nodes).
     * ``topology/tree``: a ``required`` gang goes to the tightest domain that fits (best fit);
-      slices each fill one domain of their level; first fit in node order otherwise.
+      a ``preferred`` gang goes to the lowest domain at its level or above that holds it
+      (the lowest switch whose subtree satisfies the job: greedy's placement); slices each
+      fill one domain of their level; first fit in node order otherwise.
     * Reasons as ``squeue`` shows them: ``Reason=Resources`` (waits for resources, with its
       reservation), ``Reason=Priority`` (would delay a higher-priority job's reservation);
       a job over its queue's quota (``AssocGrp*`` limits) or that can never fit gets no

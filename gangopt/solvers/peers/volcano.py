@@ -139,7 +139,52 @@ class _Volcano(Peer):
         topo = g.spec.topology
         if topology and topo is not None and topo.required is not None:
             return self._gradients(work, g, counts)
+        if topology and topo is not None and topo.preferred is not None and not g.slice_size:
+            return self._soft(work, g, counts)
         return super().place(work, g, counts, topology=topology)
+
+    def _soft(self, work: IntArray, g: GangView, counts: list[int]) -> tuple[Alloc, int | None] | None:
+        """Soft topology: no gradients; tasks go one at a time to the node closest to the job's
+        allocated hypernode (the lowest domain holding every task placed so far: closeness is
+        the number of levels, from the broadest, on which the node shares it), then by the
+        ``binpack`` score, then in node order. The first task has no hypernode yet and takes
+        the best bin-pack node, which is how the LCA drifts up (Volcano #4343)."""
+        codes = [self.level(level)[0] for level in self._tree()]
+        trial = work.copy(order="K")
+        chosen: list[int] = []
+        out: Alloc = []
+        for r, n in enumerate(counts):
+            if not n:
+                continue
+            idx, req = g.idx[r], g.reqs[r]
+            sub = trial[idx]
+            cap = np.maximum(self.cap[idx], 1).astype(np.float64)
+            dims = np.flatnonzero(req > 0)
+            placed = np.zeros(idx.size, dtype=np.int64)
+            for _ in range(n):
+                ok = (sub >= req).all(axis=1)
+                if not ok.any():
+                    return None
+                if chosen:
+                    close = np.zeros(idx.size, dtype=np.int64)
+                    inside = np.ones(idx.size, dtype=np.bool_)
+                    for code in codes:
+                        shared = np.unique(code[chosen])
+                        if shared.size != 1:
+                            break
+                        inside &= code[idx] == shared[0]
+                        close += inside
+                    ok &= close == close[ok].max()
+                after = (sub[:, dims] - req[dims]) / cap[:, dims]
+                score = 1.0 - after.mean(axis=1) if dims.size else np.zeros(idx.size)
+                i = int(np.argmax(np.where(ok, score, -np.inf)))
+                sub[i] -= req
+                placed[i] += 1
+                chosen.append(int(idx[i]))
+            trial[idx] = sub
+            out += [(r, int(idx[i]), int(placed[i])) for i in np.flatnonzero(placed).tolist()]
+        work[:] = trial
+        return out, None
 
     def _gradients(self, work: IntArray, g: GangView, counts: list[int]) -> tuple[Alloc, int | None] | None:
         """Hard topology: HyperNode gradients from the lowest tier up to the required level;
@@ -265,6 +310,9 @@ def volcano_like(rnd: Round, policy: Policy | None = None) -> Plan:
     * **Hard topology** (``required``): HyperNode gradients, lowest tier first up to the
       required one; in each tier the job is dry-run in every hypernode with enough idle
       resources and the best bin-pack score commits.
+    * **Soft topology** (``preferred``): task by task to the node closest to the job's
+      allocated hypernode (the lowest domain holding its tasks so far), then by bin-pack; the
+      first task has no hypernode and takes the best bin-pack node (the drift of #4343).
     * **preempt / reclaim**: the gang plugin only releases tasks **above their job's
       MinAvailable**, so victims are surplus pods of elastic lower-priority jobs, lowest
       priority first, from the same queue (preempt) then from queues above their deserved share
@@ -273,7 +321,7 @@ def volcano_like(rnd: Round, policy: Policy | None = None) -> Plan:
       pod group is not ready, ... Origin reason is ...``).
 
     Leaves out: ``enqueue``/overcommit (every pending gang is Inqueue), DRF and queue
-    priorities, pipelining on releasing resources, soft topology (approximated by binpack),
+    priorities, pipelining on releasing resources, soft topology with slices (greedy's placement),
     ``sla``, ``backfill`` (BestEffort pods only), and ``gangPreempt``. Slices use the shared
     first-fit slice placement inside the chosen hypernode. The round's quotas stay hard
     limits (Volcano has no cohorts). Two deviations the plan contract imposes: preempt/reclaim

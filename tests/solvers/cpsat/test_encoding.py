@@ -228,6 +228,22 @@ def test_preferred_topology_costs_one_spread_cost_per_extra_domain() -> None:
     assert value(enc.secondary, together) - value(enc.secondary, apart) == enc.terms.spread_cost
 
 
+def test_preferred_topology_charges_the_levels_above_at_half_the_cost() -> None:
+    """Issue 15: racks r0..r3 of two nodes, blocks b0 = {r0, r1}, b1 = {r2, r3}; a 2-rack
+    gang preferring one rack: two racks of one block are worth exactly the block cost
+    (spread_cost / 2) more than two racks of two blocks."""
+    rnd = make_round(cluster(8, gpus=8, racks=4, blocks=2), pending=[pending("g", replicas=4, gpu=8, preferred="rack")])
+    enc = encoding_of(rnd)
+    levels = dict(enc.terms.spread_levels(rnd.pending[0]))
+    assert levels == {"rack": enc.terms.spread_cost, "block": enc.terms.spread_cost // 2}
+    x = [x_on(enc, "pending", 0, class_of(enc, f"n{2 * r}")) for r in range(4)]
+    assert all(v is not None for v in x)
+    same = solve(enc, {enc.y[0]: 1, x[0]: 2, x[1]: 2}, maximize=enc.secondary)
+    across = solve(enc, {enc.y[0]: 1, x[0]: 2, x[2]: 2}, maximize=enc.secondary)
+    assert same is not None and across is not None
+    assert value(enc.secondary, same) - value(enc.secondary, across) == levels["block"]
+
+
 def test_slices_fill_each_domain_with_whole_slices() -> None:
     """Slices at level S of size m: Σ_{k∈d} x = m · s_{g,d} — four pods in slices of two per
     rack: 2 + 2 and 4 + 0 are allowed, 3 + 1 is not."""
