@@ -48,11 +48,11 @@ revisits a choice, so a small gang can take the one node a later big gang needed
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -91,6 +91,7 @@ from gangopt.schema import (
     Status,
     Waiting,
 )
+from gangopt.scope import Scope, reclaims_hold, requested, within_nominal
 
 Growth = Literal["eager", "deferred"]
 RESERVED = 1 << 52
@@ -106,6 +107,9 @@ _ShapeKey = tuple[str, tuple[tuple[tuple[tuple[str, int], ...], RoleSignature], 
 placement constraints (with the round's resources and quota rows)."""
 
 
+E = TypeVar("E", bound="GreedyEngine")
+
+
 def greedy(rnd: Round, policy: Policy | None = None, *, growth: Growth = "eager") -> Plan:
     """Decide ``rnd`` greedily (see the module docstring); ``policy`` overrides ``rnd.policy``.
 
@@ -114,7 +118,20 @@ def greedy(rnd: Round, policy: Policy | None = None, *, growth: Growth = "eager"
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return GreedyEngine(rnd, growth).run()
+    return decided(lambda: GreedyEngine(rnd, growth), GreedyEngine.run)
+
+
+def decided(make: Callable[[], E], run: Callable[[E], Plan]) -> Plan:
+    """``run(make())``; when the plan's cohort reclaims no longer hold on the finished plan
+    (a later decision of the round moved a queue across its nominal; rule 5), decide again
+    with the licences that hold whatever the usage only (:meth:`gangopt.scope.Scope.static`)."""
+    engine = make()
+    plan = run(engine)
+    if engine.scope.plain or reclaims_hold(engine.rnd, plan, engine.scope):
+        return plan
+    engine = make()
+    engine.reclaim = False
+    return run(engine)
 
 
 @dataclass
@@ -227,6 +244,16 @@ class GreedyEngine:
         self.lowest_new = np.full(len(self.free), np.iinfo(np.int64).max, dtype=np.int64)
         """Per node, the lowest priority of a gang that got new pods there: running gangs of
         that priority or higher may no longer lose pods on it (rule 5, seen from the victim)."""
+        self.scope = Scope(rnd)
+        """Whom a gang may preempt (the queues' policies). Under the default policies (``plain``)
+        that is every strictly lower priority and the priority arrays above say it all;
+        otherwise the two maps below say it gang by gang."""
+        self.reclaim = True
+        """Whether cohort reclaims (licences that depend on the queues' usage) are used."""
+        self.lost_on: dict[int, set[int]] = defaultdict(set)
+        """Per node row, the running gangs that lost pods there (policies not plain)."""
+        self.new_on: dict[int, dict[str, GangView]] = defaultdict(dict)
+        """Per node row, the gangs that got new pods there (policies not plain)."""
 
     # ------------------------------------------------------------------------- setup
 
@@ -384,6 +411,9 @@ class GreedyEngine:
             np.maximum.at(self.floor, self.rp_node[pods], self.rp_priority[pods])
             if pods.size:
                 self.floor_max = max(self.floor_max, int(self.rp_priority[pods].max()))
+            if not self.scope.plain:
+                for row, gi in zip(self.rp_node[pods].tolist(), self.rp_gang[pods].tolist(), strict=True):
+                    self.lost_on[row].add(gi)
             for gi in np.unique(self.rp_gang[pods]).tolist():
                 if gi not in self.victims_seen:
                     self.victims_seen.add(gi)
@@ -394,7 +424,7 @@ class GreedyEngine:
         for g, c, (alloc, dom) in zip(gangs, counts, result.allocs, strict=True):
             self.admitted.append(g.name)
             self.allocs[g.name] = alloc
-            self._record_new(alloc, g.spec.priority)
+            self._record_new(alloc, g)
             self.counts[g.name] = list(c)
             if dom is not None:
                 self.domain[g.name] = dom
@@ -433,7 +463,7 @@ class GreedyEngine:
         if (used + demand > self.limit).any():
             return None
         allocs: list[tuple[Alloc, int | None]] = []
-        with self._reserved(work, min(g.spec.priority for g in gangs)):
+        with self._reserved(work, gangs):
             for g, c in zip(gangs, counts, strict=True):
                 placed = self.place(work, g, c)
                 if placed is None:
@@ -441,10 +471,79 @@ class GreedyEngine:
                 allocs.append(placed)
         return Attempt(work, used + demand, allocs)
 
-    def _record_new(self, alloc: Alloc, priority: int) -> None:
+    def _record_new(self, alloc: Alloc, g: GangView) -> None:
         if alloc:
             rows = np.fromiter((node for _, node, _ in alloc), dtype=np.intp, count=len(alloc))
-            np.minimum.at(self.lowest_new, rows, priority)
+            np.minimum.at(self.lowest_new, rows, g.spec.priority)
+            if not self.scope.plain:
+                for row in rows.tolist():
+                    self.new_on[row][g.name] = g
+
+    # ------------------------------------------------------------------------- who may preempt whom
+
+    def may_preempt(
+        self, g: GangView, gi: int, demand: IntArray | None = None, usage: dict[str, dict[str, int]] | None = None
+    ) -> bool:
+        """Whether ``g`` may preempt running gang ``gi`` (rule 5, the queues' policies) in the
+        current state; ``demand`` (per resource) is what ``g`` is about to add to its queue;
+        ``usage`` is :meth:`queue_now` when the caller has it."""
+        victim = self.running[gi].spec
+        if self.scope.static(g.spec, victim):
+            return True
+        if not self.reclaim or not self.scope.needs_state(g.spec, victim):
+            return False
+        usage = usage if usage is not None else self.queue_now()
+        s, e = self.rp_start[gi], self.rp_start[gi + 1]
+        rows = self.rp_rows[s:e]
+        asked = requested(g.spec)
+        theirs = self.scope.queues[victim.queue]
+        lost = dict(zip(self.res, rows[~self.kept[s:e]].sum(axis=0).tolist(), strict=True))
+        held = dict(zip(self.res, rows.sum(axis=0).tolist(), strict=True))
+        now = usage.get(victim.queue, {})
+        # above its nominal with the victim's removed pods back (all of them still count now)
+        borrowing = any(
+            now.get(r, 0) + lost[r] > theirs.nominal[r] for r in asked if r in theirs.nominal and held[r] > 0
+        )
+        mine = dict(usage.get(g.spec.queue, {}))
+        if demand is not None:
+            for r, a in zip(self.res, demand.tolist(), strict=True):
+                mine[r] = mine.get(r, 0) + a
+        within = within_nominal(self.scope.queues.get(g.spec.queue), mine, asked)
+        return self.scope.reclaims(g.spec, victim, borrowing, within)
+
+    def queue_now(self) -> dict[str, dict[str, int]]:
+        """Per queue, the requests of the kept running pods and the new pods so far."""
+        per_gang = np.zeros((len(self.running), len(self.res)), dtype=np.int64)
+        np.add.at(per_gang, self.rp_gang[self.kept], self.rp_rows[self.kept])
+        out: dict[str, np.ndarray] = {}
+        for gi, g in enumerate(self.running):
+            q = g.spec.queue
+            out[q] = out[q] + per_gang[gi] if q in out else per_gang[gi].copy()
+        views = {g.name: g for g in [*self.pending, *self.running]}
+        for name, alloc in self.allocs.items():
+            g = views[name]
+            q = g.spec.queue
+            add = sum((k * g.reqs[r] for r, _, k in alloc), np.zeros(len(self.res), dtype=np.int64))
+            out[q] = out[q] + add if q in out else add
+        return {q: dict(zip(self.res, a.tolist(), strict=True)) for q, a in out.items()}
+
+    def borrowers_first(self, gangs: list[GangView], victims: list[int]) -> list[int]:
+        """``victims`` with those of other queues above their nominal first (Kueue's candidate
+        ordering: take back what other queues borrow before touching work within a quota),
+        otherwise in the given order."""
+        if not any(q.nominal for q in self.scope.queues.values()) or len(victims) < 2:
+            return victims
+        usage = self.queue_now()
+        mine = {g.spec.queue for g in gangs}
+
+        def borrows(gi: int) -> bool:
+            q = self.running[gi].spec.queue
+            spec = self.scope.queues.get(q)
+            now = usage.get(q, {})
+            return q not in mine and spec is not None and any(now.get(r, 0) > n for r, n in spec.nominal.items())
+
+        flags = {gi: borrows(gi) for gi in victims}
+        return [gi for gi in victims if flags[gi]] + [gi for gi in victims if not flags[gi]]
 
     def unblocked(self, victims: Iterable[int]) -> list[int]:
         """The victims none of whose pods sits on a node that already got a new pod of the
@@ -454,19 +553,45 @@ class GreedyEngine:
         chosen = np.fromiter(victims, dtype=np.intp)
         if chosen.size == 0:
             return []
+        if not self.scope.plain:
+            return [gi for gi in chosen.tolist() if not self._blocked(gi)]
         blocked_pod = self.lowest_new[self.rp_node] <= self.rp_priority
         blocked = np.logical_or.reduceat(blocked_pod, self.rp_start[:-1])
         return [int(gi) for gi in chosen[~blocked[chosen]]]
 
+    def _blocked(self, gi: int) -> bool:
+        """Whether a node of running gang ``gi`` already got new pods of a gang that may not
+        preempt it (policies not plain)."""
+        s, e = self.rp_start[gi], self.rp_start[gi + 1]
+        rows = set(self.rp_node[s:e][self.kept[s:e]].tolist())
+        gangs = {g.name: g for row in rows for g in self.new_on.get(row, {}).values()}
+        if not gangs:
+            return False
+        usage = self.queue_now() if self.reclaim else None
+        return any(not self.may_preempt(g, gi, usage=usage) for g in gangs.values())
+
     @contextmanager
-    def _reserved(self, work: IntArray, priority: int) -> Iterator[None]:
-        """Nodes that lost pods of a gang of ``priority`` or higher look full on ``work`` for
-        the duration: no peer lets a preemption for higher priorities make room for the
-        victim's own priority (rule 5). Exact arithmetic: the offset is added back after."""
-        if priority > self.floor_max:
-            yield  # nothing was preempted for this priority: the common case, no scan
-            return
-        rows = np.flatnonzero(self.floor >= priority)
+    def _reserved(self, work: IntArray, gangs: list[GangView]) -> Iterator[None]:
+        """Nodes that lost pods of a gang that some of ``gangs`` may not preempt (by default: of
+        their lowest priority or higher) look full on ``work`` for the duration: no peer lets a
+        preemption for higher priorities make room for the victim's own priority (rule 5).
+        Exact arithmetic: the offset is added back after."""
+        if self.scope.plain:
+            priority = min(g.spec.priority for g in gangs)
+            if priority > self.floor_max:
+                yield  # nothing was preempted for this priority: the common case, no scan
+                return
+            rows = np.flatnonzero(self.floor >= priority)
+        else:
+            usage = self.queue_now() if self.reclaim and self.lost_on else None
+            rows = np.asarray(
+                sorted(
+                    row
+                    for row, lost in self.lost_on.items()
+                    if any(not self.may_preempt(g, gi, usage=usage) for gi in lost for g in gangs)
+                ),
+                dtype=np.intp,
+            )
         work[rows] -= RESERVED
         try:
             yield
@@ -636,7 +761,7 @@ class GreedyEngine:
     def _grow_pending(self, g: GangView) -> None:
         if g.name not in self.allocs or not g.elastic:
             return
-        with self._reserved(self.free, g.spec.priority):
+        with self._reserved(self.free, [g]):
             self._grow_pending_open(g)
 
     def _grow_pending_open(self, g: GangView) -> None:
@@ -646,13 +771,13 @@ class GreedyEngine:
             nodes = self.level(topo.required)[1][self.domain[g.name]]
         current = list(self.counts[g.name])
         grown = self.grow(g, current, nodes)
-        self._record_new(grown, g.spec.priority)
+        self._record_new(grown, g)
         self.allocs[g.name] = self.allocs[g.name] + grown
 
     def grow_running(self, gi: int) -> None:
         """Grow a running elastic gang that kept all its pods, inside its required domain and
         in whole slices (skipped if its current placement already breaks either)."""
-        with self._reserved(self.free, self.running[gi].spec.priority):
+        with self._reserved(self.free, [self.running[gi]]):
             self._grow_running_open(gi)
 
     def _grow_running_open(self, gi: int) -> None:
@@ -679,7 +804,7 @@ class GreedyEngine:
                 return
         alloc = self.grow(g, current, nodes)
         if alloc:
-            self._record_new(alloc, spec.priority)
+            self._record_new(alloc, g)
             self.allocs[g.name] = alloc
 
     # ------------------------------------------------------------------------- preemption
@@ -753,15 +878,30 @@ class GreedyEngine:
             for r, n in enumerate(c):
                 if n:
                     near |= g.elig[r]
-        lower = self.victim_rank[: int(np.searchsorted(self.victim_prio, floor, side="left"))]
+        if self.scope.plain:
+            lower = self.victim_rank[: int(np.searchsorted(self.victim_prio, floor, side="left"))]
+        else:
+            lower = self.allowed_victims(gangs, counts, self.victim_rank)
         lower = lower[self.alive[lower]]
         if lower.size == 0:
             return None
         touches = np.logical_or.reduceat(near[self.rp_node] & self.kept, self.rp_start[:-1])
-        victims = np.asarray(self.unblocked(lower[touches[lower]].tolist()), dtype=np.intp)
+        chosen = self.borrowers_first(gangs, self.unblocked(lower[touches[lower]].tolist()))
+        victims = np.asarray(chosen, dtype=np.intp)
         if victims.size == 0:
             return None
         return self.remove_then_fill(gangs, counts, *self.units(victims))
+
+    def allowed_victims(self, gangs: list[GangView], counts: list[list[int]], ranked: IndexArray) -> IndexArray:
+        """The gangs of ``ranked`` (in order) that every gang of the transaction may preempt."""
+        demand = [np.asarray(c, dtype=np.int64) @ g.reqs for g, c in zip(gangs, counts, strict=True)]
+        usage = self.queue_now() if self.reclaim and not self.scope.plain else None
+        keep = [
+            gi
+            for gi in ranked.tolist()
+            if self.alive[gi] and all(self.may_preempt(g, gi, d, usage) for g, d in zip(gangs, demand, strict=True))
+        ]
+        return np.asarray(keep, dtype=np.intp)
 
     def remove_then_fill(
         self,
@@ -998,7 +1138,7 @@ class GreedyEngine:
             if lost:
                 rows = sorted({int(self.rp_node[s + i]) for i in lost})
                 evicted = len(lost) == len(spec.pods)
-                beneficiaries = {u for row in rows for u in users[row] if gangs[u].spec.priority > spec.priority}
+                beneficiaries = {u for row in rows for u in users[row] if self._licensed(gangs[u], gi)}
                 cost = self.terms.preemption_cost(spec) * (1.0 if evicted else len(lost) / len(spec.pods))
                 preemptions.append(
                     Preemption(
@@ -1025,6 +1165,16 @@ class GreedyEngine:
             resizes=resizes,
             waiting=self.waiting,
         )
+
+    def _licensed(self, g: GangView, gi: int) -> bool:
+        if self.scope.plain:
+            return g.spec.priority > self.running[gi].spec.priority
+        return self.may_preempt(g, gi, usage=self._usage_at_end)
+
+    @cached_property
+    def _usage_at_end(self) -> dict[str, dict[str, int]]:
+        """:meth:`queue_now` once the round is decided (read by :meth:`plan` only)."""
+        return self.queue_now()
 
     def _changed_running(self) -> list[int]:
         """Running gangs that lose or gain pods, in input order: the only ones a plan lists
