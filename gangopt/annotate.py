@@ -21,6 +21,7 @@ from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import waiting_reasons
 from gangopt.result import ProvenBounds, Result
 from gangopt.schema import Plan, Round, Score, TierScore
+from gangopt.scope import Scope
 from gangopt.slots import slot_tier_bounds
 
 
@@ -48,8 +49,10 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score) -> CheapBounds:
     values, ceilings = tier_values(unbounded), tier_ceilings(pre)
     bounds = cheap_bounds(pre, reaches_ceilings(values, ceilings))
     reached = {p: values.get(p, 0.0) >= v / SCALE - 1e-9 for p, v in ceilings.items()}
-    if all(reached.values()):
-        return bounds  # every tier at its ceiling: nothing to tighten
+    if all(reached.values()) or Scope(pre.rnd).beyond_priority:
+        # every tier at its ceiling: nothing to tighten; or queues may reclaim at equal or
+        # higher priority, which the tighter bounds (room per priority) do not allow for
+        return bounds
     packed = packed_tier_bounds(pre, reached)
     tiers = {p: min(v, packed.get(p, v)) for p, v in bounds.tiers.items()}
     slots = slot_tier_bounds(pre, {p: round(v * SCALE) for p, v in values.items()}, tiers)

@@ -707,7 +707,7 @@ def _reprieve_violation(ctx: _Context, victim: RunningGang, lost: list[BoundPod]
     name = victim.name
     where = ""
     if above and ctx.default_policies:
-        where = f" beside the new pods of priority above {victim.priority} (the rest went to gangs of its priority or lower)"
+        where = f" beside the new pods of priority above {victim.priority} (the rest went to gangs of its priority or lower)"  # noqa: E501
     elif above:
         where = " beside the new pods of the gangs that may preempt it (the rest went to gangs that may not)"
     if ctx.evicted(victim):
