@@ -120,6 +120,14 @@ def reclaims_hold(rnd: Round, plan: Plan, scope: Scope | None = None) -> bool:
     scope = scope or Scope(rnd)
     if scope.plain or not plan.preemptions:
         return True
+    return all(licences_after(rnd, plan, scope).values())
+
+
+def licences_after(rnd: Round, plan: Plan, scope: Scope | None = None) -> dict[tuple[str, str], bool]:
+    """Per ``(gang, victim)``: a preemption's victim and each gang it is for or that gets new pods
+    on a node the victim left, whether the gang may preempt the victim on the cluster after
+    the plan (:meth:`Scope.static`, else :meth:`Scope.reclaims`)."""
+    scope = scope or Scope(rnd)
     specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
     running = {g.name: g for g in rnd.running}
     requests = {(g.name, r.name): r.requests for g in specs.values() for r in g.roles}
@@ -135,6 +143,7 @@ def reclaims_hold(rnd: Round, plan: Plan, scope: Scope | None = None) -> bool:
         on_node[p.node].add(p.gang)
         for r, a in requests[(p.gang, p.role)].items():
             after[specs[p.gang].queue][r] += a
+    out: dict[tuple[str, str], bool] = {}
     for pre in plan.preemptions:
         victim = running[pre.gang]
         gone = set(pre.pods)
@@ -144,16 +153,14 @@ def reclaims_hold(rnd: Round, plan: Plan, scope: Scope | None = None) -> bool:
                 for r, a in requests[(victim.name, pod.role)].items():
                     lost[r] += a
         users = set(pre.for_gangs) | {g for pod in victim.pods if pod.name in gone for g in on_node[pod.node]}
-        for name in users:
+        for name in sorted(users):
             gang = specs[name]
             if scope.static(gang, victim):
+                out[(name, victim.name)] = True
                 continue
             asked = requested(gang)
             theirs = scope.queues.get(victim.queue)
             borrowing = theirs is not None and above_nominal(theirs, after[victim.queue], lost, asked)
             within = within_nominal(scope.queues.get(gang.queue), after[gang.queue], asked)
-            if not scope.reclaims(gang, victim, borrowing, within):
-                return False
-    return True
-
-
+            out[(name, victim.name)] = scope.reclaims(gang, victim, borrowing, within)
+    return out
