@@ -1,0 +1,209 @@
+"""Queue preemption policies (rule 5, issue 15): the validator's reading and the optimizer's
+(:mod:`gangopt.scope`, used by greedy and the peers) agree, and every plan obeys them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gangopt
+from gangopt.schema import Plan, Queue, QueuePreemption, Round
+from gangopt.scope import Scope, licences_after
+from gangopt.solvers.greedy import greedy
+from gangopt.solvers.peers import koordinator_like, kueue_like, volcano_like
+from gangopt.validation import validate
+from tests.builders import cluster, make_plan, make_round, pending, running
+from tests.strategies import examples, rounds
+
+KUEUE_RECLAIM = QueuePreemption(reclaim_within_cohort="any", other_queues="never")
+
+
+def _refusals(rnd: Round, plan: Plan) -> list[str]:
+    """The validator's rule-5 verdicts on who may preempt whom (not its reprieve checks)."""
+    return [
+        v.message
+        for v in validate(rnd, plan)
+        if v.rule == "preemption" and ("preempted for" in v.message or "receives new pods" in v.message)
+    ]
+
+
+# ----------------------------------------------------------------------------- the rule, case by case
+
+# (policy of the preemptor's queue a, victim's queue, a's nominal, b's nominal, b's cohort,
+#  preemptor priority, victim priority, allowed)
+CASES: list[tuple[dict[str, Any], str, int, int, str | None, int, int, bool]] = [
+    ({}, "a", 8, 8, "c", 5, 0, True),  # default: strictly lower priority, own queue
+    ({}, "a", 8, 8, "c", 0, 0, False),  # same-priority churn within a queue stays forbidden
+    ({"reclaim_within_cohort": "any"}, "a", 8, 8, "c", 0, 0, False),  # reclaim is across queues only
+    ({"within_queue": "never"}, "a", 8, 8, "c", 5, 0, False),
+    ({}, "b", 8, 8, "c", 5, 0, True),  # default: global priorities
+    ({"other_queues": "never"}, "b", 8, 8, "c", 5, 0, False),  # b within its nominal
+    ({"other_queues": "never"}, "b", 8, 0, "c", 5, 0, True),  # b borrows: reclaim lower_priority
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 8, 0, "c", 0, 0, True),  # lender reclaims
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 8, 0, "c", 0, 7, True),  # at any priority
+    ({"reclaim_within_cohort": "lower_priority"}, "b", 8, 0, "c", 0, 0, False),
+    ({"other_queues": "never", "reclaim_within_cohort": "never"}, "b", 8, 0, "c", 5, 0, False),
+    ({"reclaim_within_cohort": "never"}, "b", 8, 0, "c", 5, 0, True),  # other_queues still allows it
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 8, 0, None, 0, 0, False),  # no cohort
+    # a borrows (nominal 0): borrow_within_cohort decides
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 0, 0, "c", 5, 0, True),
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 0, 0, "c", 0, 0, False),
+    (
+        {"other_queues": "never", "reclaim_within_cohort": "any", "borrow_within_cohort": {"policy": "never"}},
+        "b", 0, 0, "c", 5, 0, False,
+    ),
+    (
+        {
+            "other_queues": "never",
+            "reclaim_within_cohort": "lower_priority",
+            "borrow_within_cohort": {"max_priority_threshold": 2},
+        },
+        "b", 0, 0, "c", 5, 3, False,
+    ),
+    (
+        {
+            "other_queues": "never",
+            "reclaim_within_cohort": "lower_priority",
+            "borrow_within_cohort": {"max_priority_threshold": 3},
+        },
+        "b", 0, 0, "c", 5, 3, True,
+    ),
+]  # fmt: skip
+
+
+def _case(policy: dict[str, Any], victim_queue: str, nom_a: int, nom_b: int, cohort_b: str | None,
+          p_prio: int, v_prio: int) -> Round:  # fmt: skip
+    """One full node: the victim (8 GPUs) runs on it, the preemptor (8 GPUs) waits."""
+    return make_round(
+        cluster(1),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": nom_a}, preemption=QueuePreemption.model_validate(policy)),
+            Queue(name="b", cohort=cohort_b, nominal={"gpu": nom_b}),
+        ],
+        running=[running("v", ["n0"], gpu=8, queue=victim_queue, priority=v_prio)],
+        pending=[pending("p", gpu=8, queue="a", priority=p_prio)],
+    )
+
+
+@pytest.mark.parametrize(("policy", "victim_queue", "nom_a", "nom_b", "cohort_b", "p_prio", "v_prio", "allowed"), CASES)
+def test_validator_and_optimizer_read_the_rule_alike(
+    policy: dict[str, Any],
+    victim_queue: str,
+    nom_a: int,
+    nom_b: int,
+    cohort_b: str | None,
+    p_prio: int,
+    v_prio: int,
+    allowed: bool,
+) -> None:
+    rnd = _case(policy, victim_queue, nom_a, nom_b, cohort_b, p_prio, v_prio)
+    plan = make_plan(rnd, place={"p": ["n0"]}, evict={"v": ["p"]})
+    assert (_refusals(rnd, plan) == []) is allowed
+    assert licences_after(rnd, plan) == {("p", "v"): allowed}
+    for solver in (greedy, kueue_like, koordinator_like, volcano_like):
+        decided = solver(rnd)
+        assert validate(rnd, decided) == []
+    # greedy takes the preemption exactly when it is allowed (it is the only way p starts)
+    assert greedy(rnd).admitted == (["p"] if allowed else [])
+
+
+def test_default_policies_are_priorities_everywhere() -> None:
+    rnd = _case({}, "b", 8, 0, "c", 0, 0)
+    scope = Scope(rnd)
+    assert scope.plain and not scope.beyond_priority
+    assert Queue(name="x").preemption == QueuePreemption()
+
+
+# ----------------------------------------------------------------------------- scenario
+
+
+def _lender_round(policy: QueuePreemption) -> Round:
+    """a and b share a cohort with 8 GPUs of nominal each; b runs two 8-GPU gangs (it borrows a's
+    8); a's 8-GPU gang of the same priority waits."""
+    return make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}, preemption=policy),
+        ],
+        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
+        pending=[pending("a1", gpu=8, queue="a")],
+    )
+
+
+def test_a_lender_reclaims_its_nominal_from_a_same_priority_borrower() -> None:
+    rnd = _lender_round(KUEUE_RECLAIM)
+    for solver in (greedy, kueue_like, koordinator_like):
+        plan = solver(rnd)
+        assert validate(rnd, plan) == []
+    for solver in (greedy, kueue_like):
+        plan = solver(rnd)
+        assert plan.admitted == ["a1"]
+        assert [(p.gang, p.kind, p.for_gangs) for p in plan.preemptions] in (
+            [("b1", "evict", ["a1"])],
+            [("b2", "evict", ["a1"])],
+        )
+    # Koordinator's import maps to no victims from another quota: it would not reclaim
+    assert (
+        koordinator_like(_lender_round(QueuePreemption(other_queues="never", reclaim_within_cohort="never"))).admitted
+        == []
+    )
+    # the cpsat door returns a valid plan too, and claims no optimum its model cannot see
+    solved = gangopt.solve(rnd)
+    assert validate(rnd, solved) == []
+    assert solved.status != "optimal"
+
+
+def test_without_the_policy_equal_priorities_never_preempt_each_other() -> None:
+    rnd = _lender_round(QueuePreemption())
+    for solver in (greedy, kueue_like, koordinator_like, volcano_like, gangopt.solve):
+        plan = solver(rnd)
+        assert validate(rnd, plan) == [] and plan.preemptions == [] and plan.admitted == []
+    # and a hand-made reclaim is rejected
+    forced = make_plan(rnd, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    assert _refusals(rnd, forced)
+
+
+def test_reclaim_takes_back_only_what_the_victims_queue_borrows() -> None:
+    # b borrows 8 (16 of nominal 8): evicting both b gangs would take it below its nominal
+    rnd = make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=KUEUE_RECLAIM),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}),
+        ],
+        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
+        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=8, queue="a")],
+    )
+    plan = greedy(rnd)
+    assert validate(rnd, plan) == []
+    assert plan.admitted == ["a1"] and len(plan.preemptions) == 1
+    both = make_plan(rnd, place={"a1": ["n0"], "a2": ["n1"]}, evict={"b1": ["a1"], "b2": ["a2"]})
+    assert _refusals(rnd, both)
+
+
+# ----------------------------------------------------------------------------- property
+
+POLICIES = st.builds(
+    QueuePreemption,
+    within_queue=st.sampled_from(["never", "lower_priority"]),
+    reclaim_within_cohort=st.sampled_from(["never", "lower_priority", "any"]),
+    borrow_within_cohort=st.builds(
+        dict, policy=st.sampled_from(["never", "lower_priority"]), max_priority_threshold=st.sampled_from([None, 0, 5])
+    ),
+    other_queues=st.sampled_from(["never", "lower_priority"]),
+)
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rnd=rounds(), policies=st.lists(POLICIES, min_size=2, max_size=2))
+def test_random_rounds_with_random_queue_policies_give_valid_plans(rnd: Round, policies: list[QueuePreemption]) -> None:
+    queues = [q.model_copy(update={"preemption": p}) for q, p in zip(rnd.queues, policies, strict=False)]
+    rnd = Round.model_validate({**rnd.model_dump(), "queues": [q.model_dump() for q in queues]})
+    for solver in (greedy, kueue_like, koordinator_like, volcano_like):
+        plan = solver(rnd)
+        assert validate(rnd, plan) == [], solver.__name__
+        assert all(licences_after(rnd, plan).values())
