@@ -83,7 +83,8 @@ def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
 
 def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool) -> CheapBounds:
     ceilings = tier_ceilings(pre)
-    secondary = _growth_bound(pre, tiers_at_ceiling)
+    terms = ObjectiveTerms.of(pre.rnd)
+    secondary = _growth_bound(pre, tiers_at_ceiling) + terms.guarantee_value(terms.guaranteed)
     if tiers_at_ceiling:
         secondary -= _opened_nodes_bound(pre) * ObjectiveTerms.of(pre.rnd).open_node_cost
     return CheapBounds(tiers=ceilings, secondary=secondary)

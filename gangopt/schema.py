@@ -503,6 +503,16 @@ class Weights(_Model):
         1.0, ge=0, le=MAX_WEIGHT, description="Cost per extra domain at a gang's preferred level."
     )
     fragmentation: StrictFloat = Field(0.25, ge=0, le=MAX_WEIGHT, description="Cost per idle node opened by new pods.")
+    guarantee: StrictFloat = Field(
+        2.0,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Value per GPU-equivalent of a queue's usage within its nominal quota, for queues whose "
+        "preemption policy reclaims at any priority (reclaim_within_cohort: any): taking back lent quota "
+        "from a same-priority borrower is otherwise worth nothing but a restart. At 2.0 a lender reclaims "
+        "an 8-GPU borrower that has run up to 2 hours since its checkpoint (restart 5 min). No effect on "
+        "other queues.",
+    )
 
 
 class LookAhead(_Model):

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gangopt
-from gangopt.schema import Plan, Queue, QueuePreemption, Round
+from gangopt.objective import score
+from gangopt.schema import Plan, Queue, QueuePreemption, Round, Weights
 from gangopt.scope import Scope, licences_after
 from gangopt.solvers.greedy import greedy
 from gangopt.solvers.peers import koordinator_like, kueue_like, volcano_like
@@ -151,10 +152,27 @@ def test_a_lender_reclaims_its_nominal_from_a_same_priority_borrower() -> None:
         koordinator_like(_lender_round(QueuePreemption(other_queues="never", reclaim_within_cohort="never"))).admitted
         == []
     )
-    # the cpsat door returns a valid plan too, and claims no optimum its model cannot see
+    # the cpsat door reclaims too (Weights.guarantee values the lender's nominal), and claims no
+    # optimum its model cannot see
     solved = gangopt.solve(rnd)
     assert validate(rnd, solved) == []
+    assert solved.admitted == ["a1"] and len(solved.preemptions) == 1
     assert solved.status != "optimal"
+
+
+def test_the_guarantee_is_weighed_against_lost_work() -> None:
+    rnd = _lender_round(KUEUE_RECLAIM)
+    reclaim = make_plan(rnd, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    idle = make_plan(rnd)
+    gain = score(rnd, reclaim).secondary - score(rnd, idle).secondary
+    # a's 8 GPUs within its nominal at guarantee 2.0, less b1's restart (8 GPUs x 300 s)
+    assert gain == pytest.approx(8 * 2.0 - 8 * 300 / 3600, abs=0.1)
+    off = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": Weights(guarantee=0.0)})})
+    assert score(off, reclaim).secondary < score(off, idle).secondary
+    plain = _lender_round(QueuePreemption())  # no queue reclaims at any priority: no guarantee term
+    swap = make_plan(plain, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    loss = score(plain, swap).secondary - score(plain, make_plan(plain)).secondary
+    assert loss == pytest.approx(-8 * 300 / 3600, abs=0.1)
 
 
 def test_without_the_policy_equal_priorities_never_preempt_each_other() -> None:
