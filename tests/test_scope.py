@@ -225,3 +225,53 @@ def test_random_rounds_with_random_queue_policies_give_valid_plans(rnd: Round, p
         plan = solver(rnd)
         assert validate(rnd, plan) == [], solver.__name__
         assert all(licences_after(rnd, plan).values())
+
+
+def _with_policies(rnd: Round, policies: list[QueuePreemption]) -> Round:
+    queues = [q.model_copy(update={"preemption": p}) for q, p in zip(rnd.queues, policies, strict=False)]
+    return Round.model_validate({**rnd.model_dump(), "queues": [q.model_dump() for q in queues]})
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rnd=rounds(max_nodes=6, max_pending=4), policies=st.lists(POLICIES, min_size=2, max_size=2))
+def test_cpsat_plans_keep_random_queue_policies(rnd: Round, policies: list[QueuePreemption]) -> None:
+    rnd = _with_policies(rnd, policies)
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"time_limit": 2.0, "hard_limit": False})})
+    plan = gangopt.solve(rnd)
+    assert validate(rnd, plan) == []
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rnd=rounds(), policies=st.lists(POLICIES, min_size=2, max_size=2))
+def test_a_queue_within_its_nominal_loses_work_only_to_priorities_it_yields_to(
+    rnd: Round, policies: list[QueuePreemption]
+) -> None:
+    """Plain arithmetic on the plan, neither reading: a victim whose queue is not above its
+    nominal even with the victim's pods back lost them only to a strictly higher priority whose
+    queue's policy reaches it (``within_queue`` / ``other_queues``)."""
+    rnd = _with_policies(rnd, policies)
+    queues = {q.name: q for q in rnd.queues}
+    for solver in (greedy, kueue_like, koordinator_like, volcano_like):
+        plan = solver(rnd)
+        gone = {pod for p in plan.preemptions for pod in p.pods}
+        after: dict[str, int] = {}
+        for g in rnd.running:
+            gpus = {r.name: r.requests.get("gpu", 0) for r in g.roles}
+            after[g.queue] = after.get(g.queue, 0) + sum(gpus[p.role] for p in g.pods if p.name not in gone)
+        specs = {g.name: g for g in [*rnd.pending, *rnd.running]}
+        for p in plan.placements:
+            spec = specs[p.gang]
+            role = next(r for r in spec.roles if r.name == p.role)
+            after[spec.queue] = after.get(spec.queue, 0) + role.requests.get("gpu", 0)
+        for pre in plan.preemptions:
+            victim = specs[pre.gang]
+            queue = queues.get(victim.queue)
+            lost = sum(next(r for r in victim.roles if r.name == pod.role).requests.get("gpu", 0)
+                       for pod in getattr(victim, "pods", []) if pod.name in pre.pods)  # fmt: skip
+            if queue is None or "gpu" not in queue.nominal or after.get(victim.queue, 0) + lost > queue.nominal["gpu"]:
+                continue  # the victim's queue borrows (or has no nominal): reclaim may apply
+            for name in pre.for_gangs:
+                gang = specs[name]
+                policy = queues[gang.queue].preemption if gang.queue in queues else QueuePreemption()
+                reach = policy.within_queue if gang.queue == victim.queue else policy.other_queues
+                assert gang.priority > victim.priority and reach == "lower_priority", (solver.__name__, pre)
