@@ -275,3 +275,17 @@ def test_a_queue_within_its_nominal_loses_work_only_to_priorities_it_yields_to(
                 policy = queues[gang.queue].preemption if gang.queue in queues else QueuePreemption()
                 reach = policy.within_queue if gang.queue == victim.queue else policy.other_queues
                 assert gang.priority > victim.priority and reach == "lower_priority", (solver.__name__, pre)
+
+
+def test_a_waiting_reason_names_the_policy_that_keeps_a_lower_priority_gang() -> None:
+    rnd = make_round(
+        cluster(1),
+        queues=[Queue(name="a", preemption=QueuePreemption(other_queues="never")), Queue(name="b")],
+        running=[running("b1", ["n0"], gpu=8, queue="b", priority=0)],
+        pending=[pending("a1", gpu=8, queue="a", priority=5)],
+    )
+    for solver in ("greedy", "cpsat"):
+        plan = gangopt.solve(rnd, solver=solver)
+        assert plan.admitted == [] and plan.preemptions == []
+        (waiting,) = plan.waiting
+        assert "held by running b1 (queue b; queue a's policy other_queues is never)" in waiting.reasons[0]
