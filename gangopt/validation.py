@@ -256,12 +256,11 @@ class _Context:
             return self.new_up_to(victim.priority)
         nodes: dict[str, Counter[str]] = defaultdict(Counter)
         queues: dict[str, Counter[str]] = defaultdict(Counter)
-        verdict: dict[str, bool] = {}
-        for p in self.new:
-            spec = self.spec(p)
-            if p.gang not in verdict:
-                verdict[p.gang] = _may_not_preempt(self, spec, victim) is not None
-            if verdict[p.gang]:
+        for name, pods in self.new_by_gang.items():
+            spec = self.gang(name)
+            if spec is None or _may_not_preempt(self, spec, victim) is None:
+                continue
+            for p in pods:
                 amounts = self.requests(p.gang, p.role)
                 nodes[p.node].update(amounts)
                 queues[spec.queue].update(amounts)
