@@ -24,9 +24,11 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
      the first ``slice_level`` domain (inside the required domain, if any) where it fits.
 
 3. **Preempt** (when ``policy.preemption``) if the minimum does not fit, like Koordinator /
-   Kueue: candidates are running, preemptible gangs of strictly lower priority than every gang
-   of the transaction, with a pod on a node the transaction may use; ordered lowest priority,
-   then lowest preemption cost, then name. Removal units are first the elastic surplus of the
+   Kueue: candidates are running, preemptible gangs that every gang of the transaction may
+   preempt (rule 5 and the queues' policies, :mod:`gangopt.scope`; by default those of strictly
+   lower priority), with a pod on a node the transaction may use; gangs of other queues above
+   their nominal first (Kueue's candidate ordering), then lowest priority, then lowest
+   preemption cost, then name. Removal units are first the elastic surplus of the
    candidates (one pod at a time, never below a minimum, per role too; sliced gangs are never
    shrunk), then whole gangs. The fewest leading units that let the transaction fit are found
    by bisection; then **reprieve**: units go back in reverse order whenever the placement
