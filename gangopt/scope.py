@@ -10,7 +10,7 @@ the solvers read it here:
   a reclaim licence from), so its plans are valid under every policy.
 * :meth:`Scope.reclaims` — the cohort licences (``reclaim_within_cohort``,
   ``borrow_within_cohort``), which depend on the queues' usage: the victim's queue must be
-  above its nominal with the victim's lost pods back, on a resource both request, and the
+  above its nominal with the victim's lost pods back, on a resource they request, and the
   preemptor's queue within its nominal (else it borrows). The greedy engine and the peers
   read them on their running state; :func:`reclaims_hold` re-reads them on a finished plan,
   since a later decision of the same round can change either queue's usage.
@@ -93,24 +93,17 @@ class Scope:
         return not self.static(gang, victim) and self.cohort_mates(gang.queue, victim.queue)
 
 
-def requested(gang: GangSpec) -> set[str]:
-    """Resources some role of ``gang`` requests."""
-    return {r for role in gang.roles for r, a in role.requests.items() if a > 0}
+def above_nominal(queue: Queue, usage: Mapping[str, int], extra: Mapping[str, int]) -> bool:
+    """Whether ``usage + extra`` of ``queue`` is above its nominal on a resource ``extra`` (the
+    victim's lost pods) requests."""
+    return any(usage.get(r, 0) + a > queue.nominal[r] for r, a in extra.items() if r in queue.nominal)
 
 
-def above_nominal(queue: Queue, usage: Mapping[str, int], extra: Mapping[str, int], among: set[str]) -> bool:
-    """Whether ``usage + extra`` of ``queue`` is above its nominal on a resource of ``among``
-    that ``extra`` holds (the victim's lost pods)."""
-    return any(
-        usage.get(r, 0) + a > queue.nominal[r] for r, a in extra.items() if a > 0 and r in among and r in queue.nominal
-    )
-
-
-def within_nominal(queue: Queue | None, usage: Mapping[str, int], among: set[str]) -> bool:
-    """Whether ``queue``'s usage is within its nominal on every resource of ``among`` it lists."""
+def within_nominal(queue: Queue | None, usage: Mapping[str, int]) -> bool:
+    """Whether ``queue``'s usage is within its nominal on every resource it lists."""
     if queue is None:
         return True
-    return all(usage.get(r, 0) <= queue.nominal[r] for r in among if r in queue.nominal)
+    return all(usage.get(r, 0) <= nominal for r, nominal in queue.nominal.items())
 
 
 def reclaims_hold(rnd: Round, plan: Plan, scope: Scope | None = None) -> bool:
@@ -158,9 +151,8 @@ def licences_after(rnd: Round, plan: Plan, scope: Scope | None = None) -> dict[t
             if scope.static(gang, victim):
                 out[(name, victim.name)] = True
                 continue
-            asked = requested(gang)
             theirs = scope.queues.get(victim.queue)
-            borrowing = theirs is not None and above_nominal(theirs, after[victim.queue], lost, asked)
-            within = within_nominal(scope.queues.get(gang.queue), after[gang.queue], asked)
+            borrowing = theirs is not None and above_nominal(theirs, after[victim.queue], lost)
+            within = within_nominal(scope.queues.get(gang.queue), after[gang.queue])
             out[(name, victim.name)] = scope.reclaims(gang, victim, borrowing, within)
     return out

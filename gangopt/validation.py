@@ -257,8 +257,8 @@ class _Context:
         nodes: dict[str, Counter[str]] = defaultdict(Counter)
         queues: dict[str, Counter[str]] = defaultdict(Counter)
         for name, pods in self.new_by_gang.items():
-            spec = self.gang(name)
-            if spec is None or _may_not_preempt(self, spec, victim) is None:
+            spec = self.pending.get(name) or self.running[name]  # located placements' gangs
+            if _may_not_preempt(self, spec, victim) is None:
                 continue
             for p in pods:
                 amounts = self.requests(p.gang, p.role)
@@ -605,9 +605,7 @@ def _freed_nodes_kept_for_higher(ctx: _Context, victim: RunningGang, lost: list[
     out: list[Violation] = []
     for node in sorted({p.node for p in lost}):
         for other in ctx.new_gangs_on_node.get(node, []):
-            spec = ctx.gang(other)
-            if spec is None:
-                continue
+            spec = ctx.pending.get(other) or ctx.running[other]  # a located placement's gang
             refusal = _may_not_preempt(ctx, spec, victim, f"gang {other} (priority {spec.priority})")
             if refusal is None:
                 continue
@@ -631,28 +629,24 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     policy = ctx.queue_policy(gang.queue)
     higher = gang.priority > victim.priority
     if gang.queue == victim.queue:
-        if policy.within_queue == "lower_priority" and higher:
-            return None
         if policy.within_queue == "never":
             return f"{what} of its own queue {gang.queue}, whose policy within_queue is never"
-        return f"{what}, not strictly higher"
-    if policy.other_queues == "lower_priority" and higher:
+        return None if higher else f"{what}, not strictly higher"
+    if higher and policy.other_queues == "lower_priority":
         return None
     mine, theirs = ctx.queue_spec(gang.queue), ctx.queue_spec(victim.queue)
     if mine is None or theirs is None or mine.cohort is None or mine.cohort != theirs.cohort:
-        if policy.other_queues == "never":
-            return f"{what} of queue {gang.queue}, whose policy other_queues is never, outside its cohort"
-        return f"{what}, not strictly higher"
-    asked = {r for role in gang.roles for r, a in role.requests.items() if a > 0}
-    if not _borrowing_with(ctx, victim, theirs, asked):
+        theirs = None
+    if theirs is None or not _borrowing_with(ctx, victim, theirs):
         if policy.other_queues == "never":
             return (
-                f"{what} of queue {gang.queue} (policy other_queues never), but queue {theirs.name} would not "
-                "be above its nominal with the victim's pods back"
+                f"{what} of queue {gang.queue} (policy other_queues never), but queue {victim.queue} is no cohort "
+                "peer above its nominal with the victim's pods back"
             )
-        return f"{what}, not strictly higher, and queue {theirs.name} would not be above its nominal with them back"
+        return f"{what}, not strictly higher"
+    assert mine is not None  # a cohort peer
     after = ctx.queue_after.get(mine.name, Counter())
-    borrows = sorted(r for r in asked if r in mine.nominal and after[r] > mine.nominal[r])
+    borrows = sorted(r for r, nominal in mine.nominal.items() if after[r] > nominal)
     if not borrows:
         rule = policy.reclaim_within_cohort
         if rule == "any" or (rule == "lower_priority" and higher):
@@ -674,19 +668,15 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     )
 
 
-def _borrowing_with(ctx: _Context, victim: RunningGang, queue: Queue, asked: set[str]) -> bool:
+def _borrowing_with(ctx: _Context, victim: RunningGang, queue: Queue) -> bool:
     """Whether ``queue`` (the victim's) is above its nominal, after the plan with the victim's
-    lost pods put back, on a resource the victim's lost pods and the preemptor both request:
-    reclaim takes back only what the queue borrows (Kueue stops at the nominal too)."""
+    lost pods put back, on a resource they request: reclaim takes back only what the queue
+    borrows (Kueue stops at the nominal too)."""
     lost: Counter[str] = Counter()
     for pod in ctx.lost(victim):
         lost.update(ctx.requests(victim.name, pod.role))
     after = ctx.queue_after.get(queue.name, Counter())
-    return any(
-        after[r] + amount > queue.nominal[r]
-        for r, amount in lost.items()
-        if amount > 0 and r in asked and r in queue.nominal
-    )
+    return any(after[r] + amount > queue.nominal[r] for r, amount in lost.items() if r in queue.nominal)
 
 
 def _reprieves(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:

@@ -1178,26 +1178,36 @@ REPRIEVED_BESIDE = (
     " within capacity and quota beside the new pods of the gangs that may preempt it (the rest went to gangs "
     "that may not)"
 )
-NOT_BORROWING = " (policy other_queues never), but queue b would not be above its nominal with the victim's pods back"
+NOT_BORROWING = (
+    " (policy other_queues never), but queue b is no cohort peer above its nominal with the victim's pods back"
+)
 RECLAIM_ANY = {"reclaim_within_cohort": "any", "other_queues": "never"}
 
 
-def refused(tail: str, p: int = 0, v: int = 0) -> list[Violation]:
+def refused(tail: str, p: int = 0, v: int = 0, plain: bool = False) -> list[Violation]:
     """What a refused licence of gang p (priority ``p``) over v (priority ``v``) of
     :func:`policy_case` reports: the preemption, the freed node, and the reprieve beside the
-    gangs that may preempt v; ``tail`` is the reason after the gang."""
+    gangs that may preempt v (worded by priority when every policy is the default, ``plain``);
+    ``tail`` is the reason after the gang."""
+    beside = f" within capacity and quota beside the new pods of priority above {v} (the rest went to gangs of its "
+    beside += "priority or lower)"
     node = f"node n0 loses pods of gang v (priority {v}) but receives new pods of gang p (priority {p}){tail}"
     return [
         V("preemption", f"gang v (priority {v}) preempted for gang p of priority {p}{tail}", "v"),
         V("preemption", node, "v", "n0"),
-        V("preemption", "gang v: evicted, but all 1 pods fit back on n0" + REPRIEVED_BESIDE, "v"),
+        V(
+            "preemption",
+            "gang v: evicted, but all 1 pods fit back on n0" + (beside if plain else REPRIEVED_BESIDE),
+            "v",
+        ),
     ]
 
 
 def policy_row(what: str, policy: dict[str, Any], tail: str | None = None, **settings: Any) -> object:
     """A :func:`policy_case` row: allowed without ``tail``, else refused for that reason."""
     p, v = settings.get("p", 0), settings.get("v", 0)
-    return case(what, lambda: policy_case(policy, **settings), *(refused(tail, p, v) if tail else []))
+    expected = refused(tail, p, v, plain=not policy) if tail else []
+    return case(what, lambda: policy_case(policy, **settings), *expected)
 
 
 QUEUE_POLICIES = [
@@ -1222,12 +1232,11 @@ QUEUE_POLICIES = [
         nom_b=8,
         p=5,
     ),
-    policy_row(
-        "victim queue in no cohort",
-        RECLAIM_ANY,
-        " of queue a, whose policy other_queues is never, outside its cohort",
-        cohort_b=None,
-    ),
+    policy_row("victim queue in no cohort", RECLAIM_ANY, " of queue a" + NOT_BORROWING, cohort_b=None),
+    policy_row("other queue at lower priority by default", {}, nom_b=8, p=5),
+    policy_row("other queue at equal priority by default", {}, ", not strictly higher", nom_b=8),
+    policy_row("other queue in no cohort at equal priority by default", {}, ", not strictly higher", cohort_b=None),
+    policy_row("borrowing cohort peer at lower priority by default", {}, p=5),
     policy_row(
         "within_queue never",
         {"within_queue": "never"},
@@ -1279,15 +1288,13 @@ QUEUE_POLICIES = [
             for v in (
                 V(
                     "preemption",
-                    f"gang {g} (priority 0) preempted for gang {a} of priority 0 of queue a (policy other_queues "
-                    "never), but queue b would not be above its nominal with the victim's pods back",
+                    f"gang {g} (priority 0) preempted for gang {a} of priority 0 of queue a" + NOT_BORROWING,
                     g,
                 ),
                 V(
                     "preemption",
                     f"node {n} loses pods of gang {g} (priority 0) but receives new pods of gang {a} (priority 0) of "
-                    "queue a (policy other_queues never), but queue b would not be above its nominal with the "
-                    "victim's pods back",
+                    "queue a" + NOT_BORROWING,
                     g,
                     n,
                 ),

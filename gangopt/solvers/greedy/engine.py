@@ -93,7 +93,7 @@ from gangopt.schema import (
     Status,
     Waiting,
 )
-from gangopt.scope import Scope, reclaims_hold, requested, within_nominal
+from gangopt.scope import Scope, reclaims_hold, within_nominal
 
 Growth = Literal["eager", "deferred"]
 RESERVED = 1 << 52
@@ -499,20 +499,17 @@ class GreedyEngine:
         usage = usage if usage is not None else self.queue_now()
         s, e = self.rp_start[gi], self.rp_start[gi + 1]
         rows = self.rp_rows[s:e]
-        asked = requested(g.spec)
         theirs = self.scope.queues[victim.queue]
         lost = dict(zip(self.res, rows[~self.kept[s:e]].sum(axis=0).tolist(), strict=True))
-        held = dict(zip(self.res, rows.sum(axis=0).tolist(), strict=True))
+        held = {r for role in victim.roles for r in role.requests}
         now = usage.get(victim.queue, {})
-        # above its nominal with the victim's removed pods back (all of them still count now)
-        borrowing = any(
-            now.get(r, 0) + lost[r] > theirs.nominal[r] for r in asked if r in theirs.nominal and held[r] > 0
-        )
+        # above its nominal with the victim's removed pods back (its kept ones still count now)
+        borrowing = any(now.get(r, 0) + lost[r] > theirs.nominal[r] for r in held if r in theirs.nominal)
         mine = dict(usage.get(g.spec.queue, {}))
         if demand is not None:
             for r, a in zip(self.res, demand.tolist(), strict=True):
                 mine[r] = mine.get(r, 0) + a
-        within = within_nominal(self.scope.queues.get(g.spec.queue), mine, asked)
+        within = within_nominal(self.scope.queues.get(g.spec.queue), mine)
         return self.scope.reclaims(g.spec, victim, borrowing, within)
 
     def queue_now(self) -> dict[str, dict[str, int]]:
