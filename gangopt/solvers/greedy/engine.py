@@ -258,6 +258,9 @@ class GreedyEngine:
         """Per node row, the running gangs that lost pods there (policies not plain)."""
         self.new_on: dict[int, dict[str, GangView]] = defaultdict(dict)
         """Per node row, the gangs that got new pods there (policies not plain)."""
+        self.locked: set[str] = set()
+        """Queues that reclaimed within their nominal: they stay within it for the rest of the
+        round (no admission or growth above it), so the reclaim still holds on the plan."""
 
     # ------------------------------------------------------------------------- setup
 
@@ -410,6 +413,8 @@ class GreedyEngine:
     def commit(self, gangs: list[GangView], counts: list[list[int]], result: Attempt) -> None:
         """Apply a transaction that fits: its preemptions, its pods, then eager growth."""
         self.free, self.used = result.free, result.used
+        if not self.scope.plain and result.removed:
+            self._lock_reclaimers(gangs, result.removed)
         for pods in result.removed:
             self.kept[pods] = False
             np.maximum.at(self.floor, self.rp_node[pods], self.rp_priority[pods])
@@ -466,6 +471,8 @@ class GreedyEngine:
             demand += np.asarray(c, dtype=np.int64) @ g.qreq
         if (used + demand > self.limit).any():
             return None
+        if self.locked and not self._within_locked(gangs, counts):
+            return None
         allocs: list[tuple[Alloc, int | None]] = []
         with self._reserved(work, gangs):
             for g, c in zip(gangs, counts, strict=True):
@@ -474,6 +481,30 @@ class GreedyEngine:
                     return None
                 allocs.append(placed)
         return Attempt(work, used + demand, allocs)
+
+    def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
+        """Lock the queues of ``gangs`` that preempt by a cohort reclaim (not a static licence)."""
+        victims = {int(gi) for pods in removed for gi in np.unique(self.rp_gang[pods]).tolist()}
+        for g in gangs:
+            if any(not self.scope.static(g.spec, self.running[gi].spec) for gi in victims):
+                self.locked.add(g.spec.queue)
+
+    def _within_locked(self, gangs: list[GangView], counts: list[list[int]]) -> bool:
+        """Whether the gangs of locked queues (:attr:`locked`) keep them within their nominal."""
+        demand: dict[str, IntArray] = {}
+        for g, c in zip(gangs, counts, strict=True):
+            if g.spec.queue in self.locked:
+                add = np.asarray(c, dtype=np.int64) @ g.reqs
+                demand[g.spec.queue] = demand[g.spec.queue] + add if g.spec.queue in demand else add
+        if not demand:
+            return True
+        usage = self.queue_now()
+        for q, add in demand.items():
+            mine = usage.get(q, {})
+            extra = dict(zip(self.res, add.tolist(), strict=True))
+            if not within_nominal(self.scope.queues.get(q), {r: mine.get(r, 0) + extra[r] for r in self.res}):
+                return False
+        return True
 
     def _record_new(self, alloc: Alloc, g: GangView) -> None:
         if alloc:
@@ -760,7 +791,7 @@ class GreedyEngine:
         return out
 
     def _grow_pending(self, g: GangView) -> None:
-        if g.name not in self.allocs or not g.elastic:
+        if g.name not in self.allocs or not g.elastic or g.spec.queue in self.locked:
             return
         with self._reserved(self.free, [g]):
             self._grow_pending_open(g)
@@ -777,7 +808,10 @@ class GreedyEngine:
 
     def grow_running(self, gi: int) -> None:
         """Grow a running elastic gang that kept all its pods, inside its required domain and
-        in whole slices (skipped if its current placement already breaks either)."""
+        in whole slices (skipped if its current placement already breaks either, or its queue is
+        :attr:`locked`)."""
+        if self.running[gi].spec.queue in self.locked:
+            return
         with self._reserved(self.free, [self.running[gi]]):
             self._grow_running_open(gi)
 
