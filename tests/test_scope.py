@@ -10,10 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gangopt
+from gangopt.arrays import IndexArray
 from gangopt.objective import score
 from gangopt.schema import Plan, Queue, QueuePreemption, Round, Weights
 from gangopt.scope import Scope, licences_after
 from gangopt.solvers.greedy import greedy
+from gangopt.solvers.greedy.engine import GangView, GreedyEngine
 from gangopt.solvers.peers import koordinator_like, kueue_like, volcano_like
 from gangopt.validation import validate
 from tests.builders import cluster, make_plan, make_round, pending, running
@@ -289,3 +291,35 @@ def test_a_waiting_reason_names_the_policy_that_keeps_a_lower_priority_gang() ->
         assert plan.admitted == [] and plan.preemptions == []
         (waiting,) = plan.waiting
         assert "held by running b1 (queue b; queue a's policy other_queues is never)" in waiting.reasons[0]
+
+
+def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None:
+    """a1 takes b1 back (b borrows 2 of a's 8); a2 would then push a above its nominal, which
+    with borrow_within_cohort never would void a1's reclaim: greedy keeps a within it."""
+    policy = QueuePreemption(
+        reclaim_within_cohort="any", other_queues="never", borrow_within_cohort={"policy": "never"}
+    )
+    rnd = make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}),
+        ],
+        running=[
+            running("b1", ["n0"], gpu=8, queue="b"),
+            running("b2", ["n1"], gpu=2, queue="b", preemptible=False),
+        ],
+        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=4, queue="a")],
+    )
+
+    class Unlocked(GreedyEngine):
+        def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
+            pass
+
+    unlocked = Unlocked(rnd, "eager").run()
+    assert unlocked.admitted == ["a1", "a2"] and not all(licences_after(rnd, unlocked).values())
+    plan = greedy(rnd)
+    assert validate(rnd, plan) == [] and plan.admitted == ["a1"]
+    assert [(p.gang, p.for_gangs) for p in plan.preemptions] == [("b1", ["a1"])]
+    (waiting,) = plan.waiting
+    assert waiting.code == "quota" and "stays within its nominal 8 gpu" in waiting.reasons[0]

@@ -1121,6 +1121,12 @@ class GreedyEngine:
                 f"{self.quota.labels[c]} has {human(left, res)} left; its minimum of {sum(counts)} pods needs "
                 f"{human(int(demand[c]), res)}"
             )
+        if g.spec.queue in self.locked and not self._within_locked([g], [counts]):
+            return "quota", (
+                f"queue {g.spec.queue} took back quota lent in its cohort this round and stays within its nominal "
+                f"{_requests(self.scope.queues[g.spec.queue].nominal)}; its minimum of {sum(counts)} pods would go "
+                "above"
+            )
         preempt = " (preempting lower-priority gangs does not make room)" if self.rnd.policy.preemption else ""
         if not alone and self.place(self.free.copy(order="K"), g, counts) is not None:
             return None
