@@ -104,7 +104,7 @@ class ObjectiveTerms:
         return max(1, round(SCALE * self.pod_geq(role)))
 
     def urgency(self, gang: PendingGang) -> float:
-        """1 + aging + deadline boost + short-work boost; running gangs have urgency 1."""
+        """1 + aging + deadline boost + short-work boost (running gangs: :attr:`kept_urgency`)."""
         w = self.rnd.policy.weights
         now = self.rnd.now
         waited_hours = max(0.0, now - gang.submit_time) / 3600.0
@@ -141,8 +141,24 @@ class ObjectiveTerms:
     def _tier_value(self, gang: PendingGang | RunningGang) -> int:
         roles = {r.name: r for r in gang.roles}
         base = sum(n * self.pod_value(roles[name]) for name, n in self.min_pods(gang).items())
-        factor = self.urgency(gang) if isinstance(gang, PendingGang) else 1.0
+        factor = self.urgency(gang) if isinstance(gang, PendingGang) else self.kept_urgency
         return max(1, round(base * factor))
+
+    @cached_property
+    def kept_urgency(self) -> float:
+        """The factor of a running gang kept: the highest urgency a pending gang can reach
+        (1 + aging_cap + short_first + deadline_boost).
+
+        Rule 5 lets a gang be evicted only for a strictly higher priority, but which victims a
+        higher-priority start takes is free, and room elsewhere is too: at urgency 1 a tier
+        gained by evicting its own running gang for a higher start that could have used free
+        room, and starting a waiting gang of the same priority there (same-priority preemption
+        by proxy; tests/test_objective.py: a priority-2 gang evicted a running priority-1 gang so that a
+        waiting priority-1 gang took the free node; greedy and every peer left it running). At
+        the highest urgency, swapping running work for waiting work of the same size never
+        gains in the tier."""
+        w = self.rnd.policy.weights
+        return 1.0 + w.aging_cap + w.short_first + w.deadline_boost
 
     def growth_value(self, role: Role) -> int:
         """Secondary value of one member above the minimum."""

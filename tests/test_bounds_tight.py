@@ -29,6 +29,11 @@ from tests.builders import cluster, make_round, node, pending, role, running
 NO_FRAGMENTATION = Weights(fragmentation=0)
 OPEN = 2  # tenths per opened node at the default fragmentation weight: round(10 · 0.25) = 2
 
+FLAT = Weights(aging_cap=0.0, short_first=0.0, deadline_boost=0.0)
+"""Weights under which waiting and running work both count at urgency 1, so that the hand
+values below are plain GPU counts (by default running work kept counts at the highest urgency,
+docs/objective.md; the bounds must hold for any weights)."""
+
 
 def solved(rnd: Round) -> Plan:
     plan = gangopt.solve(rnd)
@@ -61,6 +66,7 @@ def test_tier_ceilings_equal_the_optimum_when_everything_fits() -> None:
             pending("b", 1, gpu=8, priority=0),  # 80
             pending("c", 3, gpu=1, priority=0),  # 3 · 10 = 30
         ],
+        weights=FLAT,
     )
     ceilings = tier_ceilings(prefilter(rnd))
     assert ceilings == {5: 80, 3: 20, 0: 80 + 30}
@@ -163,6 +169,7 @@ def test_packed_tier_bound_counts_a_running_candidate_as_movable() -> None:
             running("victim", ["n0"], gpu=4),
         ],
         pending=[pending("top", 1, gpu=8, priority=5)],
+        weights=FLAT,
     )
     pre = prefilter(rnd)
     assert tier_ceilings(pre) == {5: 80, 0: 80 + 40}
@@ -337,6 +344,7 @@ def test_packed_tier_bound_leaves_an_unshrinkable_candidate_movable() -> None:
         cluster(3),
         running=[running("fixed", ["n2"], gpu=8, preemptible=False), running("victim", ["n0"], gpu=4)],
         pending=[pending("top", 1, gpu=8, priority=5), pending("b", 1, gpu=4)],
+        weights=FLAT,
     )
     pre = prefilter(rnd)
     assert packed_tier_bounds(pre, {5: True, 0: False}) == {5: 80, 0: 160}

@@ -19,6 +19,9 @@ from gangopt.schema import Cluster, Node, PendingGang, Plan, Role, Round, Score,
 from tests.builders import cluster, make_plan, make_round, pending, role, running
 
 NOW = 7200.0
+KEPT = 5
+"""A running gang kept counts at the highest urgency a pending gang can reach, by hand with the
+default weights: 1 + aging_cap 1 + short_first 2 + deadline_boost 1 = 5."""
 
 
 def two_nodes(**policy: Any) -> dict[str, Any]:
@@ -129,9 +132,9 @@ def test_tier_value_per_priority() -> None:
     rnd = make_round(
         **two_nodes(),
         running=[
-            running("kept", ["n0"], gpu=2, priority=3),  # 20, stays
-            running("evicted", ["n1"], gpu=4, priority=3, preemption_cost=0.0),  # 40, goes
-            running("other", ["n0"], gpu=1, priority=1),  # 10, stays
+            running("kept", ["n0"], gpu=2, priority=3),  # 20 · KEPT, stays
+            running("evicted", ["n1"], gpu=4, priority=3, preemption_cost=0.0),  # 40 · KEPT, goes
+            running("other", ["n0"], gpu=1, priority=1),  # 10 · KEPT, stays
         ],
         pending=[
             pending("hi", 2, gpu=4, priority=5, submit_time=NOW),  # 2 · 40 = 80
@@ -142,7 +145,7 @@ def test_tier_value_per_priority() -> None:
     plan = make_plan(rnd, place={"hi": ["n1", "n1"], "hi2": ["n0"]}, evict={"evicted": ["hi"]})
     s = score(rnd, plan)
     assert [t.priority for t in s.tiers] == [5, 3, 1, 0]  # highest first, every priority present
-    assert tiers(s) == {5: (80 + 10) / SCALE, 3: 20 / SCALE, 1: 10 / SCALE, 0: 0.0}
+    assert tiers(s) == {5: (80 + 10) / SCALE, 3: 20 * KEPT / SCALE, 1: 10 * KEPT / SCALE, 0: 0.0}
     # the eviction costs max(1, round(10 · 1 · 0 GPU-hours)) = 1 tenth; nodes n0, n1 were busy
     assert s.secondary == -1 / SCALE
 
@@ -255,9 +258,34 @@ def test_now_defaults_to_the_latest_submit_time() -> None:
     assert tiers(score(rnd, make_plan(rnd, place={"old": ["n0"], "new": ["n1"]}))) == {0: (44 + 40) / SCALE}
 
 
-def test_running_gangs_have_no_urgency() -> None:
+def test_running_gangs_count_at_the_highest_urgency() -> None:
     rnd = make_round(**two_nodes(), running=[running("r", ["n0"], gpu=4)], pending=[pending("p", submit_time=0)])
-    assert tiers(score(rnd, make_plan(rnd))) == {0: 40 / SCALE}  # not 48: no aging for running work
+    assert tiers(score(rnd, make_plan(rnd))) == {0: 40 * KEPT / SCALE}  # whatever time has passed
+    w = weights(aging_cap=0.5, short_first=0.0, deadline_boost=0.25)
+    rnd = make_round(**two_nodes(weights=w), running=[running("r", ["n0"], gpu=4)])
+    assert tiers(score(rnd, make_plan(rnd))) == {0: round(40 * 1.75) / SCALE}
+
+
+def test_a_tier_never_swaps_running_work_for_waiting_work_of_its_priority() -> None:
+    """Same-priority preemption by proxy: x (priority 2) fits on the free n1, or on n0 by
+    evicting r (priority 1), which rule 5 allows; y (priority 1, waited two hours, short) could
+    then take n1. At urgency 1 for running work the priority-1 tier gained by that swap and
+    CP-SAT took it; greedy and every peer leave r running. Now the optimum keeps r."""
+    rnd = make_round(
+        **two_nodes(),
+        running=[running("r", ["n0"], gpu=8, priority=1)],
+        pending=[
+            pending("x", gpu=8, priority=2, submit_time=NOW),
+            pending("y", gpu=8, priority=1, submit_time=0).model_copy(update={"expected_duration": 60.0}),
+        ],
+    )
+    swap = make_plan(rnd, place={"x": ["n0"], "y": ["n1"]}, evict={"r": ["x"]})
+    keep = make_plan(rnd, place={"x": ["n1"]})
+    assert gangopt.validate(rnd, swap) == [] and gangopt.validate(rnd, keep) == []
+    assert lexicographic_key(score(rnd, keep)) > lexicographic_key(score(rnd, swap))
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.admitted == ["x"] and plan.preemptions == []
 
 
 # ----------------------------------------------------------------------------- preemption
@@ -341,8 +369,8 @@ def test_shrink_cost(kw: dict[str, Any], removed: int, secondary: int) -> None:
     plan = make_plan(rnd, place={"hi": ["n1"]}, shrink={"v": (pods, ["hi"])})
     s = score(rnd, plan)
     assert s.secondary == secondary / SCALE
-    # the shrunk gang still runs: its tier value (minimum 1 pod of 2 GPUs = 20) stays
-    assert tiers(s) == {9: 4.0, 0: 20 / SCALE}
+    # the shrunk gang still runs: its tier value (minimum 1 pod of 2 GPUs = 20, kept) stays
+    assert tiers(s) == {9: 4.0, 0: 20 * KEPT / SCALE}
 
 
 # ----------------------------------------------------------------------------- growth
@@ -378,7 +406,7 @@ def test_growth_of_a_running_gang() -> None:
     assert score(rnd, make_plan(rnd)).secondary == 20 / SCALE
     plan = make_plan(rnd, place={"r": ["n1"]})
     assert score(rnd, plan).secondary == 2 * 20 / SCALE
-    assert tiers(score(rnd, plan)) == {0: 20 / SCALE}
+    assert tiers(score(rnd, plan)) == {0: 20 * KEPT / SCALE}
 
 
 def test_growth_of_a_multi_role_running_gang() -> None:
@@ -386,7 +414,7 @@ def test_growth_of_a_multi_role_running_gang() -> None:
     gang = running("r", {"ps": ["n0"], "worker": ["n0", "n1"]}, roles=roles)
     rnd = make_round(**two_nodes(weights=weights(fragmentation=0)), running=[gang])
     # ps: 8/64 · 16 = 2 -> 20; worker: 2/16 · 16 = 2 -> 20. Minimum: 1 ps + 2 workers.
-    assert tiers(score(rnd, make_plan(rnd))) == {0: (20 + 2 * 20) / SCALE}
+    assert tiers(score(rnd, make_plan(rnd))) == {0: (20 + 2 * 20) * KEPT / SCALE}
     # one ps and two workers more: 3 members above the minimum, 20 each
     plan = make_plan(rnd, place={"r": {"ps": ["n1"], "worker": ["n1", "n1"]}})
     assert score(rnd, plan).secondary == 3 * 20 / SCALE
@@ -511,8 +539,9 @@ def test_all_secondary_terms_add_up() -> None:
     )
     s = score(rnd, plan)
     assert s.secondary == (-8 - 10 + 2 * 20 - 15) / SCALE
-    # tiers: hi 2 · 40 = 80 at priority 5; at 0, v keeps its minimum (40) and e its (20 · 1.1 = 22)
-    assert tiers(s) == {5: 8.0, 0: (40 + 22) / SCALE}
+    # tiers: hi 2 · 40 = 80 at priority 5; at 0, v keeps its minimum (40 · KEPT) and e its
+    # (20 · 1.1 = 22)
+    assert tiers(s) == {5: 8.0, 0: (40 * KEPT + 22) / SCALE}
 
 
 def test_the_solver_reports_the_hand_computed_optimum() -> None:
@@ -527,8 +556,8 @@ def test_the_solver_reports_the_hand_computed_optimum() -> None:
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     # T_gpu = 24: a 4-GPU pod is 4/24 · 24 = 4 (40); urgency 1.2 -> round(80 · 1.2) = 96;
-    # the running 8-GPU gang stays in the same tier: + 80
-    assert tiers(plan.score) == {0: (96 + 80) / SCALE}
+    # the running 8-GPU gang stays in the same tier: + 80 · KEPT
+    assert tiers(plan.score) == {0: (96 + 80 * KEPT) / SCALE}
     assert plan.score.secondary == -2 / SCALE  # one idle node opened at round(10 · 0.25) = 2
     assert plan.score == _rescored(rnd, plan)
 

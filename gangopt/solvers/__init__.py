@@ -41,8 +41,6 @@ class Solver:
     fallback: bool = False
     """A plan that fails validation is replaced by the greedy plan (CP-SAT); otherwise it is
     an internal error: there is nothing behind greedy or a peer emulation to fall back to."""
-    annotate_optional: bool = True
-    """Whether ``annotate=False`` is allowed (CP-SAT chooses its plan by the score)."""
     lookahead: bool = False
     """Decide the round's look-ahead view (:mod:`gangopt.lookahead`: reservations, eviction
     protection) instead of the round itself; the plan is validated against the round."""
@@ -80,7 +78,7 @@ SOLVERS: dict[str, Solver] = {
     s.name: s
     for s in (
         Solver("cpsat", "the optimizer: one CP-SAT model per round", lambda _: _cpsat, fallback=True,
-               annotate_optional=False, lookahead=True),
+               lookahead=True),
         Solver("greedy", "the baseline: one gang at a time, first fit, Koordinator/Kueue-style preemption",
                lambda _: _greedy),
         Solver("fifo_first_fit", "the floor: strict FIFO, priorities ignored, no preemption",

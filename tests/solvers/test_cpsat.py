@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 import gangopt
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
+from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Status
 from gangopt.solvers import SOLVERS, SolverName
+from gangopt.solvers.cpsat import peers_first, portfolio_floor
 from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
 from gangopt.solvers.greedy.engine import greedy
@@ -214,12 +216,13 @@ def test_nodes_freed_by_a_preemption_go_to_higher_priorities_only(solver: Solver
 @pytest.mark.parametrize("solver", ALL_SOLVERS)
 def test_no_solver_hands_a_victims_quota_to_its_own_priority(solver: SolverName) -> None:
     """h fits beside the running v within queue q's 12 GPUs; evicting v would also free the
-    quota for l, of v's own priority. CP-SAT's model does not see quota shares per priority:
-    its answer is repaired (l waits, and the plan says why) instead of breaking rule 5."""
+    quota for l, of v's own priority (l, 8 GPUs, is worth more than v, 1 GPU, even at the
+    urgency running work counts at). CP-SAT's model does not see quota shares per priority: its
+    answer is repaired (l waits, and the plan says why) instead of breaking rule 5."""
     rnd = make_round(
         cluster(2),
         queues=[queue("q", gpu=12)],
-        running=[running("v", ["n0"], gpu=4, queue="q")],
+        running=[running("v", ["n0"], gpu=1, queue="q")],
         pending=[pending("h", 1, gpu=4, priority=1, queue="q", submit_time=100), pending("l", 1, gpu=8, queue="q")],
     )
     plan = gangopt.solve(rnd, solver=solver)
@@ -238,7 +241,7 @@ def test_quota_repair_takes_a_gang_group_out_whole() -> None:
     rnd = make_round(
         cluster(3),
         queues=[queue("q", gpu=16)],
-        running=[running("v", ["n0"], gpu=4, queue="q")],
+        running=[running("v", ["n0"], gpu=1, queue="q")],
         pending=[
             pending("h", 1, gpu=4, priority=1, queue="q", submit_time=100),
             pending("l1", 1, gpu=8, queue="q", group="pair"),
@@ -264,8 +267,9 @@ def _assert_within_bounds(plan: Plan) -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds())
 def test_cpsat_is_never_worse_than_any_other_solver(rnd: Round) -> None:
-    """The portfolio floor (issue 13): greedy and every peer emulation are CP-SAT's candidate
-    warm starts, so its plan is at least as good as each of theirs, lexicographically."""
+    """The portfolio floor (issue 13): greedy is CP-SAT's warm start and every peer emulation is
+    tried unless the search proves its plan (gap limit 0 here), so its plan is at least as good
+    as each of theirs, lexicographically."""
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     mine = lexicographic_key(score(rnd, plan))
@@ -284,12 +288,31 @@ def _close(mine: tuple[float, ...], other: object) -> bool:
 
 
 def test_a_peer_plan_better_than_greedys_is_the_floor() -> None:
-    """instances/fragmentation.json: the Volcano-like plan is proven optimal by the cheap bounds
-    where greedy's is not, so it is returned without a model."""
+    """instances/fragmentation.json: the Volcano-like plan beats greedy's. The model is small,
+    so the peers are a floor after the search (step 8), not candidates before it: the answer
+    is proven optimal and at least as good as the Volcano-like plan."""
     rnd = gangopt.load_round("instances/fragmentation.json")
+    pre = prefilter(rnd)
+    assert not peers_first(rnd, pre)
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     assert plan.status == Status.OPTIMAL and plan.gap == 0.0
-    assert plan.stats.variables == 0
     greedy_plan = gangopt.solve(rnd, solver="greedy")
-    assert lexicographic_key(plan.score) >= lexicographic_key(greedy_plan.score)
+    volcano_plan = gangopt.solve(rnd, solver="volcano_like")
+    assert lexicographic_key(volcano_plan.score) > lexicographic_key(greedy_plan.score)
+    assert lexicographic_key(plan.score) >= lexicographic_key(volcano_plan.score)
+
+
+def test_the_floor_returns_a_better_peer_plan() -> None:
+    """Step 8 given a search that kept greedy's plan on instances/fragmentation.json: the better
+    Volcano-like plan is the answer, valid, marked feasible and named."""
+    rnd = gangopt.load_round("instances/fragmentation.json")
+    kept = greedy(rnd)
+    floored = portfolio_floor(rnd, Result(plan=kept, score=score(rnd, kept)))
+    assert floored.plan.solver == "volcano_like" and floored.plan.status == Status.FEASIBLE
+    assert "volcano_like plan scores better" in floored.plan.message
+    assert gangopt.validate(rnd, floored.plan) == []
+    assert floored.score == score(rnd, floored.plan)
+    assert lexicographic_key(floored.score) > lexicographic_key(score(rnd, kept))
+    best = floored.plan
+    assert portfolio_floor(rnd, Result(plan=best, score=score(rnd, best))).plan is best

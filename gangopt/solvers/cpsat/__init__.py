@@ -5,11 +5,11 @@ model for reading it top to bottom):
 
 1. **Prefilter** the round (:mod:`gangopt.prefilter`): node arrays, eligibility, node
    classes, gangs that cannot start pruned with their reason.
-2. **Candidates** (the portfolio floor): greedy (:mod:`gangopt.solvers.greedy`, eager and
-   deferred growth), then every peer emulation when the round is small enough; the best is the warm
-   start and the fallback, so CP-SAT's answer is never worse than any of them. When the
-   round's cheap bounds already prove a candidate within ``policy.gap_limit``, it is the
-   answer and no model is built.
+2. **Candidates**: greedy (:mod:`gangopt.solvers.greedy`, eager and deferred growth); the
+   best is the warm start and the fallback. When the round's cheap bounds already prove a
+   candidate within ``policy.gap_limit``, it is the answer and no model is built. On a round
+   whose model is too large to build whole (:func:`peers_first`), every peer emulation
+   joins the candidates here, before the model.
 3. **Guard** (:mod:`~gangopt.solvers.cpsat.guard`): a model too large to build in time is
    restricted around the greedy plan (:mod:`~gangopt.solvers.cpsat.neighbourhood`) or not
    built; with ``policy.hard_limit`` a large search runs in a child that can be killed
@@ -23,6 +23,11 @@ model for reading it top to bottom):
    handed to a victim's own priority).
 7. **Choose**: CP-SAT's plan unless the greedy plan scores better; the bounds the stages
    proved travel with it in the :class:`~gangopt.result.Result`.
+8. **Portfolio floor**: unless the chosen plan is within ``policy.gap_limit`` of the bounds
+   the stages proved, on every tier and on the total (then no plan is better by more than the
+   gap the caller accepts), every peer emulation not already tried is scored, and a better
+   one is the answer. So CP-SAT's answer is never worse than greedy's, nor than any peer's
+   beyond the gap limit (0 by default; issue 13), and a round the search proves costs no peers.
 
 The finisher (:mod:`gangopt.annotate`) and the validator run after, in the door
 (:mod:`gangopt.solve`), as for every solver.
@@ -40,7 +45,7 @@ from gangopt.bounds import reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.result import Result
-from gangopt.schema import Plan, Round, Score, Stats, Status
+from gangopt.schema import Plan, Round, Score, Stats, Status, Waiting
 from gangopt.scope import Scope
 from gangopt.solvers.cpsat.child import search_in_child
 from gangopt.solvers.cpsat.encoding import encode
@@ -68,8 +73,9 @@ def solve_cpsat(rnd: Round) -> Result:
         gangs=len(rnd.pending),
         gangs_pruned=len(pre.pruned),
     )
-    # 2. Greedy candidates; the answer already if the cheap bounds prove one.
-    baseline, baseline_score, proven = _best_greedy(rnd, pre)
+    # 2. Candidates; the answer already if the cheap bounds prove one.
+    early = peers_first(rnd, pre)
+    baseline, baseline_score, proven = _best_greedy(rnd, pre, with_peers=early)
     if proven is not None:
         return Result(plan=proven, stats=stats, pre=pre, score=baseline_score)
     candidate = Candidate(baseline, baseline_score)
@@ -77,8 +83,13 @@ def solve_cpsat(rnd: Round) -> Result:
     forkable = "fork" in multiprocessing.get_all_start_methods()
     if rnd.policy.hard_limit and forkable and estimated_variables(pre) >= IN_PROCESS_VARIABLES:
         fallback = Result(plan=baseline, stats=stats, pre=pre, score=baseline_score)
-        return search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats), fallback)
-    return _search(rnd, start, pre, candidate, stats)
+        result = search_in_child(rnd, start, lambda: _search(rnd, start, pre, candidate, stats), fallback)
+    else:
+        result = _search(rnd, start, pre, candidate, stats)
+    # 8. Portfolio floor: the peers, unless they were candidates or the plan is proven best.
+    if early or not peers_affordable(rnd) or _at_proven_bounds(rnd, result):
+        return result
+    return portfolio_floor(rnd, result)
 
 
 class Candidate(NamedTuple):
@@ -141,7 +152,7 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
         stage_status = Status.FEASIBLE
         note = "optimal without cohort reclaims at equal or higher priority, which the model leaves to greedy"
         message = f"{message}; {note}" if message else note
-    plan = _plan_from_decision(rnd, decision, stage_status, message)
+    plan = _plan_from_decision(rnd, pre, decision, stage_status, message)
     plan_score = score(rnd, plan)
     # 7. Choose. The stages' bounds hold for the round only when the model was whole, and
     # their secondary bound only for plans at the tiers' optima (not after a repair), and not
@@ -175,21 +186,23 @@ def _fallback(baseline: Candidate, stats: Stats, pre: Prefiltered, message: str)
     return Result(plan=plan, stats=stats, pre=pre, score=baseline.score)
 
 
-def _best_greedy(rnd: Round, pre: Prefiltered) -> tuple[Plan, Score, Plan | None]:
+def _best_greedy(rnd: Round, pre: Prefiltered, *, with_peers: bool) -> tuple[Plan, Score, Plan | None]:
     """The best candidate plan (by the objective) with its score, and that plan marked as the
     answer when the cheap bounds already prove it within ``policy.gap_limit`` (else None).
 
     The best candidate is CP-SAT's warm start and fallback: starting from it is what makes
-    CP-SAT's plan never worse than greedy's, or than any peer emulation's (the portfolio
-    floor, issue 13). Candidates, cheapest first, stopping as soon as one is proven good
-    enough or reaches every tier's ceiling: greedy with eager growth; greedy with deferred
-    growth; then each peer emulation when the round is small enough for them
-    (:func:`peers_affordable`: they cost seconds on the largest rounds)."""
+    CP-SAT's plan never worse than greedy's. Candidates, cheapest first, stopping as soon as
+    one is proven good enough or reaches every tier's ceiling: greedy with eager growth;
+    greedy with deferred growth; then, ``with_peers``, each peer emulation (step 8 tries them
+    after the search otherwise)."""
     ceilings = tier_ceilings(pre)
     best: tuple[Plan, Score] | None = None
     makers = _candidates()
-    if not peers_affordable(rnd):
+    if not with_peers:
         makers = makers[:2]
+    if not any(g.elastic for g in rnd.pending):
+        # Deferred growth differs from eager growth only for pending elastic gangs.
+        del makers[1]
     for make in makers:
         plan = make(rnd)
         plan_score = score(rnd, plan)
@@ -216,6 +229,54 @@ def peers_affordable(rnd: Round) -> bool:
     """Whether the peer emulations are cheap enough to try as candidates (see above)."""
     cells = len(rnd.cluster.nodes) * (len(rnd.pending) + len(rnd.running))
     return cells <= PORTFOLIO_CELLS_PER_SECOND * rnd.policy.time_limit
+
+
+def peers_first(rnd: Round, pre: Prefiltered) -> bool:
+    """Whether the peer emulations are candidates before the model (step 2) rather than a
+    floor after the search (step 8): when affordable and the model is too large to build whole
+    in the time limit. Then one of them, proven by the cheap bounds, saves the model, and the
+    best is the warm start of the restricted search. On smaller rounds the search usually
+    proves its plan and the peers add nothing: on the Philly 600-job replay (112 rounds, 71
+    searched) no peer ever beat greedy's candidate, and trying them first cost 37 % of
+    gangopt's replay CPU against 39 % for the whole search."""
+    return peers_affordable(rnd) and estimated_variables(pre) > build_budget(rnd.policy.time_limit)
+
+
+def _at_proven_bounds(rnd: Round, result: Result) -> bool:
+    """Whether ``result``'s plan is within ``policy.gap_limit`` of the bounds its search proved,
+    on every tier and on the total: then no plan of the round, a peer's included, is better by
+    more than the gap the caller accepts (0 by default: better at all). Replays run with a 1 %
+    limit; on the Philly 600-job replay this skips the peers in ... of 71 searched rounds."""
+    proven, unbounded = result.proven, result.score
+    if proven is None or unbounded is None or proven.secondary is None:
+        return False
+    # A tier the stages did not bound has no term in the model (say, only running gangs no
+    # one may evict): every plan has the same value there, its own value bounds it.
+    s = with_bounds(unbounded, proven.tiers, proven.secondary)
+    limit = rnd.policy.gap_limit + 1e-9
+    gap = plan_gap(s)
+    return gap is not None and gap <= limit and all(tier_gap(t) <= limit for t in s.tiers)
+
+
+def portfolio_floor(rnd: Round, result: Result) -> Result:
+    """Step 8: the best of ``result`` and every peer emulation's plan, by the objective; a peer's
+    plan keeps ``result``'s proven bounds (they hold for every plan of the round)."""
+    assert result.score is not None
+    best, best_score = result.plan, result.score
+    for make in _candidates()[2:]:
+        plan = make(rnd)
+        plan_score = score(rnd, plan)
+        if lexicographic_key(plan_score) > lexicographic_key(best_score):
+            best, best_score = plan, plan_score
+    if best is result.plan:
+        return result
+    chosen = best.model_copy(
+        update={
+            "status": Status.FEASIBLE if result.plan.status != Status.FALLBACK else Status.FALLBACK,
+            "message": f"the {best.solver} plan scores better than CP-SAT's own in time. {result.plan.message}".strip(),
+        }
+    )
+    return Result(plan=chosen, stats=result.stats, pre=result.pre, score=best_score, proven=result.proven)
 
 
 def _candidates() -> list[Callable[[Round], Plan]]:
@@ -253,7 +314,7 @@ def _proven_by_cheap_bounds(rnd: Round, pre: Prefiltered, plan: Plan, unbounded:
     )
 
 
-def _plan_from_decision(rnd: Round, decision: Decision, status: Status, message: str) -> Plan:
+def _plan_from_decision(rnd: Round, pre: Prefiltered, decision: Decision, status: Status, message: str) -> Plan:
     placements, preemptions, resizes = to_plan_parts(rnd, decision)
     return Plan(
         status=status,
@@ -263,7 +324,26 @@ def _plan_from_decision(rnd: Round, decision: Decision, status: Status, message:
         placements=placements,
         preemptions=preemptions,
         resizes=resizes,
+        waiting=_short_reasons(rnd, pre, decision.admitted),
     )
 
 
-__all__ = ["SEARCH_SHARE", "solve_cpsat"]
+def _short_reasons(rnd: Round, pre: Prefiltered, admitted: set[str]) -> list[Waiting]:
+    """Each gang the plan leaves waiting, with the prefilter's reason when it pruned the gang and
+    otherwise a plain "not started" (code ``policy``). The finisher replaces them with explained
+    reasons (:mod:`gangopt.reasons`); a caller that skips it (a replay) reads only decisions, and
+    explaining every round cost a fifth of CP-SAT's replay time."""
+    out = []
+    for gang in rnd.pending:
+        if gang.name in admitted:
+            continue
+        pruned = pre.pruned.get(gang.name)
+        if pruned is not None:
+            out.append(Waiting(gang=gang.name, code=pruned.code, reasons=[pruned.reason]))
+        else:
+            text = "not started by the CP-SAT plan (unexplained: the plan was not annotated)"
+            out.append(Waiting(gang=gang.name, code="policy", reasons=[text]))
+    return out
+
+
+__all__ = ["SEARCH_SHARE", "peers_first", "portfolio_floor", "solve_cpsat"]
