@@ -141,8 +141,40 @@ class ObjectiveTerms:
     def _tier_value(self, gang: PendingGang | RunningGang) -> int:
         roles = {r.name: r for r in gang.roles}
         base = sum(n * self.pod_value(roles[name]) for name, n in self.min_pods(gang).items())
-        factor = self.urgency(gang) if isinstance(gang, PendingGang) else self.kept_urgency
+        if isinstance(gang, PendingGang):
+            factor = self.urgency(gang)
+        else:
+            factor = 1.0 if gang.name in self.reclaimable else self.kept_urgency
         return max(1, round(base * factor))
+
+    @cached_property
+    def reclaimable(self) -> frozenset[str]:
+        """Running gangs of queues above their nominal before the round, in a cohort where
+        another queue reclaims at any priority (``reclaim_within_cohort: any``): borrowed work,
+        kept at urgency 1 (not :attr:`kept_urgency`), so that a lender's waiting gang of the same
+        priority and size never loses tier value by taking its quota back (rule 5 decides who
+        may; without this the door kept every borrower at equal priority)."""
+        if not Scope(self.rnd).beyond_priority:
+            return frozenset()
+        queues = {q.name: q for q in self.rnd.queues}
+        reclaimers: dict[str | None, set[str]] = {}
+        for q in self.rnd.queues:
+            if q.preemption.reclaim_within_cohort == "any":
+                reclaimers.setdefault(q.cohort, set()).add(q.name)
+        usage: dict[str, Counter[str]] = {}
+        for run in self.rnd.running:
+            roles = {r.name: r for r in run.roles}
+            total = usage.setdefault(run.queue, Counter())
+            for pod in run.pods:
+                total.update(roles[pod.role].requests)
+        borrowing = {
+            name
+            for name, total in usage.items()
+            if name in queues
+            and bool(reclaimers.get(queues[name].cohort, set()) - {name})
+            and any(total[r] > n for r, n in queues[name].nominal.items())
+        }
+        return frozenset(g.name for g in self.rnd.running if g.queue in borrowing)
 
     @cached_property
     def kept_urgency(self) -> float:

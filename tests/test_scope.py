@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import gangopt
 from gangopt.arrays import IndexArray
-from gangopt.objective import score
+from gangopt.objective import ObjectiveTerms, score
 from gangopt.schema import Plan, Queue, QueuePreemption, Round, Weights
 from gangopt.scope import Scope, licences_after
 from gangopt.solvers.greedy import greedy
@@ -164,7 +164,11 @@ def test_a_lender_reclaims_its_nominal_from_a_same_priority_borrower() -> None:
 
 def test_the_guarantee_is_weighed_against_lost_work() -> None:
     rnd = _lender_round(KUEUE_RECLAIM)
+    # b's gangs are borrowed work: kept at urgency 1, so taking them back loses no tier value
+    assert ObjectiveTerms.of(rnd).reclaimable == {"b1", "b2"}
+    assert ObjectiveTerms.of(_lender_round(QueuePreemption())).reclaimable == frozenset()
     reclaim = make_plan(rnd, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    assert score(rnd, reclaim).tiers == score(rnd, make_plan(rnd)).tiers
     idle = make_plan(rnd)
     gain = score(rnd, reclaim).secondary - score(rnd, idle).secondary
     # a's 8 GPUs within its nominal at guarantee 2.0, less b1's restart (8 GPUs x 300 s)
