@@ -15,7 +15,7 @@ from gangopt.objective import ObjectiveTerms, score
 from gangopt.schema import Plan, Queue, QueuePreemption, Round, Weights
 from gangopt.scope import Scope, licences_after
 from gangopt.solvers.greedy import greedy
-from gangopt.solvers.greedy.engine import GangView, GreedyEngine
+from gangopt.solvers.greedy.engine import GangView, GreedyEngine, decided
 from gangopt.solvers.peers import koordinator_like, kueue_like, volcano_like
 from gangopt.validation import validate
 from tests.builders import cluster, make_plan, make_round, pending, running
@@ -327,3 +327,32 @@ def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None
     assert [(p.gang, p.for_gangs) for p in plan.preemptions] == [("b1", ["a1"])]
     (waiting,) = plan.waiting
     assert waiting.code == "quota" and "stays within its nominal 8 gpu" in waiting.reasons[0]
+
+
+def test_a_plan_whose_reclaims_broke_is_decided_again_without_them() -> None:
+    """:func:`~gangopt.solvers.greedy.engine.decided`: an engine whose reclaim no longer holds
+    on its finished plan (here: the queue lock switched off) is run again with the static
+    licences only, and the plan it returns is valid."""
+    policy = QueuePreemption(
+        reclaim_within_cohort="any", other_queues="never", borrow_within_cohort={"policy": "never"}
+    )
+    rnd = make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}),
+        ],
+        running=[
+            running("b1", ["n0"], gpu=8, queue="b"),
+            running("b2", ["n1"], gpu=2, queue="b", preemptible=False),
+        ],
+        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=4, queue="a")],
+    )
+
+    class Unlocked(GreedyEngine):
+        def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
+            pass
+
+    plan = decided(lambda: Unlocked(rnd, "eager"), Unlocked.run)
+    assert validate(rnd, plan) == []
+    assert plan.preemptions == [] and plan.admitted == ["a2"]
