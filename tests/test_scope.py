@@ -19,7 +19,7 @@ from gangopt.solvers.greedy.engine import GangView, GreedyEngine, decided
 from gangopt.solvers.peers import koordinator_like, kueue_like, volcano_like
 from gangopt.validation import validate
 from tests.builders import cluster, make_plan, make_round, pending, running
-from tests.strategies import examples, rounds
+from tests.strategies import POLICIES, examples, rounds
 
 KUEUE_RECLAIM = QueuePreemption(reclaim_within_cohort="any", other_queues="never")
 
@@ -210,16 +210,6 @@ def test_reclaim_takes_back_only_what_the_victims_queue_borrows() -> None:
 
 
 # ----------------------------------------------------------------------------- property
-
-POLICIES = st.builds(
-    QueuePreemption,
-    within_queue=st.sampled_from(["never", "lower_priority"]),
-    reclaim_within_cohort=st.sampled_from(["never", "lower_priority", "any"]),
-    borrow_within_cohort=st.builds(
-        dict, policy=st.sampled_from(["never", "lower_priority"]), max_priority_threshold=st.sampled_from([None, 0, 5])
-    ),
-    other_queues=st.sampled_from(["never", "lower_priority"]),
-)
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
