@@ -510,8 +510,9 @@ class Weights(_Model):
         description="Value per GPU-equivalent of a queue's usage within its nominal quota, for queues whose "
         "preemption policy reclaims at any priority (reclaim_within_cohort: any): taking back lent quota "
         "from a same-priority borrower is otherwise worth nothing but a restart. At 2.0 a lender reclaims "
-        "an 8-GPU borrower that has run up to 2 hours since its checkpoint (restart 5 min). No effect on "
-        "other queues.",
+        "an 8-GPU borrower that ran less than 1 h 55 min since its checkpoint (with the default 5-minute "
+        "restart and preemption weight 1: 16 GPU-equivalents against 8 x (t + 300 s) / 3600 GPU-hours). "
+        "No effect on other queues.",
     )
 
 

@@ -173,6 +173,13 @@ def test_the_guarantee_is_weighed_against_lost_work() -> None:
     gain = score(rnd, reclaim).secondary - score(rnd, idle).secondary
     # a's 8 GPUs within its nominal at guarantee 2.0, less b1's restart (8 GPUs x 300 s)
     assert gain == pytest.approx(8 * 2.0 - 8 * 300 / 3600, abs=0.1)
+    # the break-even: 16 GPU-equivalents against 8 x (t + 300 s) / 3600 GPU-hours, t = 6,900 s
+    for since, worth in ((6800.0, True), (7000.0, False)):
+        late = rnd.model_copy(
+            update={"running": [g.model_copy(update={"seconds_since_checkpoint": since}) for g in rnd.running]}
+        )
+        swap = make_plan(late, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+        assert (score(late, swap).secondary > score(late, make_plan(late)).secondary) is worth
     off = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": Weights(guarantee=0.0)})})
     assert score(off, reclaim).secondary < score(off, idle).secondary
     plain = _lender_round(QueuePreemption())  # no queue reclaims at any priority: no guarantee term
