@@ -652,7 +652,10 @@ def _why_kept(view: _PlanView, run: RunningGang, gang: PendingGang) -> str:
     if not view.scope.static(gang, run):
         policy = view.scope.policy(gang.queue)
         knob = "within_queue" if run.queue == gang.queue else "other_queues"
-        return f"queue {run.queue}; queue {gang.queue}'s policy {knob} is {getattr(policy, knob)}"
+        text = f"queue {run.queue}; queue {gang.queue}'s policy {knob} is {getattr(policy, knob)}"
+        if view.scope.cohort_mates(gang.queue, run.queue):
+            text += f", reclaim_within_cohort {policy.reclaim_within_cohort}"
+        return text
     return "not preemptible"
 
 

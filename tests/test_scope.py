@@ -353,3 +353,15 @@ def test_a_plan_whose_reclaims_broke_is_decided_again_without_them() -> None:
     plan = decided(lambda: Unlocked(rnd, "eager"), Unlocked.run)
     assert validate(rnd, plan) == []
     assert plan.preemptions == [] and plan.admitted == ["a2"]
+
+
+def test_a_waiting_lender_hears_which_reclaim_policy_keeps_the_borrower() -> None:
+    rnd = _lender_round(QueuePreemption(other_queues="never", reclaim_within_cohort="never"))
+    rnd = rnd.model_copy(update={"pending": [g.model_copy(update={"priority": 5}) for g in rnd.pending]})
+    plan = gangopt.solve(rnd, solver="greedy")
+    assert validate(rnd, plan) == [] and plan.admitted == [] and plan.preemptions == []
+    (waiting,) = plan.waiting
+    assert any(
+        "held by running b1 (queue b; queue a's policy other_queues is never, reclaim_within_cohort never)" in r
+        for r in waiting.reasons
+    ), waiting.reasons
