@@ -936,7 +936,7 @@ class GreedyEngine:
             out: IndexArray = ranked[(prio < floor) & self.alive[ranked]] if ranked.size else ranked
             return out
         demand = [np.asarray(c, dtype=np.int64) @ g.reqs for g, c in zip(gangs, counts, strict=True)]
-        usage = self.queue_now() if self.reclaim and not self.scope.plain else None
+        usage = self.queue_now() if self.reclaim else None
         keep = [
             gi
             for gi in ranked.tolist()
