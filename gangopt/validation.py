@@ -662,7 +662,7 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     ):
         return None
     return (
-        f"{what} of queue {mine.name}, which ends above its nominal {borrows[0]} (it borrows), under "
+        f"{what} of queue {mine.name}, which ends above its nominal {', '.join(borrows)} (it borrows), under "
         f"borrow_within_cohort {borrow.policy}"
         + (f" with max_priority_threshold {threshold}" if threshold is not None else "")
     )

@@ -257,16 +257,18 @@ def policy_case(
     cohort_b: str | None = "c",
     p: int = 0,
     v: int = 0,
+    cpu: int | None = None,
 ) -> Case:
-    """Queue policies (rule 5): v (8 GPUs, queue ``victim_queue``) fills n0 and is evicted for p
-    (8 GPUs, queue a, whose preemption policy is ``policy``); a is in cohort c."""
+    """Queue policies (rule 5): v (8 GPUs, and ``cpu`` CPUs, which no queue limits; queue
+    ``victim_queue``) fills n0 and is evicted for p (8 GPUs, queue a, whose preemption policy is
+    ``policy``); a is in cohort c."""
     rnd = make_round(
-        cluster(1),
+        cluster(1, cpu=64),
         queues=[
             Queue(name="a", cohort="c", nominal={"gpu": nom_a}, preemption=QueuePreemption.model_validate(policy)),
             Queue(name="b", cohort=cohort_b, nominal={"gpu": nom_b}),
         ],
-        running=[running("v", ["n0"], gpu=8, queue=victim_queue, priority=v)],
+        running=[running("v", ["n0"], gpu=8, cpu=cpu, queue=victim_queue, priority=v)],
         pending=[pending("p", 1, gpu=8, queue="a", priority=p)],
     )
     return rnd, make_plan(rnd, place={"p": ["n0"]}, evict={"v": ["p"]})
@@ -1213,6 +1215,7 @@ def policy_row(what: str, policy: dict[str, Any], tail: str | None = None, **set
 QUEUE_POLICIES = [
     policy_row("lender reclaims at equal priority", RECLAIM_ANY),
     policy_row("lender reclaims a higher priority", RECLAIM_ANY, v=7),
+    policy_row("lender reclaims a gang that also asks for an unlimited resource", RECLAIM_ANY, cpu=4),
     policy_row(
         "reclaim lower_priority at equal priority",
         {"other_queues": "never"},
