@@ -1227,7 +1227,7 @@ QUEUE_POLICIES = [
         " reclaiming for queue a under reclaim_within_cohort never",
         p=5,
     ),
-    policy_row("victim queue within nominal", RECLAIM_ANY, " of queue a" + NOT_BORROWING, nom_b=8),
+    policy_row("victim queue within nominal", RECLAIM_ANY, " of queue a" + NOT_BORROWING, nom_b=8, cpu=4),
     policy_row(
         "other_queues never, victim queue within nominal, higher",
         {"other_queues": "never"},
