@@ -23,6 +23,7 @@ from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import UNCHECKED, waiting_reasons
 from gangopt.result import ProvenBounds, Result
 from gangopt.schema import Plan, Round, Score, TierScore, Waiting
+from gangopt.scope import Scope
 from gangopt.slots import slot_tier_bounds
 
 
@@ -120,8 +121,10 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True) -> Che
     values, ceilings = tier_values(unbounded), tier_ceilings(pre)
     bounds = cheap_bounds(pre, reaches_ceilings(values, ceilings), lp)
     reached = {p: values.get(p, 0.0) >= v / SCALE - 1e-9 for p, v in ceilings.items()}
-    if all(reached.values()):
-        return bounds  # every tier at its ceiling: nothing to tighten
+    if all(reached.values()) or Scope(pre.rnd).beyond_priority:
+        # every tier at its ceiling: nothing to tighten; or queues may reclaim at equal or
+        # higher priority, which the tighter bounds (room per priority) do not allow for
+        return bounds
     packed = packed_tier_bounds(pre, reached)
     tiers = {p: min(v, packed.get(p, v)) for p, v in bounds.tiers.items()}
     if not lp:

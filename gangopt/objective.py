@@ -27,6 +27,7 @@ from typing import Any, TypeVar, cast
 from gangopt.memo import derived
 from gangopt.quantities import MILLI
 from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Queue, Role, Round, RunningGang, Score, TierScore
+from gangopt.scope import Scope
 
 T = TypeVar("T")
 
@@ -142,8 +143,40 @@ class ObjectiveTerms:
     def _tier_value(self, gang: PendingGang | RunningGang) -> int:
         roles = {r.name: r for r in gang.roles}
         base = sum(n * self.pod_value(roles[name]) for name, n in self.min_pods(gang).items())
-        factor = self.urgency(gang) if isinstance(gang, PendingGang) else self.kept_urgency
+        if isinstance(gang, PendingGang):
+            factor = self.urgency(gang)
+        else:
+            factor = 1.0 if gang.name in self.reclaimable else self.kept_urgency
         return max(1, round(base * factor))
+
+    @cached_property
+    def reclaimable(self) -> frozenset[str]:
+        """Running gangs of queues above their nominal before the round, in a cohort where
+        another queue reclaims at any priority (``reclaim_within_cohort: any``): borrowed work,
+        kept at urgency 1 (not :attr:`kept_urgency`), so that a lender's waiting gang of the same
+        priority and size never loses tier value by taking its quota back (rule 5 decides who
+        may; without this the door kept every borrower at equal priority)."""
+        if not Scope(self.rnd).beyond_priority:
+            return frozenset()
+        queues = {q.name: q for q in self.rnd.queues}
+        reclaimers: dict[str | None, set[str]] = {}
+        for q in self.rnd.queues:
+            if q.preemption.reclaim_within_cohort == "any":
+                reclaimers.setdefault(q.cohort, set()).add(q.name)
+        usage: dict[str, Counter[str]] = {}
+        for run in self.rnd.running:
+            roles = {r.name: r for r in run.roles}
+            total = usage.setdefault(run.queue, Counter())
+            for pod in run.pods:
+                total.update(roles[pod.role].requests)
+        borrowing = {
+            name
+            for name, total in usage.items()
+            if name in queues
+            and bool(reclaimers.get(queues[name].cohort, set()) - {name})
+            and any(total[r] > n for r, n in queues[name].nominal.items())
+        }
+        return frozenset(g.name for g in self.rnd.running if g.queue in borrowing)
 
     @cached_property
     def kept_urgency(self) -> float:
@@ -267,6 +300,26 @@ class ObjectiveTerms:
                 out[pos] = gi
         return out
 
+    @cached_property
+    def guaranteed(self) -> dict[str, int]:
+        """Queues whose usage within nominal is valued (``Weights.guarantee``): those that
+        reclaim at any priority, in a cohort with others; their nominal of the base resource."""
+        if self.rnd.policy.weights.guarantee <= 0 or not Scope(self.rnd).beyond_priority:
+            return {}
+        base = self.base_resource
+        return {
+            q.name: q.nominal[base]
+            for q in self.rnd.queues
+            if q.preemption.reclaim_within_cohort == "any" and q.cohort is not None and base in q.nominal
+        }
+
+    def guarantee_value(self, usage: dict[str, int]) -> int:
+        """Secondary value of the base resource ``usage`` (milli-units per queue) that the
+        :attr:`guaranteed` queues hold within their nominal."""
+        weight = self.rnd.policy.weights.guarantee
+        held = sum(min(usage.get(q, 0), nominal) for q, nominal in self.guaranteed.items())
+        return round(SCALE * weight * held / MILLI)
+
 
 def score(
     rnd: Round, plan: Plan, bounds: dict[int, float] | None = None, secondary_bound: float | None = None
@@ -300,6 +353,7 @@ def score(
         if lost:  # the cost is a pass over the gang's pods: most running gangs lose none
             secondary -= terms.pod_removal_cost(run) * lost
     secondary -= _spread_penalty(rnd, plan, terms) + _opened_nodes(rnd, plan) * terms.open_node_cost
+    secondary += _guarantee(rnd, plan, terms)
     unbounded = Score(
         tiers=[
             TierScore(priority=p, value=tiers[p] / SCALE, bound=tiers[p] / SCALE) for p in sorted(tiers, reverse=True)
@@ -325,6 +379,27 @@ def _surplus(terms: ObjectiveTerms, gang: PendingGang | RunningGang, members: di
     roles = {r.name: r for r in gang.roles}
     value = sum(terms.growth_value(roles[n]) * members[n] for n in members)
     return value - sum(terms.growth_value(roles[n]) * minimum[n] for n in minimum)
+
+
+def _guarantee(rnd: Round, plan: Plan, terms: ObjectiveTerms) -> int:
+    """The :meth:`ObjectiveTerms.guarantee_value` of the queues' usage after the plan."""
+    queues = terms.guaranteed
+    if not queues:
+        return 0
+    base = terms.base_resource
+    removed = {pod for p in plan.preemptions for pod in p.pods}
+    usage: Counter[str] = Counter()
+    for run in rnd.running:
+        if run.queue in queues:
+            roles = {r.name: r for r in run.roles}
+            usage[run.queue] += sum(roles[p.role].requests.get(base, 0) for p in run.pods if p.name not in removed)
+    specs = {g.name: g for g in [*rnd.pending, *rnd.running] if g.queue in queues}
+    for p in plan.placements:
+        gang = specs.get(p.gang)
+        if gang is not None:
+            role = next((r for r in gang.roles if r.name == p.role), None)
+            usage[gang.queue] += role.requests.get(base, 0) if role is not None else 0
+    return terms.guarantee_value(dict(usage))
 
 
 def _spread_penalty(rnd: Round, plan: Plan, terms: ObjectiveTerms) -> int:

@@ -29,6 +29,7 @@ import numpy as np
 from gangopt import arrays
 from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL, PendingGang, Role, Round, RunningGang, WaitingCode
+from gangopt.scope import Scope
 from gangopt.topology import Topology
 
 BIG = 1 << 30
@@ -161,6 +162,8 @@ def _movable_running(rnd: Round) -> tuple[list[int], list[int]]:
     top = max([*map(_PRIORITY, rnd.pending), *(running[i].priority for i in growers)], default=None)
     if top is None:
         return [], growers
+    if Scope(rnd).beyond_priority:  # a queue may reclaim at any priority (Queue.preemption)
+        return [i for i, gang in enumerate(running) if gang.preemptible], growers
     ranks = zip(map(attrgetter("preemptible"), running), map(_PRIORITY, running), strict=True)
     candidates = [i for i, (preemptible, priority) in enumerate(ranks) if preemptible and priority < top]
     return candidates, growers

@@ -58,7 +58,8 @@ from gangopt.arrays import BoolArray, IndexArray, IntArray
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered
 from gangopt.quantities import human
-from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Round, RunningGang, Waiting, WaitingCode
+from gangopt.schema import NODE_LEVEL, GangSpec, PendingGang, Plan, Round, RunningGang, Waiting, WaitingCode
+from gangopt.scope import Scope
 
 if TYPE_CHECKING:
     from ortools.sat.python import cp_model
@@ -359,11 +360,12 @@ class _PlanView:
                 self.lost_quota[pre.gang] = self.limits.usage(_one_queue(len(queues), row[q], amount))
         before = self.limits.usage(arrays.queue_usage(rnd, self.resources, queues))
         self.quota_bound = self.limits.effective_limit(before)
-        self._freeable: dict[int, tuple[IntArray, IntArray, list[str]]] = {}
-        self._victims: dict[int, list[str]] = {}
+        self.scope = Scope(rnd)
+        self._freeable: dict[tuple[int, str], tuple[IntArray, IntArray, list[str]]] = {}
+        self._victims: dict[tuple[int, str], list[str]] = {}
         self._rank: IntArray | None = None
-        self._victim_sets: dict[int, frozenset[str]] = {}
-        self._victim_masks: dict[int, BoolArray] = {}
+        self._victim_sets: dict[tuple[int, str], frozenset[str]] = {}
+        self._victim_masks: dict[tuple[int, str], BoolArray] = {}
 
     def holders(self, usable: BoolArray) -> IndexArray:
         """Gangs with usage after the plan on the nodes ``usable``: strictly higher priorities
@@ -376,12 +378,13 @@ class _PlanView:
         owners = owners[np.argsort(self._rank[owners], kind="stable")]
         return owners
 
-    def victim_mask(self, priority: int) -> BoolArray:
-        """Per gang of :attr:`owners`, whether a gang of ``priority`` may preempt it."""
-        hit = self._victim_masks.get(priority)
+    def victim_mask(self, gang: GangSpec) -> BoolArray:
+        """Per gang of :attr:`owners`, whether ``gang`` may preempt it."""
+        key = (gang.priority, gang.queue)
+        hit = self._victim_masks.get(key)
         if hit is None:
-            victims = self.victim_set(priority)
-            hit = self._victim_masks[priority] = np.fromiter(
+            victims = self.victim_set(gang)
+            hit = self._victim_masks[key] = np.fromiter(
                 (o in victims for o in self.owners), dtype=bool, count=len(self.owners)
             )
         return hit
@@ -389,54 +392,60 @@ class _PlanView:
     def _order_key(self, name: str) -> tuple[int, bool, str]:
         return (-self.priority[name], name in self.running, name)
 
-    def reserved(self, priority: int) -> tuple[BoolArray, list[str]]:
-        """Nodes a gang of ``priority`` may not use after this plan (rule 5: a node where a
-        gang lost pods takes new pods only of strictly higher priority), and those gangs."""
+    def reserved(self, gang: GangSpec) -> tuple[BoolArray, list[str]]:
+        """Nodes ``gang`` may not use after this plan (rule 5: a node where a gang lost pods
+        takes new pods only of gangs that may preempt it), and those gangs."""
         mask = np.zeros(self.capacity.shape[0], dtype=bool)
-        names = [v for v in self.lost if self.priority[v] >= priority]
+        names = [v for v in self.lost if not self.scope.static(gang, self.running[v])]
         for v in names:
             mask[self.lost[v]] = True
         return mask, names
 
     def may_preempt(self, gang: PendingGang, victim: str) -> bool:
-        """Rule 5 for one pair: preemption on, the victim running, preemptible, lower priority."""
+        """Rule 5 for one pair: preemption on, the victim running, preemptible, and ``gang``
+        licensed by its queue's policy whatever the usage (by default: lower priority)."""
         run = self.running.get(victim)
-        return run is not None and self._preemptible_by(run, gang.priority)
+        return run is not None and self._preemptible_by(run, gang)
 
-    def _preemptible_by(self, run: RunningGang, priority: int) -> bool:
-        """Rule 5, the one reading here: a gang of ``priority`` may preempt ``run``."""
-        return self.rnd.policy.preemption and run.preemptible and run.priority < priority
+    def _preemptible_by(self, run: RunningGang, gang: GangSpec) -> bool:
+        """Rule 5, the one reading here: ``gang`` may preempt ``run``. Cohort reclaims (which
+        depend on the queues' usage, :meth:`gangopt.scope.Scope.reclaims`) are not offered: a
+        reason never promises room that only a reclaim could free."""
+        return self.rnd.policy.preemption and run.preemptible and self.scope.static(gang, run)
 
-    def victims(self, priority: int) -> list[str]:
-        """Running gangs a gang of ``priority`` may preempt (:meth:`_preemptible_by`), only
-        those with pods left after the plan."""
-        hit = self._victims.get(priority)
+    def victims(self, gang: GangSpec) -> list[str]:
+        """Running gangs ``gang`` may preempt (:meth:`_preemptible_by`), only those with pods
+        left after the plan; kept per priority and queue."""
+        key = (gang.priority, gang.queue)
+        hit = self._victims.get(key)
         if hit is None:
-            hit = self._victims[priority] = [
-                g.name for g in self.rnd.running if g.name in self.use and self._preemptible_by(g, priority)
+            hit = self._victims[key] = [
+                g.name for g in self.rnd.running if g.name in self.use and self._preemptible_by(g, gang)
             ]
         return hit
 
-    def victim_set(self, priority: int) -> frozenset[str]:
-        """:meth:`victims` as a set (kept per priority)."""
-        hit = self._victim_sets.get(priority)
+    def victim_set(self, gang: GangSpec) -> frozenset[str]:
+        """:meth:`victims` as a set (kept per priority and queue)."""
+        key = (gang.priority, gang.queue)
+        hit = self._victim_sets.get(key)
         if hit is None:
-            hit = self._victim_sets[priority] = frozenset(self.victims(priority))
+            hit = self._victim_sets[key] = frozenset(self.victims(gang))
         return hit
 
-    def freeable(self, priority: int) -> tuple[IntArray, IntArray]:
-        """What a gang of ``priority`` may free by preemption: room per node, and quota usage
-        per limit (all pods of its victims, new growth included)."""
-        hit = self._freeable.get(priority)
+    def freeable(self, gang: GangSpec) -> tuple[IntArray, IntArray]:
+        """What ``gang`` may free by preemption: room per node, and quota usage per limit (all
+        pods of its victims, new growth included)."""
+        key = (gang.priority, gang.queue)
+        hit = self._freeable.get(key)
         if hit is None:
-            names = self.victims(priority)
+            names = self.victims(gang)
             room = np.zeros_like(self.free)
             quota = np.zeros_like(self.quota_after)
             for name in names:
                 self.use[name].add_to(room)
                 if name in self.gang_queue_use:
                     quota += self.gang_queue_use[name]
-            hit = self._freeable[priority] = (room, quota, names)
+            hit = self._freeable[key] = (room, quota, names)
         return hit[0], hit[1]
 
 
@@ -526,7 +535,7 @@ def _room_checks(view: _PlanView, g: _Gang) -> list[Check]:
     gang = g.spec
     level = gang.topology.required if gang.topology else None
     everything = np.arange(len(view.rnd.cluster.nodes), dtype=np.intp)
-    room, _ = view.freeable(gang.priority)
+    room, _ = view.freeable(gang)
     free = view.free + room
     if not _fits(view, g, view.capacity, everything):
         return [_capacity_never(view, g, free)]  # its fix adds room beside the plan's: enough
@@ -535,7 +544,7 @@ def _room_checks(view: _PlanView, g: _Gang) -> list[Check]:
     if level is not None and not any(_fits(view, g, view.capacity, rows) for _, rows in domains):
         checks.append(_topology_never(view, g, level, domains))
         level = None  # the rest as if the level were dropped (its fix)
-    reserved, holders = view.reserved(gang.priority)
+    reserved, holders = view.reserved(gang)
     if not (reserved & g.usable).any():
         return [*checks, *_room_waits_checks(view, g, free, level, domains)]
     kept = _Gang(g.spec, g.requests, [m & ~reserved for m in g.masks], g.minimum, g.value)
@@ -623,7 +632,7 @@ def _room_waits(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray, whe
     gang = g.spec
     blockers = _blockers(view, g, free, rows)
     res, need, have = _short_resource(view, g, free, rows)
-    room_v, _ = view.freeable(gang.priority)
+    room_v, _ = view.freeable(gang)
     freed = int(room_v[_usable_rows(g, rows), view.resources.index(res)].sum())
     counted = f" (counting {human(freed, res)} of pods it may preempt)" if freed else ""
     place = f" in {where}" if where else ""
@@ -670,6 +679,13 @@ def _why_kept(view: _PlanView, run: RunningGang, gang: PendingGang) -> str:
         return f"priority {run.priority}, not lower"
     if not view.rnd.policy.preemption:
         return "preemption is off"
+    if not view.scope.static(gang, run):
+        policy = view.scope.policy(gang.queue)
+        knob = "within_queue" if run.queue == gang.queue else "other_queues"
+        text = f"queue {run.queue}; queue {gang.queue}'s policy {knob} is {getattr(policy, knob)}"
+        if view.scope.cohort_mates(gang.queue, run.queue):
+            text += f", reclaim_within_cohort {policy.reclaim_within_cohort}"
+        return text
     return "not preemptible"
 
 
@@ -719,7 +735,7 @@ def _blockers(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray) -> li
     within = np.zeros(len(g.usable), dtype=bool)
     within[rows] = True
     owners = view.holders(g.usable & within)
-    held = (view.owners[k] for k in owners[~view.victim_mask(g.spec.priority)[owners]].tolist())
+    held = (view.owners[k] for k in owners[~view.victim_mask(g.spec)[owners]].tolist())
     room = _Room(view, g, free, rows, within)
     chosen: list[str] = []
     for b in held:
@@ -864,7 +880,7 @@ def _quota_checks(view: _PlanView, g: _Gang) -> list[Check]:
         return []
     gang = g.spec
     add = limits.pod_usage(gang.queue, g.need())
-    _, freeable = view.freeable(gang.priority)
+    _, freeable = view.freeable(gang)
     out = []
     for c in np.flatnonzero(add > 0).tolist():
         need = int(add[c])

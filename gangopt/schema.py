@@ -285,7 +285,8 @@ class GangSpec(_Model):
         0,
         ge=-(2**31),
         le=2**31 - 1,
-        description="Higher runs first; a gang only preempts strictly lower priorities. A 32-bit integer, "
+        description="Higher runs first; a gang preempts strictly lower priorities only, except where its "
+        "queue's preemption policy reclaims nominal quota at any priority. A 32-bit integer, "
         "as a Kubernetes PriorityClass value.",
     )
     roles: list[Role] = Field(min_length=1, max_length=MAX_ROLES)
@@ -409,13 +410,60 @@ class RunningGang(GangSpec):
 # ----------------------------------------------------------------------------- queues, policy
 
 
+class BorrowWithinCohort(_Model):
+    """Whether a gang whose queue ends above its nominal quota (it borrows) may still preempt
+    in other queues of its cohort (Kueue ``borrowWithinCohort``)."""
+
+    policy: Literal["never", "lower_priority"] = Field(
+        "lower_priority",
+        description="lower_priority: victims of strictly lower priority in cohort queues above their nominal; "
+        "never: a borrowing gang reclaims nothing (Kueue's default).",
+    )
+    max_priority_threshold: StrictInt | None = Field(
+        None,
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="Only victims of this priority or lower (Kueue maxPriorityThreshold); null: no threshold.",
+    )
+
+
+class QueuePreemption(_Model):
+    """Whom the gangs of a queue may preempt (docs/rules.md, rule 5), modelled on Kueue's
+    ClusterQueue ``spec.preemption``. The preemptor's queue decides. The defaults are gangopt's
+    historic rule (priorities are global: any preemptible gang of strictly lower priority, in
+    any queue); Kueue, Volcano and Koordinator scope preemption to a queue and reclaim within a
+    cohort, which ``gangopt import`` sets from their objects."""
+
+    within_queue: Literal["never", "lower_priority"] = Field(
+        "lower_priority",
+        description="Victims in the preemptor's own queue: never, or strictly lower priority "
+        "(Kueue withinClusterQueue; equal priorities never preempt each other inside a queue).",
+    )
+    reclaim_within_cohort: Literal["never", "lower_priority", "any"] = Field(
+        "lower_priority",
+        description="Victims in another queue of the cohort that is above its nominal quota, while the "
+        "preemptor's queue stays within its own nominal (the nominal quota is a guarantee): never, "
+        "strictly lower priority, or any priority (Kueue reclaimWithinCohort).",
+    )
+    borrow_within_cohort: BorrowWithinCohort = Field(
+        default_factory=BorrowWithinCohort,
+        description="The same reclaim when the preemptor's queue ends above its nominal (borrows).",
+    )
+    other_queues: Literal["never", "lower_priority"] = Field(
+        "lower_priority",
+        description="Victims in any other queue, whatever its cohort and usage: strictly lower priority "
+        "(gangopt's global priorities, the default) or never (Kueue, Volcano and Koordinator: a queue's "
+        "work within its quota is not another queue's victim).",
+    )
+
+
 class Queue(_Model):
     """A tenant queue with quotas (Kueue ClusterQueue / Koordinator ElasticQuota).
 
     A queue may use ``nominal`` of a resource; inside a ``cohort`` it may borrow up to
     ``borrowing_limit`` more (unlimited when the resource is not listed), as long as the whole
     cohort stays within the sum of its members' nominal quotas. Resources not listed in
-    ``nominal`` are not limited.
+    ``nominal`` are not limited. ``preemption`` says whom its gangs may preempt.
     """
 
     name: Name
@@ -431,6 +479,7 @@ class Queue(_Model):
         "and among plans equal in value its gangs start least-served queue first (docs/objective.md, "
         "fair share). Unset everywhere: no fair-share term, plans as before.",
     )
+    preemption: QueuePreemption = Field(default_factory=QueuePreemption)
 
 
 class Weights(_Model):
@@ -470,6 +519,17 @@ class Weights(_Model):
         "level below (at least 0.1), so a gang that must span two blocks takes two of one spine.",
     )
     fragmentation: StrictFloat = Field(0.25, ge=0, le=MAX_WEIGHT, description="Cost per idle node opened by new pods.")
+    guarantee: StrictFloat = Field(
+        2.0,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Value per GPU-equivalent of a queue's usage within its nominal quota, for queues whose "
+        "preemption policy reclaims at any priority (reclaim_within_cohort: any): taking back lent quota "
+        "from a same-priority borrower is otherwise worth nothing but a restart. At 2.0 a lender reclaims "
+        "an 8-GPU borrower that ran less than 1 h 55 min since its checkpoint (with the default 5-minute "
+        "restart and preemption weight 1: 16 GPU-equivalents against 8 x (t + 300 s) / 3600 GPU-hours). "
+        "No effect on other queues.",
+    )
 
 
 class LookAhead(_Model):
@@ -633,7 +693,10 @@ class Preemption(_Model):
     nodes: list[str]
     priority: int
     cost: float = Field(description="GPU-hours lost (see RunningGang.preemption_cost).")
-    for_gangs: list[str] = Field(description="Higher-priority gangs that use the freed capacity.")
+    for_gangs: list[str] = Field(
+        description="Gangs that use the freed capacity and may preempt this one: of higher priority, or "
+        "reclaiming their queue's nominal quota (Queue.preemption)."
+    )
 
 
 class Resize(_Model):

@@ -32,6 +32,8 @@ from gangopt.schema import (
     Placement,
     Plan,
     Preemption,
+    Queue,
+    QueuePreemption,
     Role,
     Round,
     RunningGang,
@@ -58,6 +60,7 @@ BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 """Taint effects that make a node ineligible; ``PreferNoSchedule`` is only a preference."""
 MAX_SLICE_REPRIEVES = 2000
 """Most pod combinations tried when asking whether part of a sliced shrink was needless."""
+_DEFAULT_POLICY = QueuePreemption()
 _NOTHING: Counter[str] = Counter()
 """No requests (shared: never modified)."""
 
@@ -244,6 +247,42 @@ class _Context:
                 for name, amounts in by_queue.items():
                     queues[name].update(amounts)
         return nodes, queues
+
+    def new_not_preempting(self, victim: RunningGang) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]]]:
+        """Requests of new pods of the gangs that may not preempt ``victim``, per node and per
+        queue. Under the default policies that is every gang of the victim's priority or lower
+        (read per priority, as before); otherwise gang by gang."""
+        if self.default_policies:
+            return self.new_up_to(victim.priority)
+        nodes: dict[str, Counter[str]] = defaultdict(Counter)
+        queues: dict[str, Counter[str]] = defaultdict(Counter)
+        for name, pods in self.new_by_gang.items():
+            spec = self.pending.get(name) or self.running[name]  # located placements' gangs
+            if _may_not_preempt(self, spec, victim) is None:
+                continue
+            for p in pods:
+                amounts = self.requests(p.gang, p.role)
+                nodes[p.node].update(amounts)
+                queues[spec.queue].update(amounts)
+        return nodes, queues
+
+    @cached_property
+    def queues(self) -> dict[str, Queue]:
+        return {q.name: q for q in self.rnd.queues}
+
+    def queue_spec(self, name: str) -> Queue | None:
+        return self.queues.get(name)
+
+    def queue_policy(self, name: str) -> QueuePreemption:
+        """The preemption policy of queue ``name``; the defaults for a queue the round does not declare."""
+        queue = self.queues.get(name)
+        return queue.preemption if queue is not None else _DEFAULT_POLICY
+
+    @cached_property
+    def default_policies(self) -> bool:
+        """Whether every queue keeps the default preemption policy (then "may preempt" is
+        "strictly higher priority")."""
+        return all(q.preemption == _DEFAULT_POLICY for q in self.rnd.queues)
 
     @cached_property
     def queue_before(self) -> dict[str, Counter[str]]:
@@ -539,15 +578,9 @@ def _beneficiaries(ctx: _Context, pre: Preemption, victim: RunningGang, lost: li
         spec = ctx.gang(other)
         if spec is None:
             continue  # reported by the consistency check
-        if spec.priority <= victim.priority:
-            out.append(
-                _v(
-                    "preemption",
-                    f"gang {name} (priority {victim.priority}) preempted for gang {other} of "
-                    f"priority {spec.priority}, not strictly higher",
-                    name,
-                )
-            )
+        refusal = _may_not_preempt(ctx, spec, victim)
+        if refusal is not None:
+            out.append(_v("preemption", f"gang {name} (priority {victim.priority}) preempted for {refusal}", name))
         if not ctx.new_by_gang.get(other):
             out.append(_v("preemption", f"gang {name}: preempted for gang {other}, which gets no new pods", name))
     victim_nodes = {p.node for p in lost}
@@ -565,20 +598,22 @@ def _beneficiaries(ctx: _Context, pre: Preemption, victim: RunningGang, lost: li
 
 
 def _freed_nodes_kept_for_higher(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:
-    """A node that loses pods of the victim receives new pods only from gangs of strictly higher
-    priority: otherwise a higher-priority pod landing there would license evicting running work
-    to start (or grow) work of the victim's own priority, which no peer scheduler allows."""
+    """A node that loses pods of the victim receives new pods only from gangs that may preempt
+    it (strictly higher priority, or reclaiming nominal quota): otherwise a higher-priority pod
+    landing there would license evicting running work to start (or grow) work of the victim's
+    own priority, which no peer scheduler allows."""
     out: list[Violation] = []
     for node in sorted({p.node for p in lost}):
         for other in ctx.new_gangs_on_node.get(node, []):
-            spec = ctx.gang(other)
-            if spec is None or spec.priority > victim.priority:
+            spec = ctx.pending.get(other) or ctx.running[other]  # a located placement's gang
+            refusal = _may_not_preempt(ctx, spec, victim, f"gang {other} (priority {spec.priority})")
+            if refusal is None:
                 continue
             out.append(
                 _v(
                     "preemption",
                     f"node {node} loses pods of gang {victim.name} (priority {victim.priority}) but receives "
-                    f"new pods of gang {other} (priority {spec.priority}), not strictly higher",
+                    f"new pods of {refusal}",
                     victim.name,
                     node,
                 )
@@ -586,12 +621,70 @@ def _freed_nodes_kept_for_higher(ctx: _Context, victim: RunningGang, lost: list[
     return out
 
 
+def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str = "") -> str | None:
+    """Why ``gang`` may not preempt ``victim`` under the preemption policy of ``gang``'s queue
+    (docs/rules.md, rule 5), or None if it may; the answer starts with ``what`` (the gang).
+    Read on the cluster after the plan."""
+    what = what or f"gang {gang.name} of priority {gang.priority}"
+    policy = ctx.queue_policy(gang.queue)
+    higher = gang.priority > victim.priority
+    if gang.queue == victim.queue:
+        if policy.within_queue == "never":
+            return f"{what} of its own queue {gang.queue}, whose policy within_queue is never"
+        return None if higher else f"{what}, not strictly higher"
+    if higher and policy.other_queues == "lower_priority":
+        return None
+    mine, theirs = ctx.queue_spec(gang.queue), ctx.queue_spec(victim.queue)
+    if mine is None or theirs is None or mine.cohort is None or mine.cohort != theirs.cohort:
+        theirs = None
+    if theirs is None or not _borrowing_with(ctx, victim, theirs):
+        if policy.other_queues == "never":
+            return (
+                f"{what} of queue {gang.queue} (policy other_queues never), but queue {victim.queue} is no cohort "
+                "peer above its nominal with the victim's pods back"
+            )
+        return f"{what}, not strictly higher"
+    assert mine is not None  # a cohort peer
+    after = ctx.queue_after.get(mine.name, Counter())
+    borrows = sorted(r for r, nominal in mine.nominal.items() if after[r] > nominal)
+    if not borrows:
+        rule = policy.reclaim_within_cohort
+        if rule == "any" or (rule == "lower_priority" and higher):
+            return None
+        return f"{what} reclaiming for queue {mine.name} under reclaim_within_cohort {rule}"
+    borrow = policy.borrow_within_cohort
+    threshold = borrow.max_priority_threshold
+    if (
+        policy.reclaim_within_cohort != "never"
+        and borrow.policy == "lower_priority"
+        and higher
+        and (threshold is None or victim.priority <= threshold)
+    ):
+        return None
+    return (
+        f"{what} of queue {mine.name}, which ends above its nominal {', '.join(borrows)} (it borrows), under "
+        f"borrow_within_cohort {borrow.policy}"
+        + (f" with max_priority_threshold {threshold}" if threshold is not None else "")
+    )
+
+
+def _borrowing_with(ctx: _Context, victim: RunningGang, queue: Queue) -> bool:
+    """Whether ``queue`` (the victim's) is above its nominal, after the plan with the victim's
+    lost pods put back, on a resource they request: reclaim takes back only what the queue
+    borrows (Kueue stops at the nominal too)."""
+    lost: Counter[str] = Counter()
+    for pod in ctx.lost(victim):
+        lost.update(ctx.requests(victim.name, pod.role))
+    after = ctx.queue_after.get(queue.name, Counter())
+    return any(after[r] + amount > queue.nominal[r] for r, amount in lost.items() if r in queue.nominal)
+
+
 def _reprieves(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:
     """Nothing is preempted that the plan does not need: an evicted gang must not fit back whole,
     a shrunk gang must not take back any one pod (any one slice, for sliced gangs). Checked
-    twice: on top of the whole plan, and on top of the new pods of strictly higher priority
-    only, since room or quota a victim held that went to its own priority or lower was not
-    needed by anyone the victim yields to."""
+    twice: on top of the whole plan, and on top of the new pods of the gangs that may preempt
+    the victim only, since room or quota a victim held that went to anyone else (its own
+    priority or lower, by default) was not needed by anyone the victim yields to."""
     for above in (False, True):
         found = _reprieve_violation(ctx, victim, lost, above)
         if found is not None:
@@ -601,11 +694,11 @@ def _reprieves(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list
 
 def _reprieve_violation(ctx: _Context, victim: RunningGang, lost: list[BoundPod], above: bool) -> Violation | None:
     name = victim.name
-    where = (
-        f" beside the new pods of priority above {victim.priority} (the rest went to gangs of its priority or lower)"
-        if above
-        else ""
-    )
+    where = ""
+    if above and ctx.default_policies:
+        where = f" beside the new pods of priority above {victim.priority} (the rest went to gangs of its priority or lower)"  # noqa: E501
+    elif above:
+        where = " beside the new pods of the gangs that may preempt it (the rest went to gangs that may not)"
     if ctx.evicted(victim):
         if not _fits_back(ctx, victim, lost, above):
             return None
@@ -638,14 +731,14 @@ def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod
 def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: bool) -> bool:
     """Whether ``pods`` of the victim could stay where they were on top of the plan: capacity
     on their nodes and every quota of the victim's queue and cohort still hold. With ``above``,
-    on top of the new pods of strictly higher priority than the victim only."""
+    on top of the new pods of the gangs that may preempt the victim only."""
     per_node: dict[str, Counter[str]] = defaultdict(Counter)
     total: Counter[str] = Counter()
     for pod in pods:
         amounts = ctx.requests(victim.name, pod.role)
         per_node[pod.node].update(amounts)
         total.update(amounts)
-    low_nodes, low_queues = ctx.new_up_to(victim.priority) if above else ({}, {})
+    low_nodes, low_queues = ctx.new_not_preempting(victim) if above else ({}, {})
 
     def over_capacity(node: str, extra: Counter[str]) -> bool:
         used = ctx.used_on_node(node)

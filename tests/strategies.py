@@ -21,7 +21,7 @@ from typing import Any
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from gangopt.schema import Round
+from gangopt.schema import BorrowWithinCohort, QueuePreemption, Round
 
 
 def examples(n: int) -> int:
@@ -215,3 +215,17 @@ def _pending(draw: st.DrawFn, i: int, queues: list[str]) -> dict[str, Any]:
     elif total_min < total and draw(st.booleans()):
         gang["min_members"] = max(1, total_min)
     return gang
+
+
+POLICIES = st.builds(
+    QueuePreemption,
+    within_queue=st.sampled_from(["never", "lower_priority"]),
+    reclaim_within_cohort=st.sampled_from(["never", "lower_priority", "any"]),
+    borrow_within_cohort=st.builds(
+        BorrowWithinCohort,
+        policy=st.sampled_from(["never", "lower_priority"]),
+        max_priority_threshold=st.sampled_from([None, 0, 5]),
+    ),
+    other_queues=st.sampled_from(["never", "lower_priority"]),
+)
+"""A queue's preemption policy (``Queue.preemption``), every combination of the knobs."""

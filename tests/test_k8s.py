@@ -759,3 +759,80 @@ def test_running_gang_started_at_is_its_newest_bound_pods_creation() -> None:
     imp = imported("cluster", objects=[pod_group("g", 2), *members])
     gang = running(imp, "default/g")
     assert gang.started_at == datetime.fromisoformat("2025-03-03T15:10:00+00:00").timestamp()
+
+
+# ----------------------------------------------------------------------------- queue preemption policies
+
+
+def _cluster_queue(name: str, preemption: Json | None) -> Json:
+    spec: Json = {
+        "cohort": "all",
+        "resourceGroups": [
+            {
+                "coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}],
+            }
+        ],
+    }
+    if preemption is not None:
+        spec["preemption"] = preemption
+    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def _queue(imp: Imported, name: str) -> Any:
+    return next(q for q in imp.round.queues if q.name == name)
+
+
+@pytest.mark.parametrize(
+    ("preemption", "expected", "warned"),
+    [
+        (None, ("never", "never", "never", None), None),
+        (
+            {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            ("lower_priority", "any", "never", None),
+            None,
+        ),
+        (
+            {
+                "withinClusterQueue": "LowerOrNewerEqualPriority",
+                "reclaimWithinCohort": "LowerPriority",
+                "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
+            },
+            ("lower_priority", "lower_priority", "lower_priority", 100),
+            "LowerOrNewerEqualPriority mapped to lower_priority",
+        ),
+        ({"reclaimWithinCohort": "Sometimes"}, ("never", "never", "never", None), "'Sometimes' is not one of"),
+    ],
+)
+def test_kueue_cluster_queue_preemption_maps_onto_the_queue_policy(
+    preemption: Json | None, expected: tuple[str, str, str, int | None], warned: str | None
+) -> None:
+    imp = imported("cluster", objects=[_cluster_queue("cq", preemption)])
+    policy = _queue(imp, "cq").preemption
+    got = (
+        policy.within_queue,
+        policy.reclaim_within_cohort,
+        policy.borrow_within_cohort.policy,
+        policy.borrow_within_cohort.max_priority_threshold,
+    )
+    assert got == expected
+    assert policy.other_queues == "never"  # a ClusterQueue never preempts outside its cohort
+    if warned is not None:
+        assert any(w.startswith("ClusterQueue cq") and warned in w for w in imp.warnings), imp.warnings
+
+
+def test_volcano_and_koordinator_queues_scope_preemption_to_the_queue() -> None:
+    volcano = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "vq"}, "spec": {}}
+    koord = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "eq", "namespace": "team"},
+        "spec": {"min": {"nvidia.com/gpu": 8}, "max": {"nvidia.com/gpu": 16}},
+    }
+    imp = imported("cluster", objects=[volcano, koord])
+    vq, eq = _queue(imp, "vq").preemption, _queue(imp, "eq").preemption
+    assert (vq.within_queue, vq.other_queues, vq.reclaim_within_cohort) == ("lower_priority", "never", "any")
+    assert (eq.within_queue, eq.other_queues, eq.reclaim_within_cohort) == ("lower_priority", "never", "never")
+    assert eq.borrow_within_cohort.policy == "never"
+    assert any("reclaim from queues above their deserved share is not mapped" in w for w in imp.warnings)
+    assert any("no victims from another quota" in w for w in imp.warnings)

@@ -24,6 +24,8 @@ from gangopt.schema import (
     Placement,
     Plan,
     Preemption,
+    Queue,
+    QueuePreemption,
     Resize,
     Round,
     RunningGang,
@@ -245,6 +247,52 @@ def two_victims() -> Case:
         pending=[pending("hi", 1, gpu=4, priority=10)],
     )
     return rnd, make_plan(rnd, place={"hi": ["n0"]}, evict={"v1": ["hi"]})
+
+
+def policy_case(
+    policy: dict[str, Any],
+    victim_queue: str = "b",
+    nom_a: int = 8,
+    nom_b: int = 0,
+    cohort_b: str | None = "c",
+    p: int = 0,
+    v: int = 0,
+    cpu: int | None = None,
+) -> Case:
+    """Queue policies (rule 5): v (8 GPUs, and ``cpu`` CPUs, which no queue limits; queue
+    ``victim_queue``) fills n0 and is evicted for p (8 GPUs, queue a, whose preemption policy is
+    ``policy``); a is in cohort c."""
+    rnd = make_round(
+        cluster(1, cpu=64),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": nom_a}, preemption=QueuePreemption.model_validate(policy)),
+            Queue(name="b", cohort=cohort_b, nominal={"gpu": nom_b}),
+        ],
+        running=[running("v", ["n0"], gpu=8, cpu=cpu, queue=victim_queue, priority=v)],
+        pending=[pending("p", 1, gpu=8, queue="a", priority=p)],
+    )
+    return rnd, make_plan(rnd, place={"p": ["n0"]}, evict={"v": ["p"]})
+
+
+@cache
+def over_reclaim() -> Case:
+    """b (nominal 8) runs b1 on n0 and b2 on n1, borrowing 8; a (nominal 16, reclaims at any
+    priority) takes both back for a1 and a2, leaving b below its nominal."""
+    rnd = make_round(
+        cluster(2),
+        queues=[
+            Queue(
+                name="a",
+                cohort="c",
+                nominal={"gpu": 16},
+                preemption=QueuePreemption(reclaim_within_cohort="any", other_queues="never"),
+            ),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}),
+        ],
+        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
+        pending=[pending("a1", 1, gpu=8, queue="a"), pending("a2", 1, gpu=8, queue="a")],
+    )
+    return rnd, make_plan(rnd, place={"a1": ["n0"], "a2": ["n1"]}, evict={"b1": ["a1"], "b2": ["a2"]})
 
 
 @cache
@@ -1128,9 +1176,160 @@ CONSISTENCY = [
 ]
 
 
+REPRIEVED_BESIDE = (
+    " within capacity and quota beside the new pods of the gangs that may preempt it (the rest went to gangs "
+    "that may not)"
+)
+NOT_BORROWING = (
+    " (policy other_queues never), but queue b is no cohort peer above its nominal with the victim's pods back"
+)
+RECLAIM_ANY = {"reclaim_within_cohort": "any", "other_queues": "never"}
+
+
+def refused(tail: str, p: int = 0, v: int = 0, plain: bool = False) -> list[Violation]:
+    """What a refused licence of gang p (priority ``p``) over v (priority ``v``) of
+    :func:`policy_case` reports: the preemption, the freed node, and the reprieve beside the
+    gangs that may preempt v (worded by priority when every policy is the default, ``plain``);
+    ``tail`` is the reason after the gang."""
+    beside = f" within capacity and quota beside the new pods of priority above {v} (the rest went to gangs of its "
+    beside += "priority or lower)"
+    node = f"node n0 loses pods of gang v (priority {v}) but receives new pods of gang p (priority {p}){tail}"
+    return [
+        V("preemption", f"gang v (priority {v}) preempted for gang p of priority {p}{tail}", "v"),
+        V("preemption", node, "v", "n0"),
+        V(
+            "preemption",
+            "gang v: evicted, but all 1 pods fit back on n0" + (beside if plain else REPRIEVED_BESIDE),
+            "v",
+        ),
+    ]
+
+
+def policy_row(what: str, policy: dict[str, Any], tail: str | None = None, **settings: Any) -> object:
+    """A :func:`policy_case` row: allowed without ``tail``, else refused for that reason."""
+    p, v = settings.get("p", 0), settings.get("v", 0)
+    expected = refused(tail, p, v, plain=not policy) if tail else []
+    return case(what, lambda: policy_case(policy, **settings), *expected)
+
+
+QUEUE_POLICIES = [
+    policy_row("lender reclaims at equal priority", RECLAIM_ANY),
+    policy_row("lender reclaims a higher priority", RECLAIM_ANY, v=7),
+    policy_row("lender reclaims a gang that also asks for an unlimited resource", RECLAIM_ANY, cpu=4),
+    policy_row(
+        "reclaim lower_priority at equal priority",
+        {"other_queues": "never"},
+        " reclaiming for queue a under reclaim_within_cohort lower_priority",
+    ),
+    policy_row(
+        "reclaim never, other_queues never",
+        {"reclaim_within_cohort": "never", "other_queues": "never"},
+        " reclaiming for queue a under reclaim_within_cohort never",
+        p=5,
+    ),
+    policy_row("victim queue within nominal", RECLAIM_ANY, " of queue a" + NOT_BORROWING, nom_b=8, cpu=4),
+    policy_row(
+        "other_queues never, victim queue within nominal, higher",
+        {"other_queues": "never"},
+        " of queue a" + NOT_BORROWING,
+        nom_b=8,
+        p=5,
+    ),
+    policy_row("victim queue in no cohort", RECLAIM_ANY, " of queue a" + NOT_BORROWING, cohort_b=None),
+    policy_row("other queue at lower priority by default", {}, nom_b=8, p=5),
+    policy_row("other queue at equal priority by default", {}, ", not strictly higher", nom_b=8),
+    policy_row("other queue in no cohort at equal priority by default", {}, ", not strictly higher", cohort_b=None),
+    policy_row("borrowing cohort peer at lower priority by default", {}, p=5),
+    policy_row(
+        "within_queue never",
+        {"within_queue": "never"},
+        " of its own queue a, whose policy within_queue is never",
+        victim_queue="a",
+        p=5,
+    ),
+    policy_row(
+        "same queue equal priority with reclaim any",
+        {"reclaim_within_cohort": "any"},
+        ", not strictly higher",
+        victim_queue="a",
+    ),
+    policy_row(
+        "borrowing preemptor, equal priority",
+        RECLAIM_ANY,
+        " of queue a, which ends above its nominal gpu (it borrows), under borrow_within_cohort lower_priority",
+        nom_a=0,
+    ),
+    policy_row(
+        "borrowing preemptor, borrow never",
+        {"other_queues": "never", "borrow_within_cohort": {"policy": "never"}},
+        " of queue a, which ends above its nominal gpu (it borrows), under borrow_within_cohort never",
+        nom_a=0,
+        p=5,
+    ),
+    policy_row(
+        "borrowing preemptor above threshold",
+        {"other_queues": "never", "borrow_within_cohort": {"max_priority_threshold": 2}},
+        " of queue a, which ends above its nominal gpu (it borrows), under borrow_within_cohort lower_priority "
+        "with max_priority_threshold 2",
+        nom_a=0,
+        p=5,
+        v=3,
+    ),
+    policy_row(
+        "borrowing preemptor at threshold",
+        {"other_queues": "never", "borrow_within_cohort": {"max_priority_threshold": 3}},
+        nom_a=0,
+        p=5,
+        v=3,
+    ),
+    case(
+        "reclaim of both gangs of a queue that borrows one",
+        over_reclaim,
+        *(
+            v
+            for g, a, n in (("b1", "a1", "n0"), ("b2", "a2", "n1"))
+            for v in (
+                V(
+                    "preemption",
+                    f"gang {g} (priority 0) preempted for gang {a} of priority 0 of queue a" + NOT_BORROWING,
+                    g,
+                ),
+                V(
+                    "preemption",
+                    f"node {n} loses pods of gang {g} (priority 0) but receives new pods of gang {a} (priority 0) of "
+                    "queue a" + NOT_BORROWING,
+                    g,
+                    n,
+                ),
+                V(
+                    "preemption",
+                    f"gang {g}: evicted, but all 1 pods fit back on {n} within capacity and quota beside the new pods "
+                    "of the gangs that may preempt it (the rest went to gangs that may not)",
+                    g,
+                ),
+            )
+        ),
+    ),
+    case(
+        "reclaim of one gang of a queue that borrows one",
+        on(over_reclaim, lambda plan: make_plan(over_reclaim()[0], place={"a1": ["n0"]}, evict={"b1": ["a1"]})),
+    ),
+]
+
+
 @pytest.mark.parametrize(
     ("build", "expected"),
-    [*ALL_OR_NOTHING, *CAPACITY, *ELIGIBILITY, *TOPOLOGY, *PREEMPTION, *QUOTA, *STABILITY, *CONSISTENCY],
+    [
+        *ALL_OR_NOTHING,
+        *CAPACITY,
+        *ELIGIBILITY,
+        *TOPOLOGY,
+        *PREEMPTION,
+        *QUEUE_POLICIES,
+        *QUOTA,
+        *STABILITY,
+        *CONSISTENCY,
+    ],
 )
 def test_the_validator_reports_exactly(build: Row, expected: list[Violation]) -> None:
     rnd, plan = build()

@@ -17,7 +17,22 @@ from gangopt.k8s.context import (
 from gangopt.k8s.kinds import KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
 from gangopt.k8s.pods import Pod
 from gangopt.quantities import MILLI
-from gangopt.schema import PendingGang, Queue, RunningGang
+from gangopt.schema import BorrowWithinCohort, PendingGang, Queue, QueuePreemption, RunningGang
+
+KUEUE_POLICIES = {"Never": "never", "LowerPriority": "lower_priority", "Any": "any"}
+"""Kueue's preemption policy values -> gangopt's (``Queue.preemption``)."""
+VOLCANO_PREEMPTION = QueuePreemption(within_queue="lower_priority", reclaim_within_cohort="any", other_queues="never")
+"""Volcano's actions: ``preempt`` only inside a queue (lower priority), ``reclaim`` across queues
+only from queues above their share, at any priority (reclaimable victims are chosen by queue
+share, not priority)."""
+KOORDINATOR_PREEMPTION = QueuePreemption(
+    within_queue="lower_priority",
+    reclaim_within_cohort="never",
+    borrow_within_cohort=BorrowWithinCohort(policy="never"),
+    other_queues="never",
+)
+"""Koordinator's coscheduling preemption: priorities are compared only inside an ElasticQuota,
+no victim from another quota."""
 
 
 class Queues:
@@ -80,7 +95,54 @@ class Queues:
             nominal=quantities(nominal),
             borrowing_limit=quantities(limits),
             weight=weight,
+            preemption=self._kueue_preemption(src, spec.get("preemption")),
         )
+
+    def _kueue_preemption(self, src: Source, value: object) -> QueuePreemption:
+        """``spec.preemption`` -> ``Queue.preemption``, Kueue's defaults (every knob Never) where
+        a field is absent; a ClusterQueue never preempts in queues outside its cohort."""
+        path = src.path(".spec.preemption")
+        spec = as_mapping(self.ctx, value, path) if value is not None else {}
+        within = spec.get("withinClusterQueue")
+        if within == "LowerOrNewerEqualPriority":
+            within = "LowerPriority"
+            self.ctx.warn(
+                src,
+                "withinClusterQueue LowerOrNewerEqualPriority mapped to lower_priority: a running gang carries "
+                "no creation time, so newer workloads of equal priority are not preempted",
+            )
+        borrow_spec = spec.get("borrowWithinCohort")
+        borrow = as_mapping(self.ctx, borrow_spec, f"{path}.borrowWithinCohort") if borrow_spec is not None else {}
+        threshold = borrow.get("maxPriorityThreshold")
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int)):
+            self.ctx.warn(src, f"borrowWithinCohort.maxPriorityThreshold {threshold!r} is not an integer: ignored")
+            threshold = None
+        for key in sorted(set(spec) - {"withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort"}):
+            self.ctx.warn(src, f"preemption.{key} ignored")
+        return QueuePreemption.model_validate(
+            {
+                "within_queue": self._kueue_value(src, "withinClusterQueue", within, ("Never", "LowerPriority")),
+                "reclaim_within_cohort": self._kueue_value(
+                    src, "reclaimWithinCohort", spec.get("reclaimWithinCohort"), ("Never", "LowerPriority", "Any")
+                ),
+                "borrow_within_cohort": {
+                    "policy": self._kueue_value(
+                        src, "borrowWithinCohort.policy", borrow.get("policy"), ("Never", "LowerPriority")
+                    ),
+                    "max_priority_threshold": threshold,
+                },
+                "other_queues": "never",
+            }
+        )
+
+    def _kueue_value(self, src: Source, key: str, value: object, allowed: tuple[str, ...]) -> str:
+        """A Kueue policy value as gangopt's; Kueue's default ``never`` when absent, or unknown (warned)."""
+        if value is None:
+            return "never"
+        if value not in allowed:
+            self.ctx.warn(src, f"preemption.{key} {value!r} is not one of {', '.join(allowed)}: Never used")
+            return "never"
+        return KUEUE_POLICIES[str(value)]
 
     def _elastic_quota(self, src: Source) -> None:
         """min -> nominal, max - min -> borrowing limit, inside the cohort of its parent quota."""
@@ -90,7 +152,16 @@ class Queues:
         borrow = {r: max(0, high[r] - low.get(r, 0)) for r in high}
         cohort = src.labels.get(KOORD_QUOTA_PARENT) or "koordinator-root"
         self.queues[src.name] = Queue(
-            name=src.name, cohort=cohort, nominal=quantities(low), borrowing_limit=quantities(borrow)
+            name=src.name,
+            cohort=cohort,
+            nominal=quantities(low),
+            borrowing_limit=quantities(borrow),
+            preemption=KOORDINATOR_PREEMPTION,
+        )
+        self.ctx.warn(
+            src,
+            "the revoke of pods above a quota's runtime share is not mapped: no victims from another quota "
+            "(Queue.preemption other_queues and reclaim_within_cohort never)",
         )
         self.quota_by_namespace[src.namespace].append(src.name)
 
@@ -106,7 +177,12 @@ class Queues:
             self.ctx.warn(
                 src, f"{', '.join(hierarchy)} ignored: hierarchical queues are not mapped (each queue stands alone)"
             )
-        self.queues[src.name] = Queue(name=src.name, nominal=quantities(capability))
+        self.queues[src.name] = Queue(name=src.name, nominal=quantities(capability), preemption=VOLCANO_PREEMPTION)
+        self.ctx.warn(
+            src,
+            "reclaim from queues above their deserved share is not mapped: the queue has no cohort "
+            "(capability is its nominal), so only preempt within the queue applies",
+        )
 
     def local_queue(self, src: Source, namespace: str, name: str) -> str:
         """A LocalQueue name -> its ClusterQueue (warned and kept as is when unknown)."""

@@ -30,6 +30,7 @@ from ortools.sat.python import cp_model
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector, role_named
 from gangopt.schema import PendingGang, RunningGang
+from gangopt.scope import Scope
 
 MAX_PATTERNS = 48
 """Patterns per class before the class is split into one-node classes (exact, but larger)."""
@@ -105,6 +106,8 @@ class Encoding:
     kept_of_gang: dict[int, list[tuple[str, int, cp_model.IntVar]]] = field(default_factory=lambda: defaultdict(list))
     """Last tie-break: among otherwise equal plans, start the gangs that came first."""
 
+    scope: Scope | None = None
+    """Whom a gang may preempt (read once, by the first victim's constraints)."""
     bounds: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Variable index -> (lb, ub), recorded at creation: reading them back from the C++
     proto costs microseconds per call, which adds up to seconds on large rounds."""
@@ -461,9 +464,13 @@ def _grow_or_shrink(enc: Encoding, gi: int) -> None:
 
 
 def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
-    """A gang loses pods only if a strictly higher-priority pod lands where it runs."""
+    """A gang loses pods only if a pod of a gang that may preempt it lands where it runs:
+    strictly higher priority, within the queue policies' licences that hold whatever the usage
+    (:meth:`gangopt.scope.Scope.static`; the model takes no cohort reclaim)."""
     m, pre = enc.model, enc.pre
     gang = pre.rnd.running[gi]
+    scope = Scope(pre.rnd) if enc.scope is None else enc.scope
+    enc.scope = scope
     kept = [var for _, _, var in enc.kept_of_gang.get(gi, [])]
     stranded = sum(pre.stranded.get(gi, {}).values())
     victim = enc.bool_var(f"victim[{gang.name}]")
@@ -476,7 +483,7 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     lower_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
     for k in hosts:
         for key, var in enc.x_on_class.get(k, []):
-            above = pre.gang(key.kind, key.gang).priority > gang.priority
+            above = scope.static(pre.gang(key.kind, key.gang), gang)
             (helpers_on if above else lower_on)[k].append(var)
     helpers = [v for vs in helpers_on.values() for v in vs]
     if helpers:

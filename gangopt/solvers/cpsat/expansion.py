@@ -16,7 +16,8 @@ import numpy as np
 
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, RoleKey, request_vector
-from gangopt.schema import Placement, Preemption, Resize, Round, RunningGang
+from gangopt.schema import GangSpec, Placement, Preemption, Resize, Round, RunningGang
+from gangopt.scope import Scope
 from gangopt.solvers.cpsat.encoding import ClassModel
 
 
@@ -160,7 +161,8 @@ def _priorities(rnd: Round) -> dict[str, int]:
 
 
 def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) -> list[Preemption]:
-    prio = _priorities(rnd)
+    scope = Scope(rnd)
+    specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
     by_node: dict[str, set[str]] = defaultdict(set)
     for p in placements:
         by_node[p.node].add(p.gang)
@@ -172,7 +174,7 @@ def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) ->
             continue
         evict = len(gone) == len(gang.pods)
         nodes = sorted({p.node for p in gone})
-        helped = sorted({b for p in gang.pods for b in by_node.get(p.node, set()) if prio[b] > gang.priority})
+        helped = sorted({b for p in gang.pods for b in by_node.get(p.node, set()) if scope.static(specs[b], gang)})
         cost = terms.preemption_cost(gang) * (1.0 if evict else len(gone) / len(gang.pods))
         out.append(
             Preemption(
@@ -238,6 +240,8 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
     victims = [g for g in rnd.running if any(p.name in decision.removed for p in g.pods)]
     victims.sort(key=lambda g: (-g.priority, -terms.preemption_cost(g), g.name))
     prio = {g.name: g.priority for g in [*rnd.running, *rnd.pending]}
+    scope = Scope(rnd)
+    specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
     groups_of = {g.name: g.group for g in rnd.pending if g.group}
 
     def pods_of(names: set[str]) -> tuple[list[int], np.ndarray, dict[str, np.ndarray]]:
@@ -264,17 +268,22 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
 
     limited = {q.name for q in rnd.queues if q.nominal}
     lowest_new: dict[int, int] = {}
+    new_on: dict[int, set[str]] = defaultdict(set)
     for g, _, n in decision.new_pods:
         lowest_new[index[n]] = min(prio[g], lowest_new.get(index[n], prio[g]))
+        new_on[index[n]].add(g)
 
     def yield_to(victim: RunningGang, add: np.ndarray, extra: np.ndarray) -> None:
         """Take out the fewest least valuable lower gangs (whole, with their group) after
         which the victim's pods fit again; nothing when even all of them would not do."""
         rows = np.flatnonzero(add.any(axis=1)).tolist()
-        near = any(lowest_new.get(r, victim.priority + 1) <= victim.priority for r in rows)
+        if scope.plain:
+            near = any(lowest_new.get(r, victim.priority + 1) <= victim.priority for r in rows)
+        else:
+            near = any(not scope.static(specs[g], victim) for r in rows for g in new_on.get(r, ()))
         if not near and victim.queue not in limited:
             return  # nothing lower on its nodes and no quota to share: the common case, no scan
-        lower = _lower_gangs(rnd, decision, prio, victim)
+        lower = _lower_gangs(rnd, decision, prio, victim, scope)
         if not lower or not fits_without(set(lower), add, extra, victim.queue):
             return
         out: set[str] = set()
@@ -312,11 +321,15 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
     return decision
 
 
-def _lower_gangs(rnd: Round, decision: Decision, prio: dict[str, int], victim: RunningGang) -> list[str]:
-    """Gangs with new pods whose priority is at most the victim's, least valuable first
-    (lowest priority, then newest, then name): the ones to take out to give it its place."""
+def _lower_gangs(
+    rnd: Round, decision: Decision, prio: dict[str, int], victim: RunningGang, scope: Scope
+) -> list[str]:
+    """Gangs with new pods that may not preempt the victim (by default: of its priority or
+    lower), least valuable first (lowest priority, then newest, then name): the ones to take
+    out to give it its place."""
     submit = {g.name: g.submit_time for g in rnd.pending}
-    names = {g for g, _, _ in decision.new_pods if prio[g] <= victim.priority}
+    specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    names = {g for g, _, _ in decision.new_pods if not scope.static(specs[g], victim)}
     return sorted(names, key=lambda g: (prio[g], -submit.get(g, 0.0), g))
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from gangopt.arrays import IntArray
 from gangopt.schema import NODE_LEVEL, Plan, Policy, Round
-from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode
+from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode, decided
 from gangopt.solvers.peers.common import Peer, has_topology, near_domains, victim_units
 
 
@@ -83,15 +83,13 @@ class _Koordinator(Peer):
         """Job preemption (core/preemption.go): dry-run remove every lower-priority preemptible
         job with a pod on a node the gang may use; cost[node] = sum over its victim jobs of the
         rank of their priority; place the gang's pods pod by pod on the cheapest feasible node
-        (the topology solver for topology gangs); then reprieve victims, highest priority first."""
-        floor = min(g.spec.priority for g in gangs)
+        (the topology solver for topology gangs); then reprieve victims, highest priority first.
+        Victims are those the round's queue policy allows (by default: lower priority)."""
         near = near_domains(gangs, counts)
         victims = [
             int(gi)
-            for gi in self.victim_rank.tolist()
-            if self.alive[gi]
-            and self.running[gi].spec.priority < floor
-            and (
+            for gi in self.allowed_victims(gangs, counts, self.victim_rank).tolist()
+            if (
                 near[self.rp_node[self.rp_start[gi] : self.rp_start[gi + 1]]]
                 & self.kept[self.rp_start[gi] : self.rp_start[gi + 1]]
             ).any()
@@ -178,4 +176,4 @@ def koordinator_like(rnd: Round, policy: Policy | None = None) -> Plan:
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return _Koordinator(rnd).decide()
+    return decided(lambda: _Koordinator(rnd), _Koordinator.decide)

@@ -14,7 +14,7 @@ import numpy as np
 from gangopt.arrays import IntArray
 from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Policy, Round
-from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode
+from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode, decided
 from gangopt.solvers.peers.common import Peer, has_topology, victim_units
 
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
@@ -185,15 +185,18 @@ class _Kueue(Peer):
         )
 
     def _classical(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
-        """Classical preemption: candidates are lower-priority preemptible workloads of the same
-        ClusterQueue, or of cohort peers that are borrowing; other queues first, then lower
-        priority, then the newest; remove in order until the workload fits, fill back in reverse."""
+        """Classical preemption: candidates are preemptible workloads of the same ClusterQueue,
+        or of cohort peers that are borrowing, that the queue's policy lets every workload of the
+        transaction preempt (``withinClusterQueue``, ``reclaimWithinCohort``,
+        ``borrowWithinCohort``: the round's :class:`~gangopt.schema.QueuePreemption`); other
+        queues first, then lower priority, then the newest; remove in order until the workload
+        fits, fill back in reverse."""
         q = gangs[0].spec.queue
-        floor = min(g.spec.priority for g in gangs)
+        allowed = set(self.allowed_victims(gangs, counts, self.victim_rank).tolist())
         cands = []
         for gi in self.victim_rank.tolist():
             v = self.running[gi].spec
-            if not self.alive[gi] or v.priority >= floor:
+            if gi not in allowed:
                 continue
             other = v.queue != q
             if other and not (
@@ -274,15 +277,17 @@ def kueue_like(rnd: Round, policy: Policy | None = None, *, strategy: QueueingSt
       ``LeastAllocated``. A workload whose quota fits but whose pods do not is not started:
       Kueue would reserve quota, the pods would stay unschedulable and ``waitForPodsReady``
       would evict it (Kueue #5243); without TAS there is no preemption for capacity.
-    * **Classical preemption** (``withinClusterQueue: LowerPriority``, ``reclaimWithinCohort:
-      LowerPriority``): candidates from other queues of the cohort that borrow, first, then lower
-      priority, then the newest; **removed in order until the workload fits, then filled back in
-      reverse**. Also for TAS workloads whose topology does not fit.
+    * **Classical preemption** as the preemptor's queue's policy says (``within_queue``,
+      ``reclaim_within_cohort``, ``borrow_within_cohort``: Kueue's ``withinClusterQueue``,
+      ``reclaimWithinCohort``, ``borrowWithinCohort``); only its own queue and cohort peers that
+      borrow, as in Kueue (``other_queues`` adds nothing here): candidates from other queues
+      first, then lower priority, then the newest; **removed in order until the workload fits,
+      then filled back in reverse**. Also for TAS workloads whose topology does not fit.
     * Reasons as Kueue words them (``couldn't assign flavors to pod set ...: insufficient
       unused quota for gpu in flavor ..., N more needed``).
 
     Leaves out: resource flavors (one flavor per queue: the round's nodes), fair sharing, the
-    preemptor-first and quota-reserved-first gates, ``borrowWithinCohort``, admission checks,
+    preemptor-first and quota-reserved-first gates, ``LowerOrNewerEqualPriority``, admission checks,
     and running elastic workloads growing. A queue the round does not define is a
     ClusterQueue whose nominal quota is the whole cluster (its usual setup). Evictions and the
     admission they make room for land in the same plan (Kueue admits in a later cycle).
@@ -291,4 +296,4 @@ def kueue_like(rnd: Round, policy: Policy | None = None, *, strategy: QueueingSt
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return _Kueue(rnd, strategy).decide()
+    return decided(lambda: _Kueue(rnd, strategy), _Kueue.decide)

@@ -13,7 +13,7 @@ import numpy as np
 from gangopt.arrays import IntArray
 from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL, Plan, Policy, Round
-from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode
+from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode, decided
 from gangopt.solvers.peers.common import FloatArray, Peer, near_domains
 
 
@@ -224,17 +224,16 @@ class _Volcano(Peer):
 
     def preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
         """preempt (same queue), then reclaim (queues above their deserved share): victims are
-        lower-priority running tasks the gang plugin lets go, i.e. only pods above their job's
-        MinAvailable, lowest priority first, until the starving job fits."""
-        floor = min(g.spec.priority for g in gangs)
+        running tasks the gang plugin lets go, i.e. only pods above their job's MinAvailable, that
+        the round's queue policy lets the job preempt (by default: lower priority; a queue
+        imported from Volcano reclaims at any priority), lowest priority first, until the
+        starving job fits."""
         near = near_domains(gangs, counts)
         queue = gangs[0].spec.queue
         lower = [
             int(gi)
-            for gi in self.victim_rank.tolist()
-            if self.alive[gi]
-            and self.running[gi].spec.priority < floor
-            and near[self.rp_node[self.rp_start[gi] : self.rp_start[gi + 1]]].any()
+            for gi in self.allowed_victims(gangs, counts, self.victim_rank).tolist()
+            if near[self.rp_node[self.rp_start[gi] : self.rp_start[gi + 1]]].any()
         ]
         same = [gi for gi in lower if self.running[gi].spec.queue == queue]
         other = [
@@ -330,4 +329,4 @@ def volcano_like(rnd: Round, policy: Policy | None = None) -> Plan:
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return _Volcano(rnd).decide()
+    return decided(lambda: _Volcano(rnd), _Volcano.decide)

@@ -1,0 +1,65 @@
+"""What queue preemption policies cost (issue 15): the contended 1,024-node round (size M) with
+its gangs spread over four queues of one cohort, each with a nominal quarter of the GPUs,
+under the default policies and under Kueue-like reclaim (``reclaim_within_cohort: any``,
+``other_queues: never``), solved by cpsat, greedy and every peer emulation.
+
+    python -m bench.queue_policies [SIZE]
+
+Prints per solver the wall and CPU seconds, gangs admitted and preempted, and whether the
+validator accepts the plan.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from typing import Any
+
+import gangopt
+from bench.rounds import round_text
+from gangopt.parsing import parse_json
+from gangopt.schema import Round
+
+SOLVERS = ["cpsat", "greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit"]
+QUEUES = ["t0", "t1", "t2", "t3"]
+RECLAIM = {"reclaim_within_cohort": "any", "other_queues": "never"}
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def with_queues(rnd: Round, policy: dict[str, Any]) -> Round:
+    """Running gangs mostly in t0 (so t0 borrows), pending gangs round-robin."""
+    total = sum(n.capacity.get("gpu", 0) for n in rnd.cluster.nodes)
+    data = rnd.model_dump()
+    data["queues"] = [
+        {"name": q, "cohort": "all", "nominal": {"gpu": total // 4}, "preemption": policy} for q in QUEUES
+    ]
+    for i, gang in enumerate(data["running"]):
+        gang["queue"] = QUEUES[(i * 7) % 4 if i % 3 else 0]
+    for i, gang in enumerate(data["pending"]):
+        gang["queue"] = QUEUES[i % 4]
+    return Round.model_validate(data)
+
+
+def main(size: str = "M") -> None:
+    base = parse_json(Round, round_text(size, contention=True), "round")
+    for label, policy in (("default policies", {}), ("reclaim any, other_queues never", RECLAIM)):
+        rnd = with_queues(base, policy)
+        print(f"{size}, {label}: {len(rnd.running)} running, {len(rnd.pending)} pending gangs")
+        for name in SOLVERS:
+            t0, c0 = time.perf_counter(), cpu_seconds()
+            plan = gangopt.solve(rnd, solver=name)
+            wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+            valid = gangopt.validate(rnd, plan) == []
+            print(
+                f"  {name:20s} wall {wall:6.2f} s  cpu {cpu:6.2f} s  admitted {len(plan.admitted):4d}  "
+                f"preempted {len(plan.preemptions):3d}  {plan.status}  valid {valid}"
+            )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,367 @@
+"""Queue preemption policies (rule 5, issue 15): the validator's reading and the optimizer's
+(:mod:`gangopt.scope`, used by greedy and the peers) agree, and every plan obeys them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gangopt
+from gangopt.arrays import IndexArray
+from gangopt.objective import ObjectiveTerms, score
+from gangopt.schema import Plan, Queue, QueuePreemption, Round, Weights
+from gangopt.scope import Scope, licences_after
+from gangopt.solvers.greedy import greedy
+from gangopt.solvers.greedy.engine import GangView, GreedyEngine, decided
+from gangopt.solvers.peers import koordinator_like, kueue_like, volcano_like
+from gangopt.validation import validate
+from tests.builders import cluster, make_plan, make_round, pending, running
+from tests.strategies import POLICIES, examples, rounds
+
+KUEUE_RECLAIM = QueuePreemption(reclaim_within_cohort="any", other_queues="never")
+
+
+def _refusals(rnd: Round, plan: Plan) -> list[str]:
+    """The validator's rule-5 verdicts on who may preempt whom (not its reprieve checks)."""
+    return [
+        v.message
+        for v in validate(rnd, plan)
+        if v.rule == "preemption" and ("preempted for" in v.message or "receives new pods" in v.message)
+    ]
+
+
+# ----------------------------------------------------------------------------- the rule, case by case
+
+# (policy of the preemptor's queue a, victim's queue, a's nominal, b's nominal, b's cohort,
+#  preemptor priority, victim priority, allowed)
+CASES: list[tuple[dict[str, Any], str, int, int, str | None, int, int, bool]] = [
+    ({}, "a", 8, 8, "c", 5, 0, True),  # default: strictly lower priority, own queue
+    ({}, "a", 8, 8, "c", 0, 0, False),  # same-priority churn within a queue stays forbidden
+    ({"reclaim_within_cohort": "any"}, "a", 8, 8, "c", 0, 0, False),  # reclaim is across queues only
+    ({"within_queue": "never"}, "a", 8, 8, "c", 5, 0, False),
+    ({}, "b", 8, 8, "c", 5, 0, True),  # default: global priorities
+    ({"other_queues": "never"}, "b", 8, 8, "c", 5, 0, False),  # b within its nominal
+    ({"other_queues": "never"}, "b", 8, 0, "c", 5, 0, True),  # b borrows: reclaim lower_priority
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 8, 0, "c", 0, 0, True),  # lender reclaims
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 8, 0, "c", 0, 7, True),  # at any priority
+    ({"reclaim_within_cohort": "lower_priority"}, "b", 8, 0, "c", 0, 0, False),
+    ({"other_queues": "never", "reclaim_within_cohort": "never"}, "b", 8, 0, "c", 5, 0, False),
+    ({"reclaim_within_cohort": "never"}, "b", 8, 0, "c", 5, 0, True),  # other_queues still allows it
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 8, 0, None, 0, 0, False),  # no cohort
+    # a borrows (nominal 0): borrow_within_cohort decides
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 0, 0, "c", 5, 0, True),
+    ({"other_queues": "never", "reclaim_within_cohort": "any"}, "b", 0, 0, "c", 0, 0, False),
+    (
+        {"other_queues": "never", "reclaim_within_cohort": "any", "borrow_within_cohort": {"policy": "never"}},
+        "b", 0, 0, "c", 5, 0, False,
+    ),
+    (
+        {
+            "other_queues": "never",
+            "reclaim_within_cohort": "lower_priority",
+            "borrow_within_cohort": {"max_priority_threshold": 2},
+        },
+        "b", 0, 0, "c", 5, 3, False,
+    ),
+    (
+        {
+            "other_queues": "never",
+            "reclaim_within_cohort": "lower_priority",
+            "borrow_within_cohort": {"max_priority_threshold": 3},
+        },
+        "b", 0, 0, "c", 5, 3, True,
+    ),
+]  # fmt: skip
+
+
+def _case(policy: dict[str, Any], victim_queue: str, nom_a: int, nom_b: int, cohort_b: str | None,
+          p_prio: int, v_prio: int) -> Round:  # fmt: skip
+    """One full node: the victim (8 GPUs) runs on it, the preemptor (8 GPUs) waits."""
+    return make_round(
+        cluster(1),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": nom_a}, preemption=QueuePreemption.model_validate(policy)),
+            Queue(name="b", cohort=cohort_b, nominal={"gpu": nom_b}),
+        ],
+        running=[running("v", ["n0"], gpu=8, queue=victim_queue, priority=v_prio)],
+        pending=[pending("p", gpu=8, queue="a", priority=p_prio)],
+    )
+
+
+@pytest.mark.parametrize(("policy", "victim_queue", "nom_a", "nom_b", "cohort_b", "p_prio", "v_prio", "allowed"), CASES)
+def test_validator_and_optimizer_read_the_rule_alike(
+    policy: dict[str, Any],
+    victim_queue: str,
+    nom_a: int,
+    nom_b: int,
+    cohort_b: str | None,
+    p_prio: int,
+    v_prio: int,
+    allowed: bool,
+) -> None:
+    rnd = _case(policy, victim_queue, nom_a, nom_b, cohort_b, p_prio, v_prio)
+    plan = make_plan(rnd, place={"p": ["n0"]}, evict={"v": ["p"]})
+    assert (_refusals(rnd, plan) == []) is allowed
+    assert licences_after(rnd, plan) == {("p", "v"): allowed}
+    for solver in (greedy, kueue_like, koordinator_like, volcano_like):
+        decided = solver(rnd)
+        assert validate(rnd, decided) == []
+    # greedy takes the preemption exactly when it is allowed (it is the only way p starts)
+    assert greedy(rnd).admitted == (["p"] if allowed else [])
+
+
+def test_default_policies_are_priorities_everywhere() -> None:
+    rnd = _case({}, "b", 8, 0, "c", 0, 0)
+    scope = Scope(rnd)
+    assert scope.plain and not scope.beyond_priority
+    assert Queue(name="x").preemption == QueuePreemption()
+
+
+# ----------------------------------------------------------------------------- scenario
+
+
+def _lender_round(policy: QueuePreemption) -> Round:
+    """a and b share a cohort with 8 GPUs of nominal each; b runs two 8-GPU gangs (it borrows a's
+    8); a's 8-GPU gang of the same priority waits."""
+    return make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}, preemption=policy),
+        ],
+        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
+        pending=[pending("a1", gpu=8, queue="a")],
+    )
+
+
+def test_a_lender_reclaims_its_nominal_from_a_same_priority_borrower() -> None:
+    rnd = _lender_round(KUEUE_RECLAIM)
+    for solver in (greedy, kueue_like, koordinator_like):
+        plan = solver(rnd)
+        assert validate(rnd, plan) == []
+    for solver in (greedy, kueue_like):
+        plan = solver(rnd)
+        assert plan.admitted == ["a1"]
+        assert [(p.gang, p.kind, p.for_gangs) for p in plan.preemptions] in (
+            [("b1", "evict", ["a1"])],
+            [("b2", "evict", ["a1"])],
+        )
+    # Koordinator's import maps to no victims from another quota: it would not reclaim
+    assert (
+        koordinator_like(_lender_round(QueuePreemption(other_queues="never", reclaim_within_cohort="never"))).admitted
+        == []
+    )
+    # the cpsat door reclaims too (Weights.guarantee values the lender's nominal), and claims no
+    # optimum its model cannot see
+    solved = gangopt.solve(rnd)
+    assert validate(rnd, solved) == []
+    assert solved.admitted == ["a1"] and len(solved.preemptions) == 1
+    assert solved.status != "optimal"
+
+
+def test_the_guarantee_is_weighed_against_lost_work() -> None:
+    rnd = _lender_round(KUEUE_RECLAIM)
+    # b's gangs are borrowed work: kept at urgency 1, so taking them back loses no tier value
+    assert ObjectiveTerms.of(rnd).reclaimable == {"b1", "b2"}
+    assert ObjectiveTerms.of(_lender_round(QueuePreemption())).reclaimable == frozenset()
+    reclaim = make_plan(rnd, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    assert score(rnd, reclaim).tiers == score(rnd, make_plan(rnd)).tiers
+    idle = make_plan(rnd)
+    gain = score(rnd, reclaim).secondary - score(rnd, idle).secondary
+    # a's 8 GPUs within its nominal at guarantee 2.0, less b1's restart (8 GPUs x 300 s)
+    assert gain == pytest.approx(8 * 2.0 - 8 * 300 / 3600, abs=0.1)
+    # the break-even: 16 GPU-equivalents against 8 x (t + 300 s) / 3600 GPU-hours, t = 6,900 s
+    for since, worth in ((6800.0, True), (7000.0, False)):
+        late = rnd.model_copy(
+            update={"running": [g.model_copy(update={"seconds_since_checkpoint": since}) for g in rnd.running]}
+        )
+        swap = make_plan(late, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+        assert (score(late, swap).secondary > score(late, make_plan(late)).secondary) is worth
+    off = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": Weights(guarantee=0.0)})})
+    assert score(off, reclaim).secondary < score(off, idle).secondary
+    plain = _lender_round(QueuePreemption())  # no queue reclaims at any priority: no guarantee term
+    swap = make_plan(plain, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    loss = score(plain, swap).secondary - score(plain, make_plan(plain)).secondary
+    assert loss == pytest.approx(-8 * 300 / 3600, abs=0.1)
+
+
+def test_without_the_policy_equal_priorities_never_preempt_each_other() -> None:
+    rnd = _lender_round(QueuePreemption())
+    for solver in (greedy, kueue_like, koordinator_like, volcano_like, gangopt.solve):
+        plan = solver(rnd)
+        assert validate(rnd, plan) == [] and plan.preemptions == [] and plan.admitted == []
+    # and a hand-made reclaim is rejected
+    forced = make_plan(rnd, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    assert _refusals(rnd, forced)
+
+
+def test_reclaim_takes_back_only_what_the_victims_queue_borrows() -> None:
+    # b borrows 8 (16 of nominal 8): evicting both b gangs would take it below its nominal
+    rnd = make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=KUEUE_RECLAIM),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}),
+        ],
+        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
+        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=8, queue="a")],
+    )
+    plan = greedy(rnd)
+    assert validate(rnd, plan) == []
+    assert plan.admitted == ["a1"] and len(plan.preemptions) == 1
+    both = make_plan(rnd, place={"a1": ["n0"], "a2": ["n1"]}, evict={"b1": ["a1"], "b2": ["a2"]})
+    assert _refusals(rnd, both)
+
+
+# ----------------------------------------------------------------------------- property
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rnd=rounds(), policies=st.lists(POLICIES, min_size=2, max_size=2))
+def test_random_rounds_with_random_queue_policies_give_valid_plans(rnd: Round, policies: list[QueuePreemption]) -> None:
+    queues = [q.model_copy(update={"preemption": p}) for q, p in zip(rnd.queues, policies, strict=False)]
+    rnd = Round.model_validate({**rnd.model_dump(), "queues": [q.model_dump() for q in queues]})
+    for solver in (greedy, kueue_like, koordinator_like, volcano_like):
+        plan = solver(rnd)
+        assert validate(rnd, plan) == [], solver.__name__
+        assert all(licences_after(rnd, plan).values())
+
+
+def _with_policies(rnd: Round, policies: list[QueuePreemption]) -> Round:
+    queues = [q.model_copy(update={"preemption": p}) for q, p in zip(rnd.queues, policies, strict=False)]
+    return Round.model_validate({**rnd.model_dump(), "queues": [q.model_dump() for q in queues]})
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rnd=rounds(max_nodes=6, max_pending=4), policies=st.lists(POLICIES, min_size=2, max_size=2))
+def test_cpsat_plans_keep_random_queue_policies(rnd: Round, policies: list[QueuePreemption]) -> None:
+    rnd = _with_policies(rnd, policies)
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"time_limit": 2.0, "hard_limit": False})})
+    plan = gangopt.solve(rnd)
+    assert validate(rnd, plan) == []
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rnd=rounds(), policies=st.lists(POLICIES, min_size=2, max_size=2))
+def test_a_queue_within_its_nominal_loses_work_only_to_priorities_it_yields_to(
+    rnd: Round, policies: list[QueuePreemption]
+) -> None:
+    """Plain arithmetic on the plan, neither reading: a victim whose queue is not above its
+    nominal even with the victim's pods back lost them only to a strictly higher priority whose
+    queue's policy reaches it (``within_queue`` / ``other_queues``)."""
+    rnd = _with_policies(rnd, policies)
+    queues = {q.name: q for q in rnd.queues}
+    for solver in (greedy, kueue_like, koordinator_like, volcano_like):
+        plan = solver(rnd)
+        gone = {pod for p in plan.preemptions for pod in p.pods}
+        after: dict[str, int] = {}
+        for g in rnd.running:
+            gpus = {r.name: r.requests.get("gpu", 0) for r in g.roles}
+            after[g.queue] = after.get(g.queue, 0) + sum(gpus[p.role] for p in g.pods if p.name not in gone)
+        specs = {g.name: g for g in [*rnd.pending, *rnd.running]}
+        for p in plan.placements:
+            spec = specs[p.gang]
+            role = next(r for r in spec.roles if r.name == p.role)
+            after[spec.queue] = after.get(spec.queue, 0) + role.requests.get("gpu", 0)
+        for pre in plan.preemptions:
+            victim = specs[pre.gang]
+            queue = queues.get(victim.queue)
+            lost = sum(next(r for r in victim.roles if r.name == pod.role).requests.get("gpu", 0)
+                       for pod in getattr(victim, "pods", []) if pod.name in pre.pods)  # fmt: skip
+            if queue is None or "gpu" not in queue.nominal or after.get(victim.queue, 0) + lost > queue.nominal["gpu"]:
+                continue  # the victim's queue borrows (or has no nominal): reclaim may apply
+            for name in pre.for_gangs:
+                gang = specs[name]
+                policy = queues[gang.queue].preemption if gang.queue in queues else QueuePreemption()
+                reach = policy.within_queue if gang.queue == victim.queue else policy.other_queues
+                assert gang.priority > victim.priority and reach == "lower_priority", (solver.__name__, pre)
+
+
+def test_a_waiting_reason_names_the_policy_that_keeps_a_lower_priority_gang() -> None:
+    rnd = make_round(
+        cluster(1),
+        queues=[Queue(name="a", preemption=QueuePreemption(other_queues="never")), Queue(name="b")],
+        running=[running("b1", ["n0"], gpu=8, queue="b", priority=0)],
+        pending=[pending("a1", gpu=8, queue="a", priority=5)],
+    )
+    for solver in ("greedy", "cpsat"):
+        plan = gangopt.solve(rnd, solver=solver)
+        assert plan.admitted == [] and plan.preemptions == []
+        (waiting,) = plan.waiting
+        assert "held by running b1 (queue b; queue a's policy other_queues is never)" in waiting.reasons[0]
+
+
+def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None:
+    """a1 takes b1 back (b borrows 2 of a's 8); a2 would then push a above its nominal, which
+    with borrow_within_cohort never would void a1's reclaim: greedy keeps a within it."""
+    policy = QueuePreemption(
+        reclaim_within_cohort="any", other_queues="never", borrow_within_cohort={"policy": "never"}
+    )
+    rnd = make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}),
+        ],
+        running=[
+            running("b1", ["n0"], gpu=8, queue="b"),
+            running("b2", ["n1"], gpu=2, queue="b", preemptible=False),
+        ],
+        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=4, queue="a")],
+    )
+
+    class Unlocked(GreedyEngine):
+        def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
+            pass
+
+    unlocked = Unlocked(rnd, "eager").run()
+    assert unlocked.admitted == ["a1", "a2"] and not all(licences_after(rnd, unlocked).values())
+    plan = greedy(rnd)
+    assert validate(rnd, plan) == [] and plan.admitted == ["a1"]
+    assert [(p.gang, p.for_gangs) for p in plan.preemptions] == [("b1", ["a1"])]
+    (waiting,) = plan.waiting
+    assert waiting.code == "quota" and "stays within its nominal 8 gpu" in waiting.reasons[0]
+
+
+def test_a_plan_whose_reclaims_broke_is_decided_again_without_them() -> None:
+    """:func:`~gangopt.solvers.greedy.engine.decided`: an engine whose reclaim no longer holds
+    on its finished plan (here: the queue lock switched off) is run again with the static
+    licences only, and the plan it returns is valid."""
+    policy = QueuePreemption(
+        reclaim_within_cohort="any", other_queues="never", borrow_within_cohort={"policy": "never"}
+    )
+    rnd = make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
+            Queue(name="b", cohort="c", nominal={"gpu": 8}),
+        ],
+        running=[
+            running("b1", ["n0"], gpu=8, queue="b"),
+            running("b2", ["n1"], gpu=2, queue="b", preemptible=False),
+        ],
+        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=4, queue="a")],
+    )
+
+    class Unlocked(GreedyEngine):
+        def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
+            pass
+
+    plan = decided(lambda: Unlocked(rnd, "eager"), Unlocked.run)
+    assert validate(rnd, plan) == []
+    assert plan.preemptions == [] and plan.admitted == ["a2"]
+
+
+def test_a_waiting_lender_hears_which_reclaim_policy_keeps_the_borrower() -> None:
+    rnd = _lender_round(QueuePreemption(other_queues="never", reclaim_within_cohort="never"))
+    rnd = rnd.model_copy(update={"pending": [g.model_copy(update={"priority": 5}) for g in rnd.pending]})
+    plan = gangopt.solve(rnd, solver="greedy")
+    assert validate(rnd, plan) == [] and plan.admitted == [] and plan.preemptions == []
+    (waiting,) = plan.waiting
+    assert any(
+        "held by running b1 (queue b; queue a's policy other_queues is never, reclaim_within_cohort never)" in r
+        for r in waiting.reasons
+    ), waiting.reasons
