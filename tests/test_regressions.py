@@ -58,7 +58,6 @@ def test_the_keyless_toleration_round_is_solvable_by_greedy() -> None:
     assert sorted(plan.admitted) == ["empty-key", "no-key-equal"]
 
 
-@pytest.mark.xfail(strict=True, reason="preemption for no gang: rule 5 (found in issue 15, present on main)")
 @pytest.mark.parametrize(
     ("fixture", "solver"),
     [
@@ -69,14 +68,30 @@ def test_the_keyless_toleration_round_is_solvable_by_greedy() -> None:
     ],
 )
 def test_a_victim_loses_pods_only_for_a_gang_that_uses_its_room(fixture: str, solver: str) -> None:
-    # Found by tests/test_bounds.py's hypothesis run during issue 15 (widened strategies); the
-    # same rounds fail with main's code, so neither the topology nor the fair-share change
-    # causes them. greedy-reprieve-victim-for-no-gang: greedy shrinks run1 (priority 2) with no
-    # beneficiary ("preempted for no gang") and leaves r1-2 out although it fits back on n5;
-    # the Koordinator emulation evicts run1 whole where all three pods fit back; cpsat falls
-    # back since its greedy candidate is invalid. cpsat-fallback-invalid-plan: the cpsat plan
-    # preempts run2 for no gang, and the greedy plan is returned.
+    # Found by tests/test_bounds.py's hypothesis run during issue 15 (widened strategies).
+    # greedy-reprieve-victim-for-no-gang: team-a runs 26 GPUs over its quota (tolerated, not
+    # raised). job2 (priority 3) shrinks run1 (priority 2) for 4 GPUs of quota; then job5
+    # (priority 2) evicts run2 (8 GPUs, priority 0) and uses 5: the 3 GPUs left over make
+    # run1's shrink unneeded for job2, so run1's quota went to its own priority. Greedy and the
+    # Koordinator emulation now refuse such a transaction (GreedyEngine._steals) and settle the
+    # cluster after every preemption. cpsat-fallback-invalid-plan: the model's answer hands
+    # run1's quota to job5; the repair took job5 out but left run2 evicted for no gang, and the
+    # greedy plan was returned (status fallback). The repair's cut (job5 only if run1 keeps
+    # its pods) and a second search now find job2 on n3 in run2's place.
     rnd = gangopt.load_round(REGRESSIONS / f"{fixture}.json")
     plan = gangopt.solve(rnd, solver=solver)
     assert gangopt.validate(rnd, plan) == []
     assert plan.status != Status.FALLBACK
+    assert "job2" in plan.admitted  # the one priority-3 gang
+
+
+def test_the_repair_cut_beats_every_peer_on_the_top_tier() -> None:
+    # No greedy policy starts job2 there (they place it on n0, where only quota is freed, and
+    # give up); the second search does, and keeps the CPU-only priority-0 gangs the first
+    # repair took out with job5.
+    rnd = gangopt.load_round(REGRESSIONS / "cpsat-fallback-invalid-plan.json")
+    plan = gangopt.solve(rnd)
+    assert sorted(plan.admitted) == ["job0", "job1", "job2", "job3", "job4"]
+    assert "searched again" in plan.message
+    for peer in ["greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit"]:
+        assert "job2" not in gangopt.solve(rnd, solver=peer).admitted

@@ -49,7 +49,7 @@ from gangopt.result import Result
 from gangopt.schema import Plan, Round, Score, Stats, Status, Waiting
 from gangopt.scope import Scope
 from gangopt.solvers.cpsat.child import search_in_child
-from gangopt.solvers.cpsat.encoding import encode
+from gangopt.solvers.cpsat.encoding import cut, encode
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
 from gangopt.solvers.cpsat.guard import (
     BUILD_SECONDS_PER_VARIABLE,
@@ -75,6 +75,9 @@ EXPANSION_SECONDS_PER_POD = 1e-4
 expanding the answer to nodes, the reprieve, scoring, and (with ``policy.hard_limit``) the
 answer's way back from the child: measured 1.03 s for the 8,989 pods of the fragmented L round
 (load 2), the reprieve 0.66 s of it."""
+MAX_CUTS = 8
+"""Most (start, preemption) pairs the repair may cut off before its answer stands (step 6): a
+hypothesis round needed one (tests/test_regressions.py); each costs a second model."""
 MIN_SEARCH_SHARE = 0.05
 """A search left less than this share of the time limit is not started: the greedy plan is
 returned (status ``fallback``) and the message says where the time went."""
@@ -189,28 +192,45 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
             "greedy plan returned"
         )
         return _fallback(baseline, stats, pre, message)
-    # 4. Encode.
-    t0 = time.perf_counter()
-    enc = encode(view, allowed)
-    proto = enc.model.proto
-    stats = stats.model_copy(
-        update={
-            "build_seconds": time.perf_counter() - t0,
-            "node_classes": len(enc.classes),
-            "variables": len(proto.variables),
-            "constraints": len(proto.constraints),
-        }
-    )
-    # 5. Search in stages from the greedy plan.
-    t1 = time.perf_counter()
-    stages = plan_stages(enc)
-    start_solution = warm_start(enc, baseline.plan, min(COMPLETION_SECONDS, 0.1 * rnd.policy.time_limit))
-    values, stage_status, message = run_stages(enc, stages, deadline, start_solution)
-    stats = stats.model_copy(update={"solve_seconds": time.perf_counter() - t1, "stages": len(stages)})
-    if values is None:
-        return _fallback(baseline, stats, pre, message or "CP-SAT found no plan in time; greedy plan returned")
-    # 6. Expand to nodes and repair what the model does not see.
-    decision = reprieve(rnd, expand(enc.pre, enc.classes, values))
+    # 4.-6. Encode, search in stages from the greedy plan, expand and repair; again with cuts
+    # when the repair had to take gangs out (rule 5's quota check, which the model does not see).
+    cuts: list[tuple[str, str]] = []
+    while True:
+        t0 = time.perf_counter()
+        enc = encode(view, allowed)
+        cut(enc, cuts)
+        proto = enc.model.proto
+        stats = stats.model_copy(
+            update={
+                "build_seconds": stats.build_seconds + time.perf_counter() - t0 if cuts else time.perf_counter() - t0,
+                "node_classes": len(enc.classes),
+                "variables": len(proto.variables),
+                "constraints": len(proto.constraints),
+            }
+        )
+        t1 = time.perf_counter()
+        stages = plan_stages(enc)
+        start_solution = warm_start(enc, baseline.plan, min(COMPLETION_SECONDS, 0.1 * rnd.policy.time_limit))
+        values, stage_status, message = run_stages(enc, stages, deadline, start_solution)
+        solved = time.perf_counter() - t1
+        stats = stats.model_copy(
+            update={"solve_seconds": stats.solve_seconds + solved if cuts else solved, "stages": len(stages)}
+        )
+        if values is None:
+            return _fallback(baseline, stats, pre, message or "CP-SAT found no plan in time; greedy plan returned")
+        decision = reprieve(rnd, expand(enc.pre, enc.classes, values))
+        fresh = [pair for pair in decision.yielded_to if pair not in cuts]
+        again = BUILD_SECONDS_PER_VARIABLE * size * timing.slow + solved
+        if not fresh or len(cuts) >= MAX_CUTS or time.perf_counter() + again > deadline:
+            break
+        cuts += fresh
+    if cuts:
+        held = sorted({gang for gang, _ in cuts} - decision.admitted)
+        note = "searched again after the repair (rule 5: a victim's quota may not go to its own priority)"
+        if held:
+            note = f"{', '.join(held)} left waiting so that a running gang of the same priority keeps its place; {note}"
+        message = f"{message}; {note}" if message else note
+        stage_status = Status.FEASIBLE
     if decision.yielded:
         # The model does not see that quota a victim held went to its own priority (rule 5):
         # the repaired plan is valid but no longer the model's proven optimum.
@@ -229,7 +249,7 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
     # 7. Choose. The stages' bounds hold for the round only when the model was whole, and
     # their secondary bound only for plans at the tiers' optima (not after a repair), and not
     # when queues may reclaim outside the priority order the model follows.
-    whole = allowed is None and not decision.yielded and not reclaims
+    whole = allowed is None and not decision.yielded and not cuts and not reclaims
     proven = proven_bounds(enc, stages) if whole else None
     if lexicographic_key(plan_score) < lexicographic_key(baseline.score):
         # The class-level answer, put on nodes, scored below the greedy plan (the secondary

@@ -108,6 +108,8 @@ class Encoding:
 
     scope: Scope | None = None
     """Whom a gang may preempt (read once, by the first victim's constraints)."""
+    victim: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    """Running gang index -> whether it loses pods (the repair's cuts read it)."""
     bounds: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Variable index -> (lb, ub), recorded at creation: reading them back from the C++
     proto costs microseconds per call, which adds up to seconds on large rounds."""
@@ -130,6 +132,19 @@ class Encoding:
         if var.index in self.bounds:
             return self.bounds[var.index][0]
         return int(var.proto.domain[0])
+
+
+def cut(enc: Encoding, pairs: list[tuple[str, str]]) -> None:
+    """Forbid each (pending gang, running gang) pair of ``pairs`` together: the pending gang
+    starts only if the running gang loses no pods. The repair adds these after a model answer
+    handed a victim's quota to gangs of its own priority (rule 5's second reprieve check,
+    which the model does not see); they cut off that answer, not the round's other plans."""
+    pending = {g.name: gi for gi, g in enumerate(enc.pre.rnd.pending)}
+    running = {g.name: gi for gi, g in enumerate(enc.pre.rnd.running)}
+    for gang, victim in pairs:
+        y, v = enc.y.get(pending.get(gang, -1)), enc.victim.get(running.get(victim, -1))
+        if y is not None and v is not None:
+            enc.model.add(y + v <= 1)
 
 
 def encode(pre: Prefiltered, allowed: dict[RoleKey, set[int]] | None = None) -> Encoding:
@@ -473,7 +488,7 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     enc.scope = scope
     kept = [var for _, _, var in enc.kept_of_gang.get(gi, [])]
     stranded = sum(pre.stranded.get(gi, {}).values())
-    victim = enc.bool_var(f"victim[{gang.name}]")
+    victim = enc.victim[gi] = enc.bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for _, k, _ in enc.kept_of_gang.get(gi, [])}
     # New pods on each class where the gang runs: higher priorities may take its place, the

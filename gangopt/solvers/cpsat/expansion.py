@@ -33,6 +33,8 @@ class Decision:
     yielded: list[str] = field(default_factory=list)
     """Gangs :func:`reprieve` took out again so that a victim evicted only for its own
     priority gets its place back (the model's optimum broke rule 5 through a quota)."""
+    yielded_to: list[tuple[str, str]] = field(default_factory=list)
+    """(gang taken out, the victim it yielded to): the cuts of a second search."""
 
 
 @dataclass
@@ -287,10 +289,19 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
         if not lower or not fits_without(set(lower), add, extra, victim.queue):
             return
         out: set[str] = set()
+        taken: list[set[str]] = []
         for name in lower:
-            out |= with_partners(name)
+            if name in out:
+                continue
+            taken.append(with_partners(name))
+            out |= taken[-1]
             if fits_without(out, add, extra, victim.queue):
                 break
+        # Give back, last taken first, the gangs the victim's place does not need (a CPU-only
+        # gang of priority 0 taken before the priority-2 gang whose GPUs the quota needed).
+        for group in reversed(taken[:-1]):
+            if fits_without(out - group, add, extra, victim.queue):
+                out -= group
         idx, load, per_queue = pods_of(out)
         used[:] -= load
         for q, amount in per_queue.items():
@@ -299,6 +310,7 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
         decision.new_pods = [p for i, p in enumerate(decision.new_pods) if i not in drop]
         decision.admitted -= out
         decision.yielded += sorted(out)
+        decision.yielded_to += [(name, victim.name) for name in sorted(out)]
 
     for above in (False, True):
         for gang in victims:

@@ -39,7 +39,9 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
    by bisection; then **reprieve**: units go back in reverse order whenever the placement
    still fits (capacity and quota), so nothing is evicted the plan does not use. A victim
    whose eviction unit stays loses all its pods (never left below its minimum); a victim on
-   whose nodes the transaction places nothing is put back.
+   whose nodes the transaction places nothing is put back. With quotas, a transaction that
+   would leave an earlier victim's removal needed only by gangs that may not preempt it is
+   refused (rule 5's second reprieve check), and the pods that fit again go back at once.
 4. **Grow** elastic gangs up to their maximum while pods fit (no preemption for growth):
    admitted gangs right after admission (``growth="eager"``, as Volcano's allocate does) or
    after every pending gang had its chance (``growth="deferred"``, better for lower-priority
@@ -193,6 +195,8 @@ class Attempt:
     """Per gang of the transaction: its new pods and the required-level domain chosen."""
     removed: list[IndexArray] = field(default_factory=list)
     """Rows of running pods (see ``GreedyEngine.rp_*``) the transaction preempts."""
+    gangs: list[GangView] = field(default_factory=list)
+    """The gangs of the transaction (in ``allocs`` order)."""
 
 
 class GreedyEngine:
@@ -428,6 +432,7 @@ class GreedyEngine:
         self.free, self.used = result.free, result.used
         if not self.scope.plain and result.removed:
             self._lock_reclaimers(gangs, result.removed)
+        settle = bool(result.removed) and self.quota.size > 0
         for pods in result.removed:
             self.kept[pods] = False
             np.maximum.at(self.floor, self.rp_node[pods], self.rp_priority[pods])
@@ -450,6 +455,10 @@ class GreedyEngine:
             self.counts[g.name] = list(c)
             if dom is not None:
                 self.domain[g.name] = dom
+        if settle:  # as _steals settled it: what the preemptors do not need goes back now
+            self._settle(self.free, self.used, self.kept, self.alive, self.victim_order, {})
+            for gi in self.victim_order:
+                self._refresh_surplus(gi)
         if self.eager:
             for g in gangs:
                 self._grow_pending(g)
@@ -493,7 +502,7 @@ class GreedyEngine:
                 if placed is None:
                     return None
                 allocs.append(placed)
-        return Attempt(work, used + demand, allocs)
+        return Attempt(work, used + demand, allocs, gangs=list(gangs))
 
     def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
         """Lock the queues of ``gangs`` that preempt by a cohort reclaim (not a static licence)."""
@@ -1130,6 +1139,8 @@ class GreedyEngine:
                 removed.append(pods)
             elif not self.put_back(work, used, pods):
                 return None  # it only freed quota: not a preemption the plan may make
+        if removed and self.quota.size and self._steals(best, removed):
+            return None
         return removed
 
     def put_back(self, work: IntArray, used: IntArray, pods: IndexArray) -> bool:
@@ -1149,24 +1160,104 @@ class GreedyEngine:
 
     def final_reprieve(self) -> None:
         """Put back evicted gangs (whole) and shrunk pods (one by one) that fit again."""
+        self._settle(self.free, self.used, self.kept, self.alive, self.victim_order, {})
+
+    def _settle(
+        self,
+        free: IntArray,
+        used: IntArray,
+        kept: BoolArray,
+        alive: BoolArray,
+        victims: list[int],
+        extra: dict[str, tuple[GangView, Alloc]],
+    ) -> None:
+        """Put back (in place) the removed pods of ``victims`` that fit again, last victim
+        first, until nothing more fits: evicted gangs whole, shrunk gangs pod by pod, the pods
+        on nodes where no gang that may preempt the victim landed first (``extra``: new pods
+        not in :attr:`allocs` yet). A pod left removed there would be preempted for no gang."""
         changed = True
         while changed:
             changed = False
-            for gi in reversed(self.victim_order):
+            for gi in reversed(victims):
                 s, e = self.rp_start[gi], self.rp_start[gi + 1]
-                lost = s + np.flatnonzero(~self.kept[s:e])
+                lost = s + np.flatnonzero(~kept[s:e])
                 if lost.size == 0:
                     continue
-                if not self.alive[gi]:
-                    if self.put_back(self.free, self.used, lost):
-                        self.kept[lost] = True
-                        self.alive[gi] = True
+                if not alive[gi]:
+                    if self.put_back(free, used, lost):
+                        kept[lost] = True
+                        alive[gi] = True
                         changed = True
                     continue
+                if lost.size > 1:
+                    served = self._served_rows(gi, extra)
+                    lost = lost[np.argsort(served[self.rp_node[lost]], kind="stable")]
                 for p in lost.tolist():
-                    if self.put_back(self.free, self.used, np.asarray([p], dtype=np.intp)):
-                        self.kept[p] = True
+                    if self.put_back(free, used, np.asarray([p], dtype=np.intp)):
+                        kept[p] = True
                         changed = True
+
+    def _new_pods(self, extra: dict[str, tuple[GangView, Alloc]]) -> Iterator[tuple[GangView, Alloc]]:
+        """Every gang with new pods so far (and those of ``extra``), with its pods."""
+        views = {g.name: g for g in [*self.pending, *self.running]}
+        for name, alloc in self.allocs.items():
+            if name not in extra:
+                yield views[name], alloc
+        yield from extra.values()
+
+    def _may_use(self, g: GangView, gi: int) -> bool:
+        """Whether ``g``'s new pods may use what running gang ``gi`` lost (rule 5)."""
+        if self.scope.plain:
+            return g.spec.priority > self.running[gi].spec.priority
+        return self.may_preempt(g, gi)
+
+    def _served_rows(self, gi: int, extra: dict[str, tuple[GangView, Alloc]]) -> BoolArray:
+        """Per node row, whether a gang that may preempt ``gi`` got new pods there."""
+        served = np.zeros(len(self.free), dtype=np.bool_)
+        for g, alloc in self._new_pods(extra):
+            if alloc and self._may_use(g, gi):
+                served[[node for _, node, _ in alloc]] = True
+        return served
+
+    def _steals(self, best: Attempt, removed: list[IndexArray]) -> bool:
+        """Whether committing ``best`` (which removes ``removed``) would leave a preemption only
+        gangs that may not preempt its victim need: rule 5's second reprieve check (docs/rules.md).
+
+        A transaction whose victims free more quota than it uses can make an earlier victim's
+        removal unneeded for the gangs that may preempt it; the earlier victim then fits back
+        on top of their pods, and its share of the quota goes to gangs of its own priority or
+        lower (a priority-2 gang starting on the quota a priority-3 gang took from a running
+        priority-2 gang: tests/test_regressions.py). The cluster after the transaction is
+        settled as :meth:`commit` will settle it; then every victim left must still be needed."""
+        free, used = best.free.copy(order="K"), best.used.copy()
+        kept, alive = self.kept.copy(), self.alive.copy()
+        victims = list(self.victim_order)
+        for pods in removed:
+            kept[pods] = False
+            for gi in np.unique(self.rp_gang[pods]).tolist():
+                s, e = self.rp_start[gi], self.rp_start[gi + 1]
+                alive[gi] = bool(kept[s:e].any())
+                if gi not in self.victims_seen and gi not in victims:
+                    victims.append(gi)
+        extra = {g.name: (g, alloc) for g, (alloc, _) in zip(best.gangs, best.allocs, strict=True)}
+        self._settle(free, used, kept, alive, victims, extra)
+        for gi in victims:
+            s, e = self.rp_start[gi], self.rp_start[gi + 1]
+            lost = s + np.flatnonzero(~kept[s:e])
+            if lost.size == 0:
+                continue
+            others = np.zeros(self.quota.size, dtype=np.int64)
+            for g, alloc in self._new_pods(extra):
+                if not self._may_use(g, gi):
+                    for r, _, k in alloc:
+                        others += k * g.qreq[r]
+            if not others.any():
+                continue
+            units = [lost] if not alive[gi] else [lost[i : i + 1] for i in range(lost.size)]
+            for pods in units:
+                if self.put_back(free.copy(order="K"), used - others, pods):
+                    return True
+        return False
 
     # ------------------------------------------------------------------------- waiting
 
