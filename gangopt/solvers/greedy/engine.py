@@ -1205,17 +1205,19 @@ class GreedyEngine:
                 yield views[name], alloc
         yield from extra.values()
 
-    def _may_use(self, g: GangView, gi: int) -> bool:
-        """Whether ``g``'s new pods may use what running gang ``gi`` lost (rule 5)."""
+    def _may_use(self, g: GangView, gi: int, usage: dict[str, dict[str, int]] | None) -> bool:
+        """Whether ``g``'s new pods may use what running gang ``gi`` lost (rule 5); ``usage``
+        is :meth:`queue_now` (None under the default policies, which do not read it)."""
         if self.scope.plain:
             return g.spec.priority > self.running[gi].spec.priority
-        return self.may_preempt(g, gi)
+        return self.may_preempt(g, gi, usage=usage)
 
     def _served_rows(self, gi: int, extra: dict[str, tuple[GangView, Alloc]]) -> BoolArray:
         """Per node row, whether a gang that may preempt ``gi`` got new pods there."""
         served = np.zeros(len(self.free), dtype=np.bool_)
+        usage = None if self.scope.plain else self.queue_now()
         for g, alloc in self._new_pods(extra):
-            if alloc and self._may_use(g, gi):
+            if alloc and self._may_use(g, gi, usage):
                 served[[node for _, node, _ in alloc]] = True
         return served
 
@@ -1241,16 +1243,20 @@ class GreedyEngine:
                     victims.append(gi)
         extra = {g.name: (g, alloc) for g, (alloc, _) in zip(best.gangs, best.allocs, strict=True)}
         self._settle(free, used, kept, alive, victims, extra)
+        usage = None if self.scope.plain else self.queue_now()
+        quota: list[tuple[GangView, IntArray]] = []
+        for g, alloc in self._new_pods(extra):
+            q = sum((k * g.qreq[r] for r, _, k in alloc), np.zeros(self.quota.size, dtype=np.int64))
+            if q.any():
+                quota.append((g, q))
         for gi in victims:
             s, e = self.rp_start[gi], self.rp_start[gi + 1]
             lost = s + np.flatnonzero(~kept[s:e])
             if lost.size == 0:
                 continue
-            others = np.zeros(self.quota.size, dtype=np.int64)
-            for g, alloc in self._new_pods(extra):
-                if not self._may_use(g, gi):
-                    for r, _, k in alloc:
-                        others += k * g.qreq[r]
+            others = sum(
+                (q for g, q in quota if not self._may_use(g, gi, usage)), np.zeros(self.quota.size, dtype=np.int64)
+            )
             if not others.any():
                 continue
             units = [lost] if not alive[gi] else [lost[i : i + 1] for i in range(lost.size)]
