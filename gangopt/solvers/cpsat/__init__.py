@@ -237,6 +237,10 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
         stage_status = Status.FEASIBLE
         note = f"{', '.join(decision.yielded)} left waiting so that a running gang of the same priority keeps its place"
         message = f"{message}; {note}" if message else note
+    if enc.stricter and stage_status == Status.OPTIMAL:
+        stage_status = Status.FEASIBLE
+        note = "optimal for a model that keeps lower priorities off every node of a class where a gang shrinks"
+        message = f"{message}; {note}" if message else note
     reclaims = Scope(rnd).beyond_priority
     if reclaims and stage_status == Status.OPTIMAL:
         # The model takes no cohort reclaim at equal or higher priority (gangopt.scope): its
@@ -249,7 +253,7 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
     # 7. Choose. The stages' bounds hold for the round only when the model was whole, and
     # their secondary bound only for plans at the tiers' optima (not after a repair), and not
     # when queues may reclaim outside the priority order the model follows.
-    whole = allowed is None and not decision.yielded and not cuts and not reclaims
+    whole = allowed is None and not decision.yielded and not cuts and not reclaims and not enc.stricter
     proven = proven_bounds(enc, stages) if whole else None
     if lexicographic_key(plan_score) < lexicographic_key(baseline.score):
         # The class-level answer, put on nodes, scored below the greedy plan (the secondary
@@ -365,9 +369,10 @@ def _at_proven_bounds(rnd: Round, result: Result) -> bool:
 
 def _honest(result: Result) -> Result:
     """``result`` without its stages' bounds when its own plan beats one of them: a bound the
-    plan exceeds is no bound. Seen on a hypothesis round with a running elastic gang on a
-    cordoned node (tier 0: plan 5.2, "proven" 5.0; tests/test_bounds.py); the model's reading
-    of that case is not found yet. The finisher's cheap bounds still hold."""
+    plan exceeds is no bound. A safety net: the one case found (tier 0: plan 5.2, "proven"
+    5.0, tests/test_regressions.py) was rule 5 encoded per node class, now flagged at encoding
+    (``Encoding.stricter``) so that such bounds are never claimed. The finisher's cheap bounds
+    still hold."""
     proven, s = result.proven, result.score
     if proven is None or s is None:
         return result

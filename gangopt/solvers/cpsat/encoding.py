@@ -110,6 +110,9 @@ class Encoding:
     """Whom a gang may preempt (read once, by the first victim's constraints)."""
     victim: dict[int, cp_model.IntVar] = field(default_factory=dict)
     """Running gang index -> whether it loses pods (the repair's cuts read it)."""
+    stricter: bool = False
+    """Whether a rule is encoded stricter than the round's (rule 5 per class of several nodes:
+    see :func:`_victim_needs_beneficiary`); the model's optima are then no bounds."""
     bounds: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Variable index -> (lb, ub), recorded at creation: reading them back from the C++
     proto costs microseconds per call, which adds up to seconds on large rounds."""
@@ -517,6 +520,12 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
                 m.add(sum(low) <= sum(enc.ub(v) for v in low) * enc.alive[gi])
             continue
         if low and kept_k:
+            # Per class, not per node: a shrink on one node of the class also keeps lower gangs
+            # off its other nodes, which rule 5 allows (a hypothesis round: greedy shrank a gang
+            # on n1 and put a priority-0 gang on n0 of the same class, 5.2 on tier 0 against the
+            # model's "proven" 5.0). Exact with one node; otherwise the model's optima bound
+            # only its own plans.
+            enc.stricter |= cm.cls.size > 1
             loses = enc.bool_var()
             m.add(sum(kept_k) >= full - full * loses)
             m.add(sum(low) <= sum(enc.ub(v) for v in low) * (1 - loses))
