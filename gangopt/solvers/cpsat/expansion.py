@@ -16,7 +16,7 @@ import numpy as np
 
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, RoleKey, request_vector
-from gangopt.schema import GangSpec, Placement, Preemption, Resize, Round, RunningGang
+from gangopt.schema import GangSpec, Placement, Preemption, Resize, Role, Round, RunningGang
 from gangopt.scope import Scope
 from gangopt.solvers.cpsat.encoding import ClassModel
 
@@ -65,7 +65,98 @@ def expand(pre: Prefiltered, classes: list[ClassModel], values: ClassValues) -> 
     for gi, alive in values.alive.items():
         if not alive:
             decision.removed.update(p.name for p in rnd.running[gi].pods)
+    _land_beneficiaries(pre, classes, decision)
     return decision
+
+
+def _land_beneficiaries(pre: Prefiltered, classes: list[ClassModel], decision: Decision) -> None:
+    """Move a new pod onto a node where a victim loses pods when none of the gangs that may
+    preempt it landed on any of those nodes (rule 5: a victim loses pods only for a gang with a
+    new pod where it lost them).
+
+    The model checks the beneficiary per class, and the slots of a multi-node pattern class
+    are per node: the node that loses the pod may get a pattern whose slots fit no beneficiary
+    (an empty 8-GPU slot) while the 1-GPU beneficiary lands on the class's other node, which
+    has the same room (tests/solvers/cpsat/test_expansion.py). A pod of a gang that may preempt
+    the victim moves, within the class (same domains, same quota), from a node where no other
+    victim needs it to a losing node with real room for it; nothing else changes."""
+    rnd = pre.rnd
+    if not decision.removed:
+        return
+    scope = Scope(rnd)
+    specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    index = pre.topo.node_index
+    class_of = {node: k for k, cm in enumerate(classes) for node in cm.cls.nodes}
+    losing: dict[int, set[int]] = {}
+    for gi, gang in enumerate(rnd.running):
+        rows = {index[p.node] for p in gang.pods if p.name in decision.removed}
+        if rows:
+            losing[gi] = rows
+
+    on_row: dict[int, Counter[str]] = defaultdict(Counter)
+    for g, _, node in decision.new_pods:
+        on_row[index[node]][g] += 1
+
+    def landed(gi: int) -> bool:
+        victim = rnd.running[gi]
+        return any(scope.static(specs[g], victim) for row in losing[gi] for g, n in on_row[row].items() if n)
+
+    def move(i: int, to: int) -> None:
+        g, role_name, node = decision.new_pods[i]
+        on_row[index[node]][g] -= 1
+        on_row[to][g] += 1
+        decision.new_pods[i] = (g, role_name, pre.topo.node_names[to])
+
+    for gi in sorted(losing):
+        if landed(gi):
+            continue
+        victim = rnd.running[gi]
+        targets = sorted(losing[gi])
+        for i, (g, role_name, node) in enumerate(decision.new_pods):
+            row = index[node]
+            if row in losing[gi] or not scope.static(specs[g], victim):
+                continue
+            k = class_of.get(row)
+            to = next(
+                (
+                    t
+                    for t in targets
+                    if class_of.get(t) == k
+                    # every victim losing pods there may be preempted by g (freed nodes serve preemptors)
+                    and all(scope.static(specs[g], rnd.running[v]) for v, rows in losing.items() if t in rows)
+                    and _room(pre, decision, t, specs[g], role_name)
+                ),
+                None,
+            )
+            if to is None:
+                continue
+            move(i, to)
+            if all(landed(other) for other, rows in losing.items() if other != gi and row in rows):
+                break
+            move(i, row)  # it was another victim's only beneficiary
+
+
+def _room(pre: Prefiltered, decision: Decision, row: int, gang: GangSpec, role_name: str) -> bool:
+    """Whether node ``row`` holds one more pod of ``gang``'s role beside what the decision keeps
+    and places there (every resource, the node's full capacity)."""
+    rnd, resources = pre.rnd, pre.resources
+    node = rnd.cluster.nodes[row]
+    used = np.zeros(len(resources), dtype=np.int64)
+    for running in rnd.running:
+        roles = {r.name: r for r in running.roles}
+        for pod in running.pods:
+            if pod.node == node.name and pod.name not in decision.removed:
+                used += request_vector(roles[pod.role], resources)
+    specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    for g, r, n in decision.new_pods:
+        if n == node.name:
+            used += request_vector(_role(specs[g], r), resources)
+    cap = np.array([node.capacity.get(r, 0) for r in resources], dtype=np.int64)
+    return bool((used + request_vector(_role(gang, role_name), resources) <= cap).all())
+
+
+def _role(gang: GangSpec, name: str) -> Role:
+    return next(r for r in gang.roles if r.name == name)
 
 
 def _running_pods_by_node(rnd: Round, pre: Prefiltered) -> dict[tuple[int, int, str], list[str]]:
@@ -333,9 +424,7 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
     return decision
 
 
-def _lower_gangs(
-    rnd: Round, decision: Decision, prio: dict[str, int], victim: RunningGang, scope: Scope
-) -> list[str]:
+def _lower_gangs(rnd: Round, decision: Decision, prio: dict[str, int], victim: RunningGang, scope: Scope) -> list[str]:
     """Gangs with new pods that may not preempt the victim (by default: of its priority or
     lower), least valuable first (lowest priority, then newest, then name): the ones to take
     out to give it its place."""
