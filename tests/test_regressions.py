@@ -86,15 +86,20 @@ def test_a_victim_loses_pods_only_for_a_gang_that_uses_its_room(fixture: str, so
     assert "job2" in plan.admitted  # the one priority-3 gang
 
 
-def test_the_repair_cut_beats_every_peer_on_the_top_tier() -> None:
-    # No greedy policy starts job2 there (they place it on n0, where only quota is freed, and
-    # give up); the second search does, and keeps the CPU-only priority-0 gangs the first
-    # repair took out with job5.
+def test_the_priority_3_gang_starts_in_its_victims_place() -> None:
+    # Koordinator, Volcano, Slurm and FIFO emulations place job2 on n0, where evicting run2 (on
+    # n3) frees only quota, or do not preempt, and give up; greedy (and the Kueue emulation,
+    # which preempts through greedy's engine) now tries again on the victims' nodes
+    # (GreedyEngine._on_victims_nodes),
+    # and CP-SAT's second search (after the repair's cut) finds the same, keeping the CPU-only
+    # priority-0 gangs the first repair took out with job5.
     rnd = gangopt.load_round(REGRESSIONS / "cpsat-fallback-invalid-plan.json")
-    plan = gangopt.solve(rnd)
-    assert sorted(plan.admitted) == ["job0", "job1", "job2", "job3", "job4"]
-    assert "searched again" in plan.message
-    for peer in ["greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit"]:
+    for solver in ["cpsat", "greedy", "kueue_like"]:
+        plan = gangopt.solve(rnd, solver=solver)
+        assert sorted(plan.admitted) == ["job0", "job1", "job2", "job3", "job4"], solver
+        assert [(p.gang, p.nodes, p.for_gangs) for p in plan.preemptions] == [("run2", ["n3"], ["job2"])]
+    assert "searched again" in gangopt.solve(rnd).message
+    for peer in ["koordinator_like", "volcano_like", "slurm_backfill_like", "fifo_first_fit"]:
         assert "job2" not in gangopt.solve(rnd, solver=peer).admitted
 
 

@@ -1088,9 +1088,33 @@ class GreedyEngine:
                 hi, best = mid, found
         removed = self.reprieve(best, flat, starts[: hi + 1], unit_victim[:hi], unit_evict[:hi])
         if removed is None:
-            return None
+            # The victims only freed quota: the placement went elsewhere. Once more, on the
+            # victims' nodes only (a priority-3 gang placed beside the victims' node, where only
+            # quota was freed, while the node of the priority-0 victim held it:
+            # tests/test_regressions.py).
+            retry = self._on_victims_nodes(gangs, counts, flat[: starts[hi]], freed_quota[starts[hi]])
+            if retry is None:
+                return None
+            best, removed = retry, self.reprieve(retry, flat, starts[: hi + 1], unit_victim[:hi], unit_evict[:hi])
+            if removed is None:
+                return None
         best.removed = removed
         return best
+
+    def _on_victims_nodes(
+        self, gangs: list[GangView], counts: list[list[int]], pods: IndexArray, freed: IntArray
+    ) -> Attempt | None:
+        """:meth:`attempt` with ``pods`` removed and the transaction kept to their nodes."""
+        work = self.free.copy(order="K")
+        _scatter_add(work, self.rp_node[pods], self.rp_rows[pods])
+        theirs = np.zeros(len(work), dtype=np.bool_)
+        theirs[self.rp_node[pods]] = True
+        others = work[~theirs].copy()
+        work[~theirs] = 0
+        found = self.attempt(gangs, counts, work, self.used - freed)
+        if found is not None:
+            found.free[~theirs] = others
+        return found
 
     def reprieve(
         self, best: Attempt, flat: IndexArray, starts: IndexArray, unit_victim: IndexArray, unit_evict: BoolArray
