@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gangopt.replay.policies import make_policy
+from gangopt.replay.policies import POLICY_NAMES, make_policy
 from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.replay.slo import SLO
 from gangopt.replay.sweep import ClusterSpec, Outcome, Task, default_workers, run_tasks, variant
@@ -86,11 +86,18 @@ class SizeVerdict:
 
 @dataclass
 class Evaluator:
-    """Replays a workload at given sizes (all seeds), caching every (size, seed, scale)."""
+    """Replays a workload at given sizes (all seeds), caching every (size, seed, scale).
+
+    ``policy`` defaults to ``"gangopt"`` (CP-SAT, ``config.time_limit`` of work per round), as
+    ``gangopt capacity`` does: the cluster is sized for the scheduler gangopt runs. It used to
+    default to ``"greedy"``, so a library caller got greedy's answer where the CLI gave
+    gangopt's (issue 16). The price: COST_NOTE. Pass ``policy="greedy"``
+    for a fast first estimate, or the peer you will run; an unknown name raises ``ValueError``
+    listing the known ones here, not in the first replay."""
 
     workload: Workload
     slos: tuple[SLO, ...]
-    policy: str = "greedy"
+    policy: str = "gangopt"
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
     config: SimConfig = field(default_factory=SimConfig)
     seeds: tuple[int, ...] = (0,)
@@ -108,6 +115,8 @@ class Evaluator:
             raise ValueError("at least one seed is needed")
         if not 0 < self.seed_share <= 1:
             raise ValueError(f"seed_share must be in (0, 1], got {self.seed_share}")
+        if self.policy not in POLICY_NAMES:
+            raise ValueError(f"unknown policy {self.policy!r} (known: {', '.join(POLICY_NAMES)})")
 
     @property
     def needed(self) -> int:
