@@ -91,9 +91,14 @@ class Evaluator:
     ``policy`` defaults to ``"gangopt"`` (CP-SAT, ``config.time_limit`` of work per round), as
     ``gangopt capacity`` does: the cluster is sized for the scheduler gangopt runs. It used to
     default to ``"greedy"``, so a library caller got greedy's answer where the CLI gave
-    gangopt's (issue 16). The price: COST_NOTE. Pass ``policy="greedy"``
-    for a fast first estimate, or the peer you will run; an unknown name raises ``ValueError``
-    listing the known ones here, not in the first replay."""
+    gangopt's (issue 16). The price, measured with ``gangopt capacity`` (the same
+    Evaluator; 2 shared cores, one worker process per core): on the 300-job CSV of
+    docs/capacity/walkthrough-jobs.csv, 41 s of CPU against greedy's 19 s (2.2x; 12 replays
+    each, the same answer, 15 nodes); on the first 1,000 jobs of the Philly sample, whose
+    rounds are more contended, 77 s against 9.4 s (8x, the same answer, 8 nodes; see
+    docs/capacity-planning.md). Pass ``policy="greedy"`` for a fast first estimate, or the
+    peer you will run; an unknown name raises ``ValueError`` listing the known ones here, not
+    in the first replay."""
 
     workload: Workload
     slos: tuple[SLO, ...]
