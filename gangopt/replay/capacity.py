@@ -114,6 +114,9 @@ class Evaluator:
     keep_timeline: bool = False
     cache: dict[tuple[int, int, float], Outcome] = field(default_factory=dict)
     simulations: int = 0
+    on_done: Callable[[Outcome], None] | None = None
+    """Hears each replay as it finishes, in any order (``capacity --brute-force`` prints each
+    size's verdict as soon as its seeds are in)."""
 
     def __post_init__(self) -> None:
         if not self.seeds:
@@ -137,7 +140,10 @@ class Evaluator:
         todo = [
             self.task(n, s, scale) for n in dict.fromkeys(sizes) for s in self.seeds if (n, s, scale) not in self.cache
         ]
-        for out in run_tasks(todo, self.workload, workers=self.workers, dask=self.dask, progress=self.progress):
+        outcomes = run_tasks(
+            todo, self.workload, workers=self.workers, dask=self.dask, progress=self.progress, on_done=self.on_done
+        )
+        for out in outcomes:
             self.cache[(out.task.nodes, out.task.seed, scale)] = out
         self.simulations += len(todo)
         return [SizeVerdict(n, [self.cache[(n, s, scale)] for s in self.seeds], self.slos, self.needed) for n in sizes]
