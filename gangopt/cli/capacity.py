@@ -458,6 +458,14 @@ def run_capacity(args: argparse.Namespace) -> int:
             "simulations": sizing.simulations,
             "compaction": compaction.counts if compaction else None,
             "inflation": inflation.factor if inflation else None,
+            # the replay at the answer, per seed: every metric of 'simulate --json' (waits per
+            # priority, queue and job size, JCT, utilisation over the trace's span, GPU-hours)
+            "at_answer": [
+                {"seed": o.task.seed, **o.metrics.model_dump(mode="json")}
+                for v in sizing.evaluated
+                if v.nodes == sizing.nodes
+                for o in v.outcomes
+            ],
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:

@@ -500,6 +500,7 @@ def outcome_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
         "jobs preempted",
         "completion deadlines",
         "JCT p95",
+        "JCT p99",
         "JCT max",
         "solver ms/round mean",
         "p95",
@@ -520,6 +521,7 @@ def outcome_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
             str(m.jobs_preempted),
             str(m.completion_deadlines),
             hours(m.jct.p95),
+            hours(m.jct.p99),
             hours(m.jct.max),
             f"{m.solver_seconds.mean * 1000:.1f}",
             f"{m.solver_seconds.p95 * 1000:.1f}",
@@ -850,6 +852,11 @@ def write_capacity_report(
             "`gangopt/replay/metrics.py`); *util* is over the trace's span."
         )
         doc.table(*priority_rows(runs))
+        doc.table(*outcome_rows(runs))
+        doc.para(
+            "Where the jobs ended, the JCT's tail and the solver's time per round, as in `gangopt simulate`'s "
+            "report; *util (own span)* flatters a short makespan, compare by *util* above."
+        )
     if answer and answer[0].outcomes[0].timeline:
         chosen = answer[0].outcomes[0]
         timeline_figure([(f"{sizing.nodes} nodes", chosen.timeline, chosen.metrics.gpus_total)], out / "timeline.png")

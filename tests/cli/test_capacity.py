@@ -148,3 +148,26 @@ def test_brute_force_prints_each_size_and_one_bar_for_inflation(
     final = _bar_states(captured.err, "capacity: inflation")[-1]
     assert tries and f" {len(tries)}/{len(tries)} [" in final
     assert " 0/1 [" not in captured.err
+
+
+def test_json_has_the_replay_at_the_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``capacity --json`` carries the answer's replay with every metric of ``simulate --json``
+    (the per-priority and per-size waits, utilisation over the trace's span); its p95 wait is
+    the value the text's table shows for the answer."""
+    from gangopt.replay.report import hours
+
+    workload = tmp_path / "w.json"
+    assert main(["import", "trace", str(FIXTURE), "-o", str(workload)]) == 0
+    argv = ["capacity", str(workload), "--slo", "p95_wait<=30m", "--policy", "greedy", "--workers", "1"]
+    argv += ["--compaction", "none", "--inflation", "none"]
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    (run,) = data["at_answer"]
+    assert run["seed"] == 0 and run["policy"] == "greedy" and run["nodes"] == data["nodes"]
+    assert set(run["queueing_delay_by_priority"]) == {"0"} and len(run["queueing_delay_by_size"]) > 1
+    assert 0 < run["utilization_window"] <= 1 and run["gpu_hours_delivered"] > 0
+    row = next(line for line in text.splitlines() if line.split()[:1] == [str(data["nodes"])])
+    assert row.split()[1] == hours(run["queueing_delay"]["p95"])

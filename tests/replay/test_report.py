@@ -68,6 +68,14 @@ def test_report_md_has_the_texts_numbers(tmp_path: Path, policy: str) -> None:
     for label, s in groups:
         assert f"{label:<22}{s.count:>7}{hours(s.mean):>9}" in printed
         assert f"| {policy} | {label} | {s.count} | {hours(s.mean)} | {hours(s.p50)} | {hours(s.p95)} |" in text
+    # the JCT row of the text (jobs, mean, p50, p95, p99, max), every cell of it in the report
+    jct = m.jct
+    assert f"{'JCT (finished)':<22}{jct.count:>7}{hours(jct.mean):>9}{hours(jct.p50):>9}" in printed
+    tables = [line for line in text.splitlines() if line.startswith(f"| {policy} |")]
+    cells = {c.strip() for line in tables for c in line.strip("|").split("|")}
+    assert {hours(x) for x in (jct.mean, jct.p50, jct.p95, jct.p99, jct.max)} <= cells
+    ended = next(line for line in text.splitlines() if line.startswith("| policy | finished |")).strip("|")
+    assert [h.strip() for h in ended.split("|")][12:15] == ["JCT p95", "JCT p99", "JCT max"]
     # the window is the trace's span for both policies: the last arrival (1,100 s) plus its 1,600 s run
     assert {m.window_end for _, m in runs} == {2_700.0}
     assert "the same for every policy" in text
@@ -220,11 +228,14 @@ def test_capacity_html_report_has_the_answer_and_its_replay(tmp_path: Path) -> N
     page.feed((tmp_path / "report.html").read_text(encoding="utf-8"))
     assert [img["data-file"] for img in page.images] == ["slo_vs_size.png", "timeline.png", "wait_cdf.png"]
     assert f"The replay at the answer ({sizing.nodes} nodes)" in page.headings
-    sizes, at_answer, _ = page.tables
+    sizes, at_answer, _, ended = page.tables
     assert [row[0] for row in sizes[1:]] == [str(v.nodes) for v in sizing.evaluated]
     (outcome,) = next(v for v in sizing.evaluated if v.nodes == sizing.nodes).outcomes
     row = dict(zip(at_answer[0], at_answer[1], strict=True))
     assert row["policy"] == "greedy seed 0" and row["wait p95"] == hours(outcome.metrics.queueing_delay.p95)
+    tail = dict(zip(ended[0], ended[1], strict=True))
+    assert tail["policy"] == "greedy seed 0" and tail["JCT p99"] == hours(outcome.metrics.jct.p99)
+    assert tail["finished"] == str(outcome.metrics.finished)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
