@@ -93,8 +93,8 @@ class Evaluator:
     default to ``"greedy"``, so a library caller got greedy's answer where the CLI gave
     gangopt's (issue 16). The price, measured with ``gangopt capacity`` (the same
     Evaluator; 2 shared cores, one worker process per core): on the 300-job CSV of
-    docs/capacity/walkthrough-jobs.csv, 41 s of CPU against greedy's 19 s (2.2x; 12 replays
-    each, the same answer, 15 nodes); on the first 1,000 jobs of the Philly sample, whose
+    docs/capacity/walkthrough-jobs.csv, 34 s of CPU against greedy's 18 s (1.9x; another run
+    41 s against 19 s; 12 replays each, the same answer, 15 nodes); on the first 1,000 jobs of the Philly sample, whose
     rounds are more contended, 77 s against 9.4 s (8x, the same answer, 8 nodes; see
     docs/capacity-planning.md). Pass ``policy="greedy"`` for a fast first estimate, or the
     peer you will run; an unknown name raises ``ValueError`` listing the known ones here, not

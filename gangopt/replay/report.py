@@ -246,7 +246,11 @@ def timeline_figure(series: Sequence[tuple[str, Sequence[TimelinePoint], float]]
             bottom.set_ylabel("GPUs allocated", fontsize=8)
             for ax in (top, bottom):
                 ax.tick_params(labelsize=8)
-                ax.set_ylim(bottom=0)
+    if multiples:
+        # once every row is drawn: the shared limits then span every row's data (set inside the
+        # loop, they froze at the first row's, and later rows ran off the top of their panels)
+        for ax in axes[0]:
+            ax.set_ylim(bottom=0)
     for row in axes:
         row[0].yaxis.get_major_locator().set_params(integer=True)  # whole jobs, not 0.5
         for ax in row:

@@ -115,6 +115,14 @@ def test_several_policies_get_one_row_of_panels_each(tmp_path: Path, monkeypatch
     timeline_figure([(f"p{k}", line, 16.0) for k in range(2)], tmp_path / "two.png")
     timeline_figure([("p0", line, 16.0)], tmp_path / "one.png")
     many, two, one = kept
+    # shared axes span every row: a later policy's longer queue is not cut at the first's
+    taller = [TimelinePoint(0.0, 8.0, 30, 8.0, 1), TimelinePoint(3600.0, 16.0, 0, 16.0, 0)]
+    timeline_figure([("short", line, 16.0), ("long", taller, 16.0)], tmp_path / "shared.png")
+    shared = kept[-1]
+    for ax in shared.axes:
+        assert ax.get_ylim()[0] == 0
+    assert shared.axes[0].get_ylim()[1] >= 30 and shared.axes[2].get_ylim()[1] >= 30
+    assert shared.axes[1].get_ylim()[1] >= 16
     assert len(many.axes) == 14 and [ax.get_title(loc="left") for ax in many.axes[::2]] == [f"p{k}" for k in range(7)]
     # two policies are not overlaid either: a row each, one queue line per panel
     assert [ax.get_title(loc="left") for ax in two.axes] == ["p0", "p0", "p1", "p1"]
