@@ -289,7 +289,7 @@ def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     for values, labels in groups.items():
         x = np.asarray(values)
         y = np.arange(1, len(x) + 1) / len(x)
-        ax.step(x, y, where="post", label=" = ".join(labels), linewidth=1.0)
+        ax.step(x, y, where="post", label=_shared_label(labels), linewidth=1.0)
         longest = max(longest, float(x[-1]))
     ax.set_xscale("log")
     ticks = [(t, name) for t, name in TIME_TICKS if t <= longest * 1.5] or [TIME_TICKS[0]]
@@ -307,6 +307,24 @@ def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
+
+
+LEGEND_WIDTH = 28
+"""Characters per line of a shared curve's legend label ('a = b = c', wrapped). Unwrapped, the
+seven policies of a small Philly replay on its own 64 nodes (all identical) made one 90-character
+label that squeezed the axes to a fifth of the figure and ran off its right edge."""
+
+
+def _shared_label(labels: Sequence[str]) -> str:
+    """'a = b = c' for labels sharing one curve, wrapped at :data:`LEGEND_WIDTH` characters."""
+    lines = [labels[0]]
+    for label in labels[1:]:
+        if len(lines[-1]) + 3 + len(label) <= LEGEND_WIDTH:
+            lines[-1] += f" = {label}"
+        else:
+            lines[-1] += " ="
+            lines.append(label)
+    return "\n".join(lines)
 
 
 def slo_size_figure(

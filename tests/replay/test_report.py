@@ -333,3 +333,16 @@ def test_identical_wait_curves_share_one_line_and_the_legend_sits_outside(
     assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # right of the axes, over no curve
     assert [t.get_text() for t in ax.get_xticklabels()] == ["≤1s", "10s", "1m", "10m", "1h"]
     assert ax.get_xlim()[1] == pytest.approx(4_000 * 1.3)  # just past the longest wait, not out to 6 h
+    # seven policies on one curve (a replay where nothing contends): the label wraps, the axes
+    # keep most of the figure and the legend stays inside it
+    names = ["greedy", "fifo_first_fit", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like"]
+    wait_cdf_figure([(name, same) for name in [*names, "gangopt"]], tmp_path / "seven.png")
+    figure = kept[1]
+    (ax,) = figure.axes
+    (line,) = ax.get_lines()
+    label = line.get_label()
+    assert label.replace(" =\n", " = ") == " = ".join([*names, "gangopt"])
+    assert max(len(part) for part in label.splitlines()) <= 28
+    figure.canvas.draw()
+    width = figure.bbox.width
+    assert ax.get_legend().get_window_extent().x1 <= width and ax.get_window_extent().width >= width / 2
