@@ -230,7 +230,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="write a report folder (CSV/JSON, PNG plots, report.md, report.html with the plots)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.add_argument("--progress", action="store_true", help="progress bars on stderr")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="one progress bar with ETA over the whole run on stderr (results come on stdout as found)",
+    )
 
 
 def _slos(texts: list[str]) -> tuple[SLO, ...]:

@@ -67,7 +67,11 @@ def add_parser(sub: Any) -> None:
         "report.html (one page, plots embedded)",
     )
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
-    p.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="progress bar on stderr (with several --policy, also one over all of them, with the run's ETA)",
+    )
     p.set_defaults(func=run)
 
 
