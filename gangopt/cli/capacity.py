@@ -39,10 +39,10 @@ from gangopt.replay.capacity import (
     slo_inflation,
 )
 from gangopt.replay.policies import POLICY_NAMES
-from gangopt.replay.report import capacity_text, sweep_table, write_capacity_report, write_sweep_report
+from gangopt.replay.report import capacity_text, hours, sweep_table, write_capacity_report, write_sweep_report
 from gangopt.replay.simulation import PROGRESS_SMOOTHING
 from gangopt.replay.slo import SLO, format_value, parse_slo
-from gangopt.replay.sweep import ClusterSpec, sweep
+from gangopt.replay.sweep import ClusterSpec, Outcome, sweep
 from gangopt.replay.workload import Workload
 
 CAPACITY_COST = (
@@ -87,6 +87,14 @@ class SearchBar:
             file=sys.stderr,
             smoothing=PROGRESS_SMOOTHING,
         )
+
+    @classmethod
+    def inflation_only(cls, per_step: int, inflation: tuple[float, float]) -> SearchBar:
+        """A bar over the inflation tries alone (after ``--brute-force``, which had its own):
+        a search range that is already decided (``min_nodes > max_nodes``) leaves no sizes."""
+        bar = cls(2, 1, per_step, inflation)
+        bar.bar.set_description("capacity: inflation")
+        return bar
 
     def _section(self, gap: int) -> int:
         """Sizes a k-section decides inside a gap of ``gap`` nodes."""
@@ -222,7 +230,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="write a report folder (CSV/JSON, PNG plots, report.md, report.html with the plots)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.add_argument("--progress", action="store_true", help="progress bars on stderr")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="one progress bar with ETA over the whole run on stderr (results come on stdout as found)",
+    )
 
 
 def _slos(texts: list[str]) -> tuple[SLO, ...]:
@@ -246,6 +258,22 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError(problems, "arguments")
 
 
+def outcome_line(out: Outcome, slos: tuple[SLO, ...]) -> str:
+    """One replay of a sweep in a line: what ran, its waits, and each SLO's value and verdict."""
+    m, t = out.metrics, out.task
+    q = m.queueing_delay
+    cells = [
+        f"wait mean {hours(q.mean)}, p95 {hours(q.p95)}, p99 {hours(q.p99)}",
+        f"unstarted {m.unstarted}",
+        f"util {m.utilization_window:.1%}",
+    ]
+    cells += [
+        f"{s.label} {format_value(s, v)} {'ok' if ok else 'missed'}"
+        for s, v, ok in zip(slos, out.slo_values, out.slo_met, strict=True)
+    ]
+    return f"done: {t.policy}, {t.nodes} nodes, seed {t.seed}: {', '.join(cells)}"
+
+
 def run_sweep(args: argparse.Namespace) -> int:
     _check(args)
     config = sim_config(args)
@@ -254,18 +282,33 @@ def run_sweep(args: argparse.Namespace) -> int:
     if any(n < 0 for n in args.nodes):
         raise InputError([Problem("--nodes", "sizes must be >= 0")], "arguments")
     workload = checked_workload(args, workload, spec.build(max(args.nodes)), positions)
+    slos = _slos(args.slo)
+    policies = args.policy or ["gangopt"]
+    total = len(policies) * len(args.nodes) * args.seeds
+    started = time.perf_counter()
+    done: list[Outcome] = []
+
+    def found(out: Outcome) -> None:
+        """Each replay's result as soon as it is known, on stdout unless --json (a sweep of
+        gangopt replays runs for minutes; the table comes at the end)."""
+        done.append(out)
+        if args.json:
+            return
+        print(f"{outcome_line(out, slos)} [{len(done)}/{total}, {time.perf_counter() - started:.0f} s]", flush=True)
+
     outcomes = sweep(
         workload,
-        args.policy or ["gangopt"],
+        policies,
         args.nodes,
         range(args.seeds),
         cluster=spec,
         config=config,
         jitter=args.jitter,
-        slos=_slos(args.slo),
+        slos=slos,
         workers=args.workers,
         dask=args.dask,
         progress=args.progress,
+        on_done=found,
     )
     if args.out:
         write_sweep_report(args.out, outcomes)
@@ -341,7 +384,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     bar = SearchBar(args.min_nodes, args.max_nodes, ev.parallel_sizes, measures) if searching else None
     started = time.perf_counter()
 
-    def say(what: str, v: Any) -> None:
+    def say(what: str, v: Any, simulations: int | None = None) -> None:
         """A verdict as soon as it is known (a gangopt sizing runs for minutes; the table comes
         at the end), on stdout unless --json."""
         if args.json:
@@ -352,9 +395,20 @@ def run_capacity(args: argparse.Namespace) -> int:
         )
         elapsed = time.perf_counter() - started
         print(
-            f"{what} {'meet' if v.meets else 'fail'}: {cells} [{ev.simulations} simulations, {elapsed:.0f} s]",
+            f"{what} {'meet' if v.meets else 'fail'}: {cells} "
+            f"[{ev.simulations if simulations is None else simulations} simulations, {elapsed:.0f} s]",
             flush=True,
         )
+
+    arrived: dict[int, list[Outcome]] = {}
+
+    def replayed(out: Outcome) -> None:
+        """--brute-force: a size's verdict as soon as all its seeds are in (any order)."""
+        arrived.setdefault(out.task.nodes, []).append(out)
+        outs = sorted(arrived[out.task.nodes], key=lambda o: o.task.seed)
+        if len(outs) == len(ev.seeds):
+            verdict = SizeVerdict(out.task.nodes, outs, slos, ev.needed)
+            say(f"brute force: {out.task.nodes} nodes", verdict, sum(map(len, arrived.values())))
 
     def step(verdicts: list[Any]) -> None:
         if bar is not None:
@@ -369,7 +423,14 @@ def run_capacity(args: argparse.Namespace) -> int:
 
     try:
         if args.brute_force:
+            ev.on_done = replayed
             sizing = brute_force(ev, args.min_nodes, args.max_nodes)
+            ev.on_done = None
+            if args.progress and measures is not None:
+                # the sizes had one bar over all of them; the inflation tries get one more
+                # (not a '0/1' bar per try), whose total counts them all
+                ev.progress = False
+                bar = SearchBar.inflation_only(ev.parallel_sizes, measures)
         else:
             sizing = size_cluster(ev, args.min_nodes, args.max_nodes, on_step=step)
         compaction, inflation, extra = _measures(args, ev, workload, spec, sizing.nodes, inflation_try)
@@ -401,6 +462,14 @@ def run_capacity(args: argparse.Namespace) -> int:
             "simulations": sizing.simulations,
             "compaction": compaction.counts if compaction else None,
             "inflation": inflation.factor if inflation else None,
+            # the replay at the answer, per seed: every metric of 'simulate --json' (waits per
+            # priority, queue and job size, JCT, utilisation over the trace's span, GPU-hours)
+            "at_answer": [
+                {"seed": o.task.seed, **o.metrics.model_dump(mode="json")}
+                for v in sizing.evaluated
+                if v.nodes == sizing.nodes
+                for o in v.outcomes
+            ],
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:

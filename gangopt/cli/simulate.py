@@ -21,7 +21,7 @@ from gangopt.replay.metrics import Metrics, compute_metrics, size_label
 from gangopt.replay.policies import POLICY_NAMES, make_policy
 from gangopt.replay.preflight import SHOWN, preflight
 from gangopt.replay.report import comparison_table, write_simulation_report
-from gangopt.replay.simulation import SimConfig, simulate
+from gangopt.replay.simulation import PROGRESS_SMOOTHING, SimConfig, simulate
 from gangopt.replay.sweep import ClusterSpec, NodeType, parse_node_shape
 from gangopt.replay.workload import Workload, load_workload
 from gangopt.schema import Cluster
@@ -67,7 +67,11 @@ def add_parser(sub: Any) -> None:
         "report.html (one page, plots embedded)",
     )
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
-    p.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="progress bar on stderr (with several --policy, also one over all of them, with the run's ETA)",
+    )
     p.set_defaults(func=run)
 
 
@@ -216,6 +220,50 @@ def sim_config(args: argparse.Namespace) -> SimConfig:
     )
 
 
+class RunBar:
+    """One progress bar over a whole ``simulate`` of several policies (``--progress``), above
+    each policy's own bar: jobs finished, out of jobs x policies, with the ETA of the whole run.
+    Before, each policy drew its own bar and nothing said how much of the run was left (issue
+    16). A policy's jobs that never finish (its replay ended with them waiting or running at
+    the horizon) are counted when it ends, so the bar reaches its total exactly.
+
+    The ETA is the average rate since the start (:data:`PROGRESS_SMOOTHING`), so it assumes the
+    policies still to run cost what the ones so far did: gangopt's CP-SAT rounds cost more than
+    a peer's, and the first policy named decides the early estimates."""
+
+    def __init__(self, jobs: int, policies: list[str]) -> None:
+        from tqdm import tqdm
+
+        self.jobs = jobs
+        self.policies = policies
+        self.started = 0
+        self.bar = tqdm(
+            total=jobs * len(policies),
+            unit="job",
+            desc=f"simulate {len(policies)} policies",
+            file=sys.stderr,
+            mininterval=0.5,
+            smoothing=PROGRESS_SMOOTHING,
+        )
+
+    def start(self, policy: str) -> None:
+        """Policy number ``started + 1`` begins: top up the previous one's unfinished jobs."""
+        self.bar.update(self.started * self.jobs - self.bar.n)
+        self.started += 1
+        count = len(self.policies)
+        self.bar.set_description(f"simulate {count} policies ({self.started}/{count}: {policy})")
+
+    def finished(self, n: int) -> None:
+        self.bar.update(n)
+
+    def end(self) -> None:
+        """Every policy has run: top up the last one's unfinished jobs."""
+        self.bar.update(self.started * self.jobs - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 def run(args: argparse.Namespace) -> int:
     config = sim_config(args)
     workload, positions = load_sliced_workload(args)
@@ -225,10 +273,21 @@ def run(args: argparse.Namespace) -> int:
         first = min(j.arrival for j in workload.jobs)
         config = SimConfig(**{**config.__dict__, "horizon": first + config.horizon})
     policies = list(dict.fromkeys(args.policy or ["gangopt"]))
+    overall = RunBar(len(workload.jobs), policies) if config.progress and len(policies) > 1 else None
     runs = []
-    for name in policies:
-        result = simulate(workload, cluster, make_policy(name, workload), config, name=name, impossible="keep")
-        runs.append((result, compute_metrics(result)))
+    try:
+        for name in policies:
+            if overall is not None:
+                overall.start(name)
+            hook = overall.finished if overall is not None else None
+            policy = make_policy(name, workload)
+            result = simulate(workload, cluster, policy, config, name=name, impossible="keep", on_finished=hook)
+            runs.append((result, compute_metrics(result)))
+        if overall is not None:
+            overall.end()
+    finally:
+        if overall is not None:
+            overall.close()
     if args.out:
         write_simulation_report(args.out, runs)
     if args.json:

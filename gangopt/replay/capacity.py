@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gangopt.replay.policies import make_policy
+from gangopt.replay.policies import POLICY_NAMES, make_policy
 from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.replay.slo import SLO
 from gangopt.replay.sweep import ClusterSpec, Outcome, Task, default_workers, run_tasks, variant
@@ -86,11 +86,23 @@ class SizeVerdict:
 
 @dataclass
 class Evaluator:
-    """Replays a workload at given sizes (all seeds), caching every (size, seed, scale)."""
+    """Replays a workload at given sizes (all seeds), caching every (size, seed, scale).
+
+    ``policy`` defaults to ``"gangopt"`` (CP-SAT, ``config.time_limit`` of work per round), as
+    ``gangopt capacity`` does: the cluster is sized for the scheduler gangopt runs. It used to
+    default to ``"greedy"``, so a library caller got greedy's answer where the CLI gave
+    gangopt's (issue 16). The price, measured with ``gangopt capacity`` (the same
+    Evaluator; 2 shared cores, one worker process per core): on the 300-job CSV of
+    docs/capacity/walkthrough-jobs.csv, 34 s of CPU against greedy's 18 s (1.9x; another run
+    41 s against 19 s; 12 replays each, the same answer, 15 nodes); on the first 1,000 jobs of the Philly sample, whose
+    rounds are more contended, 77 s against 9.4 s (8x, the same answer, 8 nodes; see
+    docs/capacity-planning.md). Pass ``policy="greedy"`` for a fast first estimate, or the
+    peer you will run; an unknown name raises ``ValueError`` listing the known ones here, not
+    in the first replay."""
 
     workload: Workload
     slos: tuple[SLO, ...]
-    policy: str = "greedy"
+    policy: str = "gangopt"
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
     config: SimConfig = field(default_factory=SimConfig)
     seeds: tuple[int, ...] = (0,)
@@ -102,12 +114,17 @@ class Evaluator:
     keep_timeline: bool = False
     cache: dict[tuple[int, int, float], Outcome] = field(default_factory=dict)
     simulations: int = 0
+    on_done: Callable[[Outcome], None] | None = None
+    """Hears each replay as it finishes, in any order (``capacity --brute-force`` prints each
+    size's verdict as soon as its seeds are in)."""
 
     def __post_init__(self) -> None:
         if not self.seeds:
             raise ValueError("at least one seed is needed")
         if not 0 < self.seed_share <= 1:
             raise ValueError(f"seed_share must be in (0, 1], got {self.seed_share}")
+        if self.policy not in POLICY_NAMES:
+            raise ValueError(f"unknown policy {self.policy!r} (known: {', '.join(POLICY_NAMES)})")
 
     @property
     def needed(self) -> int:
@@ -123,7 +140,10 @@ class Evaluator:
         todo = [
             self.task(n, s, scale) for n in dict.fromkeys(sizes) for s in self.seeds if (n, s, scale) not in self.cache
         ]
-        for out in run_tasks(todo, self.workload, workers=self.workers, dask=self.dask, progress=self.progress):
+        outcomes = run_tasks(
+            todo, self.workload, workers=self.workers, dask=self.dask, progress=self.progress, on_done=self.on_done
+        )
+        for out in outcomes:
             self.cache[(out.task.nodes, out.task.seed, scale)] = out
         self.simulations += len(todo)
         return [SizeVerdict(n, [self.cache[(n, s, scale)] for s in self.seeds], self.slos, self.needed) for n in sizes]

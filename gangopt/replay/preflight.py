@@ -156,6 +156,27 @@ def problems(found: list[Impossible], jobs: int, way_out: str = "rerun with --dr
     return lines
 
 
+IMPORTED_GANG = "gang: ceil(GPUs/"
+"""How the assumptions of a workload written by ``gangopt import trace`` start their gang line."""
+
+
+def import_hint(workload: Workload, found: Sequence[Impossible]) -> str | None:
+    """The way out when pods that fit no node were cut by ``gangopt import trace``: its
+    defaults (8 GPUs, 12 CPUs and 64Gi per GPU a pod) are one node shape, and sizing for
+    ``--node-shape gpu=4,...`` with them failed every job of more than 4 GPUs (110 of a 300-job
+    walk-through's jobs) with no word on the import flags that would fix it (issue 16)."""
+    if not any(".requests." in x.path for x in found):
+        return None
+    gang = next((a for a in workload.assumptions if a.startswith(IMPORTED_GANG)), None)
+    if gang is None:
+        return None
+    return (
+        f"the import assumed '{gang}': pods larger than the cluster's nodes come from 'gangopt import "
+        "trace' --gpus-per-node, --cpu-per-gpu or --memory-per-gpu; re-import to fit the node shape "
+        "(e.g. --gpus-per-node 4 for 4-GPU nodes)"
+    )
+
+
 def drop_impossible(workload: Workload, found: list[Impossible]) -> Workload:
     """``workload`` without the jobs of ``found``; the drop is recorded in its assumptions."""
     if not found:
@@ -182,5 +203,9 @@ def preflight(
     the workload without them and the list of what was dropped."""
     found = impossible_jobs(workload, cluster, queues, positions)
     if found and not drop:
-        raise InputError(problems(found, len(workload.jobs), way_out), source)
+        lines = problems(found, len(workload.jobs), way_out)
+        hint = import_hint(workload, found)
+        if hint:
+            lines.append(Problem("$.assumptions", hint))
+        raise InputError(lines, source)
     return drop_impossible(workload, found), found

@@ -246,7 +246,11 @@ def timeline_figure(series: Sequence[tuple[str, Sequence[TimelinePoint], float]]
             bottom.set_ylabel("GPUs allocated", fontsize=8)
             for ax in (top, bottom):
                 ax.tick_params(labelsize=8)
-                ax.set_ylim(bottom=0)
+    if multiples:
+        # once every row is drawn: the shared limits then span every row's data (set inside the
+        # loop, they froze at the first row's, and later rows ran off the top of their panels)
+        for ax in axes[0]:
+            ax.set_ylim(bottom=0)
     for row in axes:
         row[0].yaxis.get_major_locator().set_params(integer=True)  # whole jobs, not 0.5
         for ax in row:
@@ -285,7 +289,7 @@ def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     for values, labels in groups.items():
         x = np.asarray(values)
         y = np.arange(1, len(x) + 1) / len(x)
-        ax.step(x, y, where="post", label=" = ".join(labels), linewidth=1.0)
+        ax.step(x, y, where="post", label=_shared_label(labels), linewidth=1.0)
         longest = max(longest, float(x[-1]))
     ax.set_xscale("log")
     ticks = [(t, name) for t, name in TIME_TICKS if t <= longest * 1.5] or [TIME_TICKS[0]]
@@ -303,6 +307,24 @@ def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
+
+
+LEGEND_WIDTH = 28
+"""Characters per line of a shared curve's legend label ('a = b = c', wrapped). Unwrapped, the
+seven policies of a small Philly replay on its own 64 nodes (all identical) made one 90-character
+label that squeezed the axes to a fifth of the figure and ran off its right edge."""
+
+
+def _shared_label(labels: Sequence[str]) -> str:
+    """'a = b = c' for labels sharing one curve, wrapped at :data:`LEGEND_WIDTH` characters."""
+    lines = [labels[0]]
+    for label in labels[1:]:
+        if len(lines[-1]) + 3 + len(label) <= LEGEND_WIDTH:
+            lines[-1] += f" = {label}"
+        else:
+            lines[-1] += " ="
+            lines.append(label)
+    return "\n".join(lines)
 
 
 def slo_size_figure(
@@ -500,6 +522,7 @@ def outcome_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
         "jobs preempted",
         "completion deadlines",
         "JCT p95",
+        "JCT p99",
         "JCT max",
         "solver ms/round mean",
         "p95",
@@ -520,6 +543,7 @@ def outcome_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
             str(m.jobs_preempted),
             str(m.completion_deadlines),
             hours(m.jct.p95),
+            hours(m.jct.p99),
             hours(m.jct.max),
             f"{m.solver_seconds.mean * 1000:.1f}",
             f"{m.solver_seconds.p95 * 1000:.1f}",
@@ -850,6 +874,11 @@ def write_capacity_report(
             "`gangopt/replay/metrics.py`); *util* is over the trace's span."
         )
         doc.table(*priority_rows(runs))
+        doc.table(*outcome_rows(runs))
+        doc.para(
+            "Where the jobs ended, the JCT's tail and the solver's time per round, as in `gangopt simulate`'s "
+            "report; *util (own span)* flatters a short makespan, compare by *util* above."
+        )
     if answer and answer[0].outcomes[0].timeline:
         chosen = answer[0].outcomes[0]
         timeline_figure([(f"{sizing.nodes} nodes", chosen.timeline, chosen.metrics.gpus_total)], out / "timeline.png")

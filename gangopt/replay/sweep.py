@@ -387,10 +387,11 @@ def sweep(
     workers: int | None = None,
     dask: Any = None,
     progress: bool = False,
+    on_done: Progress | None = None,
 ) -> list[Outcome]:
-    """Run policies x sizes x seeds; see :func:`run_tasks` for where they run."""
+    """Run policies x sizes x seeds; see :func:`run_tasks` for where they run and ``on_done``."""
     tasks = sweep_tasks(policies, sizes, seeds, cluster=cluster, config=config, jitter=jitter, slos=slos)
-    return run_tasks(tasks, workload, workers=workers, dask=dask, progress=progress)
+    return run_tasks(tasks, workload, workers=workers, dask=dask, progress=progress, on_done=on_done)
 
 
 def sweep_rows(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
@@ -413,7 +414,9 @@ def sweep_rows(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
             "wait_p99": m.queueing_delay.p99,
             "wait_max": m.queueing_delay.max,
             "jct_p50": m.jct.p50,
-            "utilization": m.utilization_mean,
+            "utilization": m.utilization_mean,  # over this run's own span
+            "utilization_window": m.utilization_window,  # over the trace's span: compare these
+            "gpu_hours_delivered": m.gpu_hours_delivered,
             "idle_needed_gpu_hours": m.idle_needed_gpu_hours,
             "preemptions": m.preemptions,
             "lost_gpu_hours": m.lost_gpu_hours,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,3 +92,82 @@ def test_search_bar_estimates_the_inflation_tries_left() -> None:
         assert bar.inflation_remaining() == 0 and bar.bar.n == bar.bar.total == 6
     finally:
         bar.close()
+
+
+def _bar_states(err: str, prefix: str) -> list[str]:
+    """The states a tqdm bar drew on stderr (each redraw starts with a carriage return)."""
+    lines = err.replace("\x1b[A", "").replace("\r", "\n").splitlines()
+    return [line.strip() for line in lines if line.strip().startswith(prefix)]
+
+
+def test_sweep_prints_each_replay_as_it_is_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``sweep``: one line per replay on stdout as it finishes (counted k/N over the whole
+    sweep), each agreeing with the JSON rows; one bar over all N = policies x sizes x seeds
+    replays, with its ETA. ``--json`` keeps stdout to the JSON."""
+    workload = tmp_path / "w.json"
+    assert main(["import", "trace", str(FIXTURE), "-o", str(workload)]) == 0
+    argv = ["sweep", str(workload), "--nodes", "5", "7", "--policy", "greedy", "--policy", "fifo_first_fit"]
+    argv += ["--slo", "p95_wait<=30m", "--workers", "1"]
+    capsys.readouterr()
+    assert main([*argv, "--progress"]) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.out.splitlines() if line.startswith("done: ")]
+    assert [line.split(" [")[1].split(",")[0] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    for row in rows:
+        head = f"done: {row['policy']}, {row['nodes']} nodes, seed {row['seed']}: "
+        (line,) = [x for x in lines if x.startswith(head)]
+        assert f"unstarted {row['unstarted']}" in line and f"util {row['utilization_window']:.1%}" in line
+        assert ("p95_wait" in line) and (" ok [" in line) == row["p95_wait ok"]
+    bar = _bar_states(captured.err, "simulations:")
+    assert " 0/4 [" in bar[0] and " 4/4 [" in bar[-1] and "<" in bar[-1].split("[")[1]
+
+
+def test_brute_force_prints_each_size_and_one_bar_for_inflation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``capacity --brute-force``: each size's verdict on stdout as soon as it is replayed,
+    matching the final table; with --progress, one bar over all sizes, then one over the
+    inflation tries (before: a '0/1' bar per try)."""
+    workload = tmp_path / "w.json"
+    assert main(["import", "trace", str(FIXTURE), "-o", str(workload)]) == 0
+    capsys.readouterr()
+    argv = ["capacity", str(workload), "--slo", "p95_wait<=30m", "--policy", "greedy", "--workers", "1"]
+    argv += ["--brute-force", "--min-nodes", "4", "--max-nodes", "7", "--compaction", "none", "--progress"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    sizes = [line for line in out.splitlines() if line.startswith("brute force: ")]
+    assert [line.split()[2] for line in sizes] == ["4", "5", "6", "7"]
+    table = {line.split()[0]: line.split()[-1] for line in out.splitlines() if line[:1].isdigit()}
+    for line in sizes:
+        assert table[line.split()[2]] == ("meets" if " meet: " in line else "fails")
+    assert " 4/4 [" in _bar_states(captured.err, "simulations:")[-1]
+    tries = [line for line in out.splitlines() if line.startswith("inflation: ")]
+    final = _bar_states(captured.err, "capacity: inflation")[-1]
+    assert tries and f" {len(tries)}/{len(tries)} [" in final
+    assert " 0/1 [" not in captured.err
+
+
+def test_json_has_the_replay_at_the_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``capacity --json`` carries the answer's replay with every metric of ``simulate --json``
+    (the per-priority and per-size waits, utilisation over the trace's span); its p95 wait is
+    the value the text's table shows for the answer."""
+    from gangopt.replay.report import hours
+
+    workload = tmp_path / "w.json"
+    assert main(["import", "trace", str(FIXTURE), "-o", str(workload)]) == 0
+    argv = ["capacity", str(workload), "--slo", "p95_wait<=30m", "--policy", "greedy", "--workers", "1"]
+    argv += ["--compaction", "none", "--inflation", "none"]
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    (run,) = data["at_answer"]
+    assert run["seed"] == 0 and run["policy"] == "greedy" and run["nodes"] == data["nodes"]
+    assert set(run["queueing_delay_by_priority"]) == {"0"} and len(run["queueing_delay_by_size"]) > 1
+    assert 0 < run["utilization_window"] <= 1 and run["gpu_hours_delivered"] > 0
+    row = next(line for line in text.splitlines() if line.split()[:1] == [str(data["nodes"])])
+    assert row.split()[1] == hours(run["queueing_delay"]["p95"])

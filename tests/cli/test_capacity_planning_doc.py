@@ -80,3 +80,24 @@ def test_the_two_commands_give_the_documented_answer(
     assert f"<strong>{answer} nodes</strong>" in page
     assert page.count('src="data:image/png;base64,') == 3  # SLO vs size, timeline, wait CDF
     assert "report/report.html" in _section()
+
+
+def test_readme_gives_the_same_two_commands_and_its_csv_is_as_described(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README's capacity section opens with the doc's two commands (the newcomer's path), and
+    the 300-job CSV it quotes a measured answer for is what it says: 300 jobs of 1 to 32 GPUs
+    submitted over about 24 h, none of which the pre-flight check refuses at the answer."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Capacity planning") :]
+    (first,) = _blocks(section, "sh")[:1]
+    shown = [line.split("#")[0].strip() for line in first.splitlines() if line.strip()]
+    (commands,) = _blocks(_section(), "sh")
+    assert shown == [line.strip() for line in commands.splitlines() if line.strip()]
+    walkthrough = ROOT / "docs" / "capacity" / "walkthrough-jobs.csv"
+    assert f"`{walkthrough.relative_to(ROOT)}` (300 jobs of 1-32 GPUs over 24 h)" in " ".join(section.split())
+    workload = tmp_path / "jobs.json"
+    assert main(["import", "trace", str(walkthrough), "-o", str(workload)]) == 0
+    summary = capsys.readouterr().err
+    assert "300 jobs arriving over 23.6 h" in summary and "largest 32 GPUs" in summary
+    assert main(["simulate", str(workload), "--nodes", "15", "--policy", "greedy", "--horizon", "0"]) == 0

@@ -59,3 +59,35 @@ def test_capacity_sizes_for_gangopt_by_default_and_says_what_it_costs(capsys: py
     assert args.policy == "gangopt"
     assert main(["capacity", "--help"]) == 0
     assert CAPACITY_COST in " ".join(capsys.readouterr().out.split())
+
+
+def _bar_lines(err: str, prefix: str) -> list[str]:
+    """The states a tqdm bar drew on stderr (each redraw starts with a carriage return)."""
+    return [
+        line.strip()
+        for line in err.replace("\x1b[A", "").replace("\r", "\n").splitlines()
+        if line.strip().startswith(prefix)
+    ]
+
+
+def test_several_policies_get_one_bar_over_the_whole_run(workload: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--progress`` with two policies: each policy's own bar, and above them one over the
+    run, counting jobs x policies (2 x 12). With ``--horizon``, jobs still waiting or running
+    at the end are counted when their policy ends, so the bar reaches 24/24 exactly while each
+    policy's bar stops at its finished jobs; its ETA (``<``) and rate are tqdm's."""
+    capsys.readouterr()
+    argv = ["simulate", str(workload), "--nodes", "2", "--policy", "greedy", "--policy", "fifo_first_fit"]
+    assert main([*argv, "--horizon", "5000", "--progress", "--json"]) == 0
+    captured = capsys.readouterr()
+    finished = {m["policy"]: m["finished"] for m in json.loads(captured.out)}
+    assert all(0 < n < 12 for n in finished.values())  # the horizon leaves jobs unfinished
+    overall = _bar_lines(captured.err, "simulate 2 policies")
+    assert " 0/24 [" in overall[0]
+    assert any(line.startswith("simulate 2 policies (1/2: greedy):") for line in overall)
+    assert any(line.startswith("simulate 2 policies (2/2: fifo_first_fit):") for line in overall)
+    assert "100%" in overall[-1] and " 24/24 [" in overall[-1] and "<" in overall[-1].split("[")[1]
+    for policy, n in finished.items():
+        assert f" {n}/12 [" in _bar_lines(captured.err, f"simulate {policy}:")[-1]
+    capsys.readouterr()
+    assert main([*argv[:6], "--progress"]) == 0  # one policy: its own bar only
+    assert _bar_lines(capsys.readouterr().err, "simulate 2 policies") == []

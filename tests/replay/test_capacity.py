@@ -119,8 +119,8 @@ def test_variant_jitter_and_scale() -> None:
 def test_bisection_matches_brute_force(slos: list[str]) -> None:
     wl = small_workload()
     parsed = tuple(parse_slo(s) for s in slos)
-    searched = size_cluster(Evaluator(wl, parsed, config=FAST, seeds=(0, 1), jitter=300.0), 1, 12)
-    brute = brute_force(Evaluator(wl, parsed, config=FAST, seeds=(0, 1), jitter=300.0), 1, 12)
+    searched = size_cluster(Evaluator(wl, parsed, policy="greedy", config=FAST, seeds=(0, 1), jitter=300.0), 1, 12)
+    brute = brute_force(Evaluator(wl, parsed, policy="greedy", config=FAST, seeds=(0, 1), jitter=300.0), 1, 12)
     assert brute.nodes is not None and brute.non_monotone == []
     assert searched.nodes == brute.nodes
     assert searched.simulations < brute.simulations
@@ -131,13 +131,15 @@ def test_bisection_matches_brute_force(slos: list[str]) -> None:
 def test_seed_share_and_k_section() -> None:
     wl = small_workload()
     slos = (parse_slo("p95_wait<=10m"),)
-    every = size_cluster(Evaluator(wl, slos, config=FAST, seeds=(0, 1, 2), jitter=900.0), 1, 12)
-    half = size_cluster(Evaluator(wl, slos, config=FAST, seeds=(0, 1, 2), jitter=900.0, seed_share=0.3), 1, 12)
+    every = size_cluster(Evaluator(wl, slos, policy="greedy", config=FAST, seeds=(0, 1, 2), jitter=900.0), 1, 12)
+    half = size_cluster(
+        Evaluator(wl, slos, policy="greedy", config=FAST, seeds=(0, 1, 2), jitter=900.0, seed_share=0.3), 1, 12
+    )
     assert every.nodes is not None and half.nodes is not None
     assert half.nodes <= every.nodes
     # several sizes per step (what idle workers allow) find the same answer
-    plain = size_cluster(Evaluator(wl, slos, config=FAST), 1, 12)
-    k_section = size_cluster(ThreeAtOnce(wl, slos, config=FAST), 1, 12)
+    plain = size_cluster(Evaluator(wl, slos, policy="greedy", config=FAST), 1, 12)
+    k_section = size_cluster(ThreeAtOnce(wl, slos, policy="greedy", config=FAST), 1, 12)
     assert k_section.nodes == plain.nodes
 
 
@@ -149,9 +151,27 @@ class ThreeAtOnce(Evaluator):
 
 def test_no_answer_in_range() -> None:
     wl = Workload(jobs=[job("big", 0, 100, 8, 4)])  # needs 4 nodes
-    result = size_cluster(Evaluator(wl, (parse_slo("unstarted<=0"),), config=FAST), 1, 3)
+    result = size_cluster(Evaluator(wl, (parse_slo("unstarted<=0"),), policy="greedy", config=FAST), 1, 3)
     assert result.nodes is None
-    assert size_cluster(Evaluator(wl, (parse_slo("unstarted<=0"),), config=FAST), 1, 8).nodes == 4
+    assert size_cluster(Evaluator(wl, (parse_slo("unstarted<=0"),), policy="greedy", config=FAST), 1, 8).nodes == 4
+
+
+def test_library_sizes_for_the_policy_the_cli_does() -> None:
+    """The library's Evaluator and ``gangopt capacity`` size for the same policy when none is
+    named (gangopt's own: it was greedy in the library and gangopt in the CLI, issue 16), and
+    the default really replays CP-SAT; a misspelt policy fails at construction, naming the
+    known ones."""
+    from gangopt.cli import build_parser
+
+    args = build_parser().parse_args(["capacity", "w.json", "--slo", "p95_wait<=1m"])
+    wl = Workload(jobs=[job("a", 0, 600), job("b", 0, 600), job("c", 60, 300, 4)])
+    ev = Evaluator(wl, (parse_slo("p95_wait<=5m"),), config=FAST)
+    assert ev.policy == args.policy == "gangopt"
+    (verdict,) = ev.evaluate([1])
+    (outcome,) = verdict.outcomes
+    assert outcome.task.policy == "gangopt" and outcome.metrics.policy == "gangopt"
+    with pytest.raises(ValueError, match=r"unknown policy 'gredy' \(known: .*greedy"):
+        Evaluator(wl, (parse_slo("p95_wait<=5m"),), policy="gredy")
 
 
 # ----------------------------------------------------------------------------- packing measures
@@ -176,7 +196,7 @@ def test_inflation_search() -> None:
     assert factor is not None and 0.29 <= factor <= 0.3
     assert inflation(lambda f: False)[0] is None
     wl = small_workload()
-    ev = Evaluator(wl, (parse_slo("p95_wait<=10m"),), config=FAST)
+    ev = Evaluator(wl, (parse_slo("p95_wait<=10m"),), policy="greedy", config=FAST)
     answer = size_cluster(ev, 1, 12).nodes
     assert answer is not None
     result = slo_inflation(ev, answer, max_factor=4, tolerance=0.1)

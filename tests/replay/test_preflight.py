@@ -138,3 +138,27 @@ def test_paths_name_the_files_index_when_replaying_the_first_jobs(
     path.write_text(dump_workload(Workload(jobs=jobs)))
     assert main(["simulate", str(path), "--nodes", "1", "--first", "2"]) == 2
     assert "error: $.jobs[3].roles[0].requests.gpu: job 'd' can never start" in capsys.readouterr().err
+
+
+def test_pods_cut_by_the_import_point_at_its_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A CSV imported with the default 8 GPUs a pod, sized on 4-GPU nodes: every job of more
+    than 4 GPUs is refused, and the error says which import flags cut the pods; re-imported
+    with ``--gpus-per-node 4`` the same trace passes the check. A workload written by hand
+    (no import assumption) gets no such hint."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("submit,duration,gpus\n0,600,2\n10,600,8\n20,600,16\n")
+    shape = ["--node-shape", "gpu=4,cpu=64,memory=512Gi", "--policy", "greedy", "--workers", "1"]
+    argv = ["capacity", str(tmp_path / "w.json"), "--slo", "p95_wait<=1h", *shape, "--max-nodes", "8"]
+    assert main(["import", "trace", str(trace), "-o", str(tmp_path / "w.json")]) == 0
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "error: $.jobs: 2 of 3 jobs can never start" in err
+    assert "error: $.assumptions: the import assumed 'gang: ceil(GPUs/8) pods" in err
+    assert "--gpus-per-node 4 for 4-GPU nodes" in err
+    assert main(["import", "trace", str(trace), "--gpus-per-node", "4", "-o", str(tmp_path / "w.json")]) == 0
+    assert main([*argv, "--compaction", "none", "--inflation", "none"]) == 0
+    assert "answer: " in capsys.readouterr().out
+    with pytest.raises(InputError) as caught:
+        preflight(Workload(jobs=[job("a", gpus=8)]), parametric_cluster(1, gpus_per_node=4))
+    assert not any(p.path == "$.assumptions" for p in caught.value.problems)

@@ -68,6 +68,14 @@ def test_report_md_has_the_texts_numbers(tmp_path: Path, policy: str) -> None:
     for label, s in groups:
         assert f"{label:<22}{s.count:>7}{hours(s.mean):>9}" in printed
         assert f"| {policy} | {label} | {s.count} | {hours(s.mean)} | {hours(s.p50)} | {hours(s.p95)} |" in text
+    # the JCT row of the text (jobs, mean, p50, p95, p99, max), every cell of it in the report
+    jct = m.jct
+    assert f"{'JCT (finished)':<22}{jct.count:>7}{hours(jct.mean):>9}{hours(jct.p50):>9}" in printed
+    tables = [line for line in text.splitlines() if line.startswith(f"| {policy} |")]
+    cells = {c.strip() for line in tables for c in line.strip("|").split("|")}
+    assert {hours(x) for x in (jct.mean, jct.p50, jct.p95, jct.p99, jct.max)} <= cells
+    ended = next(line for line in text.splitlines() if line.startswith("| policy | finished |")).strip("|")
+    assert [h.strip() for h in ended.split("|")][12:15] == ["JCT p95", "JCT p99", "JCT max"]
     # the window is the trace's span for both policies: the last arrival (1,100 s) plus its 1,600 s run
     assert {m.window_end for _, m in runs} == {2_700.0}
     assert "the same for every policy" in text
@@ -107,6 +115,14 @@ def test_several_policies_get_one_row_of_panels_each(tmp_path: Path, monkeypatch
     timeline_figure([(f"p{k}", line, 16.0) for k in range(2)], tmp_path / "two.png")
     timeline_figure([("p0", line, 16.0)], tmp_path / "one.png")
     many, two, one = kept
+    # shared axes span every row: a later policy's longer queue is not cut at the first's
+    taller = [TimelinePoint(0.0, 8.0, 30, 8.0, 1), TimelinePoint(3600.0, 16.0, 0, 16.0, 0)]
+    timeline_figure([("short", line, 16.0), ("long", taller, 16.0)], tmp_path / "shared.png")
+    shared = kept[-1]
+    for ax in shared.axes:
+        assert ax.get_ylim()[0] == 0
+    assert shared.axes[0].get_ylim()[1] >= 30 and shared.axes[2].get_ylim()[1] >= 30
+    assert shared.axes[1].get_ylim()[1] >= 16
     assert len(many.axes) == 14 and [ax.get_title(loc="left") for ax in many.axes[::2]] == [f"p{k}" for k in range(7)]
     # two policies are not overlaid either: a row each, one queue line per panel
     assert [ax.get_title(loc="left") for ax in two.axes] == ["p0", "p0", "p1", "p1"]
@@ -220,11 +236,14 @@ def test_capacity_html_report_has_the_answer_and_its_replay(tmp_path: Path) -> N
     page.feed((tmp_path / "report.html").read_text(encoding="utf-8"))
     assert [img["data-file"] for img in page.images] == ["slo_vs_size.png", "timeline.png", "wait_cdf.png"]
     assert f"The replay at the answer ({sizing.nodes} nodes)" in page.headings
-    sizes, at_answer, _ = page.tables
+    sizes, at_answer, _, ended = page.tables
     assert [row[0] for row in sizes[1:]] == [str(v.nodes) for v in sizing.evaluated]
     (outcome,) = next(v for v in sizing.evaluated if v.nodes == sizing.nodes).outcomes
     row = dict(zip(at_answer[0], at_answer[1], strict=True))
     assert row["policy"] == "greedy seed 0" and row["wait p95"] == hours(outcome.metrics.queueing_delay.p95)
+    tail = dict(zip(ended[0], ended[1], strict=True))
+    assert tail["policy"] == "greedy seed 0" and tail["JCT p99"] == hours(outcome.metrics.jct.p99)
+    assert tail["finished"] == str(outcome.metrics.finished)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -314,3 +333,16 @@ def test_identical_wait_curves_share_one_line_and_the_legend_sits_outside(
     assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # right of the axes, over no curve
     assert [t.get_text() for t in ax.get_xticklabels()] == ["≤1s", "10s", "1m", "10m", "1h"]
     assert ax.get_xlim()[1] == pytest.approx(4_000 * 1.3)  # just past the longest wait, not out to 6 h
+    # seven policies on one curve (a replay where nothing contends): the label wraps, the axes
+    # keep most of the figure and the legend stays inside it
+    names = ["greedy", "fifo_first_fit", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like"]
+    wait_cdf_figure([(name, same) for name in [*names, "gangopt"]], tmp_path / "seven.png")
+    figure = kept[1]
+    (ax,) = figure.axes
+    (line,) = ax.get_lines()
+    label = line.get_label()
+    assert label.replace(" =\n", " = ") == " = ".join([*names, "gangopt"])
+    assert max(len(part) for part in label.splitlines()) <= 28
+    figure.canvas.draw()
+    width = figure.bbox.width
+    assert ax.get_legend().get_window_extent().x1 <= width and ax.get_window_extent().width >= width / 2
