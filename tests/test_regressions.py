@@ -15,6 +15,7 @@ from gangopt.objective import SCALE
 from gangopt.prefilter import prefilter
 from gangopt.schema import Status
 from gangopt.solvers.cpsat.encoding import encode
+from tests.builders import cluster, make_round, pending, running
 
 REGRESSIONS = Path(__file__).resolve().parent / "fixtures" / "regressions"
 
@@ -125,7 +126,34 @@ def test_a_model_stricter_than_rule_5_claims_no_bound() -> None:
 
 
 def test_one_node_classes_are_encoded_exactly() -> None:
-    rnd = gangopt.load_round(REGRESSIONS / "greedy-reprieve-victim-for-no-gang.json")
+    # The same kind of round with every node its own class and no pod outside the model: a
+    # shrink keeps lower gangs off exactly the node that lost the pod, so no flag.
+    rnd = make_round(
+        cluster(2, gpus=8),
+        running=[running("v", ["n0", "n0"], gpu=4, replicas=2, min_replicas=1)],
+        pending=[pending("h", gpu=8, priority=2), pending("low", gpu=4, priority=0)],
+    )
     enc = encode(prefilter(rnd))
-    assert all(cm.cls.size == 1 for cm in enc.classes if cm.entries)
+    assert enc.victim and all(cm.cls.size == 1 for cm in enc.classes)
     assert not enc.stricter
+
+
+def test_an_elastic_gang_with_pods_outside_the_model_claims_no_bound() -> None:
+    # Found like the one above (tier 0: plan 20.0 against a "proven" 0.0). run0 (priority 0,
+    # elastic, 3 pods of 4 GPUs, minimum 1) has pods on cordoned n2 and n3 and on n0; job0
+    # (priority 1, 2 x 4 GPUs) needs 8 GPUs of a quota run0 fills. Greedy shrinks run0 on n0
+    # (where job0 lands) and on n3: valid, and run0 keeps a pod. Pods outside the model stay
+    # or go with the whole gang there, so the model could only evict run0.
+    rnd = gangopt.load_round(REGRESSIONS / "bounds-stranded-elastic-shrink.json")
+    pre = prefilter(rnd)
+    assert pre.stranded
+    assert encode(pre).stricter
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    assert [p.kind for p in greedy_plan.preemptions] == ["shrink"]
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.admitted == ["job0"]
+    best = {t.priority: t.value for t in greedy_plan.score.tiers}
+    for tier in plan.score.tiers:
+        assert tier.value <= tier.bound + 1e-9
+        assert best[tier.priority] <= tier.bound + 1e-9

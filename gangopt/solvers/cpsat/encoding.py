@@ -111,8 +111,9 @@ class Encoding:
     victim: dict[int, cp_model.IntVar] = field(default_factory=dict)
     """Running gang index -> whether it loses pods (the repair's cuts read it)."""
     stricter: bool = False
-    """Whether a rule is encoded stricter than the round's (rule 5 per class of several nodes:
-    see :func:`_victim_needs_beneficiary`); the model's optima are then no bounds."""
+    """Whether a rule is encoded stricter than the round's (rule 5 per class of several nodes,
+    elastic gangs with pods outside the model: see :func:`_victim_needs_beneficiary`); the
+    model's optima are then no bounds."""
     bounds: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Variable index -> (lb, ub), recorded at creation: reading them back from the C++
     proto costs microseconds per call, which adds up to seconds on large rounds."""
@@ -491,6 +492,11 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     enc.scope = scope
     kept = [var for _, _, var in enc.kept_of_gang.get(gi, [])]
     stranded = sum(pre.stranded.get(gi, {}).values())
+    # Pods on nodes left out of the model stay or go with the whole gang: the model cannot
+    # shrink an elastic gang there, which rule 5 allows (a hypothesis round: greedy shrank one
+    # pod on a cordoned node and one where the preemptor landed, 20.0 on tier 0 against the
+    # model's 0.0, whose only way was to evict the gang).
+    enc.stricter |= bool(stranded) and len(gang.pods) > gang.minimum
     victim = enc.victim[gi] = enc.bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for _, k, _ in enc.kept_of_gang.get(gi, [])}
