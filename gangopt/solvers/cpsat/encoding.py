@@ -493,10 +493,12 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     kept = [var for _, _, var in enc.kept_of_gang.get(gi, [])]
     stranded = sum(pre.stranded.get(gi, {}).values())
     # Pods on nodes left out of the model stay or go with the whole gang: the model cannot
-    # shrink an elastic gang there, which rule 5 allows (a hypothesis round: greedy shrank one
-    # pod on a cordoned node and one where the preemptor landed, 20.0 on tier 0 against the
-    # model's 0.0, whose only way was to evict the gang).
-    enc.stricter |= bool(stranded) and len(gang.pods) > gang.minimum
+    # shrink an elastic gang there, which rule 5 allows when the pods free quota (a hypothesis
+    # round: greedy shrank one pod on a cordoned node and one where the preemptor landed, 20.0
+    # on tier 0 against the model's 0.0, whose only way was to evict the gang). Without a quota
+    # on the gang's queue such a pod is never needed (nobody lands on its node), so no loss.
+    limited = any(q.name == gang.queue and q.nominal for q in pre.rnd.queues)
+    enc.stricter |= bool(stranded) and limited and len(gang.pods) > gang.minimum
     victim = enc.victim[gi] = enc.bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for _, k, _ in enc.kept_of_gang.get(gi, [])}
