@@ -15,6 +15,7 @@ from gangopt.objective import SCALE
 from gangopt.prefilter import prefilter
 from gangopt.schema import Status
 from gangopt.solvers.cpsat.encoding import encode
+from gangopt.solvers.cpsat.hints import complete, plan_values
 from tests.builders import cluster, make_round, pending, running
 
 REGRESSIONS = Path(__file__).resolve().parent / "fixtures" / "regressions"
@@ -104,19 +105,20 @@ def test_the_priority_3_gang_starts_in_its_victims_place() -> None:
         assert "job2" not in gangopt.solve(rnd, solver=peer).admitted
 
 
-def test_a_model_stricter_than_rule_5_claims_no_bound() -> None:
+def test_rule_5_is_encoded_node_by_node_on_a_class_of_several_nodes() -> None:
     # Found by tests/test_bounds.py's hypothesis run (the round _honest caught: tier 0 at 5.2
     # against a "proven" 5.0). n0 and n1 form one node class, each with one pod of run0
     # (priority 0, elastic). Greedy shrinks run0 on n1 for job0 (priority 1) and puts job1
-    # (priority 0) on n0, which rule 5 allows; the model keeps lower gangs off the whole class
-    # where a gang shrinks, so job0 and job1 together are no model solution and its optimum
-    # (5.0) bounded only its own plans. The encoding now says so and no stage bound is claimed.
+    # (priority 0) on n0, which rule 5 allows; the model kept lower gangs off the whole class
+    # where a gang shrinks, so greedy's plan was no model solution and the model's optimum
+    # bounded only its own plans. Now lower pods only need the slots of the nodes that keep
+    # all of run0's pods (encoding._lower_off_losing_nodes).
     rnd = gangopt.load_round(REGRESSIONS / "bounds-class-shrink-lower-gang.json")
     enc = encode(prefilter(rnd))
-    assert enc.stricter
-    assert any(cm.cls.size > 1 for cm in enc.classes)
+    assert any(cm.cls.size > 1 and cm.entries for cm in enc.classes)
     greedy_plan = gangopt.solve(rnd, solver="greedy")
     assert sorted(greedy_plan.admitted) == ["job0", "job1"]
+    assert complete(enc, plan_values(enc, greedy_plan), 5.0, 0) is not None
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     best = {t.priority: t.value for t in greedy_plan.score.tiers}

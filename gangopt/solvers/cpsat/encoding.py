@@ -507,10 +507,13 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     # a shrink also keeps them off the class's other nodes (the finest unit the model sees).
     helpers_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
     lower_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    lower_keys: dict[int, list[tuple[RoleKey, cp_model.IntVar]]] = defaultdict(list)
     for k in hosts:
         for key, var in enc.x_on_class.get(k, []):
             above = scope.static(pre.gang(key.kind, key.gang), gang)
             (helpers_on if above else lower_on)[k].append(var)
+            if not above:
+                lower_keys[k].append((key, var))
     helpers = [v for vs in helpers_on.values() for v in vs]
     if helpers:
         m.add(victim <= sum(helpers))
@@ -527,12 +530,12 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
             if low:  # the gang loses pods here only by eviction
                 m.add(sum(low) <= sum(enc.ub(v) for v in low) * enc.alive[gi])
             continue
-        if low and kept_k:
-            # Per class, not per node: a shrink on one node of the class also keeps lower gangs
-            # off its other nodes, which rule 5 allows (a hypothesis round: greedy shrank a gang
-            # on n1 and put a priority-0 gang on n0 of the same class, 5.2 on tier 0 against the
-            # model's "proven" 5.0). Exact with one node; otherwise the model's optima bound
-            # only its own plans.
+        if low and kept_k and cm.patterns and cm.cls.size > 1:
+            _lower_off_losing_nodes(enc, cm, gi, lower_keys[k])
+        elif low and kept_k:
+            # Per class: exact with one node. A class of several nodes without patterns holds no
+            # candidate pods today; should one, a shrink on one node would keep lower gangs off
+            # the others too, which rule 5 allows, and the model's optima bound only its plans.
             enc.stricter |= cm.cls.size > 1
             loses = enc.bool_var()
             m.add(sum(kept_k) >= full - full * loses)
@@ -540,6 +543,30 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
         helped = enc.bool_var()
         m.add(sum(kept_k) >= full * enc.alive[gi] - full * helped)
         m.add(helped <= sum(helpers_on[k]))
+
+
+def _lower_off_losing_nodes(
+    enc: Encoding, cm: ClassModel, gi: int, lower: list[tuple[RoleKey, cp_model.IntVar]]
+) -> None:
+    """Rule 5's node form on a class of several nodes, node by node through the patterns: the
+    new pods of gangs that may not preempt ``gi`` fit, shape by shape, in the slots of the
+    nodes whose pattern keeps all of ``gi``'s pods. Per class (``gi`` loses a pod somewhere on
+    the class: no lower pod anywhere on it) was stricter than the rule, so the model's optimum
+    was no bound (a hypothesis round: greedy shrank a gang on n1 and put a priority-0 gang on
+    n0 of the same class, 5.2 on tier 0 against the model's "proven" 5.0;
+    tests/test_regressions.py). Licensed pods of a shape take the losing nodes' slots first in
+    the expansion, so per shape this is also enough for the placement to exist."""
+    idx = [i for i, e in enumerate(cm.entries) if e[0] == gi]
+    keeps_all = [
+        bool(p.kept) and all(p.kept[i] >= cm.cls.candidates[cm.entries[i]] for i in idx) for p in cm.patterns
+    ]
+    for s, shape in enumerate(cm.shapes):
+        users = [var for key, var in lower if cm.project(enc.pre.requests[key]) == shape]
+        if not users:
+            continue
+        open_ = [(p, z) for p, z, ok in zip(cm.patterns, cm.z, keeps_all, strict=True) if ok and p.slots]
+        room = [(z, p.slots[s]) for p, z in open_ if p.slots[s]]
+        enc.model.add(sum(users) <= sum(c * z for z, c in room))
 
 
 def _domain_of(cm: ClassModel, level: str) -> str:

@@ -61,7 +61,7 @@ def expand(pre: Prefiltered, classes: list[ClassModel], values: ClassValues) -> 
                     keep = 0
                 names = pods_on[(node, gi, role_name)]
                 decision.removed.update(names[keep:])
-        _place_new(pre, cm, k, values, per_node_slots, decision)
+        _place_new(pre, cm, k, values, per_node_slots, decision, per_node_kept)
     for gi, alive in values.alive.items():
         if not alive:
             decision.removed.update(p.name for p in rnd.running[gi].pods)
@@ -200,18 +200,36 @@ def _node_layout(
 
 
 def _place_new(
-    pre: Prefiltered, cm: ClassModel, k: int, values: ClassValues, slots: list[list[int] | None], decision: Decision
+    pre: Prefiltered,
+    cm: ClassModel,
+    k: int,
+    values: ClassValues,
+    slots: list[list[int] | None],
+    decision: Decision,
+    kept: list[dict[tuple[int, str], int]],
 ) -> None:
+    """New pods onto the class's nodes, highest priority first, each into its shape's slots;
+    a gang that may not preempt a victim avoids the nodes where that victim loses pods (rule
+    5, as the model's :func:`~gangopt.solvers.cpsat.encoding._lower_off_losing_nodes` allows)."""
     keys = sorted(
         (key for key in cm.keys if values.x.get((key, k), 0) > 0),
         key=lambda key: (-pre.gang(key.kind, key.gang).priority, pre.gang(key.kind, key.gang).name, key.role),
     )
+    losers = [
+        {gi for (gi, name), count in cm.cls.candidates.items() if node.get((gi, name), count) < count}
+        for node in kept
+    ]
+    scope = Scope(pre.rnd) if any(losers) else None
     for key in keys:
         gang = pre.gang(key.kind, key.gang)
         role = gang.roles[key.role]
         shape_index = cm.shapes.index(cm.project(pre.requests[key])) if cm.shapes else 0
         need = values.x[(key, k)]
-        for pos, node in enumerate(cm.cls.nodes):
+        order = list(enumerate(cm.cls.nodes))
+        if scope is not None:
+            # nodes that lost pods of a gang it may not preempt last (only if nothing else fits)
+            order.sort(key=lambda pn: any(not scope.static(gang, pre.rnd.running[v]) for v in losers[pn[0]]))
+        for pos, node in order:
             if need == 0:
                 break
             free = slots[pos]
