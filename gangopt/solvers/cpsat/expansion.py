@@ -17,7 +17,7 @@ import numpy as np
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, RoleKey, request_vector
 from gangopt.schema import GangSpec, Placement, Preemption, Resize, Round, RunningGang
-from gangopt.scope import Scope
+from gangopt.scope import After, Scope
 from gangopt.solvers.cpsat.encoding import ClassModel
 
 
@@ -174,7 +174,8 @@ def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) ->
             continue
         evict = len(gone) == len(gang.pods)
         nodes = sorted({p.node for p in gone})
-        helped = sorted({b for p in gang.pods for b in by_node.get(p.node, set()) if scope.static(specs[b], gang)})
+        may = _licensed(rnd, decision, scope, gang, specs)
+        helped = sorted({b for p in gang.pods for b in by_node.get(p.node, set()) if may(b)})
         cost = terms.preemption_cost(gang) * (1.0 if evict else len(gone) / len(gang.pods))
         out.append(
             Preemption(
@@ -188,6 +189,18 @@ def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) ->
             )
         )
     return out
+
+
+def _licensed(
+    rnd: Round, decision: Decision, scope: Scope, victim: RunningGang, specs: dict[str, GangSpec]
+) -> Callable[[str], bool]:
+    """Whether a gang (by name) may preempt ``victim`` on the cluster after ``decision``: the
+    static licences, and with queue policies the cohort reclaims (:class:`gangopt.scope.After`)."""
+    if scope.plain:
+        return lambda name: scope.static(specs[name], victim)
+    after = After(rnd, decision.removed, [(g, r) for g, r, _ in decision.new_pods], scope)
+    lost = {p.name for p in victim.pods if p.name in decision.removed}
+    return lambda name: after.may(specs[name], victim, lost)
 
 
 def _resizes(rnd: Round, decision: Decision, placements: list[Placement]) -> list[Resize]:
@@ -277,13 +290,14 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
         """Take out the fewest least valuable lower gangs (whole, with their group) after
         which the victim's pods fit again; nothing when even all of them would not do."""
         rows = np.flatnonzero(add.any(axis=1)).tolist()
+        may = _licensed(rnd, decision, scope, victim, specs)
         if scope.plain:
             near = any(lowest_new.get(r, victim.priority + 1) <= victim.priority for r in rows)
         else:
-            near = any(not scope.static(specs[g], victim) for r in rows for g in new_on.get(r, ()))
+            near = any(not may(g) for r in rows for g in new_on.get(r, ()))
         if not near and victim.queue not in limited:
             return  # nothing lower on its nodes and no quota to share: the common case, no scan
-        lower = _lower_gangs(rnd, decision, prio, victim, scope)
+        lower = _lower_gangs(rnd, decision, prio, may)
         if not lower or not fits_without(set(lower), add, extra, victim.queue):
             return
         out: set[str] = set()
@@ -321,15 +335,12 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
     return decision
 
 
-def _lower_gangs(
-    rnd: Round, decision: Decision, prio: dict[str, int], victim: RunningGang, scope: Scope
-) -> list[str]:
-    """Gangs with new pods that may not preempt the victim (by default: of its priority or
-    lower), least valuable first (lowest priority, then newest, then name): the ones to take
-    out to give it its place."""
+def _lower_gangs(rnd: Round, decision: Decision, prio: dict[str, int], may: Callable[[str], bool]) -> list[str]:
+    """Gangs with new pods that may not preempt the victim (``may``; by default: of its
+    priority or lower), least valuable first (lowest priority, then newest, then name): the
+    ones to take out to give it its place."""
     submit = {g.name: g.submit_time for g in rnd.pending}
-    specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
-    names = {g for g, _, _ in decision.new_pods if not scope.static(specs[g], victim)}
+    names = {g for g, _, _ in decision.new_pods if not may(g)}
     return sorted(names, key=lambda g: (prio[g], -submit.get(g, 0.0), g))
 
 
