@@ -295,13 +295,14 @@ def test_a_waiting_reason_names_the_policy_that_keeps_a_lower_priority_gang() ->
         assert "held by running b1 (queue b; queue a's policy other_queues is never)" in waiting.reasons[0]
 
 
-def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None:
-    """a1 takes b1 back (b borrows 2 of a's 8); a2 would then push a above its nominal, which
-    with borrow_within_cohort never would void a1's reclaim: greedy keeps a within it."""
+def _locked_reclaim_round() -> Round:
+    """a (reclaim any, never borrow to preempt) waits with a1 (8 GPUs) and a2 (4 GPUs); b runs
+    b1 (8 GPUs, preemptible) and b2 (2 GPUs, not preemptible) on two 8-GPU nodes, borrowing 2 of
+    a's 8: a1 may take b1 back, but a2 beside it would push a above its nominal."""
     policy = QueuePreemption(
         reclaim_within_cohort="any", other_queues="never", borrow_within_cohort={"policy": "never"}
     )
-    rnd = make_round(
+    return make_round(
         cluster(2),
         queues=[
             Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
@@ -314,10 +315,18 @@ def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None
         pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=4, queue="a")],
     )
 
-    class Unlocked(GreedyEngine):
-        def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
-            pass
 
+class Unlocked(GreedyEngine):
+    """Greedy without the lock that keeps a reclaiming queue within its nominal for the round."""
+
+    def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
+        pass
+
+
+def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None:
+    """a1 takes b1 back (b borrows 2 of a's 8); a2 would then push a above its nominal, which
+    with borrow_within_cohort never would void a1's reclaim: greedy keeps a within it."""
+    rnd = _locked_reclaim_round()
     unlocked = Unlocked(rnd, "eager").run()
     assert unlocked.admitted == ["a1", "a2"] and not all(licences_after(rnd, unlocked).values())
     plan = greedy(rnd)
@@ -331,26 +340,7 @@ def test_a_plan_whose_reclaims_broke_is_decided_again_without_them() -> None:
     """:func:`~gangopt.solvers.greedy.engine.decided`: an engine whose reclaim no longer holds
     on its finished plan (here: the queue lock switched off) is run again with the static
     licences only, and the plan it returns is valid."""
-    policy = QueuePreemption(
-        reclaim_within_cohort="any", other_queues="never", borrow_within_cohort={"policy": "never"}
-    )
-    rnd = make_round(
-        cluster(2),
-        queues=[
-            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
-            Queue(name="b", cohort="c", nominal={"gpu": 8}),
-        ],
-        running=[
-            running("b1", ["n0"], gpu=8, queue="b"),
-            running("b2", ["n1"], gpu=2, queue="b", preemptible=False),
-        ],
-        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=4, queue="a")],
-    )
-
-    class Unlocked(GreedyEngine):
-        def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
-            pass
-
+    rnd = _locked_reclaim_round()
     plan = decided(lambda: Unlocked(rnd, "eager"), Unlocked.run)
     assert validate(rnd, plan) == []
     assert plan.preemptions == [] and plan.admitted == ["a2"]
