@@ -386,6 +386,12 @@ class RunningGang(GangSpec):
     restart_seconds: StrictFloat = Field(
         300.0, ge=0, le=MAX_SECONDS, description="Time to restart and reload a checkpoint."
     )
+    submit_time: Seconds | None = Field(
+        None,
+        description="When the gang was submitted (Kueue: its Workload's creation), same clock as policy.now. "
+        "Read only by Queue.preemption.within_queue lower_or_newer_equal_priority; unknown: the gang is "
+        "newer than no pending gang.",
+    )
     started_at: Seconds | None = Field(
         None,
         description="When the gang's current run started (its last start or restart), same clock as "
@@ -434,10 +440,12 @@ class QueuePreemption(_Model):
     any queue); Kueue, Volcano and Koordinator scope preemption to a queue and reclaim within a
     cohort, which ``gangopt import`` sets from their objects."""
 
-    within_queue: Literal["never", "lower_priority"] = Field(
+    within_queue: Literal["never", "lower_priority", "lower_or_newer_equal_priority"] = Field(
         "lower_priority",
-        description="Victims in the preemptor's own queue: never, or strictly lower priority "
-        "(Kueue withinClusterQueue; equal priorities never preempt each other inside a queue).",
+        description="Victims in the preemptor's own queue: never, strictly lower priority, or also equal "
+        "priority submitted later (RunningGang.submit_time after the preemptor's) while the queue ends "
+        "within its nominal quota (Kueue withinClusterQueue LowerOrNewerEqualPriority). Otherwise equal "
+        "priorities never preempt each other inside a queue.",
     )
     reclaim_within_cohort: Literal["never", "lower_priority", "any"] = Field(
         "lower_priority",

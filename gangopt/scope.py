@@ -31,7 +31,18 @@ from gangopt.schema import GangSpec, Plan, Queue, QueuePreemption, Round, Runnin
 
 DEFAULT_POLICY = QueuePreemption()
 
-ReclaimNeeds = Literal["never", "within_nominal", "borrowing"]
+ReclaimNeeds = Literal["never", "within_nominal", "borrowing", "own_nominal"]
+"""What a licence beyond :meth:`Scope.static` needs of the usage after the plan (see
+:meth:`Scope.reclaim_needs`)."""
+NEWER = "lower_or_newer_equal_priority"
+
+
+def newer(victim: GangSpec, gang: GangSpec) -> bool:
+    """Whether running ``victim`` was submitted after ``gang`` (a running gang without
+    ``submit_time`` is newer than no one; a running preemptor without one is older than no one)."""
+    mine = getattr(gang, "submit_time", None)
+    theirs = getattr(victim, "submit_time", None)
+    return mine is not None and theirs is not None and theirs > mine
 
 
 class Scope:
@@ -47,11 +58,13 @@ class Scope:
             if q.cohort is not None:
                 cohorts[q.cohort] += 1
         self.beyond_priority = any(
-            q.preemption.reclaim_within_cohort == "any" and q.cohort is not None and cohorts[q.cohort] > 1
+            (q.preemption.reclaim_within_cohort == "any" and q.cohort is not None and cohorts[q.cohort] > 1)
+            or q.preemption.within_queue == NEWER
             for q in rnd.queues
         )
-        """Some queue may reclaim at equal or higher priority: plans may then preempt outside the
-        priority order, which the priority-based cheap bounds do not see."""
+        """Some queue may reclaim at equal or higher priority, or preempt newer gangs of equal
+        priority: plans may then preempt outside the priority order, which the priority-based
+        cheap bounds do not see."""
 
     def policy(self, queue: str) -> QueuePreemption:
         spec = self.queues.get(queue)
@@ -63,7 +76,7 @@ class Scope:
             return False
         policy = self.policy(gang.queue)
         if gang.queue == victim.queue:
-            return policy.within_queue == "lower_priority"
+            return policy.within_queue != "never"
         return policy.other_queues == "lower_priority"
 
     def cohort_mates(self, queue: str, other: str) -> bool:
@@ -72,10 +85,13 @@ class Scope:
         return queue != other and a is not None and b is not None and a.cohort is not None and a.cohort == b.cohort
 
     def reclaims(self, gang: GangSpec, victim: GangSpec, borrowing_with: bool, within_nominal: bool) -> bool:
-        """Whether ``gang`` may preempt ``victim`` of another queue of its cohort, given whether the
-        victim's queue is above its nominal with the victim's lost pods back (``borrowing_with``)
-        and whether ``gang``'s queue stays within its nominal (``within_nominal``)."""
+        """Whether ``gang`` may preempt ``victim`` of another queue of its cohort (or a newer
+        victim of its own queue, see :meth:`reclaim_needs`), given whether the victim's queue is
+        above its nominal with the victim's lost pods back (``borrowing_with``) and whether
+        ``gang``'s queue stays within its nominal (``within_nominal``)."""
         needs = self.reclaim_needs(gang, victim)
+        if needs == "own_nominal":
+            return within_nominal
         return borrowing_with and (needs == "borrowing" or (needs == "within_nominal" and within_nominal))
 
     def reclaim_needs(self, gang: GangSpec, victim: GangSpec) -> ReclaimNeeds:
@@ -83,8 +99,16 @@ class Scope:
         licenses it), ``"within_nominal"`` (the victim's queue borrowing with the victim and
         ``gang``'s queue within its nominal) or ``"borrowing"`` (the victim's queue borrowing
         with the victim, whatever ``gang``'s queue uses: the ``borrow_within_cohort`` licence,
-        which implies the ``reclaim_within_cohort`` one). The part of :meth:`reclaims` that
-        does not depend on the plan, which CP-SAT's model turns into constraints."""
+        which implies the ``reclaim_within_cohort`` one), or ``"own_nominal"`` (a newer gang of
+        equal priority in ``gang``'s own queue under ``within_queue``
+        ``lower_or_newer_equal_priority``: the queue within its nominal). The part of
+        :meth:`reclaims` that does not depend on the plan, which CP-SAT's model turns into
+        constraints."""
+        if gang.queue == victim.queue:
+            equal = gang.priority == victim.priority
+            if equal and self.policy(gang.queue).within_queue == NEWER and newer(victim, gang):
+                return "own_nominal"
+            return "never"
         if not self.cohort_mates(gang.queue, victim.queue):
             return "never"
         policy = self.policy(gang.queue)
@@ -101,7 +125,7 @@ class Scope:
     def needs_state(self, gang: GangSpec, victim: GangSpec) -> bool:
         """Whether a cohort licence could add to :meth:`static` for this pair (else the static
         answer is final)."""
-        return not self.static(gang, victim) and self.cohort_mates(gang.queue, victim.queue)
+        return not self.static(gang, victim) and self.reclaim_needs(gang, victim) != "never"
 
 
 def above_nominal(queue: Queue, usage: Mapping[str, int], extra: Mapping[str, int]) -> bool:

@@ -219,7 +219,7 @@ def _pending(draw: st.DrawFn, i: int, queues: list[str]) -> dict[str, Any]:
 
 POLICIES = st.builds(
     QueuePreemption,
-    within_queue=st.sampled_from(["never", "lower_priority"]),
+    within_queue=st.sampled_from(["never", "lower_priority", "lower_or_newer_equal_priority"]),
     reclaim_within_cohort=st.sampled_from(["never", "lower_priority", "any"]),
     borrow_within_cohort=st.builds(
         BorrowWithinCohort,
@@ -236,7 +236,8 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> 
     """A full small cluster shared by two or three queues of one cohort with small nominals and
     random preemption policies (:data:`POLICIES`): running gangs of one to three 2-, 4- or
     8-GPU pods (elastic or sliced in racks sometimes) fill the nodes, most of them in queue
-    ``q0`` (so it borrows), pending gangs come from every queue. Cohort reclaims are on the
+    ``q0`` (so it borrows, and some were submitted after waiting gangs of their queue), pending
+    gangs come from every queue. Cohort reclaims are on the
     table in most rounds, which :func:`rounds` almost never draws (0 of 64 greedy plans there
     reclaimed; measured while writing issue 15's CP-SAT reclaim encoding)."""
     n_nodes = draw(st.integers(2, max_nodes))
@@ -269,6 +270,7 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> 
                 "priority": draw(st.integers(0, 2)),
                 "preemptible": draw(st.sampled_from([True, True, True, False])),
                 "seconds_since_checkpoint": draw(st.sampled_from([0, 600])),
+                "submit_time": draw(st.sampled_from([None, 0, 1800, 3600])),
                 "roles": [role],
                 "pods": pods,
             }

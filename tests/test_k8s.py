@@ -759,6 +759,9 @@ def test_running_gang_started_at_is_its_newest_bound_pods_creation() -> None:
     imp = imported("cluster", objects=[pod_group("g", 2), *members])
     gang = running(imp, "default/g")
     assert gang.started_at == datetime.fromisoformat("2025-03-03T15:10:00+00:00").timestamp()
+    # its submit time (what within_queue lower_or_newer_equal_priority compares) is its oldest
+    # pod's creation when the group object carries none, as for pending gangs
+    assert gang.submit_time == datetime.fromisoformat("2025-03-03T15:00:00+00:00").timestamp()
 
 
 # ----------------------------------------------------------------------------- queue preemption policies
@@ -798,8 +801,8 @@ def _queue(imp: Imported, name: str) -> Any:
                 "reclaimWithinCohort": "LowerPriority",
                 "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
             },
-            ("lower_priority", "lower_priority", "lower_priority", 100),
-            "LowerOrNewerEqualPriority mapped to lower_priority",
+            ("lower_or_newer_equal_priority", "lower_priority", "lower_priority", 100),
+            None,
         ),
         ({"reclaimWithinCohort": "Sometimes"}, ("never", "never", "never", None), "'Sometimes' is not one of"),
     ],

@@ -113,6 +113,59 @@ def test_validator_and_optimizer_read_the_rule_alike(
     assert greedy(rnd).admitted == (["p"] if allowed else [])
 
 
+# within_queue lower_or_newer_equal_priority (Kueue LowerOrNewerEqualPriority): (within_queue,
+#  preemptor priority, victim priority, preemptor submit_time, victim submit_time, a's nominal,
+#  allowed). The victim runs in the preemptor's own queue a.
+NEWER_CASES: list[tuple[str, int, int, float, float | None, int, bool]] = [
+    ("lower_or_newer_equal_priority", 0, 0, 100.0, 200.0, 8, True),  # equal and newer: yes
+    ("lower_or_newer_equal_priority", 0, 0, 200.0, 100.0, 8, False),  # equal and older: no
+    ("lower_or_newer_equal_priority", 0, 0, 100.0, 100.0, 8, False),  # submitted together: no
+    ("lower_or_newer_equal_priority", 0, 0, 100.0, None, 8, False),  # the victim's time unknown
+    ("lower_or_newer_equal_priority", 0, 0, 100.0, 200.0, 6, False),  # a ends above its nominal
+    ("lower_or_newer_equal_priority", 5, 0, 200.0, 100.0, 8, True),  # lower priority: as before
+    ("lower_or_newer_equal_priority", 0, 5, 100.0, 200.0, 8, False),  # higher priority: never
+    ("lower_priority", 0, 0, 100.0, 200.0, 8, False),  # the default keeps equal priorities apart
+    ("never", 5, 0, 100.0, 200.0, 8, False),
+]
+
+
+def _newer_case(within: str, p_prio: int, v_prio: int, p_time: float, v_time: float | None, nominal: int) -> Round:
+    """One 8-GPU node: the victim (4 GPUs) runs on it, the preemptor (8 GPUs) of the same queue
+    a has waited 30 hours (so starting it is worth more than keeping the victim)."""
+    policy = QueuePreemption.model_validate({"within_queue": within})
+    victim = running("v", ["n0"], gpu=4, queue="a", priority=v_prio).model_copy(update={"submit_time": v_time})
+    rnd = make_round(
+        cluster(1),
+        queues=[Queue(name="a", nominal={"gpu": nominal}, preemption=policy)],
+        running=[victim],
+        pending=[pending("p", gpu=8, queue="a", priority=p_prio, submit_time=p_time)],
+    )
+    return rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"now": 30 * 3600.0})})
+
+
+@pytest.mark.parametrize(("within", "p_prio", "v_prio", "p_time", "v_time", "nominal", "allowed"), NEWER_CASES)
+def test_a_newer_gang_of_equal_priority_is_a_victim_only_under_lower_or_newer(
+    within: str, p_prio: int, v_prio: int, p_time: float, v_time: float | None, nominal: int, allowed: bool
+) -> None:
+    rnd = _newer_case(within, p_prio, v_prio, p_time, v_time, nominal)
+    plan = make_plan(rnd, place={"p": ["n0"]}, evict={"v": ["p"]})
+    assert (_refusals(rnd, plan) == []) is allowed
+    assert licences_after(rnd, plan) == {("p", "v"): allowed}
+    for solver in (greedy, kueue_like, gangopt.solve):
+        decided = solver(rnd)
+        assert validate(rnd, decided) == [], solver
+        assert decided.admitted == (["p"] if allowed else []), solver
+
+
+def test_the_validator_names_why_an_equal_priority_victim_is_refused() -> None:
+    older = make_plan(r := _newer_case("lower_or_newer_equal_priority", 0, 0, 200.0, 100.0, 8), place={"p": ["n0"]},
+                      evict={"v": ["p"]})  # fmt: skip
+    assert any("not submitted before the victim" in m for m in _refusals(r, older))
+    over = _newer_case("lower_or_newer_equal_priority", 0, 0, 100.0, 200.0, 6)
+    plan = make_plan(over, place={"p": ["n0"]}, evict={"v": ["p"]})
+    assert any("ends above its nominal on gpu" in m for m in _refusals(over, plan))
+
+
 def test_default_policies_are_priorities_everywhere() -> None:
     rnd = _case({}, "b", 8, 0, "c", 0, 0)
     scope = Scope(rnd)
@@ -278,7 +331,12 @@ def test_a_queue_within_its_nominal_loses_work_only_to_priorities_it_yields_to(
                 gang = specs[name]
                 policy = queues[gang.queue].preemption if gang.queue in queues else QueuePreemption()
                 reach = policy.within_queue if gang.queue == victim.queue else policy.other_queues
-                assert gang.priority > victim.priority and reach == "lower_priority", (solver.__name__, pre)
+                if reach == "lower_or_newer_equal_priority" and gang.priority == victim.priority:
+                    # the newer-equal licence (rule 5, clause 1): the victim was submitted later
+                    assert getattr(victim, "submit_time", None) is not None, (solver.__name__, pre)
+                    assert victim.submit_time > gang.submit_time, (solver.__name__, pre)  # type: ignore[union-attr]
+                    continue
+                assert gang.priority > victim.priority and reach != "never", (solver.__name__, pre)
 
 
 def test_a_waiting_reason_names_the_policy_that_keeps_a_lower_priority_gang() -> None:

@@ -19,7 +19,12 @@ from gangopt.k8s.pods import Pod
 from gangopt.quantities import MILLI
 from gangopt.schema import BorrowWithinCohort, PendingGang, Queue, QueuePreemption, RunningGang
 
-KUEUE_POLICIES = {"Never": "never", "LowerPriority": "lower_priority", "Any": "any"}
+KUEUE_POLICIES = {
+    "Never": "never",
+    "LowerPriority": "lower_priority",
+    "Any": "any",
+    "LowerOrNewerEqualPriority": "lower_or_newer_equal_priority",
+}
 """Kueue's preemption policy values -> gangopt's (``Queue.preemption``)."""
 VOLCANO_PREEMPTION = QueuePreemption(within_queue="lower_priority", reclaim_within_cohort="any", other_queues="never")
 """Volcano's actions: ``preempt`` only inside a queue (lower priority), ``reclaim`` across queues
@@ -104,13 +109,6 @@ class Queues:
         path = src.path(".spec.preemption")
         spec = as_mapping(self.ctx, value, path) if value is not None else {}
         within = spec.get("withinClusterQueue")
-        if within == "LowerOrNewerEqualPriority":
-            within = "LowerPriority"
-            self.ctx.warn(
-                src,
-                "withinClusterQueue LowerOrNewerEqualPriority mapped to lower_priority: a running gang carries "
-                "no creation time, so newer workloads of equal priority are not preempted",
-            )
         borrow_spec = spec.get("borrowWithinCohort")
         borrow = as_mapping(self.ctx, borrow_spec, f"{path}.borrowWithinCohort") if borrow_spec is not None else {}
         threshold = borrow.get("maxPriorityThreshold")
@@ -121,7 +119,9 @@ class Queues:
             self.ctx.warn(src, f"preemption.{key} ignored")
         return QueuePreemption.model_validate(
             {
-                "within_queue": self._kueue_value(src, "withinClusterQueue", within, ("Never", "LowerPriority")),
+                "within_queue": self._kueue_value(
+                    src, "withinClusterQueue", within, ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+                ),
                 "reclaim_within_cohort": self._kueue_value(
                     src, "reclaimWithinCohort", spec.get("reclaimWithinCohort"), ("Never", "LowerPriority", "Any")
                 ),

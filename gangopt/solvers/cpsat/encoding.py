@@ -527,7 +527,12 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
                 continue
             needs = scope.reclaim_needs(spec, gang)
             lit = None
-            if needs != "never":
+            if needs == "own_nominal":  # a newer gang of equal priority in spec's own queue
+                lit = _within(enc, spec.queue)
+                if lit is None:  # the queue lists no nominal: always within it
+                    helpers_on[k].append(var)
+                    continue
+            elif needs != "never":
                 if not borrowing:
                     borrowing.append(_borrowing(enc, gi))
                 if borrowing[0] is not None:
@@ -617,25 +622,34 @@ def _reclaim_licence(enc: Encoding, borrowing: cp_model.IntVar, queue: str, need
     """A literal that implies the usage under which gangs of ``queue`` may reclaim a victim
     (:meth:`gangopt.scope.Scope.reclaims`): the victim's queue ``borrowing`` with it and, when
     ``needs`` is ``"within_nominal"``, ``queue`` within its nominal on every resource it lists."""
-    m, scope, usage = enc.model, enc.scope, _usage(enc)
+    within = _within(enc, queue) if needs == "within_nominal" else None
+    if within is None:
+        return borrowing
+    licence = enc.bool_var()
+    enc.model.add_implication(licence, borrowing)
+    enc.model.add_implication(licence, within)
+    return licence
+
+
+def _within(enc: Encoding, queue: str) -> cp_model.IntVar | None:
+    """A literal that implies ``queue`` ends within its nominal on every resource it lists
+    (made once per queue), or None when it lists none (always within)."""
+    scope, usage = enc.scope, _usage(enc)
     assert scope is not None
     mine = scope.queues.get(queue)
-    if needs != "within_nominal" or mine is None or not mine.nominal:
-        return borrowing
+    if mine is None or not mine.nominal:
+        return None
     if queue not in enc.within:
         within = enc.bool_var(f"within[{queue}]")
         for res, nominal in sorted(mine.nominal.items()):
             room = nominal - usage.const.get((queue, res), 0)
             if not usage.terms.get((queue, res)):
                 if room < 0:
-                    m.add(within == 0)
+                    enc.model.add(within == 0)
                 continue
-            m.add(_usage_var(enc, queue, res) <= room).only_enforce_if(within)
+            enc.model.add(_usage_var(enc, queue, res) <= room).only_enforce_if(within)
         enc.within[queue] = within
-    licence = enc.bool_var()
-    m.add_implication(licence, borrowing)
-    m.add_implication(licence, enc.within[queue])
-    return licence
+    return enc.within[queue]
 
 
 def _domain_of(cm: ClassModel, level: str) -> str:
