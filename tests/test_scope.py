@@ -414,3 +414,31 @@ def test_a_waiting_lender_hears_which_reclaim_policy_keeps_the_borrower() -> Non
         "held by running b1 (queue b; queue a's policy other_queues is never, reclaim_within_cohort never)" in r
         for r in waiting.reasons
     ), waiting.reasons
+
+
+def test_a_cohort_tree_lends_and_reclaims_across_its_branches() -> None:
+    """Round.cohorts (hierarchical cohorts, Kueue parentName): a and b sit in sibling cohorts
+    under one root, so b borrows a's nominal through the tree and a takes it back; without the
+    tree the two cohorts stand alone and no queue's gang is another's victim."""
+    flat = _lender_round(KUEUE_RECLAIM)
+    queues = [
+        flat.queues[0].model_copy(update={"cohort": "vision"}),
+        flat.queues[1].model_copy(update={"cohort": "research"}),
+    ]
+    tree = Round.model_validate(
+        {
+            **flat.model_dump(),
+            "queues": [q.model_dump() for q in queues],
+            "cohorts": [{"name": "org"}, {"name": "vision", "parent": "org"}, {"name": "research", "parent": "org"}],
+        }
+    )
+    alone = Round.model_validate({**flat.model_dump(), "queues": [q.model_dump() for q in queues]})
+    assert [q.cohort for q in tree.queues] == ["org", "org"]
+    for solver in (greedy, kueue_like, gangopt.solve):
+        plan = solver(tree)
+        assert validate(tree, plan) == [] and plan.admitted == ["a1"] and len(plan.preemptions) == 1, solver
+        apart = solver(alone)
+        assert validate(alone, apart) == [] and apart.admitted == [] and apart.preemptions == [], solver
+    reclaim = make_plan(tree, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    assert _refusals(tree, reclaim) == []
+    assert _refusals(alone, make_plan(alone, place={"a1": ["n0"]}, evict={"b1": ["a1"]}))
