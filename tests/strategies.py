@@ -236,7 +236,8 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> 
     """A full small cluster shared by two or three queues of one cohort with small nominals and
     random preemption policies (:data:`POLICIES`): running gangs of one to three 2-, 4- or
     8-GPU pods (elastic or sliced in racks sometimes) fill the nodes, most of them in queue
-    ``q0`` (so it borrows, and some were submitted after waiting gangs of their queue), pending
+    ``q0`` (so it borrows, and some were submitted after waiting gangs of their queue; the queues
+    sit in one cohort, or in sibling cohorts of one tree, which reads the same), pending
     gangs come from every queue. Cohort reclaims are on the
     table in most rounds, which :func:`rounds` almost never draws (0 of 64 greedy plans there
     reclaimed; measured while writing issue 15's CP-SAT reclaim encoding)."""
@@ -294,14 +295,15 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> 
             gang["topology"] = {"required": "rack"}
         pending.append(gang)
     total = 8 * n_nodes
+    tree = draw(st.booleans())  # sibling cohorts under one root (Round.cohorts): one cohort all the same
     queues = [
         {
             "name": q,
-            "cohort": "all",
+            "cohort": f"team{i}" if tree else "all",
             "nominal": {"gpu": draw(st.integers(0, total // len(names)))},
             "preemption": draw(POLICIES).model_dump(),
         }
-        for q in names
+        for i, q in enumerate(names)
     ]
     data: dict[str, Any] = {
         "cluster": {"topology_levels": ["rack"], "nodes": nodes},
@@ -310,4 +312,6 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> 
         "queues": queues,
         "policy": {"time_limit": 10, "seed": 0, "now": 7200},
     }
+    if tree:
+        data["cohorts"] = [{"name": "all"}, *({"name": f"team{i}", "parent": "all"} for i in range(len(names)))]
     return Round.model_validate(data)
