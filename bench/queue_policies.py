@@ -5,8 +5,8 @@ under the default policies and under Kueue-like reclaim (``reclaim_within_cohort
 
     python -m bench.queue_policies [SIZE]
 
-Prints per solver the wall and CPU seconds, gangs admitted and preempted, and whether the
-validator accepts the plan.
+Prints per solver the wall and CPU seconds, gangs admitted and preempted, the plan's gap to
+the bounds (``-`` when none is known), and whether the validator accepts the plan.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import gangopt
 from bench.rounds import round_text
 from gangopt.parsing import parse_json
+from gangopt.quantities import MILLI
 from gangopt.schema import Round
 
 SOLVERS = ["cpsat", "greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit"]
@@ -33,7 +34,8 @@ def cpu_seconds() -> float:
 
 def with_queues(rnd: Round, policy: dict[str, Any]) -> Round:
     """Running gangs mostly in t0 (so t0 borrows), pending gangs round-robin."""
-    total = sum(n.capacity.get("gpu", 0) for n in rnd.cluster.nodes)
+    # capacities are milli-units; a nominal written as a number is whole GPUs
+    total = sum(n.capacity.get("gpu", 0) for n in rnd.cluster.nodes) // MILLI
     data = rnd.model_dump()
     data["queues"] = [
         {"name": q, "cohort": "all", "nominal": {"gpu": total // 4}, "preemption": policy} for q in QUEUES
@@ -43,6 +45,10 @@ def with_queues(rnd: Round, policy: dict[str, Any]) -> Round:
     for i, gang in enumerate(data["pending"]):
         gang["queue"] = QUEUES[i % 4]
     return Round.model_validate(data)
+
+
+def _gap(gap: float | None) -> str:
+    return "     -" if gap is None else f"{100 * gap:5.2f}%"
 
 
 def main(size: str = "M") -> None:
@@ -57,7 +63,7 @@ def main(size: str = "M") -> None:
             valid = gangopt.validate(rnd, plan) == []
             print(
                 f"  {name:20s} wall {wall:6.2f} s  cpu {cpu:6.2f} s  admitted {len(plan.admitted):4d}  "
-                f"preempted {len(plan.preemptions):3d}  {plan.status}  valid {valid}"
+                f"preempted {len(plan.preemptions):3d}  gap {_gap(plan.gap)}  {plan.status}  valid {valid}"
             )
 
 

@@ -60,6 +60,7 @@ def combined(fixes: Iterable[Fix]) -> Fix:
             node_capacity=out.node_capacity or f.node_capacity,
             drop_required=out.drop_required or f.drop_required,
             ungroup=out.ungroup or f.ungroup,
+            no_fair_share=out.no_fair_share or f.no_fair_share,
         )
     return out
 
@@ -89,6 +90,9 @@ def apply_fix(rnd: Round, gang: str, fix: Fix) -> Round:
         me["topology"]["required"] = None
     if fix.ungroup:
         me["group"] = None
+    if fix.no_fair_share:
+        for queue in data.get("queues", []):
+            queue["weight"] = None
     return Round.model_validate(data)
 
 

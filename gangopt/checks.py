@@ -8,7 +8,7 @@ exist, running pods must fit their node). They run inside ``Round`` validation, 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gangopt.quantities import human
 
@@ -26,9 +26,81 @@ def check_round(rnd: Round) -> list[Problem]:
     problems: list[Problem] = []
     problems += _check_cluster(rnd)
     problems += _check_names(rnd)
+    problems += _check_cohorts(rnd)
     problems += _check_gangs(rnd)
     problems += _check_running_pods(rnd)
     return problems
+
+
+def _roots(parents: dict[str, str | None]) -> dict[str, str] | None:
+    """Each cohort's root, or None when a parent is undeclared or the tree has a cycle."""
+    roots: dict[str, str] = {}
+    for name in parents:
+        seen = [name]
+        node = name
+        while (parent := parents[node]) is not None:
+            if parent not in parents or parent in seen:
+                return None
+            seen.append(parent)
+            node = parent
+        roots[name] = node
+    return roots
+
+
+def resolve_cohort_tree(data: Any) -> Any:
+    """The raw round with each queue's ``cohort`` replaced by the root of its cohort tree
+    (``Round.cohorts``; a cohort not declared there stands alone). Runs before validation,
+    on a copy, on mappings or on already built queues and cohorts (``Round(queues=...)``);
+    input it cannot read (malformed cohorts, an undeclared parent, a cycle) is returned as it
+    is, for field validation and :func:`_check_cohorts` to report with its JSON path."""
+    if not isinstance(data, dict) or not isinstance(data.get("cohorts"), list) or not data["cohorts"]:
+        return data
+    parents: dict[str, str | None] = {}
+    for entry in data["cohorts"]:
+        name, parent = _field(entry, "name"), _field(entry, "parent")
+        if not isinstance(name, str) or (parent is not None and not isinstance(parent, str)) or name in parents:
+            return data
+        parents[name] = parent
+    roots = _roots(parents)
+    queues = data.get("queues")
+    if roots is None or not isinstance(queues, list):
+        return data
+    resolved = []
+    for q in queues:
+        cohort = _field(q, "cohort")
+        if not isinstance(cohort, str) or cohort not in roots:
+            resolved.append(q)
+        elif isinstance(q, dict):
+            resolved.append({**q, "cohort": roots[cohort]})
+        else:
+            resolved.append(q.model_copy(update={"cohort": roots[cohort]}))
+    return {**data, "queues": resolved}
+
+
+def _field(entry: Any, key: str) -> Any:
+    return entry.get(key) if isinstance(entry, dict) else getattr(entry, key, None)
+
+
+def _check_cohorts(rnd: Round) -> list[Problem]:
+    """Cohort names are unique, parents are declared, and the parent links form trees."""
+    out = _duplicates([c.name for c in rnd.cohorts], "$.cohorts", "cohort")
+    declared = {c.name for c in rnd.cohorts}
+    for i, c in enumerate(rnd.cohorts):
+        if c.parent is not None and c.parent not in declared:
+            out.append((f"$.cohorts[{i}].parent", f"unknown cohort {c.parent!r} (declare it in cohorts)"))
+    if out:
+        return out
+    parents = {c.name: c.parent for c in rnd.cohorts}
+    if _roots(parents) is None:
+        for i, c in enumerate(rnd.cohorts):
+            seen, node = {c.name}, c.parent
+            while node is not None and node not in seen:
+                seen.add(node)
+                node = parents[node]
+            if node == c.name:
+                out.append((f"$.cohorts[{i}].parent", f"cohort {c.name!r} is its own ancestor (a cycle)"))
+                break
+    return out
 
 
 def _duplicates(names: list[str], path: str, what: str) -> list[Problem]:

@@ -29,6 +29,9 @@ checks), "can never run under this limit" before "waits for it":
    but not within one; else ``capacity`` (room held by running pods it may not preempt, lost
    on value/age to gangs of its own priority, or fragmented).
 8. ``group`` (waits): the other gangs of its group wait, so it cannot start alone.
+   Beside 6 and 7, under their code: **fair share** when a gang of another queue of its
+   weighted cohort, below its queue's share, of its priority and value and submitted later,
+   holds that room or quota (the weights broke the tie; :func:`_fair_share_check`).
 9. ``policy``: no check fails; the plan did not start it (a plan not proven optimal, or a
    start gangopt does not model, e.g. a preemption only to free quota).
 
@@ -118,6 +121,8 @@ class Fix:
     node_capacity: tuple[tuple[str, int], ...] = ()
     drop_required: bool = False
     ungroup: bool = False
+    no_fair_share: bool = False
+    """Drop the queues' fair-share weights (``Queue.weight``): the tie-break is FIFO again."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +205,9 @@ def waiting_checks(rnd: Round, plan: Plan, *, deadline: float | None = None) -> 
         ahead = _ahead_check(view, gangs[g.name], checks, gangs, own)
         if ahead is not None:
             checks.append(ahead)
+        fair = _fair_share_check(view, gangs[g.name], checks)
+        if fair is not None:
+            checks.append(fair)
         group = _group_check(rnd, g, own)
         if group is not None:
             checks.append(group)
@@ -257,6 +265,52 @@ def _ahead_check(
     text = f"behind waiting {' and '.join(parts)}, which would start first in the room or quota it waits for"
     code: WaitingCode = "outranked" if higher else "capacity"
     return Check(code, False, text, Fix(remove=tuple(ahead)), rivals=tuple(higher))
+
+
+def _fair_share_check(view: _PlanView, g: _Gang, checks: list[Check]) -> Check | None:
+    """Fair share (``Queue.weight``): gangs of the plan that hold the room or quota this gang
+    waits for (named in its checks' fixes) and started ahead of it only by the fair-share
+    tie-break: another queue of its weighted cohort below its queue's dominant-resource share
+    (:attr:`~gangopt.objective.ObjectiveTerms.fair_shares`), the same priority and tier value
+    (a tie, which the weights break: docs/objective.md), submitted after it (FIFO would have
+    started it first). Its fix drops the weights; the reason is true when the re-solved round
+    then starts the gang (tests/test_reasons.py)."""
+    shares = view.terms.fair_shares
+    gang = g.spec
+    if gang.queue not in shares:
+        return None
+    cohort = {q.name: q.cohort for q in view.rnd.queues}
+    pending = {p.name: p for p in view.rnd.pending}
+    mine = shares[gang.queue]
+    for check in checks:
+        ahead = []
+        for name in check.fix.remove:
+            other = pending.get(name)
+            if (
+                other is not None
+                and name in view.admitted
+                and other.queue != gang.queue
+                and other.queue in shares
+                and cohort.get(other.queue) == cohort.get(gang.queue)
+                and other.priority == gang.priority
+                and shares[other.queue] < mine
+                and view.terms.tier_value(other) == g.value
+                and (other.submit_time, other.name) > (gang.submit_time, gang.name)
+            ):
+                ahead.append(other)
+        if ahead:
+            others = ", ".join(f"queue {o.queue} at {_share(shares[o.queue])}" for o in ahead[:MAX_NAMES])
+            names = _listing([o.name for o in ahead])
+            text = (
+                f"fair share: queue {gang.queue} is at {_share(mine)} of its deserved share, {others}; "
+                f"{names} (its priority and value, submitted later) started first in the room or quota it waits for"
+            )
+            return Check(check.code, False, text, Fix(no_fair_share=True), limit=check.limit, scope=check.scope)
+    return None
+
+
+def _share(value: float) -> str:
+    return "more than its deserved share (it deserves none)" if value == float("inf") else f"{value:.2f}"
 
 
 def _passes(check: Check, h: _Gang, room: BoolArray, limits: set[int], template: int | None) -> bool:

@@ -35,7 +35,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gangopt.checks import NODE_LEVEL as NODE_LEVEL  # the implicit finest topology level: every node
-from gangopt.checks import check_round
+from gangopt.checks import check_round, resolve_cohort_tree
 from gangopt.quantities import format_quantity, parse_quantity
 
 API_VERSION = "gangopt/v1"
@@ -386,6 +386,12 @@ class RunningGang(GangSpec):
     restart_seconds: StrictFloat = Field(
         300.0, ge=0, le=MAX_SECONDS, description="Time to restart and reload a checkpoint."
     )
+    submit_time: Seconds | None = Field(
+        None,
+        description="When the gang was submitted (Kueue: its Workload's creation), same clock as policy.now. "
+        "Read only by Queue.preemption.within_queue lower_or_newer_equal_priority; unknown: the gang is "
+        "newer than no pending gang.",
+    )
     started_at: Seconds | None = Field(
         None,
         description="When the gang's current run started (its last start or restart), same clock as "
@@ -434,10 +440,12 @@ class QueuePreemption(_Model):
     any queue); Kueue, Volcano and Koordinator scope preemption to a queue and reclaim within a
     cohort, which ``gangopt import`` sets from their objects."""
 
-    within_queue: Literal["never", "lower_priority"] = Field(
+    within_queue: Literal["never", "lower_priority", "lower_or_newer_equal_priority"] = Field(
         "lower_priority",
-        description="Victims in the preemptor's own queue: never, or strictly lower priority "
-        "(Kueue withinClusterQueue; equal priorities never preempt each other inside a queue).",
+        description="Victims in the preemptor's own queue: never, strictly lower priority, or also equal "
+        "priority submitted later (RunningGang.submit_time after the preemptor's) while the queue ends "
+        "within its nominal quota (Kueue withinClusterQueue LowerOrNewerEqualPriority). Otherwise equal "
+        "priorities never preempt each other inside a queue.",
     )
     reclaim_within_cohort: Literal["never", "lower_priority", "any"] = Field(
         "lower_priority",
@@ -480,6 +488,20 @@ class Queue(_Model):
         "fair share). Unset everywhere: no fair-share term, plans as before.",
     )
     preemption: QueuePreemption = Field(default_factory=QueuePreemption)
+
+
+class Cohort(_Model):
+    """A node of a cohort tree (Kueue's Cohort with ``spec.parentName``, Volcano's
+    ``volcano.sh/hierarchy``). Queues whose cohorts share a root form one cohort: every rule
+    that reads ``Queue.cohort`` (quota rule 6, the cohort reclaims of rule 5, fair share) reads
+    the root, so borrowing, lending and nominal guarantees are resolved over the whole tree.
+    Supported subset (docs/rules.md, rule 6): a cohort has no quota, borrowing or lending limit
+    and no fair-share weight of its own; the importers warn about such settings and leave them out."""
+
+    name: Name
+    parent: Name | None = Field(
+        None, description="The parent cohort (declared in Round.cohorts); null: a root of a tree."
+    )
 
 
 class Weights(_Model):
@@ -639,9 +661,21 @@ class Round(_WithDerived):
     api_version: Literal["gangopt/v1"] = "gangopt/v1"
     cluster: Cluster
     queues: list[Queue] = Field(default_factory=list, max_length=MAX_QUEUES, fail_fast=FAIL_FAST)
+    cohorts: list[Cohort] = Field(
+        default_factory=list,
+        max_length=MAX_QUEUES,
+        fail_fast=FAIL_FAST,
+        description="Cohort trees: a queue's cohort is read as the root of its tree (Cohort). Empty: every "
+        "cohort stands alone, as before.",
+    )
     running: list[RunningGang] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
     pending: list[PendingGang] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
     policy: Policy = Field(default_factory=Policy)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_cohort_tree(cls, data: Any) -> Any:
+        return resolve_cohort_tree(data)
 
     @model_validator(mode="after")
     def _check_references(self) -> Round:

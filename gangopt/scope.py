@@ -6,14 +6,15 @@ the solvers read it here:
 
 * :meth:`Scope.static` — licences that hold whatever the plan does: the victim's own queue
   (``within_queue``) and any other queue (``other_queues``), both for strictly lower
-  priorities only. CP-SAT's model uses only these (its model has no per-queue state to read
-  a reclaim licence from), so its plans are valid under every policy.
+  priorities only.
 * :meth:`Scope.reclaims` — the cohort licences (``reclaim_within_cohort``,
   ``borrow_within_cohort``), which depend on the queues' usage: the victim's queue must be
   above its nominal with the victim's lost pods back, on a resource they request, and the
   preemptor's queue within its nominal (else it borrows). The greedy engine and the peers
   read them on their running state; :func:`reclaims_hold` re-reads them on a finished plan,
-  since a later decision of the same round can change either queue's usage.
+  since a later decision of the same round can change either queue's usage. CP-SAT's model
+  reads :meth:`Scope.reclaim_needs` (the usage a pair's reclaim needs) and encodes that usage
+  as constraints on its own variables; its expansion reads :class:`After`.
 
 Under the default policies every licence is "strictly higher priority", exactly the rule
 before queue policies existed (:attr:`Scope.plain` lets callers keep their priority-only
@@ -23,11 +24,25 @@ fast paths then).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Literal
 
-from gangopt.schema import GangSpec, Plan, Queue, QueuePreemption, Round
+from gangopt.schema import GangSpec, Plan, Queue, QueuePreemption, Round, RunningGang
 
 DEFAULT_POLICY = QueuePreemption()
+
+ReclaimNeeds = Literal["never", "within_nominal", "borrowing", "own_nominal"]
+"""What a licence beyond :meth:`Scope.static` needs of the usage after the plan (see
+:meth:`Scope.reclaim_needs`)."""
+NEWER = "lower_or_newer_equal_priority"
+
+
+def newer(victim: GangSpec, gang: GangSpec) -> bool:
+    """Whether running ``victim`` was submitted after ``gang`` (a running gang without
+    ``submit_time`` is newer than no one; a running preemptor without one is older than no one)."""
+    mine = getattr(gang, "submit_time", None)
+    theirs = getattr(victim, "submit_time", None)
+    return mine is not None and theirs is not None and theirs > mine
 
 
 class Scope:
@@ -43,11 +58,13 @@ class Scope:
             if q.cohort is not None:
                 cohorts[q.cohort] += 1
         self.beyond_priority = any(
-            q.preemption.reclaim_within_cohort == "any" and q.cohort is not None and cohorts[q.cohort] > 1
+            (q.preemption.reclaim_within_cohort == "any" and q.cohort is not None and cohorts[q.cohort] > 1)
+            or q.preemption.within_queue == NEWER
             for q in rnd.queues
         )
-        """Some queue may reclaim at equal or higher priority: plans may then preempt outside the
-        priority order, which CP-SAT's model and the priority-based bounds do not see."""
+        """Some queue may reclaim at equal or higher priority, or preempt newer gangs of equal
+        priority: plans may then preempt outside the priority order, which the priority-based
+        cheap bounds do not see."""
 
     def policy(self, queue: str) -> QueuePreemption:
         spec = self.queues.get(queue)
@@ -59,7 +76,7 @@ class Scope:
             return False
         policy = self.policy(gang.queue)
         if gang.queue == victim.queue:
-            return policy.within_queue == "lower_priority"
+            return policy.within_queue != "never"
         return policy.other_queues == "lower_priority"
 
     def cohort_mates(self, queue: str, other: str) -> bool:
@@ -68,29 +85,47 @@ class Scope:
         return queue != other and a is not None and b is not None and a.cohort is not None and a.cohort == b.cohort
 
     def reclaims(self, gang: GangSpec, victim: GangSpec, borrowing_with: bool, within_nominal: bool) -> bool:
-        """Whether ``gang`` may preempt ``victim`` of another queue of its cohort, given whether the
-        victim's queue is above its nominal with the victim's lost pods back (``borrowing_with``)
-        and whether ``gang``'s queue stays within its nominal (``within_nominal``)."""
-        if not borrowing_with or not self.cohort_mates(gang.queue, victim.queue):
-            return False
+        """Whether ``gang`` may preempt ``victim`` of another queue of its cohort (or a newer
+        victim of its own queue, see :meth:`reclaim_needs`), given whether the victim's queue is
+        above its nominal with the victim's lost pods back (``borrowing_with``) and whether
+        ``gang``'s queue stays within its nominal (``within_nominal``)."""
+        needs = self.reclaim_needs(gang, victim)
+        if needs == "own_nominal":
+            return within_nominal
+        return borrowing_with and (needs == "borrowing" or (needs == "within_nominal" and within_nominal))
+
+    def reclaim_needs(self, gang: GangSpec, victim: GangSpec) -> ReclaimNeeds:
+        """The usage a cohort reclaim of ``victim`` by ``gang`` needs: ``"never"`` (no usage
+        licenses it), ``"within_nominal"`` (the victim's queue borrowing with the victim and
+        ``gang``'s queue within its nominal) or ``"borrowing"`` (the victim's queue borrowing
+        with the victim, whatever ``gang``'s queue uses: the ``borrow_within_cohort`` licence,
+        which implies the ``reclaim_within_cohort`` one), or ``"own_nominal"`` (a newer gang of
+        equal priority in ``gang``'s own queue under ``within_queue``
+        ``lower_or_newer_equal_priority``: the queue within its nominal). The part of
+        :meth:`reclaims` that does not depend on the plan, which CP-SAT's model turns into
+        constraints."""
+        if gang.queue == victim.queue:
+            equal = gang.priority == victim.priority
+            if equal and self.policy(gang.queue).within_queue == NEWER and newer(victim, gang):
+                return "own_nominal"
+            return "never"
+        if not self.cohort_mates(gang.queue, victim.queue):
+            return "never"
         policy = self.policy(gang.queue)
         higher = gang.priority > victim.priority
-        if within_nominal:
-            rule = policy.reclaim_within_cohort
-            return rule == "any" or (rule == "lower_priority" and higher)
+        rule = policy.reclaim_within_cohort
+        if not (rule == "any" or (rule == "lower_priority" and higher)):
+            return "never"
         borrow = policy.borrow_within_cohort
         threshold = borrow.max_priority_threshold
-        return (
-            policy.reclaim_within_cohort != "never"
-            and borrow.policy == "lower_priority"
-            and higher
-            and (threshold is None or victim.priority <= threshold)
-        )
+        if borrow.policy == "lower_priority" and higher and (threshold is None or victim.priority <= threshold):
+            return "borrowing"
+        return "within_nominal"
 
     def needs_state(self, gang: GangSpec, victim: GangSpec) -> bool:
         """Whether a cohort licence could add to :meth:`static` for this pair (else the static
         answer is final)."""
-        return not self.static(gang, victim) and self.cohort_mates(gang.queue, victim.queue)
+        return not self.static(gang, victim) and self.reclaim_needs(gang, victim) != "never"
 
 
 def above_nominal(queue: Queue, usage: Mapping[str, int], extra: Mapping[str, int]) -> bool:
@@ -116,43 +151,63 @@ def reclaims_hold(rnd: Round, plan: Plan, scope: Scope | None = None) -> bool:
     return all(licences_after(rnd, plan, scope).values())
 
 
+class After:
+    """The cluster after a decision (running pods ``removed`` by name, ``new_pods`` as
+    ``(gang, role)``): per queue the requests of kept and new pods, on which rule 5's licences
+    are read. :func:`licences_after` reads a finished plan with it; CP-SAT's expansion reads its
+    decision with it while it repairs (reprieves) the decision."""
+
+    def __init__(
+        self, rnd: Round, removed: Iterable[str], new_pods: Iterable[tuple[str, str]], scope: Scope | None = None
+    ) -> None:
+        self.scope = scope or Scope(rnd)
+        self.specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
+        self.requests = {(g.name, r.name): r.requests for g in self.specs.values() for r in g.roles}
+        self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        gone = set(removed)
+        for g in rnd.running:
+            for pod in g.pods:
+                if pod.name not in gone:
+                    for r, a in self.requests[(g.name, pod.role)].items():
+                        self.usage[g.queue][r] += a
+        for gang, role in new_pods:
+            for r, a in self.requests[(gang, role)].items():
+                self.usage[self.specs[gang].queue][r] += a
+
+    def may(self, gang: GangSpec, victim: RunningGang, lost_pods: set[str]) -> bool:
+        """Whether ``gang`` may preempt ``victim``, which loses ``lost_pods``, on this cluster
+        (:meth:`Scope.static`, else :meth:`Scope.reclaims`)."""
+        scope = self.scope
+        if scope.static(gang, victim):
+            return True
+        if scope.reclaim_needs(gang, victim) == "never":
+            return False
+        lost: dict[str, int] = defaultdict(int)
+        for pod in victim.pods:
+            if pod.name in lost_pods:
+                for r, a in self.requests[(victim.name, pod.role)].items():
+                    lost[r] += a
+        theirs = scope.queues.get(victim.queue)
+        borrowing = theirs is not None and above_nominal(theirs, self.usage[victim.queue], lost)
+        within = within_nominal(scope.queues.get(gang.queue), self.usage[gang.queue])
+        return scope.reclaims(gang, victim, borrowing, within)
+
+
 def licences_after(rnd: Round, plan: Plan, scope: Scope | None = None) -> dict[tuple[str, str], bool]:
     """Per ``(gang, victim)``: a preemption's victim and each gang it is for or that gets new pods
     on a node the victim left, whether the gang may preempt the victim on the cluster after
     the plan (:meth:`Scope.static`, else :meth:`Scope.reclaims`)."""
-    scope = scope or Scope(rnd)
-    specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    removed = [pod for p in plan.preemptions for pod in p.pods]
+    after = After(rnd, removed, [(p.gang, p.role) for p in plan.placements], scope)
     running = {g.name: g for g in rnd.running}
-    requests = {(g.name, r.name): r.requests for g in specs.values() for r in g.roles}
-    after: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    removed = {pod for p in plan.preemptions for pod in p.pods}
-    for g in rnd.running:
-        for pod in g.pods:
-            if pod.name not in removed:
-                for r, a in requests[(g.name, pod.role)].items():
-                    after[g.queue][r] += a
     on_node: dict[str, set[str]] = defaultdict(set)
     for p in plan.placements:
         on_node[p.node].add(p.gang)
-        for r, a in requests[(p.gang, p.role)].items():
-            after[specs[p.gang].queue][r] += a
     out: dict[tuple[str, str], bool] = {}
     for pre in plan.preemptions:
         victim = running[pre.gang]
         gone = set(pre.pods)
-        lost: dict[str, int] = defaultdict(int)
-        for pod in victim.pods:
-            if pod.name in gone:
-                for r, a in requests[(victim.name, pod.role)].items():
-                    lost[r] += a
         users = set(pre.for_gangs) | {g for pod in victim.pods if pod.name in gone for g in on_node[pod.node]}
         for name in sorted(users):
-            gang = specs[name]
-            if scope.static(gang, victim):
-                out[(name, victim.name)] = True
-                continue
-            theirs = scope.queues.get(victim.queue)
-            borrowing = theirs is not None and above_nominal(theirs, after[victim.queue], lost)
-            within = within_nominal(scope.queues.get(gang.queue), after[gang.queue])
-            out[(name, victim.name)] = scope.reclaims(gang, victim, borrowing, within)
+            out[(name, victim.name)] = after.may(after.specs[name], victim, gone)
     return out

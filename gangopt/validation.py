@@ -621,6 +621,21 @@ def _freed_nodes_kept_for_higher(ctx: _Context, victim: RunningGang, lost: list[
     return out
 
 
+def _newer_equal_refusal(ctx: _Context, gang: Gang, victim: RunningGang, what: str) -> str | None:
+    """Rule 5, clause 1 under ``within_queue: lower_or_newer_equal_priority``: an equal-priority
+    victim of the own queue submitted strictly later than ``gang``, while the queue ends within
+    its nominal on every resource it lists (Kueue: the preemptor fits in the nominal quota)."""
+    mine = getattr(gang, "submit_time", None)
+    if mine is None or victim.submit_time is None or not victim.submit_time > mine:
+        return f"{what}, of equal priority but not submitted before the victim (submit_time)"
+    queue = ctx.queue_spec(gang.queue)
+    after = ctx.queue_after.get(gang.queue, Counter())
+    over = sorted(r for r, nominal in (queue.nominal.items() if queue else []) if after[r] > nominal)
+    if over:
+        return f"{what}, of equal priority, but queue {gang.queue} ends above its nominal on {', '.join(over)}"
+    return None
+
+
 def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str = "") -> str | None:
     """Why ``gang`` may not preempt ``victim`` under the preemption policy of ``gang``'s queue
     (docs/rules.md, rule 5), or None if it may; the answer starts with ``what`` (the gang).
@@ -631,7 +646,11 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     if gang.queue == victim.queue:
         if policy.within_queue == "never":
             return f"{what} of its own queue {gang.queue}, whose policy within_queue is never"
-        return None if higher else f"{what}, not strictly higher"
+        if higher:
+            return None
+        if policy.within_queue != "lower_or_newer_equal_priority" or gang.priority != victim.priority:
+            return f"{what}, not strictly higher"
+        return _newer_equal_refusal(ctx, gang, victim, what)
     if higher and policy.other_queues == "lower_priority":
         return None
     mine, theirs = ctx.queue_spec(gang.queue), ctx.queue_spec(victim.queue)

@@ -176,6 +176,22 @@ CHECK_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    # -- cohort trees
+    (
+        "cohort with an undeclared parent",
+        setter("cohorts", [{"name": "gpu", "parent": "org"}]),
+        [("$.cohorts[0].parent", r"^unknown cohort 'org' \(declare it in cohorts\)$")],
+    ),
+    (
+        "cohort cycle",
+        setter("cohorts", [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]),
+        [("$.cohorts[0].parent", r"^cohort 'a' is its own ancestor \(a cycle\)$")],
+    ),
+    (
+        "duplicate cohort name",
+        setter("cohorts", [{"name": "a"}, {"name": "a"}]),
+        [("$.cohorts[1].name", r"^duplicate cohort name 'a' \(first at index 0\)$")],
+    ),
     # -- names
     (
         "duplicate queue name",
@@ -498,8 +514,9 @@ def test_every_check_function_has_a_row() -> None:
         "_check_gangs",
         "_check_topology_request",
         "_check_running_pods",
+        "_check_cohorts",
     }
-    assert len(CHECK_RULES) >= 28
+    assert len(CHECK_RULES) >= 31
 
 
 def test_the_base_round_is_valid(tmp_path: Path) -> None:
@@ -615,3 +632,27 @@ def test_asking_none_of_a_resource_the_node_lacks_is_valid(tmp_path: Path) -> No
     data = base()
     data["running"][0]["roles"][0]["requests"] = {"gpu": 4, "rdma": 0}
     assert load(tmp_path, data).running[0].roles[0].requests == {"gpu": 4000, "rdma": 0}
+
+
+def test_a_queue_reads_the_root_of_its_cohort_tree(tmp_path: Path) -> None:
+    """Round.cohorts: a queue's cohort is resolved to its tree's root at load time (on mappings
+    and on built queues alike); a cohort the tree does not declare stands alone, and a round
+    without cohorts keeps its queues' cohorts as written (backward compatible)."""
+    data = base()
+    data["queues"] = [
+        {"name": "a", "cohort": "vision"},
+        {"name": "b", "cohort": "research"},
+        {"name": "c", "cohort": "elsewhere"},
+    ]
+    data["pending"][0]["queue"] = "a"
+    data["running"][0]["queue"] = "b"
+    plain = parse_model(Round, data, "round")
+    assert [q.cohort for q in plain.queues] == ["vision", "research", "elsewhere"]
+    data["cohorts"] = [{"name": "org"}, {"name": "research", "parent": "org"}, {"name": "vision", "parent": "research"}]
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(data))
+    loaded = gangopt.load_round(path)
+    assert [q.cohort for q in loaded.queues] == ["org", "org", "elsewhere"]
+    built = Round(cluster=loaded.cluster, queues=plain.queues, cohorts=loaded.cohorts)
+    assert [q.cohort for q in built.queues] == ["org", "org", "elsewhere"]
+    assert Round.model_validate(loaded.model_dump()) == loaded

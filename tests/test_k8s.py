@@ -759,6 +759,9 @@ def test_running_gang_started_at_is_its_newest_bound_pods_creation() -> None:
     imp = imported("cluster", objects=[pod_group("g", 2), *members])
     gang = running(imp, "default/g")
     assert gang.started_at == datetime.fromisoformat("2025-03-03T15:10:00+00:00").timestamp()
+    # its submit time (what within_queue lower_or_newer_equal_priority compares) is its oldest
+    # pod's creation when the group object carries none, as for pending gangs
+    assert gang.submit_time == datetime.fromisoformat("2025-03-03T15:00:00+00:00").timestamp()
 
 
 # ----------------------------------------------------------------------------- queue preemption policies
@@ -798,8 +801,8 @@ def _queue(imp: Imported, name: str) -> Any:
                 "reclaimWithinCohort": "LowerPriority",
                 "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
             },
-            ("lower_priority", "lower_priority", "lower_priority", 100),
-            "LowerOrNewerEqualPriority mapped to lower_priority",
+            ("lower_or_newer_equal_priority", "lower_priority", "lower_priority", 100),
+            None,
         ),
         ({"reclaimWithinCohort": "Sometimes"}, ("never", "never", "never", None), "'Sometimes' is not one of"),
     ],
@@ -836,3 +839,49 @@ def test_volcano_and_koordinator_queues_scope_preemption_to_the_queue() -> None:
     assert eq.borrow_within_cohort.policy == "never"
     assert any("reclaim from queues above their deserved share is not mapped" in w for w in imp.warnings)
     assert any("no victims from another quota" in w for w in imp.warnings)
+
+
+# ----------------------------------------------------------------------------- cohort trees
+
+
+def _cohort(name: str, spec: Json) -> Json:
+    return {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+
+
+def _queue_in(name: str, cohort: str) -> Json:
+    queue = _cluster_queue(name, None)
+    queue["spec"]["cohort"] = cohort
+    return queue
+
+
+def test_kueue_cohort_parents_make_one_tree_whose_root_every_queue_reads() -> None:
+    """Kueue Cohort ``spec.parentName``: ClusterQueues of sibling cohorts share the root (a
+    parent with no Cohort object is a root, Kueue's default cohort); a cohort's own quota is
+    outside the supported subset and is warned, not silently dropped."""
+    objects = [
+        _cohort("vision", {"parentName": "research"}),
+        _cohort("research", {"parentName": "org", "resourceGroups": []}),
+        _queue_in("cq-a", "vision"),
+        _queue_in("cq-b", "research"),
+        _queue_in("cq-c", "other"),
+    ]
+    imp = imported("cluster", objects=objects)
+    assert [(c.name, c.parent) for c in imp.round.cohorts] == [
+        ("org", None),
+        ("research", "org"),
+        ("vision", "research"),
+    ]
+    assert [(q.name, q.cohort) for q in imp.round.queues if q.name.startswith("cq-")] == [
+        ("cq-a", "org"),
+        ("cq-b", "org"),
+        ("cq-c", "other"),
+    ]
+    assert any(w.startswith("Cohort research") and "spec.resourceGroups ignored" in w for w in imp.warnings)
+
+
+def test_a_kueue_cohort_cycle_is_an_error_naming_the_object() -> None:
+    objects = [_cohort("x", {"parentName": "y"}), _cohort("y", {"parentName": "x"})]
+    with pytest.raises(InputError) as caught:
+        imported("cluster", objects=objects)
+    assert "cohort x is its own ancestor (a cycle)" in str(caught.value)
+    assert ".spec.parentName" in str(caught.value)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
-from bench.reasons_truth import current_fixes, measure, solve_exact
+from bench.reasons_truth import apply_fix, current_fixes, measure, solve_exact
 from gangopt import reasons, validation
 from gangopt.explain import summary
 from gangopt.objective import ObjectiveTerms
@@ -393,3 +393,30 @@ def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytes
     priority = {g.name: g.priority for g in rnd.pending}
     waiting = [g.name for g in rnd.pending if g.name not in plan.admitted]
     assert list(checked) == [max(waiting, key=priority.__getitem__)]
+
+
+# ----------------------------------------------------------------------------- fair share
+
+
+def test_a_gang_that_loses_a_fair_share_tie_hears_so_and_starts_without_the_weights() -> None:
+    """Issue 15: qa is at its whole deserved share (1.00), qb at none; a (older) and b tie, the
+    weights start b. a's reasons say fair share, naming both shares and b; its fix (drop the
+    weights) re-solved admits a. Without weights (FIFO starts a) b hears no fair-share reason,
+    nor does a when b outvalues it (then the weights did not decide)."""
+    from tests.solvers.test_cpsat import fair_share_round
+
+    rnd = fair_share_round(1.0)
+    plan = solve_exact(rnd)
+    assert plan.admitted == ["b"]
+    checks = waiting_checks(rnd, plan)["a"]
+    (fair,) = [c for c in checks if c.fix.no_fair_share]
+    assert fair.text.startswith("fair share: queue qa is at 1.00 of its deserved share, queue qb at 0.00; b ")
+    assert solve_exact(apply_fix(rnd, "a", fair.fix)).admitted == ["a"]
+    plain = fair_share_round(None)
+    assert not any(c.fix.no_fair_share for cs in waiting_checks(plain, solve_exact(plain)).values() for c in cs)
+    urgent = rnd.model_copy(
+        update={"pending": [g.model_copy(update={"deadline": 50.0}) if g.name == "b" else g for g in rnd.pending]}
+    )
+    plan = solve_exact(urgent)
+    assert plan.admitted == ["b"]
+    assert not any(c.fix.no_fair_share for c in waiting_checks(urgent, plan)["a"])

@@ -113,6 +113,59 @@ def test_validator_and_optimizer_read_the_rule_alike(
     assert greedy(rnd).admitted == (["p"] if allowed else [])
 
 
+# within_queue lower_or_newer_equal_priority (Kueue LowerOrNewerEqualPriority): (within_queue,
+#  preemptor priority, victim priority, preemptor submit_time, victim submit_time, a's nominal,
+#  allowed). The victim runs in the preemptor's own queue a.
+NEWER_CASES: list[tuple[str, int, int, float, float | None, int, bool]] = [
+    ("lower_or_newer_equal_priority", 0, 0, 100.0, 200.0, 8, True),  # equal and newer: yes
+    ("lower_or_newer_equal_priority", 0, 0, 200.0, 100.0, 8, False),  # equal and older: no
+    ("lower_or_newer_equal_priority", 0, 0, 100.0, 100.0, 8, False),  # submitted together: no
+    ("lower_or_newer_equal_priority", 0, 0, 100.0, None, 8, False),  # the victim's time unknown
+    ("lower_or_newer_equal_priority", 0, 0, 100.0, 200.0, 6, False),  # a ends above its nominal
+    ("lower_or_newer_equal_priority", 5, 0, 200.0, 100.0, 8, True),  # lower priority: as before
+    ("lower_or_newer_equal_priority", 0, 5, 100.0, 200.0, 8, False),  # higher priority: never
+    ("lower_priority", 0, 0, 100.0, 200.0, 8, False),  # the default keeps equal priorities apart
+    ("never", 5, 0, 100.0, 200.0, 8, False),
+]
+
+
+def _newer_case(within: str, p_prio: int, v_prio: int, p_time: float, v_time: float | None, nominal: int) -> Round:
+    """One 8-GPU node: the victim (4 GPUs) runs on it, the preemptor (8 GPUs) of the same queue
+    a has waited 30 hours (so starting it is worth more than keeping the victim)."""
+    policy = QueuePreemption.model_validate({"within_queue": within})
+    victim = running("v", ["n0"], gpu=4, queue="a", priority=v_prio).model_copy(update={"submit_time": v_time})
+    rnd = make_round(
+        cluster(1),
+        queues=[Queue(name="a", nominal={"gpu": nominal}, preemption=policy)],
+        running=[victim],
+        pending=[pending("p", gpu=8, queue="a", priority=p_prio, submit_time=p_time)],
+    )
+    return rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"now": 30 * 3600.0})})
+
+
+@pytest.mark.parametrize(("within", "p_prio", "v_prio", "p_time", "v_time", "nominal", "allowed"), NEWER_CASES)
+def test_a_newer_gang_of_equal_priority_is_a_victim_only_under_lower_or_newer(
+    within: str, p_prio: int, v_prio: int, p_time: float, v_time: float | None, nominal: int, allowed: bool
+) -> None:
+    rnd = _newer_case(within, p_prio, v_prio, p_time, v_time, nominal)
+    plan = make_plan(rnd, place={"p": ["n0"]}, evict={"v": ["p"]})
+    assert (_refusals(rnd, plan) == []) is allowed
+    assert licences_after(rnd, plan) == {("p", "v"): allowed}
+    for solver in (greedy, kueue_like, gangopt.solve):
+        decided = solver(rnd)
+        assert validate(rnd, decided) == [], solver
+        assert decided.admitted == (["p"] if allowed else []), solver
+
+
+def test_the_validator_names_why_an_equal_priority_victim_is_refused() -> None:
+    older = make_plan(r := _newer_case("lower_or_newer_equal_priority", 0, 0, 200.0, 100.0, 8), place={"p": ["n0"]},
+                      evict={"v": ["p"]})  # fmt: skip
+    assert any("not submitted before the victim" in m for m in _refusals(r, older))
+    over = _newer_case("lower_or_newer_equal_priority", 0, 0, 100.0, 200.0, 6)
+    plan = make_plan(over, place={"p": ["n0"]}, evict={"v": ["p"]})
+    assert any("ends above its nominal on gpu" in m for m in _refusals(over, plan))
+
+
 def test_default_policies_are_priorities_everywhere() -> None:
     rnd = _case({}, "b", 8, 0, "c", 0, 0)
     scope = Scope(rnd)
@@ -154,12 +207,13 @@ def test_a_lender_reclaims_its_nominal_from_a_same_priority_borrower() -> None:
         koordinator_like(_lender_round(QueuePreemption(other_queues="never", reclaim_within_cohort="never"))).admitted
         == []
     )
-    # the cpsat door reclaims too (Weights.guarantee values the lender's nominal), and claims no
-    # optimum its model cannot see
+    # the cpsat door reclaims too (Weights.guarantee values the lender's nominal): its model
+    # licenses the reclaim itself, so it proves the plan optimal
     solved = gangopt.solve(rnd)
     assert validate(rnd, solved) == []
     assert solved.admitted == ["a1"] and len(solved.preemptions) == 1
-    assert solved.status != "optimal"
+    assert solved.status == "optimal" and solved.gap == 0.0
+    assert solved.score.secondary_bound == solved.score.secondary
 
 
 def test_the_guarantee_is_weighed_against_lost_work() -> None:
@@ -277,7 +331,12 @@ def test_a_queue_within_its_nominal_loses_work_only_to_priorities_it_yields_to(
                 gang = specs[name]
                 policy = queues[gang.queue].preemption if gang.queue in queues else QueuePreemption()
                 reach = policy.within_queue if gang.queue == victim.queue else policy.other_queues
-                assert gang.priority > victim.priority and reach == "lower_priority", (solver.__name__, pre)
+                if reach == "lower_or_newer_equal_priority" and gang.priority == victim.priority:
+                    # the newer-equal licence (rule 5, clause 1): the victim was submitted later
+                    assert getattr(victim, "submit_time", None) is not None, (solver.__name__, pre)
+                    assert victim.submit_time > gang.submit_time, (solver.__name__, pre)  # type: ignore[union-attr]
+                    continue
+                assert gang.priority > victim.priority and reach != "never", (solver.__name__, pre)
 
 
 def test_a_waiting_reason_names_the_policy_that_keeps_a_lower_priority_gang() -> None:
@@ -294,13 +353,14 @@ def test_a_waiting_reason_names_the_policy_that_keeps_a_lower_priority_gang() ->
         assert "held by running b1 (queue b; queue a's policy other_queues is never)" in waiting.reasons[0]
 
 
-def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None:
-    """a1 takes b1 back (b borrows 2 of a's 8); a2 would then push a above its nominal, which
-    with borrow_within_cohort never would void a1's reclaim: greedy keeps a within it."""
+def _locked_reclaim_round() -> Round:
+    """a (reclaim any, never borrow to preempt) waits with a1 (8 GPUs) and a2 (4 GPUs); b runs
+    b1 (8 GPUs, preemptible) and b2 (2 GPUs, not preemptible) on two 8-GPU nodes, borrowing 2 of
+    a's 8: a1 may take b1 back, but a2 beside it would push a above its nominal."""
     policy = QueuePreemption(
         reclaim_within_cohort="any", other_queues="never", borrow_within_cohort={"policy": "never"}
     )
-    rnd = make_round(
+    return make_round(
         cluster(2),
         queues=[
             Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
@@ -313,10 +373,18 @@ def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None
         pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=4, queue="a")],
     )
 
-    class Unlocked(GreedyEngine):
-        def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
-            pass
 
+class Unlocked(GreedyEngine):
+    """Greedy without the lock that keeps a reclaiming queue within its nominal for the round."""
+
+    def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
+        pass
+
+
+def test_a_queue_that_reclaimed_stays_within_its_nominal_for_the_round() -> None:
+    """a1 takes b1 back (b borrows 2 of a's 8); a2 would then push a above its nominal, which
+    with borrow_within_cohort never would void a1's reclaim: greedy keeps a within it."""
+    rnd = _locked_reclaim_round()
     unlocked = Unlocked(rnd, "eager").run()
     assert unlocked.admitted == ["a1", "a2"] and not all(licences_after(rnd, unlocked).values())
     plan = greedy(rnd)
@@ -330,26 +398,7 @@ def test_a_plan_whose_reclaims_broke_is_decided_again_without_them() -> None:
     """:func:`~gangopt.solvers.greedy.engine.decided`: an engine whose reclaim no longer holds
     on its finished plan (here: the queue lock switched off) is run again with the static
     licences only, and the plan it returns is valid."""
-    policy = QueuePreemption(
-        reclaim_within_cohort="any", other_queues="never", borrow_within_cohort={"policy": "never"}
-    )
-    rnd = make_round(
-        cluster(2),
-        queues=[
-            Queue(name="a", cohort="c", nominal={"gpu": 8}, preemption=policy),
-            Queue(name="b", cohort="c", nominal={"gpu": 8}),
-        ],
-        running=[
-            running("b1", ["n0"], gpu=8, queue="b"),
-            running("b2", ["n1"], gpu=2, queue="b", preemptible=False),
-        ],
-        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=4, queue="a")],
-    )
-
-    class Unlocked(GreedyEngine):
-        def _lock_reclaimers(self, gangs: list[GangView], removed: list[IndexArray]) -> None:
-            pass
-
+    rnd = _locked_reclaim_round()
     plan = decided(lambda: Unlocked(rnd, "eager"), Unlocked.run)
     assert validate(rnd, plan) == []
     assert plan.preemptions == [] and plan.admitted == ["a2"]
@@ -365,3 +414,31 @@ def test_a_waiting_lender_hears_which_reclaim_policy_keeps_the_borrower() -> Non
         "held by running b1 (queue b; queue a's policy other_queues is never, reclaim_within_cohort never)" in r
         for r in waiting.reasons
     ), waiting.reasons
+
+
+def test_a_cohort_tree_lends_and_reclaims_across_its_branches() -> None:
+    """Round.cohorts (hierarchical cohorts, Kueue parentName): a and b sit in sibling cohorts
+    under one root, so b borrows a's nominal through the tree and a takes it back; without the
+    tree the two cohorts stand alone and no queue's gang is another's victim."""
+    flat = _lender_round(KUEUE_RECLAIM)
+    queues = [
+        flat.queues[0].model_copy(update={"cohort": "vision"}),
+        flat.queues[1].model_copy(update={"cohort": "research"}),
+    ]
+    tree = Round.model_validate(
+        {
+            **flat.model_dump(),
+            "queues": [q.model_dump() for q in queues],
+            "cohorts": [{"name": "org"}, {"name": "vision", "parent": "org"}, {"name": "research", "parent": "org"}],
+        }
+    )
+    alone = Round.model_validate({**flat.model_dump(), "queues": [q.model_dump() for q in queues]})
+    assert [q.cohort for q in tree.queues] == ["org", "org"]
+    for solver in (greedy, kueue_like, gangopt.solve):
+        plan = solver(tree)
+        assert validate(tree, plan) == [] and plan.admitted == ["a1"] and len(plan.preemptions) == 1, solver
+        apart = solver(alone)
+        assert validate(alone, apart) == [] and apart.admitted == [] and apart.preemptions == [], solver
+    reclaim = make_plan(tree, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    assert _refusals(tree, reclaim) == []
+    assert _refusals(alone, make_plan(alone, place={"a1": ["n0"]}, evict={"b1": ["a1"]}))

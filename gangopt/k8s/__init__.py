@@ -24,11 +24,12 @@ Mapping decisions (see also the report of the k8s import for docs):
   ``volcano.sh/preemptable: "false"`` (label or annotation), has a priority of at least
   1,000,000,000 (Kubernetes reserves those for system-critical classes), is owned by a
   DaemonSet (it would be recreated on the same node) or is a static (mirror) pod.
-* ``submit_time`` is the gang object's ``creationTimestamp`` (else its oldest pod's), in seconds
-  since the epoch; ``policy.now`` is the latest ``creationTimestamp`` in the input. A running
-  gang's ``started_at`` is its newest bound pod's ``creationTimestamp`` (a restarted gang's pods
-  are created anew), which the cpsat solver's look-ahead reads to protect young gangs from
-  eviction churn; ``expected_end`` and ``expected_duration`` are not in Kubernetes objects.
+* ``submit_time`` (pending and running gangs) is the gang object's ``creationTimestamp`` (else
+  its oldest pod's), in seconds since the epoch; ``policy.now`` is the latest
+  ``creationTimestamp`` in the input. A running gang's ``started_at`` is its newest bound pod's
+  ``creationTimestamp`` (a restarted gang's pods are created anew), which the cpsat solver's
+  look-ahead reads to protect young gangs from eviction churn; ``expected_end`` and
+  ``expected_duration`` are not in Kubernetes objects.
 
 Modules, in the order an import runs (:func:`~gangopt.k8s.importer.import_documents`):
 :mod:`~gangopt.k8s.documents` reads YAML/JSON and flattens Lists; :mod:`~gangopt.k8s.kinds`

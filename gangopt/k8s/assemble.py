@@ -187,6 +187,7 @@ def _add_running(
         **spec,
         pods=pods,
         preemptible=all(p.preemptible for p in gang.pods),
+        submit_time=_submit_time(gang) if gang.created is not None or created else None,
         started_at=max(created) if created else None,
     )
     if len(bound) < model.minimum:

@@ -57,6 +57,7 @@ def _import(objects: list[dict[str, Any]], options: ImportOptions) -> Imported:
         rnd = Round(
             cluster=cluster,
             queues=queues.build(result.running, result.pending),
+            cohorts=queues.build_cohorts(),
             running=result.running,
             pending=result.pending,
             policy=policy,

@@ -55,6 +55,7 @@ _KNOWN_GROUPS = {
     "PodGroup": {VOLCANO, SP, KOORD_GROUP},
     "Workload": {KUEUE_GROUP, UPSTREAM},
     "ClusterQueue": {KUEUE_GROUP},
+    "Cohort": {KUEUE_GROUP},
     "LocalQueue": {KUEUE_GROUP},
     "Topology": {KUEUE_GROUP},
     "ElasticQuota": {KOORD_GROUP},

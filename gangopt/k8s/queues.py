@@ -17,9 +17,14 @@ from gangopt.k8s.context import (
 from gangopt.k8s.kinds import KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
 from gangopt.k8s.pods import Pod
 from gangopt.quantities import MILLI
-from gangopt.schema import BorrowWithinCohort, PendingGang, Queue, QueuePreemption, RunningGang
+from gangopt.schema import BorrowWithinCohort, Cohort, PendingGang, Queue, QueuePreemption, RunningGang
 
-KUEUE_POLICIES = {"Never": "never", "LowerPriority": "lower_priority", "Any": "any"}
+KUEUE_POLICIES = {
+    "Never": "never",
+    "LowerPriority": "lower_priority",
+    "Any": "any",
+    "LowerOrNewerEqualPriority": "lower_or_newer_equal_priority",
+}
 """Kueue's preemption policy values -> gangopt's (``Queue.preemption``)."""
 VOLCANO_PREEMPTION = QueuePreemption(within_queue="lower_priority", reclaim_within_cohort="any", other_queues="never")
 """Volcano's actions: ``preempt`` only inside a queue (lower priority), ``reclaim`` across queues
@@ -45,6 +50,11 @@ class Queues:
         self.quota_by_namespace: dict[str, list[str]] = defaultdict(list)
         self.flavors: dict[str, dict[str, list[str]]] = {}
         """Per ClusterQueue, per resource (Kubernetes name), its flavors in order (for admissions)."""
+        self.cohorts: dict[str, str | None] = {}
+        """Kueue Cohort objects: name -> parent (``spec.parentName``)."""
+        for src in kinds.get("Cohort", []):
+            self._kueue_cohort(src)
+        self._check_cohort_cycles(kinds.get("Cohort", []))
         for src in kinds.get("ClusterQueue", []):
             self._cluster_queue(src)
         for src in kinds.get("LocalQueue", []):
@@ -98,19 +108,48 @@ class Queues:
             preemption=self._kueue_preemption(src, spec.get("preemption")),
         )
 
+    def _kueue_cohort(self, src: Source) -> None:
+        """A Kueue Cohort: its ``spec.parentName`` makes the cohort tree (``Round.cohorts``; a
+        parent without a Cohort object is a root, Kueue's default cohort). Its own quota,
+        borrowing and lending limits and fair sharing are outside gangopt's supported subset
+        (docs/rules.md, rule 6): warned and left out."""
+        spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec")) if src.obj.get("spec") is not None else {}
+        parent = spec.get("parentName")
+        if parent is not None and (not isinstance(parent, str) or not parent):
+            self.ctx.error(src.path(".spec.parentName"), f"not a cohort name: {parent!r}")
+            parent = None
+        self.cohorts[src.name] = parent or None
+        for key in sorted(set(spec) - {"parentName"}):
+            self.ctx.warn(
+                src,
+                f"spec.{key} ignored: a cohort's own quota, borrowing and lending limits and fair sharing are not "
+                "supported; its ClusterQueues share their own nominal quotas over the whole cohort tree",
+            )
+
+    def _check_cohort_cycles(self, sources: list[Source]) -> None:
+        """A cycle of parents is an error (Kueue disables every member of such a cohort)."""
+        for src in sources:
+            seen, node = {src.name}, self.cohorts.get(src.name)
+            while node is not None and node not in seen:
+                seen.add(node)
+                node = self.cohorts.get(node)
+            if node == src.name:
+                self.ctx.error(src.path(".spec.parentName"), f"cohort {src.name} is its own ancestor (a cycle)")
+
+    def build_cohorts(self) -> list[Cohort]:
+        """The cohort tree of the Kueue Cohort objects (parents without an object are roots)."""
+        parents = dict(self.cohorts)
+        for parent in list(parents.values()):
+            if parent is not None and parent not in parents:
+                parents[parent] = None
+        return [Cohort(name=name, parent=parent) for name, parent in sorted(parents.items())]
+
     def _kueue_preemption(self, src: Source, value: object) -> QueuePreemption:
         """``spec.preemption`` -> ``Queue.preemption``, Kueue's defaults (every knob Never) where
         a field is absent; a ClusterQueue never preempts in queues outside its cohort."""
         path = src.path(".spec.preemption")
         spec = as_mapping(self.ctx, value, path) if value is not None else {}
         within = spec.get("withinClusterQueue")
-        if within == "LowerOrNewerEqualPriority":
-            within = "LowerPriority"
-            self.ctx.warn(
-                src,
-                "withinClusterQueue LowerOrNewerEqualPriority mapped to lower_priority: a running gang carries "
-                "no creation time, so newer workloads of equal priority are not preempted",
-            )
         borrow_spec = spec.get("borrowWithinCohort")
         borrow = as_mapping(self.ctx, borrow_spec, f"{path}.borrowWithinCohort") if borrow_spec is not None else {}
         threshold = borrow.get("maxPriorityThreshold")
@@ -121,7 +160,9 @@ class Queues:
             self.ctx.warn(src, f"preemption.{key} ignored")
         return QueuePreemption.model_validate(
             {
-                "within_queue": self._kueue_value(src, "withinClusterQueue", within, ("Never", "LowerPriority")),
+                "within_queue": self._kueue_value(
+                    src, "withinClusterQueue", within, ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+                ),
                 "reclaim_within_cohort": self._kueue_value(
                     src, "reclaimWithinCohort", spec.get("reclaimWithinCohort"), ("Never", "LowerPriority", "Any")
                 ),
@@ -175,7 +216,10 @@ class Queues:
         hierarchy = sorted(k for k in src.annotations if k in ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights"))
         if hierarchy:
             self.ctx.warn(
-                src, f"{', '.join(hierarchy)} ignored: hierarchical queues are not mapped (each queue stands alone)"
+                src,
+                f"{', '.join(hierarchy)} ignored: Volcano's hierarchy shares deserved capacity down the tree by "
+                "the hierarchy weights, which a gangopt cohort tree (Round.cohorts: borrowing of nominal quota) "
+                "does not express; each queue stands alone",
             )
         self.queues[src.name] = Queue(name=src.name, nominal=quantities(capability), preemption=VOLCANO_PREEMPTION)
         self.ctx.warn(

@@ -507,6 +507,7 @@ class Simulator:
                 preemption_cost=None,
                 seconds_since_checkpoint=0.0,
                 restart_seconds=self.config.restart_seconds,
+                submit_time=job.arrival,  # within_queue lower_or_newer_equal_priority compares it
             )
             _ = gang.elastic  # computes the cached totals on this gang, once
             lv.running_gang, lv.running_pods = gang, lv.pods

@@ -47,7 +47,7 @@ from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.result import Result
 from gangopt.schema import Plan, Round, Score, Stats, Status, Waiting
-from gangopt.scope import Scope
+from gangopt.scope import reclaims_hold
 from gangopt.solvers.cpsat.child import search_in_child
 from gangopt.solvers.cpsat.encoding import cut, encode
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
@@ -239,23 +239,20 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
         message = f"{message}; {note}" if message else note
     if enc.stricter and stage_status == Status.OPTIMAL:
         stage_status = Status.FEASIBLE
-        note = "optimal for a model that keeps lower priorities off every node of a class where a gang shrinks"
-        message = f"{message}; {note}" if message else note
-    reclaims = Scope(rnd).beyond_priority
-    if reclaims and stage_status == Status.OPTIMAL:
-        # The model takes no cohort reclaim at equal or higher priority (gangopt.scope): its
-        # optimum is one over fewer preemptions than the round allows.
-        stage_status = Status.FEASIBLE
-        note = "optimal without cohort reclaims at equal or higher priority, which the model leaves to greedy"
+        note = "optimal for a model stricter than rule 5 (an elastic gang with pods outside the model)"
         message = f"{message}; {note}" if message else note
     plan = _plan_from_decision(rnd, pre, decision, stage_status, message)
     plan_score = score(rnd, plan)
+    # The model licenses cohort reclaims on its own usage after the plan (gangopt.scope,
+    # encoding._reclaim_licence); the reprieve above may put pods back and move a queue
+    # across its nominal, which can void a reclaim: that plan is not offered.
+    broken = not reclaims_hold(rnd, plan)
     # 7. Choose. The stages' bounds hold for the round only when the model was whole, and
-    # their secondary bound only for plans at the tiers' optima (not after a repair), and not
-    # when queues may reclaim outside the priority order the model follows.
-    whole = allowed is None and not decision.yielded and not cuts and not reclaims and not enc.stricter
+    # their secondary bound only for plans at the tiers' optima (not after a repair or a cut),
+    # and only for a model no stricter than the round's rules.
+    whole = allowed is None and not decision.yielded and not cuts and not enc.stricter
     proven = proven_bounds(enc, stages) if whole else None
-    if lexicographic_key(plan_score) < lexicographic_key(baseline.score):
+    if broken or lexicographic_key(plan_score) < lexicographic_key(baseline.score):
         # The class-level answer, put on nodes, scored below the greedy plan (the secondary
         # terms see node-level detail the model only approximates), or the search never
         # caught up with a warm start it could not use: the greedy plan is the answer, and
@@ -263,7 +260,12 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
         chosen = baseline.plan.model_copy(
             update={
                 "status": Status.FEASIBLE if allowed is None else Status.FALLBACK,
-                "message": f"the greedy plan scores better than CP-SAT's own in time. {message}".strip(),
+                "message": (
+                    "CP-SAT's plan lost a cohort reclaim's licence in its repair; greedy plan returned. "
+                    if broken
+                    else "the greedy plan scores better than CP-SAT's own in time. "
+                )
+                + message,
             }
         )
         return Result(plan=chosen, stats=stats, pre=pre, score=baseline.score, proven=proven)

@@ -17,7 +17,7 @@ import numpy as np
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, RoleKey, request_vector
 from gangopt.schema import GangSpec, Placement, Preemption, Resize, Role, Round, RunningGang
-from gangopt.scope import Scope
+from gangopt.scope import After, Scope
 from gangopt.solvers.cpsat.encoding import ClassModel
 
 
@@ -97,9 +97,11 @@ def _land_beneficiaries(pre: Prefiltered, classes: list[ClassModel], decision: D
     for g, _, node in decision.new_pods:
         on_row[index[node]][g] += 1
 
+    # moves change no queue's usage, so the licences read once hold throughout
+    licensed = {gi: _licensed(rnd, decision, scope, rnd.running[gi], specs) for gi in losing}
+
     def landed(gi: int) -> bool:
-        victim = rnd.running[gi]
-        return any(scope.static(specs[g], victim) for row in losing[gi] for g, n in on_row[row].items() if n)
+        return any(licensed[gi](g) for row in losing[gi] for g, n in on_row[row].items() if n)
 
     def move(i: int, to: int) -> None:
         g, role_name, node = decision.new_pods[i]
@@ -110,11 +112,10 @@ def _land_beneficiaries(pre: Prefiltered, classes: list[ClassModel], decision: D
     for gi in sorted(losing):
         if landed(gi):
             continue
-        victim = rnd.running[gi]
         targets = sorted(losing[gi])
         for i, (g, role_name, node) in enumerate(decision.new_pods):
             row = index[node]
-            if row in losing[gi] or not scope.static(specs[g], victim):
+            if row in losing[gi] or not licensed[gi](g):
                 continue
             k = class_of.get(row)
             to = next(
@@ -123,7 +124,7 @@ def _land_beneficiaries(pre: Prefiltered, classes: list[ClassModel], decision: D
                     for t in targets
                     if class_of.get(t) == k
                     # every victim losing pods there may be preempted by g (freed nodes serve preemptors)
-                    and all(scope.static(specs[g], rnd.running[v]) for v, rows in losing.items() if t in rows)
+                    and all(licensed[v](g) for v, rows in losing.items() if t in rows)
                     and _room(pre, decision, t, specs[g], role_name)
                 ),
                 None,
@@ -285,7 +286,8 @@ def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) ->
             continue
         evict = len(gone) == len(gang.pods)
         nodes = sorted({p.node for p in gone})
-        helped = sorted({b for p in gang.pods for b in by_node.get(p.node, set()) if scope.static(specs[b], gang)})
+        may = _licensed(rnd, decision, scope, gang, specs)
+        helped = sorted({b for p in gang.pods for b in by_node.get(p.node, set()) if may(b)})
         cost = terms.preemption_cost(gang) * (1.0 if evict else len(gone) / len(gang.pods))
         out.append(
             Preemption(
@@ -299,6 +301,18 @@ def _preemptions(rnd: Round, decision: Decision, placements: list[Placement]) ->
             )
         )
     return out
+
+
+def _licensed(
+    rnd: Round, decision: Decision, scope: Scope, victim: RunningGang, specs: dict[str, GangSpec]
+) -> Callable[[str], bool]:
+    """Whether a gang (by name) may preempt ``victim`` on the cluster after ``decision``: the
+    static licences, and with queue policies the cohort reclaims (:class:`gangopt.scope.After`)."""
+    if scope.plain:
+        return lambda name: scope.static(specs[name], victim)
+    after = After(rnd, decision.removed, [(g, r) for g, r, _ in decision.new_pods], scope)
+    lost = {p.name for p in victim.pods if p.name in decision.removed}
+    return lambda name: after.may(specs[name], victim, lost)
 
 
 def _resizes(rnd: Round, decision: Decision, placements: list[Placement]) -> list[Resize]:
@@ -388,13 +402,14 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
         """Take out the fewest least valuable lower gangs (whole, with their group) after
         which the victim's pods fit again; nothing when even all of them would not do."""
         rows = np.flatnonzero(add.any(axis=1)).tolist()
+        may = _licensed(rnd, decision, scope, victim, specs)
         if scope.plain:
             near = any(lowest_new.get(r, victim.priority + 1) <= victim.priority for r in rows)
         else:
-            near = any(not scope.static(specs[g], victim) for r in rows for g in new_on.get(r, ()))
+            near = any(not may(g) for r in rows for g in new_on.get(r, ()))
         if not near and victim.queue not in limited:
             return  # nothing lower on its nodes and no quota to share: the common case, no scan
-        lower = _lower_gangs(rnd, decision, prio, victim, scope)
+        lower = _lower_gangs(rnd, decision, prio, may)
         if not lower or not fits_without(set(lower), add, extra, victim.queue):
             return
         out: set[str] = set()
@@ -442,13 +457,12 @@ def reprieve(rnd: Round, decision: Decision) -> Decision:
     return decision
 
 
-def _lower_gangs(rnd: Round, decision: Decision, prio: dict[str, int], victim: RunningGang, scope: Scope) -> list[str]:
-    """Gangs with new pods that may not preempt the victim (by default: of its priority or
-    lower), least valuable first (lowest priority, then newest, then name): the ones to take
-    out to give it its place."""
+def _lower_gangs(rnd: Round, decision: Decision, prio: dict[str, int], may: Callable[[str], bool]) -> list[str]:
+    """Gangs with new pods that may not preempt the victim (``may``; by default: of its
+    priority or lower), least valuable first (lowest priority, then newest, then name): the
+    ones to take out to give it its place."""
     submit = {g.name: g.submit_time for g in rnd.pending}
-    specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
-    names = {g for g, _, _ in decision.new_pods if not scope.static(specs[g], victim)}
+    names = {g for g, _, _ in decision.new_pods if not may(g)}
     return sorted(names, key=lambda g: (prio[g], -submit.get(g, 0.0), g))
 
 

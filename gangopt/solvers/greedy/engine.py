@@ -562,6 +562,12 @@ class GreedyEngine:
         if demand is not None:
             for r, a in zip(self.res, demand.tolist(), strict=True):
                 mine[r] = mine.get(r, 0) + a
+        if victim.queue == g.spec.queue:
+            # a newer victim of the own queue (within_queue lower_or_newer_equal_priority): the
+            # queue's usage without it; a victim only shrunk is re-read on the finished plan
+            gone = rows[self.kept[s:e]].sum(axis=0).tolist()
+            for r, a in zip(self.res, gone, strict=True):
+                mine[r] = mine.get(r, 0) - a
         within = within_nominal(self.scope.queues.get(g.spec.queue), mine)
         return self.scope.reclaims(g.spec, victim, borrowing, within)
 

@@ -287,7 +287,7 @@ def kueue_like(rnd: Round, policy: Policy | None = None, *, strategy: QueueingSt
       unused quota for gpu in flavor ..., N more needed``).
 
     Leaves out: resource flavors (one flavor per queue: the round's nodes), fair sharing, the
-    preemptor-first and quota-reserved-first gates, ``LowerOrNewerEqualPriority``, admission checks,
+    preemptor-first and quota-reserved-first gates, admission checks,
     and running elastic workloads growing. A queue the round does not define is a
     ClusterQueue whose nominal quota is the whole cluster (its usual setup). Evictions and the
     admission they make room for land in the same plan (Kueue admits in a later cycle).

@@ -12,7 +12,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from gangopt.objective import SCALE, score
-from gangopt.schema import Round
+from gangopt.schema import BorrowWithinCohort, Queue, QueuePreemption, Round
 from gangopt.solvers.cpsat.encoding import Encoding
 from tests.builders import cluster, make_round, pending, queue, role, running
 from tests.solvers.cpsat.probe import (
@@ -625,3 +625,46 @@ def test_fifo_weights_order_gangs_by_submit_time() -> None:
     by_index = {v.index: w for v, w in enc.fifo}
     weight = {rnd.pending[gi].name: by_index[var.index] for gi, var in enc.y.items()}
     assert weight == {"early": 3, "mid": 2, "late": 1}
+
+
+# ----------------------------------------------------------------------------- cohort reclaims
+
+
+def _reclaim_round(b_nominal: int, a_nominal: int = 8, borrow: str = "never") -> Round:
+    """Queue a (reclaim at any priority, no other-queue licence) waits with one 8-GPU gang of
+    b's priority; b runs two 8-GPU gangs on two nodes, with nominal ``b_nominal``."""
+    policy = QueuePreemption(
+        reclaim_within_cohort="any", other_queues="never", borrow_within_cohort=BorrowWithinCohort(policy=borrow)
+    )
+    return make_round(
+        cluster(2, gpus=8),
+        queues=[
+            Queue(name="a", cohort="c", nominal={"gpu": a_nominal}, preemption=policy),
+            Queue(name="b", cohort="c", nominal={"gpu": b_nominal}),
+        ],
+        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
+        pending=[pending("a1", gpu=8, queue="a")],
+    )
+
+
+def test_a_cohort_reclaim_is_licensed_only_while_the_victims_queue_borrows() -> None:
+    """Rule 5, clause 3: a1 (equal priority) may take b1's node only while b is above its
+    nominal with b1 back (b uses 16 of nominal 8); at nominal 16 b lends nothing back."""
+    enc = encoding_of(_reclaim_round(b_nominal=8))
+    a1_on_b1 = x_on(enc, "pending", 0, class_of(enc, "n0"))
+    assert a1_on_b1 is not None
+    assert feasible(enc, {enc.alive[0]: 0, a1_on_b1: 1})
+    assert not feasible(enc, {enc.alive[0]: 0, enc.alive[1]: 0})  # b then within its nominal: one only
+    enc = encoding_of(_reclaim_round(b_nominal=16))
+    assert not feasible(enc, {enc.alive[0]: 0})
+    assert not feasible(enc, admit(enc, 0))
+
+
+def test_a_reclaim_needs_the_reclaimers_queue_within_its_nominal_unless_it_may_borrow() -> None:
+    """With a's nominal 0 a1 would borrow: ``borrow_within_cohort`` never refuses the reclaim,
+    lower_priority allows it only for strictly higher priorities (a1 is of b1's priority)."""
+    for borrow in ("never", "lower_priority"):
+        enc = encoding_of(_reclaim_round(b_nominal=0, a_nominal=0, borrow=borrow))
+        assert not feasible(enc, {enc.alive[0]: 0}), borrow
+    enc = encoding_of(_reclaim_round(b_nominal=0, a_nominal=8))
+    assert feasible(enc, {enc.alive[0]: 0})
