@@ -26,8 +26,10 @@ So this step keeps the plan and re-decides one piece of it at a time, at node le
   tier by tier.
 
 Order and determinism: single movers first (highest priority, then the most victim value
-attributed to them, ties by a permutation drawn from ``policy.seed``), then pairs drawn from
-the same generator; passes repeat while one improves. Each sub-solve stops on CP-SAT's
+attributed to them, ties by a permutation drawn from ``policy.seed``), then the domains of one
+topology level (and neighbouring pairs of them) with every mover's pods inside, then pairs of
+movers drawn from the same generator; passes repeat, drawn again from the improved plan, while
+one improves. Each sub-solve stops on CP-SAT's
 deterministic work limit (:data:`WORK_PER_NEIGHBOURHOOD`) with one worker and the round's seed,
 and the number of neighbourhoods is capped (:data:`MAX_NEIGHBOURHOODS`), so the same round and
 seed give the same plan whenever the search ends before its wall-clock deadline (it converged
@@ -117,6 +119,9 @@ def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadlin
                 return out
             out.neighbourhoods += 1
             answer = _solve_neighbourhood(ctx, state, hood, deadline)
+            if time.perf_counter() >= deadline:
+                out.clock = True  # the sub-solve may have been cut by the clock: not repeatable
+                return out
             if answer is None:
                 continue
             decision = reprieve(rnd, answer.decision())
@@ -131,8 +136,7 @@ def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadlin
             state = _State.of_decision(decision)
             out.plan, out.score = plan, plan_score
             out.improvements += 1
-            improved = True
-            break  # neighbourhoods are drawn again from the new plan
+            improved = True  # the rest of the pass runs on the new plan; the next is drawn from it
         if not improved:
             return out
     return out
