@@ -339,7 +339,32 @@ class _Answer:
         return Decision(admitted=set(self.state.admitted), new_pods=new_pods, removed=removed)
 
 
-def _solve_neighbourhood(ctx: _Context, state: _State, hood: Neighbourhood, deadline: float) -> _Answer | None:
+def best_victims(rnd: Round, pre: Prefiltered, plan: Plan, work: float) -> tuple[Plan, str]:
+    """The whole round as one neighbourhood: every admitted pending gang a mover, anywhere it
+    may go, every whole candidate free; ``plan``'s admissions and shrinks fixed. Solved with
+    ``work`` deterministic units and no variable cap; returns the best plan found (``plan`` if
+    none is better) and CP-SAT's status name. With status ``OPTIMAL`` this is the best any
+    victim choice and placement can do for the gangs ``plan`` starts: a yardstick for the
+    search (``bench/victim_truth.py``), far too slow for a solve (90 s at M)."""
+    ctx = _Context(rnd, pre)
+    state = _State.of(plan)
+    movers = tuple(sorted(g for g in plan.admitted if g in ctx.pending and _movable(ctx.pending[g])))
+    status: list[str] = []
+    answer = _solve_neighbourhood(ctx, state, Neighbourhood(movers, None, "whole round"), math.inf, work, status)
+    if answer is None:
+        return plan, status[0] if status else "NOT_SOLVED"
+    better = _plan(rnd, plan, reprieve(rnd, answer.decision()))
+    return better, status[0]
+
+
+def _solve_neighbourhood(
+    ctx: _Context,
+    state: _State,
+    hood: Neighbourhood,
+    deadline: float,
+    work: float | None = None,
+    status_out: list[str] | None = None,
+) -> _Answer | None:
     """The sub-model of one neighbourhood solved; None unless it keeps more victim value than
     the plan (see the module docstring)."""
     movers, region = hood.movers, hood.region
@@ -425,7 +450,7 @@ def _solve_neighbourhood(ctx: _Context, state: _State, hood: Neighbourhood, dead
             fit[i] = max(fit[i], per[i])  # the plan's own placement stays possible
         nodes = np.flatnonzero(fit > 0)
         variables += len(nodes)
-        if variables > MAX_MOVER_VARIABLES:
+        if work is None and variables > MAX_MOVER_VARIABLES:
             return None
         x[(gang, role)] = {int(i): model.new_int_var(0, int(fit[i]), f"x[{gang},{role},{i}]") for i in nodes}
         ub.update({var.index: int(fit[i]) for i, var in x[(gang, role)].items()})
@@ -477,10 +502,13 @@ def _solve_neighbourhood(ctx: _Context, state: _State, hood: Neighbourhood, dead
     params = solver.parameters
     params.num_workers = 1
     params.random_seed = rnd.policy.seed
-    params.max_deterministic_time = WORK_PER_NEIGHBOURHOOD
+    params.max_deterministic_time = WORK_PER_NEIGHBOURHOOD if work is None else work
     params.cp_model_presolve = False  # with it, one worker did not reach the hint of a 13k-variable block in 1 unit
-    params.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
+    if deadline < math.inf:
+        params.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
     status = solver.solve(model)
+    if status_out is not None:
+        status_out.append(solver.status_name(status))
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.objective_value <= seed_value + 0.5:
         return None
     moved: list[tuple[str, str, str]] = []
@@ -515,4 +543,4 @@ def _weights(ctx: _Context, free: list[str]) -> dict[str, int]:
     return out
 
 
-__all__ = ["MAX_NEIGHBOURHOODS", "WORK_PER_NEIGHBOURHOOD", "Outcome", "applicable", "improve"]
+__all__ = ["MAX_NEIGHBOURHOODS", "WORK_PER_NEIGHBOURHOOD", "Outcome", "applicable", "best_victims", "improve"]
