@@ -63,7 +63,9 @@ MAX_NEIGHBOURHOODS = 60
 MAX_MOVER_VARIABLES = 20_000
 """Pod-count variables per sub-model at most; a larger neighbourhood is skipped."""
 PAIRS = 12
-"""Random pairs of movers tried per pass after the single movers."""
+"""Random groups of movers tried per pass after the single movers and the domains."""
+GROUP = 2
+"""Movers per random group."""
 DOMAIN_NODES = 160
 """Domain neighbourhoods use the broadest topology level whose domains average at most this
 many nodes (blocks of 128 at M)."""
@@ -293,9 +295,9 @@ def _neighbourhoods(ctx: _Context, state: _State, rng: np.random.Generator) -> l
             out.append(Neighbourhood(tuple(movers), region, label))
     if len(singles) > 1:
         for _ in range(PAIRS):
-            a, b = rng.choice(len(singles), size=2, replace=False).tolist()
-            pair = tuple(sorted([singles[a], singles[b]]))
-            out.append(Neighbourhood(pair, None, " + ".join(pair)))
+            picked = rng.choice(len(singles), size=min(GROUP, len(singles)), replace=False).tolist()
+            group = tuple(sorted(singles[k] for k in picked))
+            out.append(Neighbourhood(group, None, " + ".join(group)))
     return out
 
 

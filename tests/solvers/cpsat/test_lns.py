@@ -15,7 +15,7 @@ import gangopt
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Round
-from gangopt.solvers.cpsat.lns import applicable, improve
+from gangopt.solvers.cpsat.lns import applicable, best_victims, improve
 from gangopt.solvers.greedy import greedy
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.reference import reference_optimum
@@ -52,6 +52,15 @@ def test_the_search_replaces_greedys_costly_victim_by_the_optimum() -> None:
     assert [p.gang for p in out.plan.preemptions] == ["small"]
     assert tiers(rnd, out.plan) == optimum
     assert "urgent" in out.plan.admitted
+
+
+def test_the_whole_round_neighbourhood_is_the_best_victim_choice() -> None:
+    rnd = trap()
+    seed = greedy(rnd)
+    plan, status = best_victims(rnd, prefilter(rnd), seed, work=10.0)
+    assert status == "OPTIMAL"
+    assert gangopt.validate(rnd, plan) == []
+    assert [p.gang for p in plan.preemptions] == ["small"]
 
 
 def test_the_door_returns_the_improved_plan_and_says_so() -> None:
