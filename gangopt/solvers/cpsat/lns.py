@@ -109,6 +109,9 @@ def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadlin
     out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver)
     if not applicable(rnd, pre):
         return out
+    if time.perf_counter() >= deadline:
+        out.clock = True
+        return out
     from gangopt.validation import validate  # judges a plan; no cycle (validation imports no solver)
 
     ctx = _Context(rnd, pre)
