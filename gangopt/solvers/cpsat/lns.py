@@ -1,40 +1,45 @@
 """Large-neighbourhood search over victim sets, seeded with a candidate plan (issue 13).
 
 On fragmented rounds with preemption on, the pending gangs greedy starts are the right ones but
-its victims are not: at M (``python -m bench.fragmented_table M 0.75``, 1,024 nodes) the slot
-model starts exactly greedy's 69 priority-0 gangs and makes the same room for the tiers above
-by evicting 35 running priority-0 gangs where greedy evicts 65, and the whole CP-SAT model is
-too large to search there in the time limit (it returned greedy's plan). Greedy places a
-gang's pods node by node and evicts whatever sits on the node it picks; choosing *which*
-nodes to clear is a set-union problem over the running gangs that span them.
+its victims are not: greedy takes victims in order of preemption cost and places a gang's pods
+node by node, evicting whatever sits on the node it picks, while choosing *which* nodes to
+clear is a set-union problem over the running gangs that span them. At M (``python -m
+bench.fragmented_table M 0.75``, 1,024 nodes) the whole CP-SAT model is too large to search in
+the time limit and CP-SAT returned greedy's plan (priority 0: 12,176 GPU-eq, slot bound 13,256);
+this search finds 12,346 in its first neighbourhood (0.3 s), and the best victim choice for
+greedy's admissions is 12,391 (:func:`best_victims`, 90 s). On the 128- and 256-node rounds
+whose optimum the reference model proves, it recovers half to all of greedy's shortfall
+(docs/benchmarks.md, "Victim choice").
 
-So this step keeps the plan and re-decides one piece of it at a time, at node level:
+It keeps the plan and re-decides one piece of it at a time, at node level:
 
-* **Neighbourhood**: a few admitted pending gangs (the *movers*). Their pods may move to any
-  node they are eligible for (inside the domain the plan chose, for a required level); every
-  candidate running gang the plan keeps whole or evicts whole (not one it shrank) is *free*:
-  kept or evicted. Everything else (other gangs' new pods, shrinks, non-candidates) is fixed.
-* **Sub-model** (CP-SAT, one worker): pod counts per mover role and node (the plan's count per
-  role, so every gang minimum still holds), a keep literal per free victim, capacity per node
-  and resource, and rule 5's node form (a node where a victim loses pods receives new pods only
-  from gangs that may preempt it; fixed new pods pin the victims they may not preempt).
-  Objective: the kept victims' tier values, lexicographic by priority (weights).
-* **Accept** only what validates: the answer goes through :func:`~gangopt.solvers.cpsat.expansion.reprieve`
-  (which also restores rule 5's beneficiary and reprieve clauses), :func:`gangopt.validate` and
-  the objective; it replaces the plan only when strictly better lexicographically and no tier
-  is below the seed's. So the plan this step returns is valid and never worse than its seed,
-  tier by tier.
+* **Neighbourhood**: a few admitted pending gangs (the *movers*): one gang's pods anywhere
+  they may go, or every gang's pods inside one topology domain (moving within it); inside the
+  domain the plan chose for a required level. Every candidate running gang the plan keeps
+  whole or evicts whole (not one it shrank) is *free*: kept or evicted. Everything else (other
+  gangs' new pods, shrinks, non-candidates, admissions) is fixed.
+* **Sub-model** (CP-SAT, one worker, presolve off): pod counts per mover role and node (the
+  plan's count per role, so every gang minimum still holds), a keep literal per free victim,
+  capacity per node and resource, and rule 5's node form (a node where a victim loses pods
+  receives new pods only from gangs that may preempt it; fixed new pods pin the victims they
+  may not preempt). Objective: the kept victims' tier values, lexicographic by priority
+  (weights), hinted with the plan.
+* **Accept** only what validates: the answer goes through
+  :func:`~gangopt.solvers.cpsat.expansion.reprieve` (which also restores rule 5's beneficiary
+  and reprieve clauses), :func:`gangopt.validate` and the objective; it replaces the plan only
+  when strictly better lexicographically and no tier is below the seed's. So the plan this
+  step returns is valid and never worse than its seed, tier by tier.
 
-Order and determinism: single movers first (highest priority, then the most victim value
-attributed to them, ties by a permutation drawn from ``policy.seed``), then the domains of one
-topology level (and neighbouring pairs of them) with every mover's pods inside, then pairs of
-movers drawn from the same generator; passes repeat, drawn again from the improved plan, while
-one improves. Each sub-solve stops on CP-SAT's
-deterministic work limit (:data:`WORK_PER_NEIGHBOURHOOD`) with one worker and the round's seed,
-and the number of neighbourhoods is capped (:data:`MAX_NEIGHBOURHOODS`), so the same round and
-seed give the same plan whenever the search ends before its wall-clock deadline (it converged
-or hit the cap); when the clock ends it first, the plan's message says so (a loaded machine
-can then stop it after fewer neighbourhoods).
+Order and determinism: the first :data:`TOP_SINGLES` single movers (highest priority, then the
+most victim value attributed to them, ties by a permutation drawn from ``policy.seed``), then
+the domains of one topology level (and neighbouring pairs of them), the other single movers,
+and random groups of movers drawn from the same generator; passes repeat, drawn again from the
+improved plan, while one improves. Each sub-solve stops on CP-SAT's deterministic work limit
+(:data:`WORK_PER_NEIGHBOURHOOD`) with one worker and the round's seed, and the number of
+neighbourhoods is capped (:data:`MAX_NEIGHBOURHOODS`), so the same round and seed give the same
+plan whenever the search ends before its wall-clock deadline (it converged or hit the cap);
+when the clock ends it first, the plan's message says so (a loaded machine can then stop it
+after fewer neighbourhoods).
 
 Rounds with quotas (declared queues) or cohort reclaims are left alone: moving pods and keeping
 victims changes queue usage, which the sub-model does not see.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
@@ -109,3 +110,18 @@ def test_the_search_plan_is_valid_and_never_worse_than_its_seed_on_any_tier(rnd:
     before = {t.priority: t.value for t in seed_score.tiers}
     assert all(t.value >= before.get(t.priority, 0.0) - 1e-9 for t in out.score.tiers)
     assert out.score == score(rnd, out.plan)
+
+
+def test_a_round_too_large_to_model_whole_gets_the_search_instead_of_a_restricted_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 2b replaces the restricted model (forced here: a build budget of 0 variables)."""
+    import gangopt.solvers.cpsat as cpsat
+
+    monkeypatch.setattr(cpsat, "build_budget", lambda seconds: 0)
+    rnd = trap()
+    plan = gangopt.solve(rnd, solver="cpsat", annotate=False)
+    assert gangopt.validate(rnd, plan) == []
+    assert "instead of a restricted model" in plan.message
+    assert plan.status == gangopt.Status.FEASIBLE
+    assert [p.gang for p in plan.preemptions] == ["small"]
