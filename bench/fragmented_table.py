@@ -4,6 +4,11 @@ process and the CP-SAT child), status, the gap the bounds prove and the comparis
 
     python -m bench.fragmented_table S 0.75          # size S/M/L/XL, busy share
     python -m bench.fragmented_table S 0.75 --true   # also the true tier gaps (small rounds)
+    python -m bench.fragmented_table 256/100 0.75    # any nodes/gangs (seed 0)
+
+The "victims" column counts the plan's evictions and shrinks and the tier value the evicted
+gangs held (GPU-eq, every priority): issue 13's headroom at M is in which running gangs make
+room (large-neighbourhood search, gangopt/solvers/cpsat/lns.py), not in which gangs start.
 
 With ``--true`` the round's tier optimum comes from the independent per-node reference model
 (tests/reference.py, run long, outside the timed calls), and two more columns say how far
@@ -19,11 +24,29 @@ import sys
 import time
 
 import gangopt
-from bench.rounds import fragmented_text
-from gangopt.objective import SCALE, lexicographic_key
+from bench.rounds import fragmented_spec, fragmented_text
+from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key
 from gangopt.parsing import parse_json
+from gangopt.replay.generate import dump_round, generate
 from gangopt.schema import Plan, Round
 from gangopt.solvers import SOLVERS
+
+
+def round_text(size: str, busy: float) -> str:
+    """The fragmented round of a named size, or of ``nodes/gangs`` (seed 0)."""
+    if "/" not in size:
+        return fragmented_text(size, busy)
+    nodes, gangs = (int(x) for x in size.split("/"))
+    return dump_round(generate(fragmented_spec(nodes, gangs, busy, 0))[0])
+
+
+def victims(rnd: Round, plan: Plan) -> str:
+    """Evictions / shrinks, and the tier value (GPU-eq) of the evicted gangs."""
+    terms = ObjectiveTerms.of(rnd)
+    running = {g.name: g for g in rnd.running}
+    evicted = [p.gang for p in plan.preemptions if p.kind == "evict"]
+    value = sum(terms.tier_value(running[g]) for g in evicted) / SCALE
+    return f"{len(evicted)} / {len(plan.preemptions) - len(evicted)} ({value:,.1f})"
 
 
 def true_gaps(plan: Plan, optimum: dict[int, int]) -> tuple[float, float]:
@@ -37,7 +60,7 @@ def true_gaps(plan: Plan, optimum: dict[int, int]) -> tuple[float, float]:
 
 
 def main(size: str, busy: float, true: bool = False, seconds_per_tier: float = 120.0) -> None:
-    rnd = parse_json(Round, fragmented_text(size, busy), "round")
+    rnd = parse_json(Round, round_text(size, busy), "round")
     optimum: dict[int, int] | None = None
     if true:
         from tests.reference import reference_optimum
@@ -48,8 +71,9 @@ def main(size: str, busy: float, true: bool = False, seconds_per_tier: float = 1
         print(f"reference: {tiers} ({'proven' if ref.proven else 'NOT proven'}, {time.perf_counter() - start:.0f} s)")
         optimum = ref.tiers
     extra = " true gap | bound excess |" if optimum is not None else ""
-    print(f"| solver | status | wall s | CPU s | proven gap |{extra} vs greedy | tiers (value / bound) |")
-    print("|---|---|---:|---:|---:|" + ("---:|---:|" if optimum is not None else "") + "---|---|")
+    head = f"| solver | status | wall s | CPU s | proven gap |{extra} vs greedy | victims: evict / shrink (value) |"
+    print(f"{head} tiers (value / bound) |")
+    print("|---|---|---:|---:|---:|" + ("---:|---:|" if optimum is not None else "") + "---|---|---|")
     base = None
     for name in ["greedy", *[s for s in SOLVERS if s != "greedy"]]:
         start = time.perf_counter()
@@ -66,7 +90,8 @@ def main(size: str, busy: float, true: bool = False, seconds_per_tier: float = 1
         if optimum is not None:
             shortfall, excess = true_gaps(plan, optimum)
             columns = f" {100 * shortfall:.1f} % | {100 * excess:.1f} % |"
-        print(f"| {name} | {plan.status.value} | {wall:.2f} | {cpu:.2f} | {gap} |{columns} {versus} | {tiers} |")
+        row = f"| {name} | {plan.status.value} | {wall:.2f} | {cpu:.2f} | {gap} |{columns} {versus}"
+        print(f"{row} | {victims(rnd, plan)} | {tiers} |")
 
 
 if __name__ == "__main__":

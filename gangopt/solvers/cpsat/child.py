@@ -82,6 +82,8 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
             child.kill()
             child.join()
         receiver.close()
+    if fallback.plan.solver == "cpsat":  # the warm start is the large-neighbourhood search's plan
+        return _with_message(finished, f"{why}; the warm start returned ({fallback.plan.message})")
     return _with_message(finished, f"{why}; greedy plan returned")
 
 

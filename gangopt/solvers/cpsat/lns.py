@@ -1,0 +1,565 @@
+"""Large-neighbourhood search over victim sets, seeded with a candidate plan (issue 13).
+
+On fragmented rounds with preemption on, the pending gangs greedy starts are the right ones but
+its victims are not: greedy takes victims in order of preemption cost and places a gang's pods
+node by node, evicting whatever sits on the node it picks, while choosing *which* nodes to
+clear is a set-union problem over the running gangs that span them. At M (``python -m
+bench.fragmented_table M 0.75``, 1,024 nodes) the whole CP-SAT model is too large to search in
+the time limit and CP-SAT returned greedy's plan (priority 0: 12,176 GPU-eq, slot bound 13,256);
+this search finds 12,346 in its first neighbourhood (0.3 s), and the best victim choice for
+greedy's admissions is 12,391 (:func:`best_victims`, 90 s). On the 128- and 256-node rounds
+whose optimum the reference model proves, it recovers half to all of greedy's shortfall
+(docs/benchmarks.md, "Victim choice").
+
+It keeps the plan and re-decides one piece of it at a time, at node level:
+
+* **Neighbourhood**: a few admitted pending gangs (the *movers*): one gang's pods anywhere
+  they may go, or every gang's pods inside one topology domain (moving within it); inside the
+  domain the plan chose for a required level. Every candidate running gang the plan keeps
+  whole or evicts whole (not one it shrank) is *free*: kept or evicted. Everything else (other
+  gangs' new pods, shrinks, non-candidates, admissions) is fixed.
+* **Sub-model** (CP-SAT, one worker, presolve off): pod counts per mover role and node (the
+  plan's count per role, so every gang minimum still holds), a keep literal per free victim,
+  capacity per node and resource, and rule 5's node form (a node where a victim loses pods
+  receives new pods only from gangs that may preempt it; fixed new pods pin the victims they
+  may not preempt). Objective: the kept victims' tier values, lexicographic by priority
+  (weights), hinted with the plan.
+* **Accept** only what validates: the answer goes through
+  :func:`~gangopt.solvers.cpsat.expansion.reprieve` (which also restores rule 5's beneficiary
+  and reprieve clauses), :func:`gangopt.validate` and the objective; it replaces the plan only
+  when strictly better lexicographically and no tier is below the seed's. So the plan this
+  step returns is valid and never worse than its seed, tier by tier.
+
+Order and determinism: the first :data:`TOP_SINGLES` single movers (highest priority, then the
+most victim value attributed to them, ties by a permutation drawn from ``policy.seed``), then
+the domains of one topology level (and neighbouring pairs of them), the other single movers,
+and random groups of movers drawn from the same generator; passes repeat, drawn again from the
+improved plan, while one improves. Each sub-solve stops on CP-SAT's deterministic work limit
+(:data:`WORK_PER_NEIGHBOURHOOD`) with one worker and the round's seed, and the number of
+neighbourhoods is capped (:data:`MAX_NEIGHBOURHOODS`), so the same round and seed give the same
+plan whenever the search ends before its wall-clock deadline (it converged or hit the cap);
+when the clock ends it first, the plan's message says so (a loaded machine can then stop it
+after fewer neighbourhoods).
+
+Rounds with quotas (declared queues) or cohort reclaims are left alone: moving pods and keeping
+victims changes queue usage, which the sub-model does not see.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from gangopt import arrays
+from gangopt.objective import ObjectiveTerms, lexicographic_key, score
+from gangopt.prefilter import Prefiltered, request_vector
+from gangopt.schema import GangSpec, PendingGang, Plan, Round, RunningGang, Score, Status, Waiting
+from gangopt.scope import Scope
+from gangopt.solvers.cpsat.expansion import Decision, reprieve, to_plan_parts
+
+WORK_PER_NEIGHBOURHOOD = 1.0
+"""CP-SAT deterministic work units per sub-solve (one worker)."""
+MAX_NEIGHBOURHOODS = 60
+"""Sub-solves per call at most (the deterministic cap on the search's length)."""
+MAX_MOVER_VARIABLES = 20_000
+"""Pod-count variables per sub-model at most; a larger neighbourhood is skipped."""
+PAIRS = 12
+"""Random groups of movers tried per pass after the single movers and the domains."""
+GROUP = 2
+"""Movers per random group."""
+TOP_SINGLES = 8
+"""Single movers tried before the domains. At 512 nodes (fragmented, busy 0.75) the two
+improving single movers were the 7th and 8th, and the block where greedy packed most pending
+pods gave the next +100 GPU-eq after 20 more single movers that found nothing (5.7 s, beyond
+the search's share of a 10 s limit)."""
+DOMAIN_NODES = 160
+"""Domain neighbourhoods use the broadest topology level whose domains average at most this
+many nodes (blocks of 128 at M)."""
+
+
+@dataclass
+class Outcome:
+    """What :func:`improve` returns: the best plan found, its score, and how the search went."""
+
+    plan: Plan
+    score: Score
+    neighbourhoods: int = 0
+    improvements: int = 0
+    seed_solver: str = "greedy"
+    clock: bool = False
+    """Whether the wall-clock deadline ended the search (then a loaded machine may see fewer
+    neighbourhoods: the only non-deterministic exit)."""
+
+    def summary(self) -> str:
+        """The plan's message: what the search did (and whether the clock ended it)."""
+        end = "stopped by the time limit" if self.clock else "converged or at its cap"
+        return (
+            f"large-neighbourhood search: {self.improvements} improvement(s) of the {self.seed_solver} plan in "
+            f"{self.neighbourhoods} neighbourhoods ({end})"
+        )
+
+
+def applicable(rnd: Round, pre: Prefiltered) -> bool:
+    """Whether the search can change anything: preemption on, candidates to keep, no queues."""
+    return bool(rnd.policy.preemption and pre.candidates and not rnd.queues)
+
+
+def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadline: float) -> Outcome:
+    """The best plan the neighbourhoods find from ``seed`` (scored ``seed_score``) before
+    ``deadline`` (:func:`time.perf_counter`); ``seed`` itself when none is better."""
+    out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver)
+    if not applicable(rnd, pre) or not any(p.kind == "evict" for p in seed.preemptions):
+        # Nothing evicted whole: every free victim is kept already and no sub-model can do
+        # better. Replays mostly evict nothing: without this check the quick replays of
+        # bench.replay_table cost 25-50 % more CPU (openb 0.9 to 1.3 CPU-s), with it the same.
+        return out
+    if time.perf_counter() >= deadline:
+        out.clock = True
+        return out
+    from gangopt.validation import validate  # judges a plan; no cycle (validation imports no solver)
+
+    ctx = _Context(rnd, pre)
+    state = _State.of(seed)
+    best_key = lexicographic_key(seed_score)
+    floor = {t.priority: t.value for t in seed_score.tiers}
+    rng = np.random.default_rng(rnd.policy.seed)
+    while out.neighbourhoods < MAX_NEIGHBOURHOODS:
+        improved = False
+        for hood in _neighbourhoods(ctx, state, rng):
+            if out.neighbourhoods >= MAX_NEIGHBOURHOODS:
+                break
+            if time.perf_counter() >= deadline:
+                out.clock = True
+                return out
+            out.neighbourhoods += 1
+            answer = _solve_neighbourhood(ctx, state, hood, deadline)
+            if time.perf_counter() >= deadline:
+                out.clock = True  # the sub-solve may have been cut by the clock: not repeatable
+                return out
+            if answer is None:
+                continue
+            decision = reprieve(rnd, answer.decision())
+            plan = _plan(rnd, seed, decision)
+            if validate(rnd, plan):
+                continue  # never taken: the sub-model missed a rule; the plan stays as it was
+            plan_score = score(rnd, plan)
+            key = lexicographic_key(plan_score)
+            if key <= best_key or not _no_tier_below(plan_score, floor):
+                continue
+            best_key = key
+            state = _State.of_decision(decision)
+            out.plan, out.score = plan, plan_score
+            out.improvements += 1
+            improved = True  # the rest of the pass runs on the new plan; the next is drawn from it
+        if not improved:
+            return out
+    return out
+
+
+def _no_tier_below(s: Score, floor: dict[int, float]) -> bool:
+    """Every tier at least the seed's (a lexicographic gain may not pay with a lower tier)."""
+    return all(t.value >= floor.get(t.priority, 0.0) - 1e-9 for t in s.tiers)
+
+
+# ----------------------------------------------------------------------------- the plan as state
+
+
+@dataclass
+class _State:
+    admitted: set[str]
+    new_pods: list[tuple[str, str, str]]
+    removed: set[str]
+
+    @classmethod
+    def of(cls, plan: Plan) -> _State:
+        return cls(
+            admitted=set(plan.admitted),
+            new_pods=[(p.gang, p.role, p.node) for p in plan.placements],
+            removed={pod for p in plan.preemptions for pod in p.pods},
+        )
+
+    @classmethod
+    def of_decision(cls, decision: Decision) -> _State:
+        return cls(set(decision.admitted), list(decision.new_pods), set(decision.removed))
+
+    def decision(self) -> Decision:
+        return Decision(admitted=set(self.admitted), new_pods=list(self.new_pods), removed=set(self.removed))
+
+
+def _plan(rnd: Round, seed: Plan, decision: Decision) -> Plan:
+    placements, preemptions, resizes = to_plan_parts(rnd, decision)
+    waiting = [w for w in seed.waiting if w.gang not in decision.admitted]
+    known = {w.gang for w in waiting}
+    text = "left waiting so that a running gang of the same priority keeps its place"
+    waiting += [Waiting(gang=g, code="policy", reasons=[text]) for g in decision.yielded if g not in known]
+    return Plan(
+        status=Status.FEASIBLE,
+        solver="cpsat",
+        message="",
+        admitted=sorted(decision.admitted),
+        placements=placements,
+        preemptions=preemptions,
+        resizes=resizes,
+        waiting=waiting,
+    )
+
+
+# ----------------------------------------------------------------------------- the round as arrays
+
+
+class _Context:
+    """What every neighbourhood reads from the round (built once per call)."""
+
+    def __init__(self, rnd: Round, pre: Prefiltered) -> None:
+        self.rnd = rnd
+        self.pre = pre
+        self.scope = Scope(rnd)
+        self.terms = ObjectiveTerms.of(rnd)
+        self.resources = pre.resources
+        self.index = pre.topo.node_index
+        self.names = [n.name for n in rnd.cluster.nodes]
+        self.cap = arrays.capacity_matrix(rnd, self.resources).astype(np.int64)
+        self.eligibility = arrays.Eligibility(rnd)
+        self.specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
+        self.pending: dict[str, PendingGang] = {g.name: g for g in rnd.pending}
+        self.running: dict[str, RunningGang] = {g.name: g for g in rnd.running}
+        self.req: dict[tuple[str, str], np.ndarray] = {
+            (g.name, r.name): request_vector(r, self.resources).astype(np.int64)
+            for g in [*rnd.pending, *rnd.running]
+            for r in g.roles
+        }
+        self.candidates = [rnd.running[i].name for i in pre.candidates]
+        # Per running gang: node row and request per pod.
+        self.pods: dict[str, tuple[np.ndarray, np.ndarray, list[str]]] = {}
+        for g in rnd.running:
+            if g.pods:
+                rows, reqs = arrays.pod_rows(g, self.resources, self.index)
+                self.pods[g.name] = (rows, reqs.astype(np.int64), [p.name for p in g.pods])
+        # Row scale per resource: the gcd of every request and capacity (memory in milli-bytes
+        # would otherwise put 1e15 coefficients in the sub-model).
+        values = [self.cap] + [v[None, :] for v in self.req.values()]
+        stacked = np.concatenate(values, axis=0)
+        self.unit = np.array(
+            [max(1, math.gcd(*[int(x) for x in set(col.tolist())])) for col in stacked.T], dtype=np.int64
+        )
+
+    def may_preempt(self, gang: str, victim: str) -> bool:
+        return self.scope.static(self.specs[gang], self.specs[victim])
+
+    def domain_mask(self, gang: PendingGang, nodes: list[int]) -> np.ndarray | None:
+        """Nodes inside the required domain the plan chose for ``gang`` (None: no required level)."""
+        level = gang.topology.required if gang.topology else None
+        if level is None:
+            return None
+        cluster = self.rnd.cluster.nodes
+
+        def domain(i: int) -> str:
+            return cluster[i].name if level == "node" else cluster[i].topology[level]
+
+        chosen = {domain(i) for i in nodes}
+        return np.fromiter((domain(i) in chosen for i in range(len(cluster))), dtype=bool, count=len(cluster))
+
+
+# ----------------------------------------------------------------------------- neighbourhoods
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """Gangs whose new pods may move, and where: their pods on ``region``'s nodes move among
+    them (every pod, anywhere it may go, when ``region`` is None)."""
+
+    movers: tuple[str, ...]
+    region: np.ndarray | None = None
+    label: str = ""
+
+
+def _neighbourhoods(ctx: _Context, state: _State, rng: np.random.Generator) -> list[Neighbourhood]:
+    """Neighbourhoods in the order they are tried: the first :data:`TOP_SINGLES` single movers
+    with victims attributed to them (highest priority, then most victim value, ties by
+    ``rng``), then the domains of one level (all movers' pods inside each, victims' value
+    first), the other single movers, and :data:`PAIRS` random groups of movers."""
+    on_node: dict[str, set[str]] = {}
+    for gang, _, node in state.new_pods:
+        on_node.setdefault(node, set()).add(gang)
+    lost: dict[str, int] = {}
+    lost_at = np.zeros(len(ctx.names), dtype=np.int64)
+    for name in ctx.candidates:
+        rows, _, pods = ctx.pods.get(name, (np.zeros(0, dtype=np.intp), None, []))
+        gone = [ctx.names[r] for r, p in zip(rows.tolist(), pods, strict=True) if p in state.removed]
+        if not gone:
+            continue
+        value = ctx.terms.tier_value(ctx.running[name])
+        for node in set(gone):
+            lost_at[ctx.index[node]] += value
+            for g in on_node.get(node, ()):
+                if g in ctx.pending and ctx.may_preempt(g, name):
+                    lost[g] = lost.get(g, 0) + value
+    movable = [g for g in sorted(lost) if _movable(ctx.pending[g])]
+    tie = {g: float(t) for g, t in zip(movable, rng.permutation(len(movable)), strict=True)}
+    singles = sorted(movable, key=lambda g: (-ctx.pending[g].priority, -lost[g], tie[g]))
+    out = [Neighbourhood((g,), None, g) for g in singles[:TOP_SINGLES]]
+    for label, region in _domains(ctx, lost_at, rng):
+        movers = sorted(
+            {g for i in np.flatnonzero(region).tolist() for g in on_node.get(ctx.names[i], ()) if g in ctx.pending}
+        )
+        movers = [g for g in movers if _movable(ctx.pending[g])]
+        if movers:
+            out.append(Neighbourhood(tuple(movers), region, label))
+    out += [Neighbourhood((g,), None, g) for g in singles[TOP_SINGLES:]]
+    if len(singles) > 1:
+        for _ in range(PAIRS):
+            picked = rng.choice(len(singles), size=min(GROUP, len(singles)), replace=False).tolist()
+            group = tuple(sorted(singles[k] for k in picked))
+            out.append(Neighbourhood(group, None, " + ".join(group)))
+    return out
+
+
+def _domains(ctx: _Context, lost_at: np.ndarray, rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
+    """Node sets of the domains of the broadest level whose domains hold at most
+    :data:`DOMAIN_NODES` nodes on average (blocks at M), most victim value first (ties by
+    ``rng``), then each with the next in that order."""
+    nodes = ctx.rnd.cluster.nodes
+    for level in ctx.rnd.cluster.topology_levels:
+        names = [n.topology.get(level, "") for n in nodes]
+        lookup = {d: k for k, d in enumerate(sorted(set(names)))}
+        if len(lookup) < 2 or len(nodes) > DOMAIN_NODES * len(lookup):
+            continue
+        codes = np.fromiter((lookup[x] for x in names), dtype=np.intp, count=len(nodes))
+        value = np.bincount(codes, weights=lost_at, minlength=len(lookup))
+        tie = rng.permutation(len(lookup))
+        order = sorted(range(len(lookup)), key=lambda k: (-value[k], tie[k]))
+        label = {k: d for d, k in lookup.items()}
+        out = [(f"{level} {label[k]}", codes == k) for k in order]
+        for a, b in itertools.pairwise(order):
+            out.append((f"{level}s {label[a]} + {label[b]}", (codes == a) | (codes == b)))
+        return out
+    return []
+
+
+def _movable(gang: PendingGang) -> bool:
+    return gang.topology is None or gang.topology.slice_level is None
+
+
+@dataclass
+class _Answer:
+    state: _State
+    fixed_pods: list[tuple[str, str, str]]
+    pods: list[tuple[str, str, str]]
+    evicted: set[str]
+    freed: set[str]
+
+    def decision(self) -> Decision:
+        new_pods = self.fixed_pods + self.pods
+        removed = {p for p in self.state.removed if p not in self.freed} | self.evicted
+        return Decision(admitted=set(self.state.admitted), new_pods=new_pods, removed=removed)
+
+
+def best_victims(rnd: Round, pre: Prefiltered, plan: Plan, work: float) -> tuple[Plan, str]:
+    """The whole round as one neighbourhood: every admitted pending gang a mover, anywhere it
+    may go, every whole candidate free; ``plan``'s admissions and shrinks fixed. Solved with
+    ``work`` deterministic units and no variable cap; returns the best plan found (``plan`` if
+    none is better) and CP-SAT's status name. With status ``OPTIMAL`` this is the best any
+    victim choice and placement can do for the gangs ``plan`` starts: a yardstick for the
+    search (``bench/victim_truth.py``), far too slow for a solve (90 s at M)."""
+    ctx = _Context(rnd, pre)
+    state = _State.of(plan)
+    movers = tuple(sorted(g for g in plan.admitted if g in ctx.pending and _movable(ctx.pending[g])))
+    status: list[str] = []
+    answer = _solve_neighbourhood(ctx, state, Neighbourhood(movers, None, "whole round"), math.inf, work, status)
+    if answer is None:
+        return plan, status[0] if status else "NOT_SOLVED"
+    better = _plan(rnd, plan, reprieve(rnd, answer.decision()))
+    return better, status[0]
+
+
+def _solve_neighbourhood(
+    ctx: _Context,
+    state: _State,
+    hood: Neighbourhood,
+    deadline: float,
+    work: float | None = None,
+    status_out: list[str] | None = None,
+) -> _Answer | None:
+    """The sub-model of one neighbourhood solved; None unless it keeps more victim value than
+    the plan (see the module docstring)."""
+    movers, region = hood.movers, hood.region
+    from ortools.sat.python import cp_model
+
+    rnd = ctx.rnd
+    n_nodes = len(ctx.names)
+    mover_set = set(movers)
+    # Free victims: candidates the plan keeps whole or evicts whole.
+    free: list[str] = []
+    for name in ctx.candidates:
+        if name not in ctx.pods:
+            continue
+        _, _, pods = ctx.pods[name]
+        gone = sum(p in state.removed for p in pods)
+        if gone in (0, len(pods)):
+            free.append(name)
+    free_set = set(free)
+    # Fixed usage: kept running pods of gangs not free, new pods of gangs not moving.
+    fixed = np.zeros_like(ctx.cap)
+    fixed_victims: list[tuple[str, np.ndarray]] = []  # (gang, node rows where it lost pods)
+    for name, (rows, reqs, pods) in ctx.pods.items():
+        if name in free_set:
+            continue
+        kept = np.fromiter((p not in state.removed for p in pods), dtype=bool, count=len(pods))
+        np.add.at(fixed, rows[kept], reqs[kept])
+        if not kept.all():
+            fixed_victims.append((name, np.unique(rows[~kept])))
+    fixed_new: dict[int, set[str]] = {}
+    fixed_pods: list[tuple[str, str, str]] = []
+    seed_count: dict[tuple[str, str], dict[int, int]] = {}
+    seed_nodes: dict[str, list[int]] = {}
+    for gang, role, node in state.new_pods:
+        i = ctx.index[node]
+        seed_nodes.setdefault(gang, []).append(i)
+        if gang in mover_set and (region is None or region[i]):
+            per = seed_count.setdefault((gang, role), {})
+            per[i] = per.get(i, 0) + 1
+        else:
+            fixed[i] += ctx.req[(gang, role)]
+            fixed_new.setdefault(i, set()).add(gang)
+            fixed_pods.append((gang, role, node))
+    room = ctx.cap - fixed
+    # Free victims' usage per node, and which nodes they sit on.
+    free_usage: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name in free:
+        rows, reqs, _ = ctx.pods[name]
+        uniq, inv = np.unique(rows, return_inverse=True)
+        use = np.zeros((len(uniq), len(ctx.resources)), dtype=np.int64)
+        np.add.at(use, inv, reqs)
+        free_usage[name] = (uniq, use)
+    model = cp_model.CpModel()
+    x: dict[tuple[str, str], dict[int, cp_model.IntVar]] = {}
+    ub: dict[int, int] = {}
+    hint_x: dict[tuple[str, str], dict[int, int]] = {}
+    variables = 0
+    for (gang, role), per in sorted(seed_count.items()):
+        spec = ctx.pending[gang]
+        role_spec = next(r for r in spec.roles if r.name == role)
+        req = ctx.req[(gang, role)]
+        mask = ctx.eligibility.mask(role_spec).copy()
+        domain = ctx.domain_mask(spec, seed_nodes[gang])
+        if region is not None:
+            mask &= region
+        if domain is not None:
+            mask &= domain
+        for victim, rows in fixed_victims:
+            if not ctx.may_preempt(gang, victim):
+                mask[rows] = False
+        # Room if every free victim this gang may preempt were evicted.
+        blocked = np.zeros_like(ctx.cap)
+        for name in free:
+            if not ctx.may_preempt(gang, name):
+                rows, use = free_usage[name]
+                np.add.at(blocked, rows, use)
+        avail = room - blocked
+        need = req > 0
+        fit = np.full(n_nodes, sum(per.values()), dtype=np.int64)
+        if need.any():
+            fit = np.minimum(fit, (np.maximum(avail[:, need], 0) // req[need]).min(axis=1))
+        fit[~mask] = 0
+        for i in per:
+            fit[i] = max(fit[i], per[i])  # the plan's own placement stays possible
+        nodes = np.flatnonzero(fit > 0)
+        variables += len(nodes)
+        if work is None and variables > MAX_MOVER_VARIABLES:
+            return None
+        x[(gang, role)] = {int(i): model.new_int_var(0, int(fit[i]), f"x[{gang},{role},{i}]") for i in nodes}
+        ub.update({var.index: int(fit[i]) for i, var in x[(gang, role)].items()})
+        hint_x[(gang, role)] = per
+        model.add(sum(x[(gang, role)].values()) == sum(per.values()))
+    keep = {name: model.new_bool_var(f"keep[{name}]") for name in free}
+    # Capacity on every node where something varies.
+    terms: dict[int, list[tuple[np.ndarray, cp_model.IntVar]]] = {}
+    for (gang, role), per_node in x.items():
+        for i, var in per_node.items():
+            terms.setdefault(i, []).append((ctx.req[(gang, role)], var))
+    for name in free:
+        rows, use = free_usage[name]
+        for i, u in zip(rows.tolist(), use, strict=True):
+            terms.setdefault(i, []).append((u, keep[name]))
+    for i, parts in terms.items():
+        for q in range(len(ctx.resources)):
+            coeffs = [(int(c[q]) // int(ctx.unit[q]), v) for c, v in parts if c[q]]
+            if not coeffs:
+                continue
+            rhs = int(room[i, q]) // int(ctx.unit[q])
+            top = sum(c * ub.get(v.index, 1) for c, v in coeffs)
+            if top <= rhs:
+                continue
+            model.add(sum(c * v for c, v in coeffs) <= rhs)
+    # Rule 5, node form.
+    for name in free:
+        rows, _ = free_usage[name]
+        for i in rows.tolist():
+            if any(not ctx.may_preempt(g, name) for g in fixed_new.get(i, ())):
+                model.add(keep[name] == 1)
+            for (gang, _), per_node in x.items():
+                on_node = per_node.get(i)
+                if on_node is not None and not ctx.may_preempt(gang, name):
+                    model.add(on_node <= ub[on_node.index] * keep[name])
+    # Objective: kept victims' tier values, lexicographic by priority.
+    weights = _weights(ctx, free)
+    objective = sum(weights[name] * keep[name] for name in free)
+    model.maximize(objective)
+    seed_value = 0
+    for name in free:
+        stays = not any(p in state.removed for p in ctx.pods[name][2])
+        model.add_hint(keep[name], stays)
+        seed_value += weights[name] * int(stays)
+    for key, per_node in x.items():
+        for i, var in per_node.items():
+            model.add_hint(var, hint_x[key].get(i, 0))
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.num_workers = 1
+    params.random_seed = rnd.policy.seed
+    params.max_deterministic_time = WORK_PER_NEIGHBOURHOOD if work is None else work
+    params.cp_model_presolve = False  # with it, one worker did not reach the hint of a 13k-variable block in 1 unit
+    if deadline < math.inf:
+        params.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
+    status = solver.solve(model)
+    if status_out is not None:
+        status_out.append(solver.status_name(status))
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.objective_value <= seed_value + 0.5:
+        return None
+    moved: list[tuple[str, str, str]] = []
+    for (gang, role), per_node in x.items():
+        for i, var in per_node.items():
+            moved.extend([(gang, role, ctx.names[i])] * int(solver.value(var)))
+    evicted: set[str] = set()
+    freed: set[str] = set()
+    for name in free:
+        names = ctx.pods[name][2]
+        if solver.boolean_value(keep[name]):
+            freed.update(names)
+        else:
+            evicted.update(names)
+    return _Answer(state=state, fixed_pods=fixed_pods, pods=moved, evicted=evicted, freed=freed)
+
+
+def _weights(ctx: _Context, free: list[str]) -> dict[str, int]:
+    """Objective weight per free victim: its tier value times its priority's weight, each
+    priority's weight above the whole value of every lower one (lexicographic)."""
+    by_prio: dict[int, list[str]] = {}
+    for name in free:
+        by_prio.setdefault(ctx.running[name].priority, []).append(name)
+    weight, out = 1, {}
+    for prio in sorted(by_prio):
+        total = 0
+        for name in by_prio[prio]:
+            value = ctx.terms.tier_value(ctx.running[name])
+            out[name] = weight * value
+            total += value
+        weight *= total + 1
+    return out
+
+
+__all__ = ["MAX_NEIGHBOURHOODS", "WORK_PER_NEIGHBOURHOOD", "Outcome", "applicable", "best_victims", "improve"]

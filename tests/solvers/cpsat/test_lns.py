@@ -1,0 +1,127 @@
+"""Large-neighbourhood search over victim sets (``gangopt.solvers.cpsat.lns``, issue 13).
+
+Greedy takes victims in order of preemption cost, not of the tier value they hold; the search
+re-decides victims and the movers' placements at node level and keeps only validated plans
+that are better lexicographically and no worse on any tier.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import gangopt
+from gangopt.objective import lexicographic_key, score
+from gangopt.prefilter import prefilter
+from gangopt.schema import Round
+from gangopt.solvers.cpsat.lns import applicable, best_victims, improve
+from gangopt.solvers.greedy import greedy
+from tests.builders import cluster, make_round, pending, queue, running
+from tests.reference import reference_optimum
+from tests.strategies import examples, rounds
+
+
+def trap() -> Round:
+    """Four 8-GPU nodes, 2 GPUs free on each; a priority-10 gang needs one whole node. ``wide``
+    (3 pods of 6 GPUs) is the cheapest to preempt by its cost, so greedy evicts it; evicting
+    ``small`` (1 pod) frees a node too and keeps three times the priority-0 value."""
+    return make_round(
+        cluster(4),
+        running=[
+            running("wide", ["n0", "n1", "n2"], gpu=6, preemption_cost=0.1),
+            running("small", ["n3"], gpu=6, preemption_cost=100.0),
+        ],
+        pending=[pending("urgent", 1, gpu=8, priority=10)],
+    )
+
+
+def tiers(rnd: Round, plan: gangopt.Plan) -> dict[int, float]:
+    return {t.priority: t.value for t in score(rnd, plan).tiers}
+
+
+def test_the_search_replaces_greedys_costly_victim_by_the_optimum() -> None:
+    rnd = trap()
+    seed = greedy(rnd)
+    assert [p.gang for p in seed.preemptions] == ["wide"]  # the trap holds
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    assert tiers(rnd, seed)[0] < optimum[0]  # greedy's plan is provably short on priority 0
+    out = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 30)
+    assert out.improvements == 1
+    assert gangopt.validate(rnd, out.plan) == []
+    assert [p.gang for p in out.plan.preemptions] == ["small"]
+    assert tiers(rnd, out.plan) == optimum
+    assert "urgent" in out.plan.admitted
+
+
+def test_the_whole_round_neighbourhood_is_the_best_victim_choice() -> None:
+    rnd = trap()
+    seed = greedy(rnd)
+    plan, status = best_victims(rnd, prefilter(rnd), seed, work=10.0)
+    assert status == "OPTIMAL"
+    assert gangopt.validate(rnd, plan) == []
+    assert [p.gang for p in plan.preemptions] == ["small"]
+
+
+def test_the_door_returns_the_improved_plan_and_says_so() -> None:
+    rnd = trap().model_copy(deep=True)
+    plan = gangopt.solve(rnd, solver="cpsat")
+    assert gangopt.validate(rnd, plan) == []
+    assert [p.gang for p in plan.preemptions] == ["small"]
+
+
+def test_same_round_and_seed_give_the_same_plan() -> None:
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=5))
+    seed = greedy(rnd)
+    runs = [improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 60) for _ in range(2)]
+    assert not any(r.clock for r in runs)
+    assert runs[0].plan.model_dump() == runs[1].plan.model_dump()
+    assert runs[0].neighbourhoods == runs[1].neighbourhoods
+
+
+def test_rounds_with_quotas_are_left_alone() -> None:
+    rnd = trap()
+    rnd = rnd.model_copy(update={"queues": [queue("default", gpu=64)]})
+    assert not applicable(rnd, prefilter(rnd))
+    seed = greedy(rnd)
+    out = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 30)
+    assert out.plan is seed and out.neighbourhoods == 0
+
+
+def test_an_expired_deadline_returns_the_seed() -> None:
+    rnd = trap()
+    seed = greedy(rnd)
+    out = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() - 1)
+    assert out.plan is seed and out.clock and out.neighbourhoods == 0
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds())
+def test_the_search_plan_is_valid_and_never_worse_than_its_seed_on_any_tier(rnd: Round) -> None:
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    out = improve(rnd, prefilter(rnd), seed, seed_score, time.perf_counter() + 30)
+    assert gangopt.validate(rnd, out.plan) == []
+    assert lexicographic_key(out.score) >= lexicographic_key(seed_score)
+    before = {t.priority: t.value for t in seed_score.tiers}
+    assert all(t.value >= before.get(t.priority, 0.0) - 1e-9 for t in out.score.tiers)
+    assert out.score == score(rnd, out.plan)
+
+
+def test_a_round_too_large_to_model_whole_gets_the_search_instead_of_a_restricted_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 2b replaces the restricted model (forced here: a build budget of 0 variables)."""
+    import gangopt.solvers.cpsat as cpsat
+
+    monkeypatch.setattr(cpsat, "build_budget", lambda seconds: 0)
+    rnd = trap()
+    plan = gangopt.solve(rnd, solver="cpsat", annotate=False)
+    assert gangopt.validate(rnd, plan) == []
+    assert "instead of a restricted model" in plan.message
+    assert plan.status == gangopt.Status.FEASIBLE
+    assert [p.gang for p in plan.preemptions] == ["small"]
