@@ -57,7 +57,8 @@ def add_parser(formats: Any) -> None:
         dest="trace_format",
         choices=["auto", *FORMATS],
         default="auto",
-        help="default auto: philly or openb when the header is theirs, else csv",
+        help="default auto: philly, openb or pai when the header is theirs, else csv "
+        "(PAI's task table as published has no header: --format pai)",
     )
     p.add_argument("--column", action="append", default=[], metavar="FIELD=HEADER", help="e.g. gpus=num_gpu_requested")
     p.add_argument(

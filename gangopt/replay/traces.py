@@ -3,8 +3,8 @@
 Most job logs reduce to one row per job with a submission time, a run time and a GPU count;
 :func:`csv_workload` reads exactly that (:data:`CSV_COLUMNS`, headers matched by name or a
 common alias, any header mapped with ``columns``), and the shipped trace loaders
-(:func:`~gangopt.replay.workload.philly_jobs`, :func:`~gangopt.replay.workload.openb_jobs`)
-are the named formats :data:`FORMATS`. Then, on any of them: a time window
+(:func:`~gangopt.replay.workload.philly_jobs`, :func:`~gangopt.replay.workload.openb_jobs`,
+:func:`~gangopt.replay.workload.pai_jobs`) are the named formats :data:`FORMATS`. Then, on any of them: a time window
 (:func:`window`), load scaling (:func:`gangopt.replay.sweep.variant`: arrivals compressed by a
 factor), and seeded deadline assignment (:func:`assign_deadlines`). Every choice that is not
 data is written into the workload's ``assumptions``.
@@ -34,10 +34,12 @@ from typing import Any
 from gangopt.errors import InputError, Problem
 from gangopt.replay.sweep import variant
 from gangopt.replay.workload import (
+    PAI_COLUMNS,
     DeadlineKind,
     Job,
     Workload,
     openb_jobs,
+    pai_jobs,
     philly_jobs,
     philly_roles,
     unit_draw,
@@ -79,18 +81,24 @@ FORMATS: dict[str, str] = {
     "philly": "the Pollux extract of Microsoft's Philly trace: timestamp,duration,num_gpus,gpu_time,cluster",
     "openb": "Alibaba cluster-trace-gpu-v2023 (openb) pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli,"
     "gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time",
+    "pai": "Alibaba cluster-trace-gpu-v2020 (PAI) pai_task_table, as published (no header line) or with this "
+    "header: " + ",".join(PAI_COLUMNS),
 }
-"""The ``--format`` names and the columns each expects. (No PAI job loader ships: only its
-node inventory, :func:`gangopt.replay.clusters.pai2020_cluster`; export PAI's job table to the
-``csv`` columns.)"""
+"""The ``--format`` names and the columns each expects. (PAI's node inventory is
+:func:`gangopt.replay.clusters.pai2020_cluster`.)"""
 
 _NEEDED = {
     "philly": ("timestamp", "duration", "num_gpus", "cluster"),
     "openb": ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"),
+    "pai": ("job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_gpu"),
 }
 """Columns the loaders read without a default."""
 
-_SIGNATURES = {"philly": {"timestamp", "num_gpus", "gpu_time", "cluster"}, "openb": {"cpu_milli", "gpu_milli"}}
+_SIGNATURES = {
+    "philly": {"timestamp", "num_gpus", "gpu_time", "cluster"},
+    "openb": {"cpu_milli", "gpu_milli"},
+    "pai": {"inst_num", "plan_gpu"},
+}
 
 ZERO_GPUS = (
     "a job without GPUs (got '0'): gangopt replays GPU gangs; leave such rows out with --skip-zero-gpus "
@@ -134,7 +142,8 @@ def read_text(path: str | Path) -> str:
 
 
 def detect_format(header: Sequence[str]) -> str:
-    """``philly`` or ``openb`` when the header has that trace's columns, else ``csv``."""
+    """``philly``, ``openb`` or ``pai`` when the header has that trace's columns, else ``csv``
+    (PAI's task table as published has no header: name it with ``--format pai``)."""
     names = {h.strip().lower() for h in header}
     for name, needed in _SIGNATURES.items():
         if needed <= names:
@@ -328,6 +337,9 @@ def trace_workload(
     if fmt not in FORMATS:
         raise InputError([Problem("--format", f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")], source)
     header = [h.strip() for h in next(csv.reader([first]), [])]
+    if fmt == "pai" and "job_name" not in header and len(header) == len(PAI_COLUMNS):
+        # the task table as published: no header line, the documented column order
+        text, header = ",".join(PAI_COLUMNS) + "\n" + text, list(PAI_COLUMNS)
     missing = [c for c in _NEEDED[fmt] if c not in header]
     if missing:
         problem = Problem(
@@ -340,6 +352,8 @@ def trace_workload(
             wl = philly_jobs(rows, vc=vc, seed=seed)
         elif fmt == "openb":
             wl = openb_jobs(rows)
+        elif fmt == "pai":
+            wl = pai_jobs(rows)
         else:
             raise InputError([Problem("--format", f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")], source)
     except (KeyError, ValueError, TypeError) as error:

@@ -368,6 +368,95 @@ def openb_jobs(rows: Iterable[Mapping[str, str]], limit: int | None = None) -> W
     return Workload(source=OPENB_SOURCE, licence=OPENB_LICENCE, assumptions=assumptions, jobs=jobs)
 
 
+# ----------------------------------------------------------------------------- Alibaba PAI 2020
+
+
+PAI_SOURCE = (
+    "Alibaba cluster-trace-gpu-v2020 (PAI; Weng et al., NSDI '22) pai_task_table, schema of "
+    "alibaba/clusterdata@7a6c496 cluster-trace-gpu-v2020/README.md"
+)
+PAI_LICENCE = "CC BY 4.0 (alibaba/clusterdata cluster-trace-gpu-v2020/LICENSE); cite Weng et al., NSDI '22"
+PAI_COLUMNS = (
+    "job_name",
+    "task_name",
+    "inst_num",
+    "status",
+    "start_time",
+    "end_time",
+    "plan_cpu",
+    "plan_mem",
+    "plan_gpu",
+    "gpu_type",
+)
+"""The task table's columns in the published order (its CSV has no header line)."""
+PAI_GPU_MODELS = ("P100", "T4", "V100", "V100M32")
+"""``gpu_type`` values that become a required ``gpu.model`` affinity (``MISC`` is undisclosed,
+``CPU`` and empty ask for none)."""
+
+
+def pai_jobs(rows: Iterable[Mapping[str, str]], limit: int | None = None) -> Workload:
+    """PAI 2020 ``pai_task_table`` rows -> one job per ``job_name``, one role per task.
+
+    A task is a gang of ``inst_num`` instances (the trace's unit of gang scheduling: a PS task
+    and a worker task of one job start together), so the job's roles are its tasks, all or
+    nothing. Per instance: ``plan_gpu`` percent of a GPU (50 = half: a fractional ``gpu``
+    request), ``plan_cpu`` percent of a core, ``plan_mem`` GB; ``gpu_type`` in
+    :data:`PAI_GPU_MODELS` becomes a required affinity on ``gpu.model``. Arrival = the earliest
+    task start, duration = the latest task end minus it (at least 1 s). Tasks without a start
+    or an end (still running when the trace was cut), with no instances, or of a status other
+    than Terminated / Failed are left out; so is a job none of whose tasks remains.
+    """
+    tasks: dict[str, list[Mapping[str, str]]] = {}
+    for row in rows:
+        status = (row.get("status") or "").strip()
+        times = (row.get("start_time") or "").strip(), (row.get("end_time") or "").strip()
+        if status not in ("Terminated", "Failed") or not all(times) or int(float(row["inst_num"] or 0)) <= 0:
+            continue
+        tasks.setdefault(row["job_name"], []).append(row)
+    jobs: list[Job] = []
+    for name, rows_ in tasks.items():
+        if limit is not None and len(jobs) >= limit:
+            break
+        roles: list[Role] = []
+        for k, row in enumerate(sorted(rows_, key=lambda r: r["task_name"])):
+            requests: dict[str, Any] = {
+                "cpu": f"{round(float(row['plan_cpu'] or 0) * 10)}m",
+                "memory": f"{round(float(row['plan_mem'] or 0) * 1024)}Mi",
+            }
+            gpu = round(float(row["plan_gpu"] or 0) * 10)
+            if gpu > 0:
+                requests["gpu"] = f"{gpu}m"
+            model = (row.get("gpu_type") or "").strip()
+            affinity = [{"key": "gpu.model", "operator": "In", "values": [model]}] if model in PAI_GPU_MODELS else []
+            task = (row["task_name"] or "").strip() or f"task{k}"
+            roles.append(
+                Role.model_validate(
+                    {
+                        "name": task if task not in {r.name for r in roles} else f"{task}-{k}",
+                        "replicas": int(float(row["inst_num"])),
+                        "requests": requests,
+                        "node_affinity": affinity,
+                    }
+                )
+            )
+        began = min(float(r["start_time"]) for r in rows_)
+        ended = max(float(r["end_time"]) for r in rows_)
+        jobs.append(Job(name=name, arrival=began, duration=max(1.0, ended - began), roles=roles, queue="default"))
+    if jobs:
+        first = min(j.arrival for j in jobs)
+        jobs = [j.model_copy(update={"arrival": j.arrival - first}) for j in jobs]
+    jobs.sort(key=lambda j: (j.arrival, j.name))
+    assumptions = [
+        "one job per job_name, one role per task (task_name) with inst_num pods: the job's tasks start together",
+        "per pod: plan_gpu/100 GPUs (fractional when shared), plan_cpu/100 cores, plan_mem GB; gpu_type "
+        f"{'/'.join(PAI_GPU_MODELS)} becomes a required affinity on gpu.model (MISC, CPU: none)",
+        "arrival = earliest task start_time (shifted so the first job arrives at 0); duration = latest end_time "
+        "minus it, >= 1 s; only Terminated and Failed tasks with both times",
+        "priority 0, queue default, no elasticity, no deadlines; every job preemptible",
+    ]
+    return Workload(source=PAI_SOURCE, licence=PAI_LICENCE, assumptions=assumptions, jobs=jobs)
+
+
 def load_openb(path: str | Path, limit: int | None = None) -> Workload:
     """Read an openb pod list CSV at ``path``; see :func:`openb_jobs`."""
     with Path(path).open(newline="", encoding="utf-8") as f:

@@ -113,3 +113,36 @@ def test_window_scale_and_seeded_deadlines() -> None:
     assert len([j for j in assign_deadlines(wl, 1.0, (0, 0)).jobs if j.deadline is not None]) == 10
     with pytest.raises(ValueError):
         parse_seconds("soon")
+
+
+PAI_TASKS = """\
+j1,worker,4,Terminated,1000,4600,600,29.3,100,V100
+j1,ps,1,Terminated,1000,4600,800,40,,
+j2,worker,2,Failed,1600,1700,400,10,50,MISC
+j3,worker,1,Running,1700,,100,5,100,T4
+j4,evaluator,1,Terminated,2000,1500,100,1,25,T4
+"""
+"""pai_task_table rows as published (no header): j1 a PS + 4 workers gang, j2 shares GPUs,
+j3 is still running (left out), j4 ends before it starts (kept at 1 s)."""
+
+
+def test_pai_task_table_as_published_becomes_one_gang_per_job() -> None:
+    wl, fmt = trace_workload(PAI_TASKS, "pai")
+    assert fmt == "pai"
+    assert [j.name for j in wl.jobs] == ["j1", "j2", "j4"]
+    j1 = wl.jobs[0]
+    assert j1.arrival == 0.0 and j1.duration == 3600.0
+    assert [(r.name, r.replicas) for r in j1.roles] == [("ps", 1), ("worker", 4)]
+    ps, worker = j1.roles
+    assert "gpu" not in ps.requests and ps.requests["cpu"] == 8000
+    assert worker.requests["gpu"] == 1000 and worker.requests["cpu"] == 6000
+    assert worker.node_affinity[0].values == ["V100"]
+    j2 = wl.jobs[1]
+    assert j2.arrival == 600.0 and j2.roles[0].requests["gpu"] == 500 and not j2.roles[0].node_affinity
+    assert wl.jobs[2].duration == 1.0
+    assert any("inst_num" in a for a in wl.assumptions)
+    # with the documented header it is found without --format
+    header = "job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,plan_gpu,gpu_type\n"
+    assert trace_workload(header + PAI_TASKS)[1] == "pai"
+    with pytest.raises(InputError, match="not in the pai format"):
+        trace_workload("submit,duration,gpus\n0,1,1\n", "pai")
