@@ -17,7 +17,6 @@ from ortools.sat.python import cp_model
 from gangopt.prefilter import RoleKey
 from gangopt.schema import Plan
 from gangopt.solvers.cpsat.encoding import Encoding
-from gangopt.solvers.cpsat.stages import small_model
 
 COMPLETION_SECONDS = 2.0
 
@@ -84,7 +83,6 @@ def complete(enc: Encoding, values: dict[int, int], seconds: float, seed: int) -
     solver.parameters.max_deterministic_time = max(0.02, seconds / 4)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
-    small_model(solver.parameters, len(enc.model.proto.variables))
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

@@ -115,15 +115,12 @@ FIFO tie-break stage alone from 1.49 to 0.41 CPU-s over 72 solves; on instances/
 
 
 def small_model(params: cp_model.SatParameters, variables: int) -> None:
-    """Below :data:`PRESOLVE_MIN_VARIABLES`, no presolve, no symmetry detection and no probing:
-    on the 177 solves of the Philly 600-job replay (dumped and re-solved alone, same
-    parameters otherwise) 1.66 -> 1.00 CPU-s, with the same status and objective in every
-    solve. Large models keep all three (their proofs use them)."""
-    small = variables < PRESOLVE_MIN_VARIABLES
-    params.cp_model_presolve = not small
-    if small:
-        params.symmetry_level = 0
-        params.cp_model_probing_level = 0
+    """Below :data:`PRESOLVE_MIN_VARIABLES`, no presolve. Tried and left out (2026-12-03): no
+    symmetry detection and no probing either made the 177 solves of the Philly 600-job replay,
+    re-solved alone, 1.66 -> 1.00 CPU-s with the same status and objective in every one, but
+    the whole openb replay no cheaper (31.4 vs 29.7 CPU-s) and its outcome worse (other optimal
+    plans among ties: mean wait 67.6 -> 86.6 min, p95 4.7 -> 6.2 h, deadline misses 76 -> 93)."""
+    params.cp_model_presolve = variables >= PRESOLVE_MIN_VARIABLES
 
 
 FIRST_STAGE_SHARE = 0.6
