@@ -159,3 +159,23 @@ def test_an_elastic_gang_with_pods_outside_the_model_claims_no_bound() -> None:
     for tier in plan.score.tiers:
         assert tier.value <= tier.bound + 1e-9
         assert best[tier.priority] <= tier.bound + 1e-9
+
+
+def test_a_shrink_for_quota_on_a_node_without_beneficiary_claims_no_bound() -> None:
+    # Found by tests/solvers/test_cpsat.py's cohort-round property on a fresh CI machine: queue
+    # q0 runs 14 GPUs over a zero quota (tolerated, not raised); job0 (8 GPUs) needs n1 freed
+    # and 8 GPUs of quota, so greedy evicts run3 and shrinks run1 on n1 (where job0 lands) and
+    # on n0 (quota only), which rule 5 allows. The model wants a beneficiary on every class
+    # where a shrink removes pods, so its "proven" secondary bound (-1.4) was below greedy's
+    # plan (-0.7). The encoding now flags it and no stage bound is claimed.
+    rnd = gangopt.load_round(REGRESSIONS / "bounds-shrink-for-quota-on-a-second-node.json")
+    assert encode(prefilter(rnd)).stricter
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    assert [p.kind for p in greedy_plan.preemptions] == ["shrink", "evict"]
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.admitted == ["job0"]
+    assert plan.score.secondary_bound is not None
+    assert greedy_plan.score.secondary <= plan.score.secondary_bound + 1e-9
+    for tier in plan.score.tiers:
+        assert tier.value <= tier.bound + 1e-9

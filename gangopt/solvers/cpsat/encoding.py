@@ -535,6 +535,11 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     victim = enc.victim[gi] = enc.bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for _, k, _ in enc.kept_of_gang.get(gi, [])}
+    # Below, each class where a shrink removes pods needs its own beneficiary; rule 5 asks for
+    # one on some node where the gang lost pods, and lets the others go for quota (a hypothesis
+    # round: run1 shrunk on n0 for quota and on n1 where job0 landed, greedy's secondary -0.7
+    # against the model's "proven" -1.4). Without a quota such a pod is never needed.
+    enc.stricter |= limited and len(hosts) > 1 and len(gang.pods) > gang.minimum
     # New pods on each class where the gang runs: higher priorities may take its place, the
     # others may not land where it loses pods (rule 5 of docs/plan-semantics.md). Per class, so
     # a shrink also keeps them off the class's other nodes (the finest unit the model sees).
