@@ -28,7 +28,7 @@ import numpy as np
 
 from gangopt import arrays
 from gangopt.quantities import human
-from gangopt.schema import NODE_LEVEL, PendingGang, Role, Round, RunningGang, WaitingCode
+from gangopt.schema import NODE_LEVEL, GangSpec, PendingGang, Role, Round, RunningGang, WaitingCode
 from gangopt.scope import Scope
 from gangopt.topology import Topology
 
@@ -451,7 +451,7 @@ def _rep_candidates(reps: np.ndarray, groups: _Groups) -> list[dict[tuple[int, s
     return [dict(pairs[a:b]) for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
 
-def role_named(gang: PendingGang | RunningGang, name: str) -> Role:
+def role_named(gang: GangSpec, name: str) -> Role:
     """The role called ``name`` (running pods name their role)."""
     return next(r for r in gang.roles if r.name == name)
 

@@ -21,7 +21,7 @@ from gangopt.replay.metrics import Metrics, compute_metrics, size_label
 from gangopt.replay.policies import POLICY_NAMES, make_policy
 from gangopt.replay.preflight import SHOWN, preflight
 from gangopt.replay.report import comparison_table, write_simulation_report
-from gangopt.replay.simulation import PROGRESS_SMOOTHING, SimConfig, simulate
+from gangopt.replay.simulation import SimConfig, job_bar, simulate
 from gangopt.replay.sweep import ClusterSpec, NodeType, parse_node_shape
 from gangopt.replay.workload import Workload, load_workload
 from gangopt.schema import Cluster
@@ -232,19 +232,10 @@ class RunBar:
     a peer's, and the first policy named decides the early estimates."""
 
     def __init__(self, jobs: int, policies: list[str]) -> None:
-        from tqdm import tqdm
-
         self.jobs = jobs
         self.policies = policies
         self.started = 0
-        self.bar = tqdm(
-            total=jobs * len(policies),
-            unit="job",
-            desc=f"simulate {len(policies)} policies",
-            file=sys.stderr,
-            mininterval=0.5,
-            smoothing=PROGRESS_SMOOTHING,
-        )
+        self.bar = job_bar(jobs * len(policies), f"simulate {len(policies)} policies")
 
     def start(self, policy: str) -> None:
         """Policy number ``started + 1`` begins: top up the previous one's unfinished jobs."""

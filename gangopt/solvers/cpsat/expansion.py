@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gangopt.objective import ObjectiveTerms
-from gangopt.prefilter import Prefiltered, RoleKey, request_vector
-from gangopt.schema import GangSpec, Placement, Preemption, Resize, Role, Round, RunningGang
+from gangopt.prefilter import Prefiltered, RoleKey, request_vector, role_named
+from gangopt.schema import GangSpec, Placement, Preemption, Resize, Round, RunningGang
 from gangopt.scope import After, Scope
 from gangopt.solvers.cpsat.encoding import ClassModel
 
@@ -151,13 +151,10 @@ def _room(pre: Prefiltered, decision: Decision, row: int, gang: GangSpec, role_n
     specs: dict[str, GangSpec] = {g.name: g for g in [*rnd.pending, *rnd.running]}
     for g, r, n in decision.new_pods:
         if n == node.name:
-            used += request_vector(_role(specs[g], r), resources)
+            used += request_vector(role_named(specs[g], r), resources)
     cap = np.array([node.capacity.get(r, 0) for r in resources], dtype=np.int64)
-    return bool((used + request_vector(_role(gang, role_name), resources) <= cap).all())
+    return bool((used + request_vector(role_named(gang, role_name), resources) <= cap).all())
 
-
-def _role(gang: GangSpec, name: str) -> Role:
-    return next(r for r in gang.roles if r.name == name)
 
 
 def _running_pods_by_node(rnd: Round, pre: Prefiltered) -> dict[tuple[int, int, str], list[str]]:
