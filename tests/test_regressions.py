@@ -98,6 +98,7 @@ def test_the_priority_3_gang_starts_in_its_victims_place() -> None:
     rnd = gangopt.load_round(REGRESSIONS / "cpsat-fallback-invalid-plan.json")
     for solver in ["cpsat", "greedy", "kueue_like"]:
         plan = gangopt.solve(rnd, solver=solver)
+        assert gangopt.validate(rnd, plan) == []
         assert sorted(plan.admitted) == ["job0", "job1", "job2", "job3", "job4"], solver
         assert [(p.gang, p.nodes, p.for_gangs) for p in plan.preemptions] == [("run2", ["n3"], ["job2"])]
     assert "searched again" in gangopt.solve(rnd).message
