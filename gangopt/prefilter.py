@@ -769,12 +769,23 @@ def _prune_groups(pre: Prefiltered) -> None:
 
 
 def _drop_useless_classes(pre: Prefiltered) -> None:
-    """Remove classes no kept role can use; their candidate pods become 'stranded'."""
+    """Remove classes no kept role can use; their candidate pods become 'stranded'.
+
+    Except where an elastic candidate of a queue with a nominal quota runs: rule 5 lets such
+    a gang shrink there only to free quota, which stranded pods (kept or lost with the whole
+    gang) cannot express, so the model's optimum was no bound (a hypothesis round: greedy
+    shrank a pod on a cordoned node, 20.0 on tier 0 against the model's "proven" 0.0,
+    tests/test_regressions.py). Those classes hold only kept-pod variables."""
     kept = {"pending": set(pre.pending), "running": set(pre.growers)}
     used = {id(fit): fit for key, fit in pre.fits.items() if key.gang in kept[key.kind]}  # shared arrays once
     useful = np.zeros(len(pre.classes), dtype=bool)
     for fit in used.values():
         useful |= fit > 0
+    limited = {q.name for q in pre.rnd.queues if q.nominal}
+    shrinkable = {gi for gi in pre.candidates if pre.rnd.running[gi].queue in limited and pre.rnd.running[gi].elastic}
+    if shrinkable:
+        for k, cls in enumerate(pre.classes):
+            useful[k] |= any(gi in shrinkable for gi, _ in cls.candidates)
     drop_classes(pre, useful)
 
 

@@ -141,42 +141,47 @@ def test_one_node_classes_are_encoded_exactly() -> None:
     assert not enc.stricter
 
 
-def test_an_elastic_gang_with_pods_outside_the_model_claims_no_bound() -> None:
+def test_an_elastic_gang_with_pods_on_nodes_nobody_can_use_may_shrink_there_for_quota() -> None:
     # Found like the one above (tier 0: plan 20.0 against a "proven" 0.0). run0 (priority 0,
     # elastic, 3 pods of 4 GPUs, minimum 1) has pods on cordoned n2 and n3 and on n0; job0
     # (priority 1, 2 x 4 GPUs) needs 8 GPUs of a quota run0 fills. Greedy shrinks run0 on n0
-    # (where job0 lands) and on n3: valid, and run0 keeps a pod. Pods outside the model stay
-    # or go with the whole gang there, so the model could only evict run0.
+    # (where job0 lands) and on n3: valid, and run0 keeps a pod. The prefilter dropped n2 and
+    # n3 (no new pod fits there) and the model could only evict run0; now it keeps the classes
+    # where such a gang runs, so the model is exact and its optimum proven.
     rnd = gangopt.load_round(REGRESSIONS / "bounds-stranded-elastic-shrink.json")
     pre = prefilter(rnd)
-    assert pre.stranded
-    assert encode(pre).stricter
+    assert not pre.stranded
+    assert not encode(pre).stricter
     greedy_plan = gangopt.solve(rnd, solver="greedy")
     assert [p.kind for p in greedy_plan.preemptions] == ["shrink"]
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
+    assert plan.status == Status.OPTIMAL
     assert plan.admitted == ["job0"]
+    assert [p.kind for p in plan.preemptions] == ["shrink"]
     best = {t.priority: t.value for t in greedy_plan.score.tiers}
     for tier in plan.score.tiers:
+        assert best[tier.priority] <= tier.value + 1e-9
         assert tier.value <= tier.bound + 1e-9
-        assert best[tier.priority] <= tier.bound + 1e-9
 
 
-def test_a_shrink_for_quota_on_a_node_without_beneficiary_claims_no_bound() -> None:
+def test_a_shrink_may_free_quota_on_a_node_where_no_beneficiary_lands() -> None:
     # Found by tests/solvers/test_cpsat.py's cohort-round property on a fresh CI machine: queue
     # q0 runs 14 GPUs over a zero quota (tolerated, not raised); job0 (8 GPUs) needs n1 freed
     # and 8 GPUs of quota, so greedy evicts run3 and shrinks run1 on n1 (where job0 lands) and
-    # on n0 (quota only), which rule 5 allows. The model wants a beneficiary on every class
+    # on n0 (quota only), which rule 5 allows. The model wanted a beneficiary on every class
     # where a shrink removes pods, so its "proven" secondary bound (-1.4) was below greedy's
-    # plan (-0.7). The encoding now flags it and no stage bound is claimed.
+    # plan (-0.7). Under a quota one witness class now suffices: the model is exact.
     rnd = gangopt.load_round(REGRESSIONS / "bounds-shrink-for-quota-on-a-second-node.json")
-    assert encode(prefilter(rnd)).stricter
+    assert not encode(prefilter(rnd)).stricter
     greedy_plan = gangopt.solve(rnd, solver="greedy")
     assert [p.kind for p in greedy_plan.preemptions] == ["shrink", "evict"]
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
+    assert plan.status == Status.OPTIMAL
     assert plan.admitted == ["job0"]
     assert plan.score.secondary_bound is not None
-    assert greedy_plan.score.secondary <= plan.score.secondary_bound + 1e-9
+    assert greedy_plan.score.secondary <= plan.score.secondary + 1e-9
+    assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
     for tier in plan.score.tiers:
         assert tier.value <= tier.bound + 1e-9

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -531,24 +532,19 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     # on tier 0 against the model's 0.0, whose only way was to evict the gang). Without a quota
     # on the gang's queue such a pod is never needed (nobody lands on its node), so no loss.
     limited = any(q.name == gang.queue and q.nominal for q in pre.rnd.queues)
-    enc.stricter |= bool(stranded) and limited and len(gang.pods) > gang.minimum
+    enc.stricter |= bool(stranded) and limited and len(gang.pods) > gang.minimum  # restricted models only
     victim = enc.victim[gi] = enc.bool_var(f"victim[{gang.name}]")
     m.add(sum(kept) + stranded * enc.alive[gi] >= len(gang.pods) * (1 - victim))
     hosts = {k for _, k, _ in enc.kept_of_gang.get(gi, [])}
-    # Below, each class where a shrink removes pods needs its own beneficiary; rule 5 asks for
-    # one on some node where the gang lost pods, and lets the others go for quota (a hypothesis
-    # round: run1 shrunk on n0 for quota and on n1 where job0 landed, greedy's secondary -0.7
-    # against the model's "proven" -1.4). Without a quota such a pod is never needed.
-    enc.stricter |= limited and len(hosts) > 1 and len(gang.pods) > gang.minimum
     # New pods on each class where the gang runs: higher priorities may take its place, the
-    # others may not land where it loses pods (rule 5 of docs/plan-semantics.md). Per class, so
-    # a shrink also keeps them off the class's other nodes (the finest unit the model sees).
+    # others may not land where it loses pods (rule 5 of docs/plan-semantics.md).
     helpers_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
-    lower_on: dict[int, list[cp_model.IntVar]] = defaultdict(list)
-    lower_keys: dict[int, list[tuple[RoleKey, cp_model.IntVar]]] = defaultdict(list)
+    lower_on: dict[int, list[tuple[RoleKey, cp_model.IntVar]]] = defaultdict(list)
     # Cohort reclaims: per class and licence literal, the pods of the gangs that may preempt
     # the gang only under that licence; "helps" literals stand for "such a pod lands here".
-    reclaim_on: dict[int, dict[int, tuple[cp_model.IntVar, list[cp_model.IntVar]]]] = defaultdict(dict)
+    reclaim_on: dict[int, dict[int, tuple[cp_model.IntVar, list[tuple[RoleKey, cp_model.IntVar]]]]] = defaultdict(
+        dict
+    )
     licences: dict[tuple[str, str], cp_model.IntVar] = {}
     borrowing: list[cp_model.IntVar | None] = []  # made on first need, once
     for k in hosts:
@@ -572,55 +568,71 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
                         licences[(spec.queue, needs)] = _reclaim_licence(enc, borrowing[0], spec.queue, needs)
                     lit = licences[(spec.queue, needs)]
             if lit is None:
-                lower_on[k].append(var)
-                lower_keys[k].append((key, var))
+                lower_on[k].append((key, var))
             else:
-                reclaim_on[k].setdefault(lit.index, (lit, []))[1].append(var)
+                reclaim_on[k].setdefault(lit.index, (lit, []))[1].append((key, var))
     for k, groups in reclaim_on.items():
-        for lit, vars_ in groups.values():
+        for lit, pairs in groups.values():
             helps = enc.bool_var()  # a pod of a gang this licence covers lands on class k
-            m.add(sum(vars_) >= 1).only_enforce_if(helps)
+            m.add(sum(var for _, var in pairs) >= 1).only_enforce_if(helps)
             m.add_implication(helps, lit)
             helpers_on[k].append(helps)
-    helpers = [v for vs in helpers_on.values() for v in vs]
-    if helpers:
-        m.add(victim <= sum(helpers))
-    else:
-        m.add(victim == 0)
-    # A shrink removes pods on particular classes: each of those needs its own beneficiary.
+    # Rule 5 wants a beneficiary on *some* node where the gang lost pods. Without a quota on
+    # the gang's queue that means one on every class where it loses pods (a pod given back
+    # where no preemptor landed fits again, so the reprieve forbids the loss). Under a quota
+    # the other losses may free quota only (a hypothesis round: run1 shrunk on n0 for quota and
+    # on n1 where job0 landed; greedy's secondary -0.7 against a model that wanted a
+    # beneficiary per class and "proved" -1.4): one witness class then suffices.
+    witnesses: list[cp_model.IntVar] = []
     for k in sorted(hosts):
         cm = enc.classes[k]
         kept_k = [enc.kept[(gi, name, k)] for (g, name) in cm.entries if g == gi and (gi, name, k) in enc.kept]
         full = sum(count for (g, _), count in cm.cls.candidates.items() if g == gi) * cm.cls.size
         low = lower_on.get(k, [])
-        if not helpers_on.get(k):
+        licensed = list(reclaim_on.get(k, {}).values())
+        if not helpers_on.get(k) and not limited:
             m.add(sum(kept_k) >= full * enc.alive[gi])
             if low:  # the gang loses pods here only by eviction
-                m.add(sum(low) <= sum(enc.ub(v) for v in low) * enc.alive[gi])
+                low_vars = [v for _, v in low]
+                m.add(sum(low_vars) <= sum(enc.ub(v) for v in low_vars) * enc.alive[gi])
             continue
-        # Lower gangs' pods: node by node through the patterns on a class of several nodes;
-        # per class on one node (exact), and for pods licensed by a cohort reclaim.
-        per_node = bool(cm.patterns) and cm.cls.size > 1
-        if per_node and low and kept_k:
-            _lower_off_losing_nodes(enc, cm, gi, lower_keys[k])
-        if ((low and not per_node) or reclaim_on.get(k)) and kept_k:
-            # Per class on a class of several nodes (reclaim-licensed pods, or a class without
-            # patterns, which holds no candidate pods today): a shrink on one node keeps those
-            # pods off the others too, stricter than rule 5, so the optima bound only the model.
-            enc.stricter |= cm.cls.size > 1
-            loses = enc.bool_var()
-            m.add(sum(kept_k) >= full - full * loses)
-            if low and not per_node:
-                m.add(sum(low) <= sum(enc.ub(v) for v in low) * (1 - loses))
-            for lit, vars_ in reclaim_on.get(k, {}).values():
-                m.add(sum(vars_) == 0).only_enforce_if([loses, lit.Not()])
+        if (low or licensed) and kept_k:
+            if cm.patterns and cm.cls.size > 1:  # node by node through the patterns
+                _lower_off_losing_nodes(enc, cm, gi, low, licensed)
+            else:  # exact on one node; a class of several without patterns holds no candidates today
+                enc.stricter |= cm.cls.size > 1
+                loses = enc.bool_var()
+                m.add(sum(kept_k) >= full - full * loses)
+                if low:
+                    low_vars = [v for _, v in low]
+                    m.add(sum(low_vars) <= sum(enc.ub(v) for v in low_vars) * (1 - loses))
+                for lit, pairs in licensed:
+                    m.add(sum(v for _, v in pairs) == 0).only_enforce_if([loses, lit.Not()])
+        if not helpers_on.get(k):
+            continue
+        if limited:
+            witness = enc.bool_var()  # the gang loses a pod on class k and a beneficiary lands there
+            m.add(sum(helpers_on[k]) >= 1).only_enforce_if(witness)
+            m.add(sum(kept_k) <= full - 1).only_enforce_if(witness)
+            witnesses.append(witness)
+            continue
         helped = enc.bool_var()
         m.add(sum(kept_k) >= full * enc.alive[gi] - full * helped)
         m.add(helped <= sum(helpers_on[k]))
+    if limited:
+        m.add(victim <= sum(witnesses))
+    elif helpers := [v for vs in helpers_on.values() for v in vs]:
+        m.add(victim <= sum(helpers))
+    else:
+        m.add(victim == 0)
 
 
 def _lower_off_losing_nodes(
-    enc: Encoding, cm: ClassModel, gi: int, lower: list[tuple[RoleKey, cp_model.IntVar]]
+    enc: Encoding,
+    cm: ClassModel,
+    gi: int,
+    lower: list[tuple[RoleKey, cp_model.IntVar]],
+    licensed: Sequence[tuple[cp_model.IntVar, list[tuple[RoleKey, cp_model.IntVar]]]] = (),
 ) -> None:
     """Rule 5's node form on a class of several nodes, node by node through the patterns: the
     new pods of gangs that may not preempt ``gi`` fit, shape by shape, in the slots of the
@@ -629,13 +641,26 @@ def _lower_off_losing_nodes(
     was no bound (a hypothesis round: greedy shrank a gang on n1 and put a priority-0 gang on
     n0 of the same class, 5.2 on tier 0 against the model's "proven" 5.0;
     tests/test_regressions.py). Licensed pods of a shape take the losing nodes' slots first in
-    the expansion, so per shape this is also enough for the placement to exist."""
+    the expansion, so per shape this is also enough for the placement to exist.
+
+    ``licensed`` pods (cohort reclaims) count as lower ones unless their licence literal
+    holds: each group adds a variable that equals its pods of the shape when the licence is
+    off (and may be 0 when it is on)."""
     idx = [i for i, e in enumerate(cm.entries) if e[0] == gi]
     keeps_all = [
         bool(p.kept) and all(p.kept[i] >= cm.cls.candidates[cm.entries[i]] for i in idx) for p in cm.patterns
     ]
     for s, shape in enumerate(cm.shapes):
-        users = [var for key, var in lower if cm.project(enc.pre.requests[key]) == shape]
+        users: list[cp_model.LinearExprT] = [
+            var for key, var in lower if cm.project(enc.pre.requests[key]) == shape
+        ]
+        for lit, pairs in licensed:
+            group = [var for key, var in pairs if cm.project(enc.pre.requests[key]) == shape]
+            if group:
+                most = sum(enc.ub(v) for v in group)
+                unlicensed = enc.int_var(0, most)
+                enc.model.add(unlicensed >= sum(group) - most * lit)
+                users.append(unlicensed)
         if not users:
             continue
         open_ = [(p, z) for p, z, ok in zip(cm.patterns, cm.z, keeps_all, strict=True) if ok and p.slots]
