@@ -30,10 +30,18 @@ by what fits **per node**, and charges the evictions the tiers above need:
   plan's value): those tiers, down to and including the first one not proven, enter the LP of
   each tier below as rows ``value >= the plan's value``.
 
-The LP maximizes tier P's value (kept pending gangs ``y`` in [0, 1], candidates of tier P
-kept or not, other running gangs of tier P counted as kept). Gang groups, quotas, slices,
-elastic candidates' room and growth are left out, which only loosens the bound. Built with
-numpy and handed to GLOP as one model proto (per-coefficient calls cost 3 µs each).
+* **Elastic candidates.** One kept at its minimum holds that many pods of its least request
+  on its own nodes: by amount, and by slots (``floor(least / t)`` each) in every node set
+  that holds all its nodes. By amount only, a 64-node busy-0.6 round's lowest tier was
+  bounded at 643.6 against an optimum of 618.6 (the gang's minimum of four whole-node pods
+  took none of the 8-GPU slots the priority-10 gangs needed).
+* **Whole variables.** A gang starts or not, a candidate is kept or not: the model is solved
+  with every variable 0 or 1 when its LP optimum is fractional (:func:`_integer_bound`).
+
+The model maximizes tier P's value (kept pending gangs ``y``, candidates of tier P kept or
+not, other running gangs of tier P counted as kept). Gang groups, quotas, slices and growth
+are left out, which only loosens the bound. Built with numpy and handed to GLOP (then SCIP)
+as one model proto (per-coefficient calls cost 3 µs each).
 
 Measured (docs/benchmarks.md, "Fragmented rounds"): on the 128-node rounds at busy 0.6, 0.75
 and 0.9 the bounds of CP-SAT's plan equal the true optimum of the independent reference model
@@ -73,7 +81,10 @@ INTEGER_NODES = 200
 """Branch-and-bound nodes the integer slot model may use (a deterministic limit: the bound,
 and so whether greedy's plan is returned proven, must not depend on the machine's load)."""
 
-SCIP_SETTINGS = f"limits/nodes = {INTEGER_NODES}\npresolving/maxrounds = 0\nseparating/maxrounds = 0\nseparating/maxroundsroot = 0\n"
+SCIP_SETTINGS = (
+    f"limits/nodes = {INTEGER_NODES}\n"
+    "presolving/maxrounds = 0\nseparating/maxrounds = 0\nseparating/maxroundsroot = 0\n"
+)
 """No presolve and no cutting planes: on a 1,024-node busy-0.6 round they took SCIP from
 0.10 to 0.33-0.56 CPU-s for the same bound (6,208.8; GLOP's LP: 6,278.1 in 9 ms)."""
 
@@ -290,7 +301,7 @@ def _build(pre: Prefiltered) -> _Slots:
         fixed_value[running[gi].priority] = fixed_value.get(running[gi].priority, 0) + values[gi]
     # Candidates as columns; the pods of those that cannot shrink as groups, one per pod. An
     # elastic one may keep its minimum on any of its nodes: one group of its minimum at its
-    # least request, counted (by amount only) in the node sets that hold all its nodes.
+    # least request, counted (by amount and slots) in the node sets that hold all its nodes.
     cand = np.flatnonzero(movable)
     cand_col = np.full(len(running), -1, dtype=np.int64)
     cand_col[cand] = np.arange(len(cols), len(cols) + len(cand))
@@ -399,8 +410,8 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
 
 
 def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | None:
-    """The LP bound of tier ``prio`` given the ``floors`` of the tiers above (objective units);
-    None if GLOP does not report an optimum."""
+    """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
+    (objective units); None if GLOP does not report an optimum."""
     from ortools.linear_solver import linear_solver_pb2
 
     floor_of = dict(floors)

@@ -240,7 +240,6 @@ def test_reference_refuses_what_it_does_not_model() -> None:
         reference_optimum(rnd)
 
 
-
 def _whole_gang_round() -> Round:
     # n0-n2 run one preemptible priority-0 gang of three whole-node pods; n3 a 1-GPU pod nobody
     # may preempt. The priority-5 whole-node gang needs a whole node: the big gang must go
