@@ -29,7 +29,6 @@ by what fits **per node**, and charges the evictions the tiers above need:
   is at least a valid plan's as long as every tier above Q is proven (its bound equals the
   plan's value): those tiers, down to and including the first one not proven, enter the LP of
   each tier below as rows ``value >= the plan's value``.
-
 * **Elastic candidates.** Each pod of one is a group on its node with a variable of its own
   (kept or not), like a rigid candidate's pods, and a kept elastic candidate keeps at least
   its minimum of them: its kept pods take room, slots (through the node blockers) and rule 5
@@ -402,6 +401,21 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
 def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
     (objective units); None if GLOP does not report an optimum."""
+    model, _ = _tier_model(shared, prio, floors)
+    relaxed = _integer_bound(model)
+    if relaxed is None:
+        return None
+    # Tier values are whole objective units, so the optimum is at most the bound rounded down;
+    # the solvers work in floating point, so their answer first gets a margin for tolerances.
+    return shared.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+
+
+def _tier_model(
+    shared: _Slots, prio: int, floors: list[tuple[int, int]]
+) -> tuple[linear_solver_pb2.MPModelProto, np.ndarray]:
+    """The slot model of tier ``prio`` (its objective less the tier's fixed value), and per
+    pod group the index of the variable that says it is kept (bench/bound_truth.py reads the
+    integer model's choice through it)."""
     from ortools.linear_solver import linear_solver_pb2
 
     floor_of = dict(floors)
@@ -456,12 +470,7 @@ def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | 
         cols = np.flatnonzero(active & (shared.prio == p))
         if rhs > 0:
             _row(model, var[cols], -shared.value[cols].astype(float), -rhs)
-    relaxed = _integer_bound(model)
-    if relaxed is None:
-        return None
-    # Tier values are whole objective units, so the optimum is at most the bound rounded down;
-    # the solvers work in floating point, so their answer first gets a margin for tolerances.
-    return shared.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+    return model, gvar
 
 
 def _integer_bound(model: linear_solver_pb2.MPModelProto) -> float | None:
