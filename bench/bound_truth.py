@@ -27,12 +27,15 @@ from gangopt.bounds import tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.parsing import parse_json
 from gangopt.prefilter import prefilter, request_vector
-from gangopt.schema import Round
+from gangopt.schema import Plan, Round
 from gangopt.solvers.cpsat.expansion import Decision, reprieve
 from gangopt.solvers.cpsat.lns import _plan
 
 
-def main(size: str, busy: float) -> None:
+def main(size: str, busy: float) -> tuple[Round, Plan | None, int] | None:
+    """Print the check; return the round, the plan made of the integer model's choice (None
+    if it did not fit node by node) and the tier's bound (objective units), or None when
+    greedy's plan reaches every tier ceiling."""
     rnd = parse_json(Round, round_text(size, busy), "round")
     seed = gangopt.solve(rnd, solver="greedy")
     values = {t.priority: round(t.value * SCALE) for t in score(rnd, seed).tiers}
@@ -48,7 +51,7 @@ def main(size: str, busy: float) -> None:
         floors.append((p, values.get(p, 0)))
     if prio is None:
         print("greedy reaches every tier ceiling: nothing to check")
-        return
+        return None
     start = time.process_time()
     model, gvar = slots._tier_model(shared, prio, floors)
     for v in model.variable:
@@ -112,7 +115,7 @@ def main(size: str, busy: float) -> None:
     status = solver.solve(model_cp)
     print(f"placement node by node: {solver.status_name(status)} ({time.perf_counter() - wall:.1f} s)")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return
+        return rnd, None, round(bound)
     names = [node.name for node in rnd.cluster.nodes]
     new_pods = [(g, r, names[n]) for g, r, n, v in placed for _ in range(solver.value(v))]
     removed = {pod_names[g - first] for g in gone.tolist()}
@@ -120,6 +123,7 @@ def main(size: str, busy: float) -> None:
     problems = gangopt.validate(rnd, plan)
     tiers = " · ".join(f"p{t.priority} {t.value:,.1f}" for t in score(rnd, plan).tiers)
     print(f"plan: {tiers}; validator: {len(problems)} violations {problems[:3]}")
+    return rnd, plan, round(bound)
 
 
 if __name__ == "__main__":
