@@ -51,6 +51,12 @@ and 0.9 the bounds of CP-SAT's plan equal the true optimum of the independent re
 instead of 2.4-3.8); tier 5's bound at busy 0.75 went from 343.2 to 259.9, the optimum. At
 1,024 nodes the lowest tier's bound went from 3191.9 to 2744.2 (greedy 2528.0, the optimum
 unknown). Cost: 15-25 ms at 128 nodes, 60-90 ms at 1,024 (a loaded 2-core machine).
+
+With whole variables and a variable per elastic pod (docs/benchmarks.md, "Slot bounds that are
+reached"), the lowest tier's bound at 1,024 nodes went from 13,256.3 to 12,916.0 (busy 0.75),
+6,583.0 to 6,138.8 (0.6) and 15,922.3 to 15,817.3 (0.9), and at 512 nodes from 5,745.7 to
+5,438.6; each is reached by a plan the validator accepts (``python -m bench.bound_truth``), so
+those are the optima. Cost: 7-15 ms at 128 nodes, 0.1-0.4 CPU-s at 1,024 (was 30-70 ms).
 """
 
 from __future__ import annotations
