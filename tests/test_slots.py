@@ -297,7 +297,7 @@ def test_slot_bound_is_tight_where_the_old_one_was_loose(build: Any, optimum: di
     assert plan.score.tiers[-1].bound * SCALE == optimum[0]
 
 
-@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     nodes=st.integers(16, 40),
     gangs=st.integers(6, 16),
