@@ -29,11 +29,21 @@ by what fits **per node**, and charges the evictions the tiers above need:
   is at least a valid plan's as long as every tier above Q is proven (its bound equals the
   plan's value): those tiers, down to and including the first one not proven, enter the LP of
   each tier below as rows ``value >= the plan's value``.
+* **Elastic candidates.** Each pod of one is a group on its node with a variable of its own
+  (kept or not), like a rigid candidate's pods, and a kept elastic candidate keeps at least
+  its minimum of them: its kept pods take room, slots (through the node blockers) and rule 5
+  (a node where it lost a pod) on their own nodes. Charged once as its minimum at its least
+  request, by amount only, the 64-node busy-0.6 round (seed 0) had its lowest tier bounded at
+  643.6 against an optimum of 618.6, and placed on any node in slot rows, the 1,024-node
+  busy-0.75 round's integer model kept victims whose pods did not fit node by node (bound
+  12,956.0; with a variable per pod 12,916.0, which a validated plan reaches).
+* **Whole variables.** A gang starts or not, a candidate is kept or not: the model is solved
+  with every variable 0 or 1 when its LP optimum is fractional (:func:`_integer_bound`).
 
-The LP maximizes tier P's value (kept pending gangs ``y`` in [0, 1], candidates of tier P
-kept or not, other running gangs of tier P counted as kept). Gang groups, quotas, slices,
-elastic candidates' room and growth are left out, which only loosens the bound. Built with
-numpy and handed to GLOP as one model proto (per-coefficient calls cost 3 µs each).
+The model maximizes tier P's value (kept pending gangs ``y``, candidates of tier P kept or
+not, other running gangs of tier P counted as kept). Gang groups, quotas, slices and growth
+are left out, which only loosens the bound. Built with numpy and handed to GLOP (then SCIP)
+as one model proto (per-coefficient calls cost 3 µs each).
 
 Measured (docs/benchmarks.md, "Fragmented rounds"): on the 128-node rounds at busy 0.6, 0.75
 and 0.9 the bounds of CP-SAT's plan equal the true optimum of the independent reference model
@@ -41,6 +51,12 @@ and 0.9 the bounds of CP-SAT's plan equal the true optimum of the independent re
 instead of 2.4-3.8); tier 5's bound at busy 0.75 went from 343.2 to 259.9, the optimum. At
 1,024 nodes the lowest tier's bound went from 3191.9 to 2744.2 (greedy 2528.0, the optimum
 unknown). Cost: 15-25 ms at 128 nodes, 60-90 ms at 1,024 (a loaded 2-core machine).
+
+With whole variables and a variable per elastic pod (docs/benchmarks.md, "Slot bounds that are
+reached"), the lowest tier's bound at 1,024 nodes went from 13,256.3 to 12,916.0 (busy 0.75),
+6,583.0 to 6,138.8 (0.6) and 15,922.3 to 15,817.3 (0.9), and at 512 nodes from 5,745.7 to
+5,438.6; each is reached by a plan the validator accepts (``python -m bench.bound_truth``), so
+those are the optima. Cost: 7-15 ms at 128 nodes, 0.1-0.4 CPU-s at 1,024 (was 30-70 ms).
 """
 
 from __future__ import annotations
@@ -69,11 +85,19 @@ LP grows with them (measured on a loaded 2-core machine: 1,024-node rounds, 485-
 60-90 ms; 4,096-node rounds, 1,777-3,994 columns, 0.5-1.0 s, which CP-SAT's search on the
 4,096-node contention round needs more: it ran to 9.6 s of its 10 s limit before)."""
 
+INTEGER_NODES = 200
+"""Branch-and-bound nodes the integer slot model may use (a deterministic limit: the bound,
+and so whether greedy's plan is returned proven, must not depend on the machine's load)."""
+
+SCIP_SETTINGS = (
+    f"limits/nodes = {INTEGER_NODES}\n"
+    "presolving/maxrounds = 0\nseparating/maxrounds = 0\nseparating/maxroundsroot = 0\n"
+)
+"""No presolve and no cutting planes: on a 1,024-node busy-0.6 round they took SCIP from
+0.10 to 0.33-0.56 CPU-s for the same bound (6,208.8; GLOP's LP: 6,278.1 in 9 ms)."""
+
 DOMAIN_THRESHOLDS = 2
 """Slot rows per required domain and level (largest sizes, first resource only)."""
-
-SPREAD = -2
-"""``gnode`` of an elastic candidate's group: its kept minimum may sit on any of its nodes."""
 
 LP_MARGIN = 0.05
 """Objective units added to GLOP's optimum before rounding down: its feasibility and
@@ -114,8 +138,10 @@ class _Slots:
     capacity: np.ndarray
     fixed: np.ndarray
     candidate: dict[int, np.ndarray]
-    spread: dict[int, np.ndarray] = field(default_factory=dict)
-    """Per group of an elastic candidate (``gnode`` = :data:`SPREAD`), the nodes of its pods."""
+    flex: np.ndarray
+    """Per group: a pod of an elastic candidate (its own kept-or-not variable)."""
+    minimum: np.ndarray
+    """Per column: an elastic candidate's minimum pods (0 for other columns)."""
     ok: np.ndarray | None = None
     """Per column: whether a pending gang's minimum fits, alone, in the room of its own
     priority within its masks (and domain); candidates always. Set on first use."""
@@ -169,8 +195,6 @@ class _Slots:
             # Domains count only their own gangs' pods: the kept candidates there would make
             # hundreds of racks times every candidate (a 4,096-node LP 5x larger).
             on_nodes = (self.gnode >= 0) & self.sets[s][np.maximum(self.gnode, 0)] & (s < self.mask_sets)
-            for group, nodes in self.spread.items():
-                on_nodes[group] = s < self.mask_sets and bool(self.sets[s][nodes].all())
             hit = self.member_cache[s] = (np.flatnonzero(inside), np.flatnonzero(on_nodes))
         return hit
 
@@ -280,20 +304,15 @@ def _build(pre: Prefiltered) -> _Slots:
     fixed_value: dict[int, int] = {}
     for gi in np.flatnonzero(~movable).tolist():
         fixed_value[running[gi].priority] = fixed_value.get(running[gi].priority, 0) + values[gi]
-    # Candidates as columns; the pods of those that cannot shrink as groups, one per pod. An
-    # elastic one may keep its minimum on any of its nodes: one group of its minimum at its
-    # least request, counted (by amount only) in the node sets that hold all its nodes.
+    # Candidates as columns, their pods as groups, one per pod (on its node). An elastic
+    # candidate's pods get a variable each (kept or not) and at least its minimum of them stay
+    # when it is kept (:func:`_tier_lp`): they take room on their own nodes only.
     cand = np.flatnonzero(movable)
     cand_col = np.full(len(running), -1, dtype=np.int64)
     cand_col[cand] = np.arange(len(cols), len(cols) + len(cand))
     cols.extend((running[gi].priority, values[gi], False, -1, None) for gi in cand.tolist())
     elastic = np.fromiter((run.elastic for run in running), dtype=bool, count=len(running))
-    rigid = ~stays & ~elastic[pod_gang]
-    shrinkable = [gi for gi in cand.tolist() if elastic[gi]]
-    spread = [np.unique(pod_node[pod_gang == gi]) for gi in shrinkable]
-    least = [
-        np.min(table[[role_row[(gi, role.name)] for role in running[gi].roles]], axis=0) for gi in shrinkable
-    ]
+    moving = ~stays
     # Node sets: masks, their union, required domains.
     sets = list(masks)
     if mask_count > 1:
@@ -310,22 +329,16 @@ def _build(pre: Prefiltered) -> _Slots:
         codes, _ = pre.topo.codes(level)
         domain_set[(level, d)] = len(sets)
         sets.append(codes == d)
-    g, r, e = len(groups), int(rigid.sum()), len(shrinkable)
+    g, r = len(groups), int(moving.sum())
     pending_req = np.stack([x[2] for x in groups]) if groups else np.zeros((0, nres), np.int64)
-    gcol = np.concatenate(
-        [np.fromiter((x[0] for x in groups), dtype=np.int64, count=g), cand_col[pod_gang[rigid]], cand_col[shrinkable]]
-    )
-    gcount = np.concatenate(
-        [
-            np.fromiter((x[1] for x in groups), dtype=np.int64, count=g),
-            np.ones(r, np.int64),
-            np.array([running[gi].minimum for gi in shrinkable], dtype=np.int64),
-        ]
-    )
-    gmask = np.concatenate(
-        [np.fromiter((x[3] for x in groups), dtype=np.int64, count=g), np.full(r + e, -1, np.int64)]
-    )
-    greq = np.concatenate([pending_req, pod_req[rigid], np.array(least, dtype=np.int64).reshape(e, nres)])
+    gcol = np.concatenate([np.fromiter((x[0] for x in groups), dtype=np.int64, count=g), cand_col[pod_gang[moving]]])
+    gcount = np.concatenate([np.fromiter((x[1] for x in groups), dtype=np.int64, count=g), np.ones(r, np.int64)])
+    gmask = np.concatenate([np.fromiter((x[3] for x in groups), dtype=np.int64, count=g), np.full(r, -1, np.int64)])
+    greq = np.concatenate([pending_req, pod_req[moving]])
+    minimum = np.zeros(len(cols), dtype=np.int64)
+    for gi in cand.tolist():
+        if elastic[gi]:
+            minimum[cand_col[gi]] = running[gi].minimum
     return _Slots(
         prio=np.array([c[0] for c in cols], dtype=np.int64),
         value=np.array([c[1] for c in cols], dtype=np.int64),
@@ -336,8 +349,9 @@ def _build(pre: Prefiltered) -> _Slots:
         gcount=gcount,
         greq=greq.astype(np.int64),
         gmask=gmask,
-        gnode=np.concatenate([np.full(g, -1, np.int64), pod_node[rigid].astype(np.int64), np.full(e, SPREAD)]),
-        spread=dict(zip(range(g + r, g + r + e), spread, strict=True)),
+        gnode=np.concatenate([np.full(g, -1, np.int64), pod_node[moving].astype(np.int64)]),
+        flex=np.concatenate([np.zeros(g, dtype=bool), elastic[pod_gang[moving]]]),
+        minimum=minimum,
         sets=sets,
         mask_sets=mask_sets,
         subset=subset,
@@ -391,9 +405,24 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
 
 
 def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | None:
-    """The LP bound of tier ``prio`` given the ``floors`` of the tiers above (objective units);
-    None if GLOP does not report an optimum."""
-    from ortools.linear_solver import linear_solver_pb2, pywraplp
+    """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
+    (objective units); None if GLOP does not report an optimum."""
+    model, _ = _tier_model(shared, prio, floors)
+    relaxed = _integer_bound(model)
+    if relaxed is None:
+        return None
+    # Tier values are whole objective units, so the optimum is at most the bound rounded down;
+    # the solvers work in floating point, so their answer first gets a margin for tolerances.
+    return shared.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+
+
+def _tier_model(
+    shared: _Slots, prio: int, floors: list[tuple[int, int]]
+) -> tuple[linear_solver_pb2.MPModelProto, np.ndarray]:
+    """The slot model of tier ``prio`` (its objective less the tier's fixed value), and per
+    pod group the index of the variable that says it is kept (bench/bound_truth.py reads the
+    integer model's choice through it)."""
+    from ortools.linear_solver import linear_solver_pb2
 
     floor_of = dict(floors)
     levels = sorted({prio, *floor_of})
@@ -413,35 +442,79 @@ def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | 
     for gang in gangs[counts > 1].tolist():
         cols = pend[shared.gang[pend] == gang]
         _row(model, var[cols], np.ones(len(cols)), 1.0)
-    # Capacity rows per level, node set, resource and size.
+    # Pods of elastic candidates: a variable each, kept only with their gang, and at least
+    # its minimum of them when it is kept.
     gact = active[shared.gcol]
+    gvar = var[shared.gcol]
+    own = np.flatnonzero(gact & shared.flex)
+    gvar[own] = np.arange(len(model.variable), len(model.variable) + len(own))
+    for _ in range(len(own)):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0)
+    for col in np.flatnonzero(active & (shared.minimum > 0)).tolist():
+        pods = gvar[own[shared.gcol[own] == col]]
+        _row(model, np.append(pods, var[col]), np.append(-np.ones(len(pods)), float(shared.minimum[col])), 0.0)
+        for pod in pods.tolist():
+            _row(model, np.array([pod, var[col]]), np.array([1.0, -1.0]), 0.0)
+    # Capacity rows per level, node set, resource and size.
     gprio = shared.prio[shared.gcol]
     gpend = shared.gmask >= 0
     for level in levels:
         included = gact & np.where(gpend, gprio <= level, gprio < level)
         if not included.any():
             continue
-        pinned = shared.gnode >= 0  # candidate pods on a known node (not an elastic minimum)
-        blockers = _blockers(model, shared, var, included & pinned, level)
-        evicted = _evicted(model, shared, var, gact & pinned) if level == prio else None
+        pinned = shared.gnode >= 0  # candidate pods
+        blockers = _blockers(model, shared, gvar, included & pinned, level)
+        evicted = _evicted(model, shared, gvar, gact & pinned) if level == prio else None
         for s in range(len(shared.sets)):
             inside, on_nodes = shared.members(s)
             inside = inside[included[inside]]
             if len(inside):
-                _set_rows(model, shared, var, inside, on_nodes[included[on_nodes]], blockers, evicted, level, s)
+                _set_rows(model, shared, gvar, inside, on_nodes[included[on_nodes]], blockers, evicted, level, s)
     # Floors of the proven tiers above.
     for p, floor_value in floor_of.items():
         rhs = floor_value - shared.fixed_value.get(p, 0) - 0.5
         cols = np.flatnonzero(active & (shared.prio == p))
         if rhs > 0:
             _row(model, var[cols], -shared.value[cols].astype(float), -rhs)
+    return model, gvar
+
+
+def _integer_bound(model: linear_solver_pb2.MPModelProto) -> float | None:
+    """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
+    when its solution is already whole; else SCIP's dual bound (one thread, at most
+    :data:`INTEGER_NODES` branch-and-bound nodes: it holds however early SCIP stops), never
+    above the LP's. None if GLOP reports no optimum.
+
+    Every variable is 0 or 1 in a real plan (a gang starts or not, a candidate is kept or
+    not, a node has a kept or an evicted candidate or not), so the integer model is still a
+    relaxation of the round. The LP let a 32-node running gang stay at 97 %, the free 3 %
+    making room for a whole-node gang of a higher tier: on a 64-node busy-0.6 round (seed 2)
+    the lowest tier's LP bound was 1,259.7 against an optimum of 79.1, and the integer
+    model says 79.1; on the 256-node busy-0.6 round 2,131.5 against 1,856.5, again exact.
+    Cost (SCIP, when the LP is fractional): 2-4 ms there, 20-100 ms on the 1,024-node rounds."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
         return None
     lp = float(solver.Objective().Value())
-    # Tier values are whole objective units, so the optimum is at most the LP's value rounded
-    # down; GLOP works in floating point, so its answer first gets a margin for its tolerances.
-    return shared.fixed_value.get(prio, 0) + math.floor(lp + 1e-6 * abs(lp) + LP_MARGIN)
+    values = np.fromiter((v.solution_value() for v in solver.variables()), dtype=float, count=len(model.variable))
+    if np.all(np.abs(values - np.round(values)) <= 1e-6):
+        return lp
+    integer = linear_solver_pb2.MPModelProto()
+    integer.CopyFrom(model)
+    for v in integer.variable:
+        v.is_integer = True
+    scip = pywraplp.Solver.CreateSolver("SCIP")
+    if scip is None or scip.LoadModelFromProto(integer):
+        return lp
+    scip.SetNumThreads(1)
+    if not scip.SetSolverSpecificParametersAsString(SCIP_SETTINGS):
+        raise RuntimeError("SCIP refused its settings")
+    if scip.Solve() not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE, pywraplp.Solver.NOT_SOLVED):
+        return lp
+    bound = float(scip.Objective().BestBound())
+    return min(lp, bound) if math.isfinite(bound) else lp
 
 
 @dataclass
@@ -455,7 +528,7 @@ class _Blockers:
 
 
 def _blockers(
-    model: linear_solver_pb2.MPModelProto, shared: _Slots, var: np.ndarray, groups: np.ndarray, level: int
+    model: linear_solver_pb2.MPModelProto, shared: _Slots, gvar: np.ndarray, groups: np.ndarray, level: int
 ) -> _Blockers:
     """One variable per node holding pods of the candidate ``groups``, with ``kept <= b``.
 
@@ -468,7 +541,7 @@ def _blockers(
     nodes, inverse = np.unique(shared.gnode[picked], return_inverse=True)
     least = np.full((len(nodes), shared.greq.shape[1]), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(least, inverse, shared.greq[picked])
-    pairs = np.unique(np.stack([inverse, var[shared.gcol[picked]]], axis=1), axis=0)
+    pairs = np.unique(np.stack([inverse, gvar[picked]], axis=1), axis=0)
     per_node = np.bincount(pairs[:, 0], minlength=len(nodes))
     # A node with one candidate gang needs no variable of its own: b is that gang's kept.
     b = np.full(len(nodes), -1, dtype=np.int64)
@@ -492,7 +565,7 @@ class _Evicted:
     var: np.ndarray
 
 
-def _evicted(model: linear_solver_pb2.MPModelProto, shared: _Slots, var: np.ndarray, groups: np.ndarray) -> _Evicted:
+def _evicted(model: linear_solver_pb2.MPModelProto, shared: _Slots, gvar: np.ndarray, groups: np.ndarray) -> _Evicted:
     """One variable per node holding pods of the candidate ``groups`` (all of priority >= the
     LP's tier P), with ``e + kept >= 1``: once a candidate there is evicted, the node receives
     no pod of tier P (rule 5: only strictly higher priorities), so tier P's rows lose the whole
@@ -503,7 +576,7 @@ def _evicted(model: linear_solver_pb2.MPModelProto, shared: _Slots, var: np.ndar
     for _ in range(len(nodes)):
         model.variable.add(lower_bound=0.0, upper_bound=1.0)
     add = model.constraint.add
-    for node, col in np.unique(np.stack([inverse, var[shared.gcol[picked]]], axis=1), axis=0).tolist():
+    for node, col in np.unique(np.stack([inverse, gvar[picked]], axis=1), axis=0).tolist():
         add(var_index=[col, int(e[node])], coefficient=[-1.0, -1.0], lower_bound=-math.inf, upper_bound=-1.0)
     return _Evicted(nodes=nodes, var=e)
 
@@ -511,7 +584,7 @@ def _evicted(model: linear_solver_pb2.MPModelProto, shared: _Slots, var: np.ndar
 def _set_rows(
     model: linear_solver_pb2.MPModelProto,
     shared: _Slots,
-    var: np.ndarray,
+    gvar: np.ndarray,
     inside: np.ndarray,
     on_nodes: np.ndarray,
     blockers: _Blockers,
@@ -541,14 +614,14 @@ def _set_rows(
             evict_var, evict_room = evicted.var[on], room[evicted.nodes[on], k]
         _row(
             model,
-            np.concatenate([var[shared.gcol[both]], evict_var]),
+            np.concatenate([gvar[both], evict_var]),
             np.concatenate([amount, evict_room.astype(float)]),
             float(shared.slots(level, s, k, 0)),
         )
         node_room = room[blockers.nodes[in_set], k]
         least = blockers.least[in_set, k]
         node_var = blockers.var[in_set]
-        cols = var[shared.gcol[inside]]
+        cols = gvar[inside]
         counts = shared.gcount[inside].astype(float)
         for t in sizes:
             # A pod asking s counts floor(s / t) slots of size t (floor is superadditive, so

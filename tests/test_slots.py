@@ -9,9 +9,11 @@ tests/reference.py on small rounds of issue 13's fragmented family.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import gangopt
 from bench.rounds import fragmented_spec
@@ -237,3 +239,81 @@ def test_reference_refuses_what_it_does_not_model() -> None:
     with pytest.raises(ValueError, match="gang groups"):
         reference_optimum(rnd)
 
+
+def _whole_gang_round() -> Round:
+    # n0-n2 run one preemptible priority-0 gang of three whole-node pods; n3 a 1-GPU pod nobody
+    # may preempt. The priority-5 whole-node gang needs a whole node: the big gang must go
+    # (all or nothing), and the 1-GPU priority-0 gang fits beside the fixed pod. The LP kept
+    # the big gang at 2/3 (its free third is the node the priority-5 pod needs).
+    return make_round(
+        cluster(4),
+        running=[running("big", ["n0", "n1", "n2"], gpu=8), running("fixed", ["n3"], gpu=1, preemptible=False)],
+        pending=[pending("top", 1, gpu=8, priority=5), pending("low", 1, gpu=1)],
+        weights=FLAT,
+    )
+
+
+def _elastic_minimum_round() -> Round:
+    # n0-n2 run an elastic priority-0 gang of three whole-node pods (at least two); n3 and n4
+    # a 1-GPU pod nobody may preempt each. The priority-5 gang needs two whole nodes, so the
+    # elastic gang cannot keep its two: it goes. Its minimum was charged by amount only (16
+    # GPUs of 38 free at priority 5) and no 8-GPU slot, so the LP kept it whole.
+    return make_round(
+        cluster(5),
+        running=[
+            running("elastic", ["n0", "n1", "n2"], gpu=8, min_replicas=2),
+            running("f3", ["n3"], gpu=1, preemptible=False),
+            running("f4", ["n4"], gpu=1, preemptible=False),
+        ],
+        pending=[pending("top", 2, gpu=8, priority=5), pending("low", 1, gpu=1)],
+        weights=FLAT,
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "optimum", "old_bound"),
+    [
+        # tier 0: fixed 1 GPU + low 1 GPU (10 units a GPU); old: + 2/3 of the big gang's 24.
+        (_whole_gang_round, {5: 80, 0: 20}, 180),
+        # tier 0: two fixed 1-GPU pods + low; old: + the elastic gang's value (its minimum, 16 GPUs).
+        (_elastic_minimum_round, {5: 160, 0: 30}, 190),
+    ],
+    ids=["gang-all-or-nothing", "elastic-minimum-slots"],
+)
+def test_slot_bound_is_tight_where_the_old_one_was_loose(build: Any, optimum: dict[int, int], old_bound: int) -> None:
+    """Hand-computed rounds: CP-SAT proves ``optimum``; the slot bound the greedy plan gets is
+    that optimum on tier 0, where before (LP only, elastic minimums by amount) it was
+    ``old_bound`` (measured with the code before; the ceiling is no tighter)."""
+    rnd = build()
+    pre = prefilter(rnd)
+    best = gangopt.solve(rnd)
+    assert best.status == Status.OPTIMAL and gangopt.validate(rnd, best) == []
+    assert units({t.priority: t.value for t in best.score.tiers}) == optimum
+    assert tier_ceilings(pre)[0] >= old_bound > optimum[0]
+    bounds, values = slot_bounds_of(rnd, "greedy")
+    assert values[5] == optimum[5]  # greedy proves the top tier, so its floor enters tier 0's model
+    assert bounds[0] == optimum[0]
+    plan = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    assert plan.score.tiers[-1].bound * SCALE == optimum[0]
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    nodes=st.integers(16, 40),
+    gangs=st.integers(6, 16),
+    busy=st.sampled_from([0.6, 0.75, 0.9]),
+    seed=st.integers(0, 10_000),
+)
+def test_slot_bounds_hold_for_the_reference_on_random_fragmented_rounds(
+    nodes: int, gangs: int, busy: float, seed: int
+) -> None:
+    """Whichever plan supplies the floors (greedy's, or the optimum's own values), no tier
+    bound falls below the independent reference's proven optimum."""
+    rnd = generate(replace(fragmented_spec(nodes, gangs, busy, seed), time_limit=5.0))[0]
+    ref = reference_optimum(rnd, seconds_per_tier=10.0)
+    assume(ref.proven)
+    pre = prefilter(rnd)
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    for values in (units({t.priority: t.value for t in score(rnd, greedy_plan).tiers}), ref.tiers):
+        for prio, bound in slot_tier_bounds(pre, values, tier_ceilings(pre)).items():
+            assert ref.tiers.get(prio, 0) <= bound, (prio, bound, ref.tiers, values)
