@@ -609,6 +609,17 @@ class LookAhead(_Model):
         description="A running gang already evicted this many times (evictions) is not evicted again; "
         "null: no budget.",
     )
+    commit_hours: StrictFloat | None = Field(
+        None,
+        gt=0,
+        le=MAX_SECONDS,
+        description="Committed GPU-time budget per priority tier (Slurm's GrpTRESRunMins, per tier), in "
+        "hours of the whole cluster's GPUs: while another gang of its priority waits, a pending gang does "
+        "not start if the GPUs x remaining time (expected_end) of its tier's running gangs plus its own "
+        "minimum GPUs x expected_duration would exceed commit_hours x the cluster's GPUs. A tier running "
+        "nothing may always start one. null: no budget (the default; see docs/objective.md for the "
+        "multi-seed replays that decided it).",
+    )
 
 
 DETERMINISTIC_SHARE = 0.3
