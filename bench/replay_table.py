@@ -2,7 +2,7 @@
 gangopt's targets as PASS/FAIL.
 
     python -m bench.replay_table [--quick] [--policy NAME ...] [--replay NAME ...] [--json OUT]
-                                 [--seeds N | --seeds 0,3,7] [--jitter S]
+                                 [--seeds N | --seeds 0,3,7] [--jitter S] [--lookahead JSON]
                                  [--reuse OLD.json | --reprint OLD.json]
 
 For each replay (:data:`REPLAYS`: the openb window on 2 nodes, the Philly 6-node slice and
@@ -39,6 +39,10 @@ order, first fit) and gangopt's equal-value optima turn on, without changing the
 mix, priorities or deadlines' slack. With ``--reuse``, each seed's runs are taken from the same
 seed of the earlier file.
 
+``--lookahead JSON`` (e.g. ``'{"commit_hours": 12}'``, the rest defaults) sets gangopt's
+:class:`~gangopt.schema.LookAhead`; only the cpsat solver reads it, so the peers' rows do not
+depend on it and may be ``--reuse``d from a run without it (gangopt's row may not: refused).
+
 ``--quick`` replays a prefix of each workload (:data:`QUICK_FIRST`) to check the plumbing in
 about a minute; its numbers are not the benchmark's.
 """
@@ -63,7 +67,7 @@ from gangopt.replay.report import hours
 from gangopt.replay.simulation import SimConfig, simulate
 from gangopt.replay.sweep import variant
 from gangopt.replay.workload import Workload, load_workload
-from gangopt.schema import Plan, Round
+from gangopt.schema import LookAhead, Plan, Round
 from gangopt.solve import cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -401,6 +405,9 @@ def reused(
         raise SystemExit(f"--reuse: the file has no seed {seed} of {command!r}")
     if seed != 0 and old.get("jitter") != jitter:
         raise SystemExit(f"--reuse: the file's seeds jitter arrivals by {old.get('jitter')} s, this run by {jitter} s")
+    mine = None if config.lookahead is None else config.lookahead.model_dump(mode="json")
+    if OURS in entry["runs"] and OURS not in ran and old.get("lookahead") != mine:
+        raise SystemExit(f"--reuse: the file's {OURS} ran with look-ahead {old.get('lookahead')}, this run has {mine}")
     return [
         Run(
             policy=name,
@@ -545,6 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="S",
         help=f"seeds > 0 move each arrival by up to +-S seconds (default {JITTER:g})",
     )
+    parser.add_argument(
+        "--lookahead", metavar="JSON", help="gangopt's look-ahead settings, e.g. '{\"commit_hours\": 12}'"
+    )
     parser.add_argument("--json", metavar="OUT", help="write every metric, the CPU seconds and the targets here")
     parser.add_argument(
         "--reuse", metavar="OLD.json", help="take the policies not run now from this earlier --json output"
@@ -562,7 +572,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous: dict[str, Any] = json.loads(Path(args.reuse).read_text(encoding="utf-8")) if args.reuse else {}
     policies = list(dict.fromkeys(POLICIES if args.policy is None else args.policy))
     replays = [r for r in REPLAYS if not args.replay or r.name in args.replay]
-    config = SimConfig(interval=args.interval, time_limit=args.time_limit)
+    try:
+        lookahead = None if args.lookahead is None else LookAhead.model_validate_json(args.lookahead)
+    except ValueError as exc:
+        parser.error(f"--lookahead: {exc}")
+    config = SimConfig(interval=args.interval, time_limit=args.time_limit, lookahead=lookahead)
     out: dict[str, Any] = {}
     started = time.perf_counter()
     for replay in replays:
@@ -626,6 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "runs": first_seed["runs"],
             "targets": first_seed["targets"],
             "jitter": args.jitter,
+            "lookahead": None if lookahead is None else lookahead.model_dump(mode="json"),
             "seeds": per_seed,
             "summary": {name: {k: asdict(sp) for k, sp in m.items()} for name, m in summary.items()},
             "target_passes": [asdict(t) for t in tallies],

@@ -193,6 +193,7 @@ def timed_rounds(draw: st.DrawFn) -> Round:
         min_run_seconds=draw(st.sampled_from([0.0, 900.0])),
         first_run_seconds=draw(st.sampled_from([0.0, 300.0])),
         max_evictions=draw(st.sampled_from([None, 1, 2])),
+        commit_hours=draw(st.sampled_from([None, None, 0.01, 0.5])),
     )
     policy = rnd.policy.model_copy(update={"lookahead": lookahead, "time_limit": 2.0})
     return rnd.model_copy(update={"running": run, "pending": pend, "policy": policy})
@@ -212,6 +213,7 @@ def test_a_plan_for_the_view_is_a_plan_for_the_round(rnd: Round) -> None:
                 pytest.fail(f"{p.gang} placed on {p.node}, reserved for {holder}")
     for pre in plan.preemptions:
         assert pre.gang not in view.protected
+    assert not set(plan.admitted) & set(view.over_budget)  # held back: fits nowhere in the view
 
 
 @settings(max_examples=examples(25), deadline=None)
