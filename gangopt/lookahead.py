@@ -18,14 +18,16 @@ then decides as usual:
 3. **Backfill.** A pending gang of the same or lower priority than a reservation may use its
    nodes only if it surely ends before the reservation starts (``now + expected_duration <=
    start``); otherwise the view gives it a node-affinity term that keeps it off those nodes.
-4. **Committed GPU-time budget** (``commit_hours``, off by default). While another gang of its
-   priority waits, a pending gang does not start if its tier's running GPUs x remaining time
-   plus its own minimum GPUs x ``expected_duration`` would exceed ``commit_hours`` x the
-   cluster's GPUs (Slurm's GrpTRESRunMins, per priority tier); a tier that runs nothing may
-   start anything. The view gives such a gang a node-affinity term no node meets, and it gets
+4. **Committed GPU-time budget** (``commit_hours``, off by default). A pending gang does not
+   start if its tier's running GPUs x remaining time (``expected_end``) plus its own minimum
+   GPUs x ``expected_duration`` would exceed ``commit_hours`` x the cluster's GPUs (Slurm's
+   GrpTRESRunMins, per priority tier); a tier that runs nothing may start anything, so no gang
+   waits for ever. The view gives such a gang a node-affinity term no node meets, and it gets
    no reservation. Why: on the openb window (2 nodes) an 8-GPU, 58-hour priority-2 pod started
    at 190.2 h held half the cluster through a burst of 168 one-GPU priority-2 pods; held back
-   until 285.9 h, gangopt's p95 wait went from 4.7 h to 16 min (``bench.tail_cause``).
+   until 285.9 h, gangopt's p95 wait went from 4.7 h to 16 min (``bench.tail_cause``). It was
+   the only priority-2 gang waiting when it started (priority 2 then had 191 GPU-hours
+   committed, it added 466), so the budget binds whether or not others of its tier wait.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
@@ -133,7 +135,7 @@ class View:
             if committed is not None:
                 line = (
                     f"held back by the committed GPU-time budget (look-ahead commit_hours): its priority's running "
-                    f"gangs and it would commit {committed:.0f} GPU-hours while others of its priority wait"
+                    f"gangs and it would commit {committed:.0f} GPU-hours"
                 )
                 w = Waiting(gang=w.gang, code=w.code, reasons=[line, *w.reasons])
             waiting.append(w)
@@ -217,14 +219,11 @@ def _over_budget(rnd: Round, now: float) -> dict[str, float]:
         if run.expected_end is not None and run.expected_end > now:
             gpus = {r.name: r.requests.get("gpu", 0) / MILLI for r in run.roles}
             committed[run.priority] += sum(gpus[p.role] for p in run.pods) * (run.expected_end - now)
-    waiting: defaultdict[int, int] = defaultdict(int)
-    for g in rnd.pending:
-        waiting[g.priority] += 1
     terms = ObjectiveTerms.of(rnd)
     out: dict[str, float] = {}
     for g in rnd.pending:
         tier = committed.get(g.priority, 0.0)
-        if g.expected_duration is None or waiting[g.priority] < 2 or tier <= 0:
+        if g.expected_duration is None or tier <= 0:
             continue
         per_pod = {r.name: r.requests.get("gpu", 0) / MILLI for r in g.roles}
         mine = sum(per_pod[name] * n for name, n in terms.min_pods(g).items()) * g.expected_duration

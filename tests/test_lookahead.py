@@ -230,7 +230,8 @@ def test_cpsat_under_look_ahead_is_valid_and_never_falls_back(rnd: Round) -> Non
 def budget_round(tier_running: bool = True, **lookahead: Any) -> Round:
     """Two 8-GPU nodes (16 GPUs). Priority 0 runs 1 GPU until now+3600 (1 GPU-hour committed,
     or nothing with ``tier_running=False``); waiting: an 8-GPU, 2-hour priority-0 gang (16
-    GPU-hours), a short 1-GPU priority-0 gang and a lone 8-GPU, 2-hour priority-1 gang."""
+    GPU-hours), a short 1-GPU priority-0 gang and an 8-GPU, 2-hour priority-1 gang (its tier
+    runs nothing)."""
     owner = running("r0", ["n0"], gpu=1, priority=0 if tier_running else 5)
     return make_round(
         cluster(2),
@@ -248,9 +249,10 @@ def budget_round(tier_running: bool = True, **lookahead: Any) -> Round:
 @pytest.mark.parametrize(
     ("hours", "tier_running", "held"),
     [
-        (1.0, True, ["long"]),  # 1 + 16 GPU-hours > 1 h x 16 GPUs; "lone" has no rival of its priority
+        (1.0, True, ["long"]),  # 1 + 16 GPU-hours > 1 h x 16 GPUs; priority 1 runs nothing: "lone" may start
         (1.07, True, []),  # 17 <= 17.1
         (1.0, False, []),  # its tier runs nothing: may start
+        (0.05, True, ["long", "short"]),  # 1 + 1/60 GPU-hours > 0.8: the short gang too
         (None, True, []),  # no budget (the default)
     ],
 )
