@@ -18,16 +18,20 @@ then decides as usual:
 3. **Backfill.** A pending gang of the same or lower priority than a reservation may use its
    nodes only if it surely ends before the reservation starts (``now + expected_duration <=
    start``); otherwise the view gives it a node-affinity term that keeps it off those nodes.
-4. **Committed GPU-time budget** (``commit_hours``, off by default). A pending gang does not
-   start if its tier's running GPUs x remaining time (``expected_end``) plus its own minimum
-   GPUs x ``expected_duration`` would exceed ``commit_hours`` x the cluster's GPUs (Slurm's
-   GrpTRESRunMins, per priority tier); a tier that runs nothing may start anything, so no gang
-   waits for ever. The view gives such a gang a node-affinity term no node meets, and it gets
-   no reservation. Why: on the openb window (2 nodes) an 8-GPU, 58-hour priority-2 pod started
-   at 190.2 h held half the cluster through a burst of 168 one-GPU priority-2 pods; held back
-   until 285.9 h, gangopt's p95 wait went from 4.7 h to 16 min (``bench.tail_cause``). It was
-   the only priority-2 gang waiting when it started (priority 2 then had 191 GPU-hours
-   committed, it added 466), so the budget binds whether or not others of its tier wait.
+4. **Committed GPU-time budget** (``commit_hours``, off by default). A pending gang that
+   would commit at least half the budget (its minimum GPUs x ``expected_duration`` >=
+   ``commit_hours`` x the cluster's GPUs / 2) does not start if its tier's running GPUs x
+   remaining time (``expected_end``) plus its own would exceed the budget (Slurm's
+   GrpTRESRunMins, per priority tier, for the big commitments only); a tier that runs nothing
+   may start anything, so no gang waits for ever. Smaller gangs are never held: applied to
+   every gang, the budget throttled whole tiers (one long priority-1 job, started when its tier
+   ran nothing, kept 9 short priority-1 pods of the openb window waiting). The view gives a
+   held gang a node-affinity term no node meets, and it gets no reservation. Why: on the
+   openb window (2 nodes) an 8-GPU, 58-hour priority-2 pod started at 190.2 h held half the
+   cluster through a burst of 168 one-GPU priority-2 pods; held back until 285.9 h, gangopt's
+   p95 wait went from 4.7 h to 16 min (``bench.tail_cause``). It was the only priority-2 gang
+   waiting when it started (priority 2 then had 191 GPU-hours committed, it added 466), so the
+   budget binds whether or not others of its tier wait.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
@@ -227,7 +231,7 @@ def _over_budget(rnd: Round, now: float) -> dict[str, float]:
             continue
         per_pod = {r.name: r.requests.get("gpu", 0) / MILLI for r in g.roles}
         mine = sum(per_pod[name] * n for name, n in terms.min_pods(g).items()) * g.expected_duration
-        if mine > 0 and tier + mine > budget:
+        if mine >= budget / 2 and tier + mine > budget:
             out[g.name] = (tier + mine) / 3600.0
     return out
 

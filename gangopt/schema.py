@@ -614,10 +614,11 @@ class LookAhead(_Model):
         gt=0,
         le=MAX_SECONDS,
         description="Committed GPU-time budget per priority tier (Slurm's GrpTRESRunMins, per tier), in "
-        "hours of the whole cluster's GPUs: a pending gang does not start if the GPUs x remaining time "
-        "(expected_end) of its tier's running gangs plus its own minimum GPUs x expected_duration would "
-        "exceed commit_hours x the cluster's GPUs. A tier running nothing may always start one. null: no "
-        "budget (the default; docs/objective.md gives the multi-seed replays that decided it).",
+        "hours of the whole cluster's GPUs: a pending gang whose minimum GPUs x expected_duration is at "
+        "least half of commit_hours x the cluster's GPUs does not start if the GPUs x remaining time "
+        "(expected_end) of its tier's running gangs plus its own would exceed that budget. A tier running "
+        "nothing may always start one; smaller gangs are never held. null: no budget (the default; "
+        "docs/objective.md gives the multi-seed replays that decided it).",
     )
 
 

@@ -252,7 +252,8 @@ def budget_round(tier_running: bool = True, **lookahead: Any) -> Round:
         (1.0, True, ["long"]),  # 1 + 16 GPU-hours > 1 h x 16 GPUs; priority 1 runs nothing: "lone" may start
         (1.07, True, []),  # 17 <= 17.1
         (1.0, False, []),  # its tier runs nothing: may start
-        (0.05, True, ["long", "short"]),  # 1 + 1/60 GPU-hours > 0.8: the short gang too
+        (0.05, True, ["long"]),  # 1 + 1/60 GPU-hours > 0.8, but the short gang commits under half of it
+
         (None, True, []),  # no budget (the default)
     ],
 )
