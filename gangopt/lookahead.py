@@ -23,15 +23,20 @@ then decides as usual:
    ``commit_hours`` x the cluster's GPUs / 2) does not start if its tier's running GPUs x
    remaining time (``expected_end``) plus its own would exceed the budget (Slurm's
    GrpTRESRunMins, per priority tier, for the big commitments only); a tier that runs nothing
-   may start anything, so no gang waits for ever. Smaller gangs are never held: applied to
-   every gang, the budget throttled whole tiers (one long priority-1 job, started when its tier
-   ran nothing, kept 9 short priority-1 pods of the openb window waiting). The view gives a
-   held gang a node-affinity term no node meets, and it gets no reservation. Why: on the
-   openb window (2 nodes) an 8-GPU, 58-hour priority-2 pod started at 190.2 h held half the
-   cluster through a burst of 168 one-GPU priority-2 pods; held back until 285.9 h, gangopt's
-   p95 wait went from 4.7 h to 16 min (``bench.tail_cause``). It was the only priority-2 gang
-   waiting when it started (priority 2 then had 191 GPU-hours committed, it added 466), so the
-   budget binds whether or not others of its tier wait.
+   may start anything, so no gang waits for ever. The view gives a held gang a node-affinity
+   term no node meets, and it gets no reservation. Why: on the openb window (2 nodes) an
+   8-GPU, 58-hour priority-2 pod started at 190.2 h held half the cluster through a burst of
+   168 one-GPU priority-2 pods; held back until 285.9 h, gangopt's p95 wait went from 4.7 h to
+   16 min (``bench.tail_cause``). It was the only priority-2 gang waiting when it started
+   (priority 2 then had 191 GPU-hours committed, it added 466), so the budget binds whether or
+   not others of its tier wait. Smaller gangs are never held: applied to every gang, the budget
+   throttled whole tiers (one long priority-1 job, started when its tier ran nothing, kept 9
+   short priority-1 pods of the openb window waiting). Off by default because it does not win
+   on every trace (``python -m bench.replay_table --seeds 3``, docs/capacity-planning.md): at
+   24 h it took the openb window's median p95 wait over 3 seeds from 5.4 h to 13 min and its
+   deadline misses from 93 to 23, but the lightly loaded Philly 600-job slice's mean wait from
+   6.5 min to 9.7 h (long jobs held while GPUs stood idle). Holding only while other gangs
+   wait fixed the slice but lost most of the openb gain (p95 3.9 h) and made b436b2 worse.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the

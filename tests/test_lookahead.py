@@ -253,11 +253,10 @@ def budget_round(tier_running: bool = True, **lookahead: Any) -> Round:
         (1.07, True, []),  # 17 <= 17.1
         (1.0, False, []),  # its tier runs nothing: may start
         (0.05, True, ["long"]),  # 1 + 1/60 GPU-hours > 0.8, but the short gang commits under half of it
-
         (None, True, []),  # no budget (the default)
     ],
 )
-def test_commit_budget_holds_back_long_work_while_its_tier_waits(
+def test_commit_budget_holds_back_big_commitments_of_a_busy_tier(
     hours: float | None, tier_running: bool, held: list[str]
 ) -> None:
     view = look_ahead(budget_round(tier_running, commit_hours=hours, reservations=0))
