@@ -406,7 +406,7 @@ def reused(
     if seed != 0 and old.get("jitter") != jitter:
         raise SystemExit(f"--reuse: the file's seeds jitter arrivals by {old.get('jitter')} s, this run by {jitter} s")
     mine = None if config.lookahead is None else config.lookahead.model_dump(mode="json")
-    if OURS in entry["runs"] and OURS not in ran and old.get("lookahead") != mine:
+    if ran and OURS in entry["runs"] and OURS not in ran and old.get("lookahead") != mine:  # not for --reprint
         raise SystemExit(f"--reuse: the file's {OURS} ran with look-ahead {old.get('lookahead')}, this run has {mine}")
     return [
         Run(
@@ -626,7 +626,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tallies = target_passes(judged)
         if len(seeds) > 1:
             print(f"### {replay.name}: median [min, max] over seeds {', '.join(map(str, seeds))}\n")
-            print(summary_table(summary, len(seeds), sorted(all_reused)))
+            marked = sorted(all_reused) if set(summary) - all_reused else []  # a reprint: no marks
+            print(summary_table(summary, len(seeds), marked))
             if tallies:
                 print(tally_table(tallies))
                 print(f"{sum(t.always for t in tallies)} of {len(tallies)} targets pass on every seed\n")

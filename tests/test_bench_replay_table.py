@@ -265,3 +265,18 @@ def test_seeds_jitter_arrivals_and_seed_the_solver(
         main([*base[:4], "--policy", "gangopt", "--seeds", "0,2", "--jitter", "20", "--reuse", str(two)])
     with pytest.raises(SystemExit, match="jitter"):
         main([*base[:4], "--policy", "gangopt", "--seeds", "2", "--jitter", "5", "--reuse", str(two)])
+
+
+def test_lookahead_setting_is_recorded_and_gangopt_rows_of_another_setting_are_not_reused(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    base = ["--replay", "philly-6214e9", "--first", "20"]
+    assert main([*base, "--policy", "gangopt", "--policy", "greedy", "--json", str(old)]) == 0
+    setting = ["--lookahead", '{"commit_hours": 1}']
+    assert main([*base, "--policy", "gangopt", *setting, "--reuse", str(old), "--json", str(new)]) == 0
+    data = json.loads(new.read_text())["philly-6214e9"]
+    assert data["lookahead"]["commit_hours"] == 1 and data["runs"]["greedy"]["reused"] is True
+    with pytest.raises(SystemExit, match="look-ahead"):  # gangopt's row of old.json ran without it
+        main([*base, "--policy", "greedy", *setting, "--reuse", str(old)])
+    assert main(["--first", "20", "--reprint", str(new)]) == 0  # a reprint of it needs no setting
+    with pytest.raises(SystemExit):
+        main([*base, "--lookahead", '{"commit_hours": -1}'])
