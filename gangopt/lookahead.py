@@ -33,10 +33,12 @@ then decides as usual:
    throttled whole tiers (one long priority-1 job, started when its tier ran nothing, kept 9
    short priority-1 pods of the openb window waiting). Off by default because it does not win
    on every trace (``python -m bench.replay_table --seeds 3``, docs/capacity-planning.md): at
-   24 h it took the openb window's median p95 wait over 3 seeds from 5.4 h to 13 min and its
-   deadline misses from 93 to 23, but the lightly loaded Philly 600-job slice's mean wait from
-   6.5 min to 9.7 h (long jobs held while GPUs stood idle). Holding only while other gangs
-   wait fixed the slice but lost most of the openb gain (p95 3.9 h) and made b436b2 worse.
+   36 h it made gangopt the best of all seven policies on the openb window's five headline
+   metrics on every seed (median p95 wait 5.4 h -> 13.5 min, deadline misses 93 -> 24) and
+   improved b436b2, but held long jobs while GPUs stood idle on the lightly loaded Philly
+   600-job slice (mean wait 6.5 min -> 2.0 h; at 24 h, 9.7 h). Holding only while other gangs
+   wait fixed the slice but lost most of the openb gain (at 24 h: p95 3.9 h) and made b436b2
+   worse.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
