@@ -18,6 +18,27 @@ then decides as usual:
 3. **Backfill.** A pending gang of the same or lower priority than a reservation may use its
    nodes only if it surely ends before the reservation starts (``now + expected_duration <=
    start``); otherwise the view gives it a node-affinity term that keeps it off those nodes.
+4. **Committed GPU-time budget** (``commit_hours``, off by default). A pending gang that
+   would commit at least half the budget (its minimum GPUs x ``expected_duration`` >=
+   ``commit_hours`` x the cluster's GPUs / 2) does not start if its tier's running GPUs x
+   remaining time (``expected_end``) plus its own would exceed the budget (Slurm's
+   GrpTRESRunMins, per priority tier, for the big commitments only); a tier that runs nothing
+   may start anything, so no gang waits for ever. The view gives a held gang a node-affinity
+   term no node meets, and it gets no reservation. Why: on the openb window (2 nodes) an
+   8-GPU, 58-hour priority-2 pod started at 190.2 h held half the cluster through a burst of
+   168 one-GPU priority-2 pods; held back until 285.9 h, gangopt's p95 wait went from 4.7 h to
+   16 min (``bench.tail_cause``). It was the only priority-2 gang waiting when it started
+   (priority 2 then had 191 GPU-hours committed, it added 466), so the budget binds whether or
+   not others of its tier wait. Smaller gangs are never held: applied to every gang, the budget
+   throttled whole tiers (one long priority-1 job, started when its tier ran nothing, kept 9
+   short priority-1 pods of the openb window waiting). Off by default because it does not win
+   on every trace (``python -m bench.replay_table --seeds 3``, docs/capacity-planning.md): at
+   36 h it made gangopt the best of all seven policies on the openb window's five headline
+   metrics on every seed (median p95 wait 5.4 h -> 13.5 min, deadline misses 93 -> 24) and
+   improved b436b2, but held long jobs while GPUs stood idle on the lightly loaded Philly
+   600-job slice (mean wait 6.5 min -> 2.0 h; at 24 h, 9.7 h). Holding only while other gangs
+   wait fixed the slice but lost most of the openb gain (at 24 h: p95 3.9 h) and made b436b2
+   worse.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
@@ -48,10 +69,14 @@ from gangopt.arrays import (
     resource_names,
 )
 from gangopt.objective import ObjectiveTerms
+from gangopt.quantities import MILLI
 from gangopt.schema import MatchExpression, PendingGang, Plan, Role, Round, RunningGang, Waiting
 
 RESERVED_LABEL = "gangopt.io/reserved-for"
 """Node label of the view: the gang a reserved node is held for. Only the view carries it."""
+OVER_BUDGET_LABEL = "gangopt.io/over-commit-budget"
+"""A label no node carries: a pending gang the committed GPU-time budget holds back requires it
+in the view, so it fits nowhere there."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +99,12 @@ class View:
     """Running gangs not preemptible in the view (min run time or eviction budget)."""
     held_off: dict[str, list[str]] = field(default_factory=dict)
     """Pending gang -> the reservations whose nodes it may not use."""
+    over_budget: dict[str, float] = field(default_factory=dict)
+    """Pending gang held back by ``commit_hours`` -> its tier's committed GPU-hours with it."""
 
     @property
     def restricted(self) -> bool:
-        return bool(self.reservations or self.protected)
+        return bool(self.reservations or self.protected or self.over_budget)
 
     def note(self, now: float) -> str:
         """One line for the plan's message ("" when nothing was restricted)."""
@@ -86,6 +113,8 @@ class View:
             parts.append(f"{_nodes_text(r.nodes)} reserved for {r.gang} from t+{max(0.0, r.start - now):.0f}s")
         if self.protected:
             parts.append(f"{len(self.protected)} running gang(s) protected from eviction (minimum run time or budget)")
+        if self.over_budget:
+            parts.append(f"{len(self.over_budget)} pending gang(s) held back by the committed GPU-time budget")
         return f"look-ahead: {'; '.join(parts)}" if parts else ""
 
     def annotate(self, plan: Plan, now: float) -> Plan:
@@ -113,6 +142,13 @@ class View:
                     for r in held
                 ]
                 w = Waiting(gang=w.gang, code=w.code, reasons=[*lines, *w.reasons])
+            committed = self.over_budget.get(w.gang)
+            if committed is not None:
+                line = (
+                    f"held back by the committed GPU-time budget (look-ahead commit_hours): its priority's running "
+                    f"gangs and it would commit {committed:.0f} GPU-hours"
+                )
+                w = Waiting(gang=w.gang, code=w.code, reasons=[line, *w.reasons])
             waiting.append(w)
         message = f"{plan.message}; {note}" if plan.message else note
         return plan.model_copy(update={"message": message, "waiting": waiting})
@@ -128,12 +164,15 @@ def look_ahead(rnd: Round) -> View:
     settings = rnd.policy.lookahead
     now = rnd.now
     running, protected = _protect(rnd, now)
-    reservations = _reserve(rnd, now) if settings.reservations > 0 else []
-    if not protected and not reservations:
+    over = _over_budget(rnd, now)
+    reservations = _reserve(rnd, now, over) if settings.reservations > 0 else []
+    if not protected and not reservations and not over:
         return View(round=rnd)
     cluster = rnd.cluster
     pending = rnd.pending
     held_off: dict[str, list[str]] = {}
+    if over:
+        pending = [_held_back(g) if g.name in over else g for g in pending]
     if reservations:
         holder = {node: r.gang for r in reservations for node in r.nodes}
         nodes = [
@@ -142,14 +181,14 @@ def look_ahead(rnd: Round) -> View:
         ]
         cluster = cluster.model_copy(update={"nodes": nodes})
         pending = []
-        for g in rnd.pending:
+        for g in [_held_back(g) if g.name in over else g for g in rnd.pending]:
             avoid = [r.gang for r in reservations if _held_off(g, r, now)]
             if avoid:
                 held_off[g.name] = avoid
                 g = _avoiding(g, avoid)
             pending.append(g)
     view = rnd.model_copy(update={"cluster": cluster, "running": running, "pending": pending})
-    return View(round=view, reservations=reservations, protected=protected, held_off=held_off)
+    return View(round=view, reservations=reservations, protected=protected, held_off=held_off, over_budget=over)
 
 
 def _protect(rnd: Round, now: float) -> tuple[list[RunningGang], list[str]]:
@@ -176,6 +215,40 @@ def _held_off(g: PendingGang, r: Reservation, now: float) -> bool:
     return g.expected_duration is None or now + g.expected_duration > r.start
 
 
+def _over_budget(rnd: Round, now: float) -> dict[str, float]:
+    """The pending gangs ``commit_hours`` holds back (step 4 of the module docstring), each with
+    its tier's committed GPU-hours had it started. Each gang is judged against the running
+    gangs alone (not against others starting in the same round): the view is built before the
+    round is decided."""
+    hours = rnd.policy.lookahead.commit_hours
+    if hours is None:
+        return {}
+    cluster_gpus = sum(n.capacity.get("gpu", 0) for n in rnd.cluster.nodes if n.schedulable) / MILLI
+    budget = hours * 3600.0 * cluster_gpus
+    committed: dict[int, float] = defaultdict(float)
+    for run in rnd.running:
+        if run.expected_end is not None and run.expected_end > now:
+            gpus = {r.name: r.requests.get("gpu", 0) / MILLI for r in run.roles}
+            committed[run.priority] += sum(gpus[p.role] for p in run.pods) * (run.expected_end - now)
+    terms = ObjectiveTerms.of(rnd)
+    out: dict[str, float] = {}
+    for g in rnd.pending:
+        tier = committed.get(g.priority, 0.0)
+        if g.expected_duration is None or tier <= 0:
+            continue
+        per_pod = {r.name: r.requests.get("gpu", 0) / MILLI for r in g.roles}
+        mine = sum(per_pod[name] * n for name, n in terms.min_pods(g).items()) * g.expected_duration
+        if mine >= budget / 2 and tier + mine > budget:
+            out[g.name] = (tier + mine) / 3600.0
+    return out
+
+
+def _held_back(g: PendingGang) -> PendingGang:
+    term = MatchExpression(key=OVER_BUDGET_LABEL, operator="Exists")
+    roles = [r.model_copy(update={"node_affinity": [*r.node_affinity, term]}) for r in g.roles]
+    return g.model_copy(update={"roles": roles})
+
+
 def _avoiding(g: PendingGang, holders: Sequence[str]) -> PendingGang:
     term = MatchExpression(key=RESERVED_LABEL, operator="NotIn", values=list(holders))
     roles = [r.model_copy(update={"node_affinity": [*r.node_affinity, term]}) for r in g.roles]
@@ -185,8 +258,9 @@ def _avoiding(g: PendingGang, holders: Sequence[str]) -> PendingGang:
 # ----------------------------------------------------------------------------- reservations
 
 
-def _reserve(rnd: Round, now: float) -> list[Reservation]:
-    """Reservations for the blocked gangs, highest priority then longest waiting first."""
+def _reserve(rnd: Round, now: float, over: dict[str, float] | None = None) -> list[Reservation]:
+    """Reservations for the blocked gangs, highest priority then longest waiting first (none
+    for a gang the committed GPU-time budget holds back: ``over``)."""
     settings = rnd.policy.lookahead
     releases = _releases(rnd)
     if not releases:
@@ -202,6 +276,8 @@ def _reserve(rnd: Round, now: float) -> list[Reservation]:
     for g in order:
         if len(out) >= settings.reservations:
             break
+        if over and g.name in over:
+            continue
         if g.group is not None or (g.topology is not None and g.topology.slice_level is not None):
             continue  # groups and slices start on terms this sketch of a placement does not know
         if now - g.submit_time < settings.reserve_after:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangopt
-from gangopt.lookahead import RESERVED_LABEL, look_ahead
+from gangopt.lookahead import OVER_BUDGET_LABEL, RESERVED_LABEL, look_ahead
 from gangopt.schema import LookAhead, PendingGang, Round, RunningGang
 from gangopt.solvers.greedy import greedy
 from tests.builders import cluster, make_round, pending, running
@@ -193,6 +193,7 @@ def timed_rounds(draw: st.DrawFn) -> Round:
         min_run_seconds=draw(st.sampled_from([0.0, 900.0])),
         first_run_seconds=draw(st.sampled_from([0.0, 300.0])),
         max_evictions=draw(st.sampled_from([None, 1, 2])),
+        commit_hours=draw(st.sampled_from([None, None, 0.01, 0.5])),
     )
     policy = rnd.policy.model_copy(update={"lookahead": lookahead, "time_limit": 2.0})
     return rnd.model_copy(update={"running": run, "pending": pend, "policy": policy})
@@ -212,6 +213,7 @@ def test_a_plan_for_the_view_is_a_plan_for_the_round(rnd: Round) -> None:
                 pytest.fail(f"{p.gang} placed on {p.node}, reserved for {holder}")
     for pre in plan.preemptions:
         assert pre.gang not in view.protected
+    assert not set(plan.admitted) & set(view.over_budget)  # held back: fits nowhere in the view
 
 
 @settings(max_examples=examples(25), deadline=None)
@@ -220,3 +222,59 @@ def test_cpsat_under_look_ahead_is_valid_and_never_falls_back(rnd: Round) -> Non
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     assert "failed validation" not in plan.message
+
+
+# ----------------------------------------------------------------------------- committed GPU-time budget
+
+
+def budget_round(tier_running: bool = True, **lookahead: Any) -> Round:
+    """Two 8-GPU nodes (16 GPUs). Priority 0 runs 1 GPU until now+3600 (1 GPU-hour committed,
+    or nothing with ``tier_running=False``); waiting: an 8-GPU, 2-hour priority-0 gang (16
+    GPU-hours), a short 1-GPU priority-0 gang and an 8-GPU, 2-hour priority-1 gang (its tier
+    runs nothing)."""
+    owner = running("r0", ["n0"], gpu=1, priority=0 if tier_running else 5)
+    return make_round(
+        cluster(2),
+        running=[timed(owner, expected_end=NOW + 3600, started_at=0.0)],
+        pending=[
+            lasting(pending("long", gpu=8, submit_time=1.0), 7200),
+            lasting(pending("short", gpu=1, submit_time=2.0), 60),
+            lasting(pending("lone", gpu=8, submit_time=3.0, priority=1), 7200),
+        ],
+        now=NOW,
+        lookahead=LookAhead(**lookahead),
+    )
+
+
+@pytest.mark.parametrize(
+    ("hours", "tier_running", "held"),
+    [
+        (1.0, True, ["long"]),  # 1 + 16 GPU-hours > 1 h x 16 GPUs; priority 1 runs nothing: "lone" may start
+        (1.07, True, []),  # 17 <= 17.1
+        (1.0, False, []),  # its tier runs nothing: may start
+        (0.05, True, ["long"]),  # 1 + 1/60 GPU-hours > 0.8, but the short gang commits under half of it
+        (None, True, []),  # no budget (the default)
+    ],
+)
+def test_commit_budget_holds_back_big_commitments_of_a_busy_tier(
+    hours: float | None, tier_running: bool, held: list[str]
+) -> None:
+    view = look_ahead(budget_round(tier_running, commit_hours=hours, reservations=0))
+    assert sorted(view.over_budget) == held
+    for g in view.round.pending:
+        terms = [t.key for r in g.roles for t in r.node_affinity]
+        assert (OVER_BUDGET_LABEL in terms) == (g.name in held)
+    if held:
+        assert view.over_budget["long"] == pytest.approx(17.0)
+
+
+def test_commit_budget_in_the_plan() -> None:
+    rnd = budget_round(commit_hours=1.0)
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert "long" not in plan.admitted and {"short", "lone"} <= set(plan.admitted)
+    reasons = {w.gang: w.reasons for w in plan.waiting}
+    assert reasons["long"][0].startswith("held back by the committed GPU-time budget")
+    assert "held back by the committed GPU-time budget" in plan.message
+    # the view only removes options: without the budget the long gang starts too
+    assert "long" in gangopt.solve(budget_round()).admitted
