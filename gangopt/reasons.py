@@ -279,7 +279,7 @@ def _fair_share_check(view: _PlanView, g: _Gang, checks: list[Check]) -> Check |
     gang = g.spec
     if gang.queue not in shares:
         return None
-    cohort = {q.name: q.cohort for q in view.rnd.queues}
+    cohort = view.rnd.cohort_roots
     pending = {p.name: p for p in view.rnd.pending}
     mine = shares[gang.queue]
     for check in checks:

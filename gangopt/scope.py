@@ -53,12 +53,14 @@ class Scope:
         self.queues: dict[str, Queue] = {q.name: q for q in rnd.queues}
         self.plain = all(q.preemption == DEFAULT_POLICY for q in rnd.queues)
         """Every queue keeps the default policy: may preempt = strictly higher priority."""
+        self.root = rnd.cohort_roots
+        """Per queue, the root of its cohort tree: the cohort its reclaims run over."""
         cohorts: dict[str, int] = defaultdict(int)
-        for q in rnd.queues:
-            if q.cohort is not None:
-                cohorts[q.cohort] += 1
+        for root in self.root.values():
+            if root is not None:
+                cohorts[root] += 1
         self.beyond_priority = any(
-            (q.preemption.reclaim_within_cohort == "any" and q.cohort is not None and cohorts[q.cohort] > 1)
+            (q.preemption.reclaim_within_cohort == "any" and cohorts[self.root[q.name] or ""] > 1)
             or q.preemption.within_queue == NEWER
             for q in rnd.queues
         )
@@ -80,9 +82,9 @@ class Scope:
         return policy.other_queues == "lower_priority"
 
     def cohort_mates(self, queue: str, other: str) -> bool:
-        """Two different declared queues of one cohort."""
-        a, b = self.queues.get(queue), self.queues.get(other)
-        return queue != other and a is not None and b is not None and a.cohort is not None and a.cohort == b.cohort
+        """Two different declared queues of one cohort tree."""
+        a, b = self.root.get(queue), self.root.get(other)
+        return queue != other and a is not None and a == b
 
     def reclaims(self, gang: GangSpec, victim: GangSpec, borrowing_with: bool, within_nominal: bool) -> bool:
         """Whether ``gang`` may preempt ``victim`` of another queue of its cohort (or a newer

@@ -15,6 +15,7 @@ debugged from the message alone.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -654,7 +655,8 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     if higher and policy.other_queues == "lower_priority":
         return None
     mine, theirs = ctx.queue_spec(gang.queue), ctx.queue_spec(victim.queue)
-    if mine is None or theirs is None or mine.cohort is None or mine.cohort != theirs.cohort:
+    roots = [_tree_root(ctx.rnd, q.cohort) if q is not None and q.cohort is not None else None for q in (mine, theirs)]
+    if roots[0] is None or roots[0] != roots[1]:
         theirs = None
     if theirs is None or not _borrowing_with(ctx, victim, theirs):
         if policy.other_queues == "never":
@@ -778,32 +780,97 @@ def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: 
 
 
 class _Scope(NamedTuple):
-    """One quota limit: the queues it sums over, the resource, and the limit in milli-units."""
+    """One quota limit: the queues whose usage counts, the resource, the limit in milli-units,
+    and for a cohort how the queues' usage makes the subtree's (``measure``; None: the sum)."""
 
     label: str
     queues: frozenset[str]
     resource: str
     limit: int
+    measure: Callable[[Mapping[str, int]], int] | None = None
+
+
+def _tree_root(rnd: Round, cohort: str) -> str:
+    """The root of ``cohort``'s tree (``Round.cohorts``; an undeclared cohort is its own)."""
+    parent = {c.name: c.parent for c in rnd.cohorts}
+    while (up := parent.get(cohort)) is not None:
+        cohort = up
+    return cohort
 
 
 def _quota_scopes(rnd: Round) -> list[_Scope]:
-    """Every limit of the round: per queue ``nominal (+ borrowing_limit in a cohort)``, and per
-    cohort the members' total nominal. Unlisted resources (and, in a cohort, unlisted borrowing
-    limits) are unlimited; a cohort sums only members that list the resource in ``nominal``."""
+    """Every limit of the round: per queue ``nominal`` (no cohort) or ``nominal +
+    borrowing_limit`` (in a cohort, when listed), and per cohort of a tree its subtree's
+    limit (:func:`_cohort_scopes`). Unlisted resources (and, in a cohort, unlisted borrowing
+    limits) are unlimited; a cohort counts only queues that list the resource in ``nominal``."""
     scopes: list[_Scope] = []
-    cohorts: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     for q in rnd.queues:
         for res, nominal in sorted(q.nominal.items()):
             if q.cohort is None:
                 scopes.append(_Scope(f"queue {q.name}", frozenset([q.name]), res, nominal))
-                continue
-            cohorts[(q.cohort, res)].append((q.name, nominal))
-            if res in q.borrowing_limit:
+            elif res in q.borrowing_limit:
                 limit = nominal + q.borrowing_limit[res]
                 scopes.append(_Scope(f"queue {q.name} (nominal + borrowing limit)", frozenset([q.name]), res, limit))
-    for (cohort, res), members in sorted(cohorts.items()):
-        queues = frozenset(name for name, _ in members)
-        scopes.append(_Scope(f"cohort {cohort}", queues, res, sum(n for _, n in members)))
+    return scopes + _cohort_scopes(rnd)
+
+
+def _cohort_scopes(rnd: Round) -> list[_Scope]:
+    """Rule 6 at every cohort of every tree, read directly from docs/rules.md: a subtree's
+    quota ``S`` is its queues' nominal + the cohort's own + what each child cohort lends
+    (``S_d - G_d``, ``G_d = max(0, S_d - lending_limit_d)``); its usage ``U`` is its queues'
+    usage + ``max(0, U_d - G_d)`` per child; the limit is ``S`` at a root and
+    ``S + borrowing_limit`` below (when listed)."""
+    declared = {c.name: c for c in rnd.cohorts}
+    parent: dict[str, str | None] = {c.name: c.parent for c in rnd.cohorts}
+    for q in rnd.queues:
+        if q.cohort is not None:
+            parent.setdefault(q.cohort, None)
+    queues_of: dict[str, list[Queue]] = defaultdict(list)
+    kids: dict[str, list[str]] = defaultdict(list)
+    for q in rnd.queues:
+        if q.cohort is not None:
+            queues_of[q.cohort].append(q)
+    for name, up in parent.items():
+        if up is not None:
+            kids[up].append(name)
+
+    def own(name: str, field: str) -> Mapping[str, int]:
+        spec = declared.get(name)
+        return {} if spec is None else getattr(spec, field)
+
+    def subtree(name: str, res: str) -> set[str]:
+        out = {q.name for q in queues_of[name] if res in q.nominal}
+        for d in kids[name]:
+            out |= subtree(d, res)
+        return out
+
+    def quota(name: str, res: str) -> int:
+        total = own(name, "nominal").get(res, 0) + sum(q.nominal.get(res, 0) for q in queues_of[name])
+        return total + sum(quota(d, res) - keeps(d, res) for d in kids[name])
+
+    def keeps(name: str, res: str) -> int:
+        lending = own(name, "lending_limit").get(res)
+        return 0 if lending is None else max(0, quota(name, res) - lending)
+
+    def usage(name: str, res: str, amounts: Mapping[str, int]) -> int:
+        total = sum(amounts.get(q.name, 0) for q in queues_of[name] if res in q.nominal)
+        return total + sum(max(0, usage(d, res, amounts) - keeps(d, res)) for d in kids[name])
+
+    scopes: list[_Scope] = []
+    for name in sorted(parent):
+        for res in sorted({r for q in rnd.queues for r in q.nominal}):
+            members = subtree(name, res)
+            if not members:
+                continue
+            if parent[name] is None:
+                label, limit = f"cohort {name}", quota(name, res)
+            elif res in own(name, "borrowing_limit"):
+                label = f"cohort {name} (quota + borrowing limit)"
+                limit = quota(name, res) + own(name, "borrowing_limit")[res]
+            else:
+                continue
+            measure = functools.partial(usage, name, res)
+            scopes.append(_Scope(label, frozenset(members), res, limit, measure))
     return scopes
 
 
@@ -817,10 +884,11 @@ def _scope_over(ctx: _Context, scope: _Scope, extra: Mapping[str, Amounts] | Non
 def _scope_usage(ctx: _Context, scope: _Scope, extra: Mapping[str, Amounts] | None = None) -> tuple[int, int]:
     """Usage of the scope's resource after the plan (plus ``extra``) and before the round."""
     res = scope.resource
-    after = sum(ctx.queue_after.get(q, Counter())[res] for q in scope.queues)
-    after += sum((extra or {}).get(q, {}).get(res, 0) for q in scope.queues)
-    before = sum(ctx.queue_before.get(q, Counter())[res] for q in scope.queues)
-    return after, before
+    after = {q: ctx.queue_after.get(q, Counter())[res] + (extra or {}).get(q, {}).get(res, 0) for q in scope.queues}
+    before = {q: ctx.queue_before.get(q, Counter())[res] for q in scope.queues}
+    if scope.measure is None:
+        return sum(after.values()), sum(before.values())
+    return scope.measure(after), scope.measure(before)
 
 
 def _check_quota(ctx: _Context) -> list[Violation]:

@@ -635,9 +635,11 @@ def test_asking_none_of_a_resource_the_node_lacks_is_valid(tmp_path: Path) -> No
 
 
 def test_a_queue_reads_the_root_of_its_cohort_tree(tmp_path: Path) -> None:
-    """Round.cohorts: a queue's cohort is resolved to its tree's root at load time (on mappings
-    and on built queues alike); a cohort the tree does not declare stands alone, and a round
-    without cohorts keeps its queues' cohorts as written (backward compatible)."""
+    """Round.cohorts: a queue keeps the cohort it names (a node of a tree, so that quotas can
+    be read at every level) and ``Round.cohort_roots`` gives its tree's root (on loaded and on
+    built rounds alike); a cohort the tree does not declare stands alone, and a round without
+    cohorts keeps its queues' cohorts as written (backward compatible). A dumped round loads
+    back to the same tree."""
     data = base()
     data["queues"] = [
         {"name": "a", "cohort": "vision"},
@@ -648,11 +650,14 @@ def test_a_queue_reads_the_root_of_its_cohort_tree(tmp_path: Path) -> None:
     data["running"][0]["queue"] = "b"
     plain = parse_model(Round, data, "round")
     assert [q.cohort for q in plain.queues] == ["vision", "research", "elsewhere"]
+    assert plain.cohort_roots == {"a": "vision", "b": "research", "c": "elsewhere"}
     data["cohorts"] = [{"name": "org"}, {"name": "research", "parent": "org"}, {"name": "vision", "parent": "research"}]
     path = tmp_path / "round.json"
     path.write_text(json.dumps(data))
     loaded = gangopt.load_round(path)
-    assert [q.cohort for q in loaded.queues] == ["org", "org", "elsewhere"]
+    assert [q.cohort for q in loaded.queues] == ["vision", "research", "elsewhere"]
+    assert loaded.cohort_roots == {"a": "org", "b": "org", "c": "elsewhere"}
     built = Round(cluster=loaded.cluster, queues=plain.queues, cohorts=loaded.cohorts)
-    assert [q.cohort for q in built.queues] == ["org", "org", "elsewhere"]
-    assert Round.model_validate(loaded.model_dump()) == loaded
+    assert built.cohort_roots == {"a": "org", "b": "org", "c": "elsewhere"}
+    again = Round.model_validate(loaded.model_dump())
+    assert again == loaded and again.cohort_roots == loaded.cohort_roots
