@@ -105,6 +105,20 @@ class CohortTree:
             out[queues] = min(offset, out.get(queues, offset))
         return out
 
+    def below_common(self, a: str, b: str) -> tuple[list[str], list[str]]:
+        """The cohorts from ``a`` and from ``b`` up to, not including, their lowest common
+        ancestor (both in one tree)."""
+
+        def up(c: str) -> list[str]:
+            out = [c]
+            while (parent := self.spec[out[-1]].parent) is not None:
+                out.append(parent)
+            return out
+
+        up_a, up_b = up(a), up(b)
+        common = next(c for c in up_a if c in up_b)
+        return up_a[: up_a.index(common)], up_b[: up_b.index(common)]
+
     def usage(self, cohort: str, res: str, per_queue: Mapping[str, Mapping[str, int]]) -> int:
         """``U`` of the subtree from per-queue usage (read through :meth:`forms`)."""
         return max(

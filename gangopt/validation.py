@@ -658,7 +658,7 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     roots = [_tree_root(ctx.rnd, q.cohort) if q is not None and q.cohort is not None else None for q in (mine, theirs)]
     if roots[0] is None or roots[0] != roots[1]:
         theirs = None
-    if theirs is None or not _borrowing_with(ctx, victim, theirs):
+    if theirs is None or not _borrowing_with(ctx, victim, theirs, mine):
         if policy.other_queues == "never":
             return (
                 f"{what} of queue {gang.queue} (policy other_queues never), but queue {victim.queue} is no cohort "
@@ -668,7 +668,7 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     assert mine is not None  # a cohort peer
     after = ctx.queue_after.get(mine.name, Counter())
     borrows = sorted(r for r, nominal in mine.nominal.items() if after[r] > nominal)
-    if not borrows:
+    if not borrows or _subtree_within(ctx, mine, theirs):
         rule = policy.reclaim_within_cohort
         if rule == "any" or (rule == "lower_priority" and higher):
             return None
@@ -689,15 +689,45 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     )
 
 
-def _borrowing_with(ctx: _Context, victim: RunningGang, queue: Queue) -> bool:
+def _borrowing_with(ctx: _Context, victim: RunningGang, queue: Queue, preemptor: Queue | None = None) -> bool:
     """Whether ``queue`` (the victim's) is above its nominal, after the plan with the victim's
     lost pods put back, on a resource they request: reclaim takes back only what the queue
-    borrows (Kueue stops at the nominal too)."""
+    borrows (Kueue stops at the nominal too). Against a ``preemptor`` of another branch of the
+    tree, on that resource every cohort between the victim's queue and their lowest common
+    cohort that holds it (lists it in ``nominal``) must be above its quota too: a cohort's own
+    quota guarantees its subtree."""
     lost: Counter[str] = Counter()
     for pod in ctx.lost(victim):
         lost.update(ctx.requests(victim.name, pod.role))
     after = ctx.queue_after.get(queue.name, Counter())
-    return any(after[r] + amount > queue.nominal[r] for r, amount in lost.items() if r in queue.nominal)
+    over = [r for r, amount in lost.items() if r in queue.nominal and after[r] + amount > queue.nominal[r]]
+    if not over or preemptor is None or preemptor.cohort is None or queue.cohort is None:
+        return bool(over)
+    tree = _Tree(ctx.rnd)
+    _, path = tree.below_common(preemptor.cohort, queue.cohort)
+    for r in over:
+        amounts = {q: used[r] for q, used in ctx.queue_after.items()}
+        amounts[queue.name] = amounts.get(queue.name, 0) + lost[r]
+        if all(tree.usage(c, r, amounts) > tree.quota(c, r) for c in path if r in tree.own(c, "nominal")):
+            return True
+    return False
+
+
+def _subtree_within(ctx: _Context, mine: Queue, theirs: Queue | None) -> bool:
+    """Whether a cohort between ``mine`` (the preemptor's queue) and its lowest common cohort
+    with ``theirs`` holds quota (lists resources in ``nominal``) and ends within it on every
+    one of them its subtree limits: the preemptor is then within its guarantee at that level."""
+    if theirs is None or mine.cohort is None or theirs.cohort is None:
+        return False
+    tree = _Tree(ctx.rnd)
+    path, _ = tree.below_common(mine.cohort, theirs.cohort)
+    for c in path:
+        held = [r for r in sorted(tree.own(c, "nominal")) if tree.subtree(c, r)]
+        if held and all(
+            tree.usage(c, r, {q: used[r] for q, used in ctx.queue_after.items()}) <= tree.quota(c, r) for r in held
+        ):
+            return True
+    return False
 
 
 def _reprieves(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:
@@ -814,62 +844,81 @@ def _quota_scopes(rnd: Round) -> list[_Scope]:
     return scopes + _cohort_scopes(rnd)
 
 
-def _cohort_scopes(rnd: Round) -> list[_Scope]:
-    """Rule 6 at every cohort of every tree, read directly from docs/rules.md: a subtree's
-    quota ``S`` is its queues' nominal + the cohort's own + what each child cohort lends
+class _Tree:
+    """The cohort trees of a round, read directly from docs/rules.md, rule 6: a subtree's quota
+    ``S`` is its queues' nominal + the cohort's own + what each child cohort lends
     (``S_d - G_d``, ``G_d = max(0, S_d - lending_limit_d)``); its usage ``U`` is its queues'
-    usage + ``max(0, U_d - G_d)`` per child; the limit is ``S`` at a root and
-    ``S + borrowing_limit`` below (when listed)."""
-    declared = {c.name: c for c in rnd.cohorts}
-    parent: dict[str, str | None] = {c.name: c.parent for c in rnd.cohorts}
-    for q in rnd.queues:
-        if q.cohort is not None:
-            parent.setdefault(q.cohort, None)
-    queues_of: dict[str, list[Queue]] = defaultdict(list)
-    kids: dict[str, list[str]] = defaultdict(list)
-    for q in rnd.queues:
-        if q.cohort is not None:
-            queues_of[q.cohort].append(q)
-    for name, up in parent.items():
-        if up is not None:
-            kids[up].append(name)
+    usage + ``max(0, U_d - G_d)`` per child. Only queues listing a resource count for it."""
 
-    def own(name: str, field: str) -> Mapping[str, int]:
-        spec = declared.get(name)
+    def __init__(self, rnd: Round) -> None:
+        self.declared = {c.name: c for c in rnd.cohorts}
+        self.parent: dict[str, str | None] = {c.name: c.parent for c in rnd.cohorts}
+        for q in rnd.queues:
+            if q.cohort is not None:
+                self.parent.setdefault(q.cohort, None)
+        self.queues_of: dict[str, list[Queue]] = defaultdict(list)
+        self.kids: dict[str, list[str]] = defaultdict(list)
+        for q in rnd.queues:
+            if q.cohort is not None:
+                self.queues_of[q.cohort].append(q)
+        for name, up in self.parent.items():
+            if up is not None:
+                self.kids[up].append(name)
+
+    def own(self, name: str, field: str) -> Mapping[str, int]:
+        spec = self.declared.get(name)
         return {} if spec is None else getattr(spec, field)
 
-    def subtree(name: str, res: str) -> set[str]:
-        out = {q.name for q in queues_of[name] if res in q.nominal}
-        for d in kids[name]:
-            out |= subtree(d, res)
+    def subtree(self, name: str, res: str) -> set[str]:
+        out = {q.name for q in self.queues_of[name] if res in q.nominal}
+        for d in self.kids[name]:
+            out |= self.subtree(d, res)
         return out
 
-    def quota(name: str, res: str) -> int:
-        total = own(name, "nominal").get(res, 0) + sum(q.nominal.get(res, 0) for q in queues_of[name])
-        return total + sum(quota(d, res) - keeps(d, res) for d in kids[name])
+    def quota(self, name: str, res: str) -> int:
+        total = self.own(name, "nominal").get(res, 0) + sum(q.nominal.get(res, 0) for q in self.queues_of[name])
+        return total + sum(self.quota(d, res) - self.keeps(d, res) for d in self.kids[name])
 
-    def keeps(name: str, res: str) -> int:
-        lending = own(name, "lending_limit").get(res)
-        return 0 if lending is None else max(0, quota(name, res) - lending)
+    def keeps(self, name: str, res: str) -> int:
+        lending = self.own(name, "lending_limit").get(res)
+        return 0 if lending is None else max(0, self.quota(name, res) - lending)
 
-    def usage(name: str, res: str, amounts: Mapping[str, int]) -> int:
-        total = sum(amounts.get(q.name, 0) for q in queues_of[name] if res in q.nominal)
-        return total + sum(max(0, usage(d, res, amounts) - keeps(d, res)) for d in kids[name])
+    def usage(self, name: str, res: str, amounts: Mapping[str, int]) -> int:
+        total = sum(amounts.get(q.name, 0) for q in self.queues_of[name] if res in q.nominal)
+        return total + sum(max(0, self.usage(d, res, amounts) - self.keeps(d, res)) for d in self.kids[name])
 
+    def up(self, cohort: str) -> list[str]:
+        """``cohort`` and its ancestors, up to the root."""
+        out = [cohort]
+        while (parent := self.parent.get(out[-1])) is not None:
+            out.append(parent)
+        return out
+
+    def below_common(self, a: str, b: str) -> tuple[list[str], list[str]]:
+        """The cohorts from ``a`` and from ``b`` up to, not including, their lowest common one."""
+        up_a, up_b = self.up(a), self.up(b)
+        common = next(c for c in up_a if c in up_b)
+        return up_a[: up_a.index(common)], up_b[: up_b.index(common)]
+
+
+def _cohort_scopes(rnd: Round) -> list[_Scope]:
+    """Rule 6 at every cohort of every tree (:class:`_Tree`): the limit is ``S`` at a root and
+    ``S + borrowing_limit`` below (when listed)."""
+    tree = _Tree(rnd)
     scopes: list[_Scope] = []
-    for name in sorted(parent):
+    for name in sorted(tree.parent):
         for res in sorted({r for q in rnd.queues for r in q.nominal}):
-            members = subtree(name, res)
+            members = tree.subtree(name, res)
             if not members:
                 continue
-            if parent[name] is None:
-                label, limit = f"cohort {name}", quota(name, res)
-            elif res in own(name, "borrowing_limit"):
+            if tree.parent[name] is None:
+                label, limit = f"cohort {name}", tree.quota(name, res)
+            elif res in tree.own(name, "borrowing_limit"):
                 label = f"cohort {name} (quota + borrowing limit)"
-                limit = quota(name, res) + own(name, "borrowing_limit")[res]
+                limit = tree.quota(name, res) + tree.own(name, "borrowing_limit")[res]
             else:
                 continue
-            measure = functools.partial(usage, name, res)
+            measure = functools.partial(tree.usage, name, res)
             scopes.append(_Scope(label, frozenset(members), res, limit, measure))
     return scopes
 

@@ -559,6 +559,9 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
                 helpers_on[k].append(var)
                 continue
             needs = scope.reclaim_needs(spec, gang)
+            if scope.tree_bound(spec, gang):  # reads cohort quotas on the way: left out, no proof
+                enc.stricter = True
+                needs = "never"
             lit = None
             if needs == "own_nominal":  # a newer gang of equal priority in spec's own queue
                 lit = _within(enc, spec.queue)
