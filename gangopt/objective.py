@@ -164,9 +164,10 @@ class ObjectiveTerms:
             return frozenset()
         queues = {q.name: q for q in self.rnd.queues}
         reclaimers: dict[str | None, set[str]] = {}
+        roots = self.rnd.cohort_roots
         for q in self.rnd.queues:
             if q.preemption.reclaim_within_cohort == "any":
-                reclaimers.setdefault(self.rnd.cohort_roots[q.name], set()).add(q.name)
+                reclaimers.setdefault(roots[q.name], set()).add(q.name)
         usage: dict[str, Counter[str]] = {}
         for run in self.rnd.running:
             roles = {r.name: r for r in run.roles}
@@ -177,7 +178,7 @@ class ObjectiveTerms:
             name
             for name, total in usage.items()
             if name in queues
-            and bool(reclaimers.get(self.rnd.cohort_roots[name], set()) - {name})
+            and bool(reclaimers.get(roots[name], set()) - {name})
             and any(total[r] > n for r, n in queues[name].nominal.items())
         }
         newer_than_waiting = {

@@ -36,7 +36,6 @@ from pydantic_core import PydanticCustomError
 
 from gangopt.checks import NODE_LEVEL as NODE_LEVEL  # the implicit finest topology level: every node
 from gangopt.checks import check_round, cohort_roots
-from gangopt.memo import derived
 from gangopt.quantities import format_quantity, parse_quantity
 
 API_VERSION = "gangopt/v1"
@@ -716,8 +715,9 @@ class Round(_WithDerived):
     def cohort_roots(self) -> dict[str, str | None]:
         """Per queue, the root of its cohort's tree: the cohort every rule that reads a whole
         cohort (reclaim, fair share, the borrower's view of the peers) reads. A cohort not
-        declared in ``cohorts`` stands alone; None: no cohort."""
-        return derived(self, "cohort-roots", (self.queues, self.cohorts), lambda: cohort_roots(self))
+        declared in ``cohorts`` stands alone; None: no cohort. Computed on each call (a walk
+        over the cohorts: microseconds; readers take it once per solve)."""
+        return cohort_roots(self)
 
     @property
     def now(self) -> float:

@@ -192,6 +192,28 @@ CHECK_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         setter("cohorts", [{"name": "a"}, {"name": "a"}]),
         [("$.cohorts[1].name", r"^duplicate cohort name 'a' \(first at index 0\)$")],
     ),
+    (
+        "borrowing limit on a root cohort",
+        setter("cohorts", [{"name": "org", "nominal": {"gpu": 4}, "borrowing_limit": {"gpu": 2}}]),
+        [("$.cohorts[0].borrowing_limit", r"^cohort 'org' has no parent to borrow from or lend to$")],
+    ),
+    (
+        "lending limit of a resource the cohort does not list",
+        setter("cohorts", [{"name": "org"}, {"name": "gpu", "parent": "org", "lending_limit": {"gpu": 2}}]),
+        [("$.cohorts[1].lending_limit.gpu", r"^'gpu' is not in the cohort's nominal \(list it there; 0 holds")],
+    ),
+    (
+        "more lending limits than the rows allow",
+        setter(
+            "cohorts",
+            [{"name": "org"}]
+            + [
+                {"name": f"c{i}", "parent": "org", "nominal": {"gpu": 0}, "lending_limit": {"gpu": 0}}
+                for i in range(9)
+            ],
+        ),
+        [("$.cohorts[9].lending_limit", r"^at most 8 cohorts may set a lending limit$")],
+    ),
     # -- names
     (
         "duplicate queue name",
@@ -465,6 +487,16 @@ SCHEMA_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         "zero slice size",
         pending_topology(slice_level="rack", slice_size=0),
         [("$.pending[0].topology.slice_size", r"greater than or equal to 1")],
+    ),
+    (
+        "negative cohort quota",
+        setter("cohorts", [{"name": "org", "nominal": {"gpu": -4}}]),
+        [("$.cohorts[0].nominal.gpu", r"^quantity must not be negative, got -4$")],
+    ),
+    (
+        "cohort weight above the cap",
+        setter("cohorts", [{"name": "org", "weight": 1e9}]),
+        [("$.cohorts[0].weight", r"less than or equal to 1000")],
     ),
     (
         "negative preemption cost",

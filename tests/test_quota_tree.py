@@ -129,7 +129,8 @@ def test_lending_limits_make_exact_rows() -> None:
     # keep's 8 are all kept back (G = 8): the root holds 0 for others, 8 more when k counts
     assert [(r.queues, r.limit) for r in rows] == [(("k", "o"), 8 * GPU), (("o",), 0)]
     tree = CohortTree(_lending_round({"gpu": 2}))
-    assert (tree.quota("keep", "gpu"), tree.kept("keep", "gpu"), tree.quota("org", "gpu")) == (8 * GPU, 6 * GPU, 2 * GPU)
+    quotas = (tree.quota("keep", "gpu"), tree.kept("keep", "gpu"), tree.quota("org", "gpu"))
+    assert quotas == (8 * GPU, 6 * GPU, 2 * GPU)
     assert tree.usage("org", "gpu", {"k": {"gpu": 7 * GPU}, "o": {"gpu": GPU}}) == 2 * GPU
 
 
