@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gangopt
 from gangopt.objective import lexicographic_key, score
 from gangopt.quota_tree import CohortTree, quota_rows
 from gangopt.schema import Cohort, Plan, Queue, QueuePreemption, Round, Score, Status
 from gangopt.solvers import SOLVERS
-from gangopt.validation import validate
+from gangopt.validation import _cohort_scopes, _Tree, validate
 from tests.builders import cluster, make_plan, make_round, pending, running
 from tests.strategies import cohort_rounds, examples
 
@@ -243,3 +244,80 @@ def test_a_tree_without_cohort_quotas_reads_as_its_flattened_root(rnd: Round) ->
     assert {(r.queues, r.resource, r.limit) for r in quota_rows(bare)} == {
         (r.queues, r.resource, r.limit) for r in quota_rows(flat)
     }
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cohort_rounds(cohort_quotas=True), st.lists(st.integers(0, 24), min_size=3, max_size=3))
+def test_the_rows_and_the_validators_tree_agree(rnd: Round, used: list[int]) -> None:
+    """The two readings of rule 6 (the optimizer's rows, the validator's recursive maxima) give
+    every cohort the same quota and usage, and a usage breaks some row of a cohort exactly when
+    it breaks the validator's limit of that cohort (no usage before the round: no tolerance)."""
+    usage = {q.name: {"gpu": GPU * n} for q, n in zip(rnd.queues, used, strict=False)}
+    tree, theirs = CohortTree(rnd), _Tree(rnd)
+    for name in tree.spec:
+        assert tree.quota(name, "gpu") == theirs.quota(name, "gpu"), name
+        assert tree.usage(name, "gpu", usage) == theirs.usage(name, "gpu", {q: u["gpu"] for q, u in usage.items()})
+    broken_rows = {
+        row.label
+        for row in quota_rows(rnd)
+        if row.label.startswith("cohort ") and sum(usage.get(q, {}).get("gpu", 0) for q in row.queues) > row.limit
+    }
+    broken_scopes = {
+        scope.label.split(" (")[0]
+        for scope in _cohort_scopes(rnd)
+        if scope.measure is not None and scope.measure({q: u["gpu"] for q, u in usage.items()}) > scope.limit
+    }
+    assert broken_rows == broken_scopes
+
+
+def _usage_after(rnd: Round, plan: Plan) -> dict[str, dict[str, int]]:
+    """Per queue and resource, the requests of kept running pods and new pods."""
+    gone = {pod for p in plan.preemptions for pod in p.pods}
+    specs = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    out: dict[str, dict[str, int]] = {}
+
+    def add(gang: str, role: str) -> None:
+        spec = specs[gang]
+        used = out.setdefault(spec.queue, {})
+        for res, amount in next(r for r in spec.roles if r.name == role).requests.items():
+            used[res] = used.get(res, 0) + amount
+
+    for g in rnd.running:
+        for pod in g.pods:
+            if pod.name not in gone:
+                add(g.name, pod.role)
+    for p in plan.placements:
+        add(p.gang, p.role)
+    return out
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cohort_rounds(cohort_quotas=True))
+def test_a_queue_within_its_nominal_never_loses_work_to_another_queues_reclaim(rnd: Round) -> None:
+    """Issue 15's guarantee on trees whose cohorts hold quota: whenever a gang of another queue
+    preempts a victim by a cohort reclaim (not by strictly higher priority under
+    other_queues lower_priority), the victim's queue is above its nominal with the victim's
+    lost pods back, on a resource they request — whatever the solver."""
+    queues = {q.name: q for q in rnd.queues}
+    specs = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    for name in SOLVERS:
+        plan = gangopt.solve(rnd, solver=name, annotate=False)
+        after = _usage_after(rnd, plan)
+        for pre in plan.preemptions:
+            victim = specs[pre.gang]
+            lost: dict[str, int] = {}
+            for pod in victim.pods:  # type: ignore[union-attr]  # a running gang
+                if pod.name in pre.pods:
+                    for res, a in next(r for r in victim.roles if r.name == pod.role).requests.items():
+                        lost[res] = lost.get(res, 0) + a
+            theirs = queues[victim.queue]
+            for gang in pre.for_gangs:
+                mine = specs[gang]
+                if mine.queue == victim.queue:
+                    continue
+                if mine.priority > victim.priority and queues[mine.queue].preemption.other_queues == "lower_priority":
+                    continue
+                used = after.get(victim.queue, {})
+                assert any(
+                    used.get(r, 0) + a > theirs.nominal[r] for r, a in lost.items() if r in theirs.nominal
+                ), (name, pre, gang)
