@@ -26,7 +26,7 @@ from gangopt.k8s.export import REQUEST_ANNOTATION
 from gangopt.objective import tree_fractions
 from gangopt.quantities import parse_quantity
 from gangopt.replay.generate import dump_round
-from gangopt.schema import PendingGang, Placement, Plan, Policy, RunningGang, Status
+from gangopt.schema import PendingGang, Placement, Plan, Policy, Round, RunningGang, Status
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s"
 FORMS = ["scheduler-plugins", "koordinator", "volcano", "kueue", "kep-4671"]
@@ -920,6 +920,42 @@ def test_kueue_cohort_resource_groups_and_fair_sharing_map_onto_the_cohort() -> 
     assert any(w.startswith("Cohort org") and "a cohort without parentName is a root" in w for w in imp.warnings)
     assert not any(w.startswith("Cohort research") for w in imp.warnings), imp.warnings
     assert gangopt.validate(imp.round, gangopt.solve(imp.round)) == []
+
+
+def test_kueue_and_volcano_trees_round_trip_through_the_round_file() -> None:
+    """Imported cohort trees (a Kueue tree with quotas and limits, a Volcano hierarchy) survive
+    the round file: written, read back and imported again in another order they give the same
+    round, the same tree (every queue keeps the cohort it named, so quotas stay per level) and
+    a plan the validator accepts."""
+    objects = [
+        _cohort("org", {}),
+        _cohort(
+            "research",
+            {
+                "parentName": "org",
+                "resourceGroups": _groups(("a", {"nominalQuota": 8, "borrowingLimit": 0, "lendingLimit": 4})),
+                "fairSharing": {"weight": "500m"},
+            },
+        ),
+        _queue_in("cq-a", "research"),
+        _queue_in("cq-b", "org"),
+        _volcano_queue("prod", "root/eng/prod", "1/2/8"),
+        _volcano_queue("sci", "root/sci", "1/1"),
+    ]
+    first = imported("cluster", objects=objects).round
+    text = dump_round(first)
+    back = Round.model_validate(json.loads(text))
+    assert back == first and back.cohort_roots == first.cohort_roots
+    assert back.cohort_roots["cq-a"] == "org" and back.cohort_roots["prod"] == "root"
+    assert dump_round(imported("cluster", objects=list(reversed(objects))).round) == text
+    research = next(c for c in back.cohorts if c.name == "research")
+    assert (research.nominal, research.borrowing_limit, research.lending_limit, research.weight) == (
+        {"gpu": 8000},
+        {"gpu": 0},
+        {"gpu": 4000},
+        0.5,
+    )
+    assert gangopt.validate(back, gangopt.solve(back)) == []
 
 
 def _volcano_queue(name: str, hierarchy: str | None, weights: str | None, gpus: int = 8) -> Json:
