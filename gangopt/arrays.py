@@ -453,7 +453,8 @@ class QuotaLimits:
     * a queue in a cohort, per resource in ``nominal`` *and* ``borrowing_limit``: its usage <=
       nominal + borrowing limit (no borrowing limit: no per-queue bound);
     * a cohort, per resource: usage of the members that list the resource in ``nominal`` <=
-      the sum of their nominal amounts.
+      the sum of their nominal amounts; in a cohort tree one or more rows per cohort that
+      holds a limit (rule 6 over the tree, :func:`gangopt.quota_tree.quota_rows`).
 
     Resources a queue does not list are unlimited for it. Gangs of queues not in
     ``rnd.queues`` are unlimited. Usage already over a limit before the round is tolerated as
