@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import gangopt
 from gangopt.objective import lexicographic_key, score
-from gangopt.quota_tree import CohortTree, quota_rows
+from gangopt.quota_tree import CohortTree, quota_rows, rows_stricter
 from gangopt.schema import Cohort, Plan, Queue, QueuePreemption, Round, Score, Status
 from gangopt.solvers import SOLVERS
 from gangopt.validation import _cohort_scopes, _Tree, validate
@@ -321,3 +321,33 @@ def test_a_queue_within_its_nominal_never_loses_work_to_another_queues_reclaim(r
                 assert any(
                     used.get(r, 0) + a > theirs.nominal[r] for r, a in lost.items() if r in theirs.nominal
                 ), (name, pre, gang)
+
+
+def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
+    """k (nominal 8) runs 16 GPUs in cohort keep, which lends nothing (lending limit 0): the
+    root org counts 16 - 8 = 8 of it against a limit of 0, over before the round. Rule 6
+    tolerates org's usage up to 8 however it is made up (o could start 8 if k's work went),
+    the rows each their own sum (o alone stays at 0): stricter, so CP-SAT proves nothing."""
+    rnd = make_round(
+        cluster(3),
+        queues=[
+            Queue(name="k", cohort="keep", nominal={"gpu": 8}),
+            Queue(name="o", cohort="other", nominal={"gpu": 0}),
+        ],
+        cohorts=[
+            Cohort(name="org"),
+            Cohort(name="keep", parent="org", nominal={"gpu": 0}, lending_limit={"gpu": 0}),
+            Cohort(name="other", parent="org"),
+        ],
+        running=[running("k1", ["n0"], gpu=8, queue="k"), running("k2", ["n1"], gpu=8, queue="k")],
+        pending=[pending("o1", gpu=8, queue="o")],
+    )
+    before = {"k": {"gpu": 16 * GPU}}
+    assert rows_stricter(rnd, before)
+    assert not rows_stricter(_lending_round({"gpu": 0}), {})
+    plan = solved(rnd, "cpsat")
+    assert plan.status != Status.OPTIMAL and plan.admitted == []
+    # the rule itself lets o start 8 GPUs on the free node only if org's usage stays at 8:
+    # with k's work kept that is 16, so the validator refuses it
+    rules = {v.rule for v in validate(rnd, make_plan(rnd, place={"o1": ["n2"]}))}
+    assert rules == {"quota"}
