@@ -3,7 +3,12 @@ its gangs spread over four queues of one cohort, each with a nominal quarter of 
 under the default policies and under Kueue-like reclaim (``reclaim_within_cohort: any``,
 ``other_queues: never``), solved by cpsat, greedy and every peer emulation.
 
-    python -m bench.queue_policies [SIZE]
+    python -m bench.queue_policies [SIZE] [tree]
+
+``tree`` adds a third run: the four queues in two cohorts of a tree, ``left`` (t0, t1) and
+``right`` (t2, t3) under ``all``, each queue keeping half its nominal and each cohort holding
+the other halves of its queues as quota of its own, ``left`` borrowing at most an eighth of
+the GPUs from ``all``, under Kueue-like reclaim (docs/rules.md, rules 5 and 6).
 
 Prints per solver the wall and CPU seconds, gangs admitted and preempted, the plan's gap to
 the bounds (``-`` when none is known), and whether the validator accepts the plan.
@@ -47,14 +52,35 @@ def with_queues(rnd: Round, policy: dict[str, Any]) -> Round:
     return Round.model_validate(data)
 
 
+def as_tree(rnd: Round) -> Round:
+    """:func:`with_queues`'s round with its queues in the cohort tree of the module docstring."""
+    total = sum(n.capacity.get("gpu", 0) for n in rnd.cluster.nodes) // MILLI
+    data = rnd.model_dump()
+    for i, q in enumerate(data["queues"]):
+        q["cohort"] = "left" if i < 2 else "right"
+        q["nominal"] = {"gpu": total // 8}
+    half = {"gpu": total // 4}  # the other halves of its two queues' quarters
+    data["cohorts"] = [
+        {"name": "all"},
+        {"name": "left", "parent": "all", "nominal": half, "borrowing_limit": {"gpu": total // 8}},
+        {"name": "right", "parent": "all", "nominal": half},
+    ]
+    return Round.model_validate(data)
+
+
 def _gap(gap: float | None) -> str:
     return "     -" if gap is None else f"{100 * gap:5.2f}%"
 
 
-def main(size: str = "M") -> None:
+def main(size: str = "M", *extra: str) -> None:
     base = parse_json(Round, round_text(size, contention=True), "round")
-    for label, policy in (("default policies", {}), ("reclaim any, other_queues never", RECLAIM)):
-        rnd = with_queues(base, policy)
+    runs = [
+        ("default policies", with_queues(base, {})),
+        ("reclaim any, other_queues never", with_queues(base, RECLAIM)),
+    ]
+    if "tree" in extra:
+        runs.append(("cohort tree with cohort quotas, reclaim any", as_tree(with_queues(base, RECLAIM))))
+    for label, rnd in runs:
         print(f"{size}, {label}: {len(rnd.running)} running, {len(rnd.pending)} pending gangs")
         for name in SOLVERS:
             t0, c0 = time.perf_counter(), cpu_seconds()

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gangopt.memo import derived
+from gangopt.quota_tree import quota_rows
 from gangopt.schema import NODE_LEVEL, Cluster, MatchExpression, Role, Round, RunningGang, Taint, Toleration
 
 IntArray = npt.NDArray[np.int64]
@@ -452,7 +453,8 @@ class QuotaLimits:
     * a queue in a cohort, per resource in ``nominal`` *and* ``borrowing_limit``: its usage <=
       nominal + borrowing limit (no borrowing limit: no per-queue bound);
     * a cohort, per resource: usage of the members that list the resource in ``nominal`` <=
-      the sum of their nominal amounts.
+      the sum of their nominal amounts; in a cohort tree one or more rows per cohort that
+      holds a limit (rule 6 over the tree, :func:`gangopt.quota_tree.quota_rows`).
 
     Resources a queue does not list are unlimited for it. Gangs of queues not in
     ``rnd.queues`` are unlimited. Usage already over a limit before the round is tolerated as
@@ -501,21 +503,12 @@ class QuotaLimits:
 
 
 def quota_limits(rnd: Round, resources: Sequence[str]) -> QuotaLimits:
-    """The :class:`QuotaLimits` of ``rnd`` (columns as in ``resources``)."""
+    """The :class:`QuotaLimits` of ``rnd`` (columns as in ``resources``): the rows of
+    :func:`gangopt.quota_tree.quota_rows`, per queue and per cohort of a tree."""
     column = {name: i for i, name in enumerate(resources)}
     queues = [q.name for q in rnd.queues]
-    specs: list[tuple[list[int], int, int, str]] = []
-    cohorts: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-    for qi, q in enumerate(rnd.queues):
-        for res, nominal in sorted(q.nominal.items()):
-            if q.cohort is None:
-                specs.append(([qi], column[res], nominal, f"queue {q.name}"))
-                continue
-            cohorts[(q.cohort, res)].append((qi, nominal))
-            if res in q.borrowing_limit:
-                specs.append(([qi], column[res], nominal + q.borrowing_limit[res], f"queue {q.name}"))
-    for (cohort, res), members in sorted(cohorts.items()):
-        specs.append(([qi for qi, _ in members], column[res], sum(n for _, n in members), f"cohort {cohort}"))
+    row = {name: i for i, name in enumerate(queues)}
+    specs = [([row[q] for q in r.queues], column[r.resource], r.limit, r.label) for r in quota_rows(rnd)]
     members_matrix = np.zeros((len(queues), len(specs)), dtype=np.bool_)
     for c, (rows, _, _, _) in enumerate(specs):
         members_matrix[rows, c] = True

@@ -8,7 +8,7 @@ exist, running pods must fit their node). They run inside ``Round`` validation, 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gangopt.quantities import human
 
@@ -19,6 +19,11 @@ Problem = tuple[str, str]
 NODE_LEVEL = "node"
 """The implicit finest topology level: every node is its own domain (``gangopt.schema``
 re-exports it)."""
+
+
+MAX_LENDING = 8
+"""Most cohorts of a round that may set a ``lending_limit``: each doubles the quota rows of
+the limits above it (gangopt/quota_tree.py; 2^8 = 256 rows per limit and resource at most)."""
 
 
 def check_round(rnd: Round) -> list[Problem]:
@@ -47,38 +52,11 @@ def _roots(parents: dict[str, str | None]) -> dict[str, str] | None:
     return roots
 
 
-def resolve_cohort_tree(data: Any) -> Any:
-    """The raw round with each queue's ``cohort`` replaced by the root of its cohort tree
-    (``Round.cohorts``; a cohort not declared there stands alone). Runs before validation,
-    on a copy, on mappings or on already built queues and cohorts (``Round(queues=...)``);
-    input it cannot read (malformed cohorts, an undeclared parent, a cycle) is returned as it
-    is, for field validation and :func:`_check_cohorts` to report with its JSON path."""
-    if not isinstance(data, dict) or not isinstance(data.get("cohorts"), list) or not data["cohorts"]:
-        return data
-    parents: dict[str, str | None] = {}
-    for entry in data["cohorts"]:
-        name, parent = _field(entry, "name"), _field(entry, "parent")
-        if not isinstance(name, str) or (parent is not None and not isinstance(parent, str)) or name in parents:
-            return data
-        parents[name] = parent
-    roots = _roots(parents)
-    queues = data.get("queues")
-    if roots is None or not isinstance(queues, list):
-        return data
-    resolved = []
-    for q in queues:
-        cohort = _field(q, "cohort")
-        if not isinstance(cohort, str) or cohort not in roots:
-            resolved.append(q)
-        elif isinstance(q, dict):
-            resolved.append({**q, "cohort": roots[cohort]})
-        else:
-            resolved.append(q.model_copy(update={"cohort": roots[cohort]}))
-    return {**data, "queues": resolved}
-
-
-def _field(entry: Any, key: str) -> Any:
-    return entry.get(key) if isinstance(entry, dict) else getattr(entry, key, None)
+def cohort_roots(rnd: Round) -> dict[str, str | None]:
+    """Per queue, the root of its cohort's tree (``Round.cohort_roots``); a cohort not declared
+    in ``Round.cohorts`` is its own root. Called on checked rounds only (the trees are sound)."""
+    roots = _roots({c.name: c.parent for c in rnd.cohorts}) or {}
+    return {q.name: None if q.cohort is None else roots.get(q.cohort, q.cohort) for q in rnd.queues}
 
 
 def _check_cohorts(rnd: Round) -> list[Problem]:
@@ -88,6 +66,20 @@ def _check_cohorts(rnd: Round) -> list[Problem]:
     for i, c in enumerate(rnd.cohorts):
         if c.parent is not None and c.parent not in declared:
             out.append((f"$.cohorts[{i}].parent", f"unknown cohort {c.parent!r} (declare it in cohorts)"))
+    for i, c in enumerate(rnd.cohorts):
+        for field in ("borrowing_limit", "lending_limit"):
+            limits = getattr(c, field)
+            if limits and c.parent is None:
+                out.append((f"$.cohorts[{i}].{field}", f"cohort {c.name!r} has no parent to borrow from or lend to"))
+                continue
+            for res in limits:
+                if res not in c.nominal:
+                    message = f"{res!r} is not in the cohort's nominal (list it there; 0 holds no quota of its own)"
+                    out.append((f"$.cohorts[{i}].{field}.{res}", message))
+    lending = [i for i, c in enumerate(rnd.cohorts) if c.lending_limit]
+    if len(lending) > MAX_LENDING:
+        i = lending[MAX_LENDING]
+        out.append((f"$.cohorts[{i}].lending_limit", f"at most {MAX_LENDING} cohorts may set a lending limit"))
     if out:
         return out
     parents = {c.name: c.parent for c in rnd.cohorts}

@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 
 from gangopt.memo import derived
 from gangopt.quantities import MILLI
-from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Queue, Role, Round, RunningGang, Score, TierScore
+from gangopt.schema import NODE_LEVEL, Cohort, PendingGang, Plan, Queue, Role, Round, RunningGang, Score, TierScore
 from gangopt.scope import NEWER, Scope, newer
 
 T = TypeVar("T")
@@ -164,9 +164,10 @@ class ObjectiveTerms:
             return frozenset()
         queues = {q.name: q for q in self.rnd.queues}
         reclaimers: dict[str | None, set[str]] = {}
+        roots = self.rnd.cohort_roots
         for q in self.rnd.queues:
             if q.preemption.reclaim_within_cohort == "any":
-                reclaimers.setdefault(q.cohort, set()).add(q.name)
+                reclaimers.setdefault(roots[q.name], set()).add(q.name)
         usage: dict[str, Counter[str]] = {}
         for run in self.rnd.running:
             roles = {r.name: r for r in run.roles}
@@ -177,7 +178,7 @@ class ObjectiveTerms:
             name
             for name, total in usage.items()
             if name in queues
-            and bool(reclaimers.get(queues[name].cohort, set()) - {name})
+            and bool(reclaimers.get(roots[name], set()) - {name})
             and any(total[r] > n for r, n in queues[name].nominal.items())
         }
         newer_than_waiting = {
@@ -252,17 +253,34 @@ class ObjectiveTerms:
 
     @cached_property
     def fair_shares(self) -> dict[str, float]:
-        """Dominant-resource share before the round of each queue of a *weighted* cohort (one
-        where some queue sets ``weight``): ``max_r usage_{q,r} / deserved_{q,r}`` over the
-        resources of the cohort's nominal total, with ``deserved_{q,r} = w_q / Σ_p w_p ·
-        Σ_p nominal_{p,r}`` (unset weights count 1; usage of a resource the queue deserves none
-        of: infinite). Empty when no cohort is weighted: the tie-break is then FIFO alone and
-        every plan is what it was before weights existed."""
-        cohorts: dict[str, list[Queue]] = {}
+        """Dominant-resource share before the round of each queue of a *weighted* cohort tree
+        (one where some queue or cohort sets ``weight``): ``max_r usage_{q,r} / deserved_{q,r}``
+        over the resources of the tree's nominal total (its queues' and cohorts' ``nominal``),
+        with ``deserved_{q,r} = f_q · total_r``. Without cohort weights ``f_q = w_q / Σ_p w_p``
+        over the tree's queues, as before trees held quota; when a cohort of the tree sets one,
+        ``f`` is split down the tree: a cohort's share goes to its member queues and child
+        cohorts (those with queues) by weight (:func:`tree_fractions`). Unset weights count 1;
+        usage of a resource the queue deserves none of: infinite. Empty when no tree is
+        weighted: the tie-break is then FIFO alone and every plan is what it was before
+        weights existed."""
+        roots = self.rnd.cohort_roots
+        trees: dict[str, list[Queue]] = {}
         for q in self.rnd.queues:
-            if q.cohort is not None:
-                cohorts.setdefault(q.cohort, []).append(q)
-        weighted = [members for members in cohorts.values() if any(q.weight is not None for q in members)]
+            root = roots[q.name]
+            if root is not None:
+                trees.setdefault(root, []).append(q)
+        parents = {c.name: c.parent for c in self.rnd.cohorts}
+        in_tree: dict[str, list[Cohort]] = {}
+        for c in self.rnd.cohorts:
+            top = c.name
+            while parents[top] is not None:
+                top = parents[top]  # type: ignore[assignment]  # declared trees (checks.py)
+            in_tree.setdefault(top, []).append(c)
+        weighted = {
+            root: members
+            for root, members in trees.items()
+            if any(q.weight is not None for q in members) or any(c.weight is not None for c in in_tree.get(root, []))
+        }
         if not weighted:
             return {}
         usage: dict[str, Counter[str]] = {}
@@ -273,18 +291,20 @@ class ObjectiveTerms:
                 for res, amount in roles[role].requests.items():
                     used[res] += amount * n
         out: dict[str, float] = {}
-        for members in weighted:
-            weights = [1.0 if q.weight is None else q.weight for q in members]
-            total_weight = sum(weights)
+        for root, members in weighted.items():
+            cohorts = in_tree.get(root, [])
+            fractions = tree_fractions(root, members, cohorts)
             totals: Counter[str] = Counter()
             for q in members:
                 totals.update(q.nominal)
-            for q, w in zip(members, weights, strict=True):
+            for c in cohorts:
+                totals.update(c.nominal)
+            for q in members:
                 share = 0.0
                 for res, total in sorted(totals.items()):
                     used_r = usage.get(q.name, Counter())[res]
                     if total > 0 and used_r > 0:
-                        deserved = total * w / total_weight if total_weight > 0 else 0.0
+                        deserved = total * fractions[q.name]
                         share = max(share, used_r / deserved if deserved > 0 else math.inf)
                 out[q.name] = share
         return out
@@ -298,7 +318,7 @@ class ObjectiveTerms:
         if not shares:
             return order
         pending = self.rnd.pending
-        cohort = {q.name: q.cohort for q in self.rnd.queues}
+        cohort = self.rnd.cohort_roots
         places: dict[tuple[object, str | None], list[int]] = {}
         for pos, gi in enumerate(order):
             queue = pending[gi].queue
@@ -440,3 +460,40 @@ def _opened_nodes(rnd: Round, plan: Plan) -> int:
 def lexicographic_key(s: Score) -> tuple[float, ...]:
     """A key that orders scores the way the objective does (bigger is better)."""
     return (*(t.value for t in s.tiers), s.secondary)
+
+
+def tree_fractions(root: str, queues: list[Queue], cohorts: list[Cohort]) -> dict[str, float]:
+    """Per queue of one cohort tree, its fraction of the tree's deserved total
+    (:attr:`ObjectiveTerms.fair_shares`). No cohort weight: ``w_q / Σ w`` over the tree's
+    queues (a tree flattened to its root, as before trees held quota). Otherwise from the
+    root down: a cohort's fraction is split between its member queues and its child cohorts
+    that hold queues, by their weights (unset: 1), as Kueue's hierarchical fair sharing and
+    Volcano's ``hierarchy-weights`` share a parent among its children."""
+    weight = {q.name: 1.0 if q.weight is None else q.weight for q in queues}
+    if all(c.weight is None for c in cohorts):
+        total = sum(weight.values())
+        return {name: w / total if total > 0 else 0.0 for name, w in weight.items()}
+    cweight = {c.name: 1.0 if c.weight is None else c.weight for c in cohorts}
+    children: dict[str, list[tuple[str, bool]]] = {}
+    for q in queues:
+        children.setdefault(q.cohort or root, []).append((q.name, True))
+    for c in cohorts:
+        if c.parent is not None:
+            children.setdefault(c.parent, []).append((c.name, False))
+
+    def holds_queues(node: str) -> bool:
+        return any(is_queue or holds_queues(name) for name, is_queue in children.get(node, []))
+
+    out: dict[str, float] = {}
+    stack = [(root, 1.0)]
+    while stack:
+        node, fraction = stack.pop()
+        kids = [(name, is_queue) for name, is_queue in children.get(node, []) if is_queue or holds_queues(name)]
+        total = sum(weight[name] if is_queue else cweight[name] for name, is_queue in kids)
+        for name, is_queue in kids:
+            part = fraction * (weight[name] if is_queue else cweight[name]) / total if total > 0 else 0.0
+            if is_queue:
+                out[name] = part
+            else:
+                stack.append((name, part))
+    return out

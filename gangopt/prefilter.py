@@ -28,6 +28,7 @@ import numpy as np
 
 from gangopt import arrays
 from gangopt.quantities import human
+from gangopt.quota_tree import quota_rows
 from gangopt.schema import NODE_LEVEL, GangSpec, PendingGang, Role, Round, RunningGang, WaitingCode
 from gangopt.scope import Scope
 from gangopt.topology import Topology
@@ -731,18 +732,15 @@ def _quota_verdict(pre: Prefiltered, gang: PendingGang, before: dict[str, int]) 
     from gangopt.objective import ObjectiveTerms
 
     counts = ObjectiveTerms.of(rnd).min_pods(gang)
-    cohort = [q for q in rnd.queues if queue.cohort and q.cohort == queue.cohort]
-    for res, nominal in queue.nominal.items():
+    # A cohort row split by a lending limit tolerates usage over it only as rule 6 reads the
+    # whole node (gangopt/quota_tree.py): then only the queue's own rows prune.
+    split = any(c.lending_limit for c in rnd.cohorts)
+    rows: dict[str, list[int]] = defaultdict(list)
+    for row in quota_rows(rnd):
+        if queue.name in row.queues and not (split and row.label.startswith("cohort ")):
+            rows[row.resource].append(max(row.limit, sum(before[f"{q}/{row.resource}"] for q in row.queues)))
+    for res, limits in sorted(rows.items()):
         need = sum(r.requests.get(res, 0) * counts[r.name] for r in gang.roles)
-        limits: list[int] = []
-        if queue.cohort is None:
-            limits.append(max(nominal, before[f"{queue.name}/{res}"]))
-        else:
-            if res in queue.borrowing_limit:
-                limits.append(max(nominal + queue.borrowing_limit[res], before[f"{queue.name}/{res}"]))
-            if all(res in q.nominal for q in cohort):
-                total = sum(q.nominal[res] for q in cohort)
-                limits.append(max(total, sum(before[f"{q.name}/{res}"] for q in cohort)))
         if limits and need > min(limits):
             return Pruned(
                 "quota",

@@ -279,7 +279,7 @@ def _fair_share_check(view: _PlanView, g: _Gang, checks: list[Check]) -> Check |
     gang = g.spec
     if gang.queue not in shares:
         return None
-    cohort = {q.name: q.cohort for q in view.rnd.queues}
+    cohort = view.rnd.cohort_roots
     pending = {p.name: p for p in view.rnd.pending}
     mine = shares[gang.queue]
     for check in checks:
@@ -991,7 +991,10 @@ def _limit_name(
     label = view.limits.labels[c]
     queue = next(q for q in view.rnd.queues if q.name == gang.queue)
     if label.startswith("cohort "):
-        return f"cohort {label.removeprefix('cohort ')!r} (sum of nominal quotas)", (queue.name, "nominal")
+        name = label.removeprefix("cohort ")
+        held = any(c.name == name and (c.nominal or c.borrowing_limit) for c in view.rnd.cohorts)
+        what = "its subtree's quota and limits, docs/rules.md rule 6" if held else "sum of nominal quotas"
+        return f"cohort {name!r} ({what})", (queue.name, "nominal")
     if queue.cohort is None:
         return f"queue {queue.name!r} nominal quota", (queue.name, "nominal")
     return f"queue {queue.name!r} nominal + borrowing limit", (queue.name, "borrowing_limit")

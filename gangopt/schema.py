@@ -35,7 +35,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gangopt.checks import NODE_LEVEL as NODE_LEVEL  # the implicit finest topology level: every node
-from gangopt.checks import check_round, resolve_cohort_tree
+from gangopt.checks import check_round, cohort_roots
 from gangopt.quantities import format_quantity, parse_quantity
 
 API_VERSION = "gangopt/v1"
@@ -491,16 +491,42 @@ class Queue(_Model):
 
 
 class Cohort(_Model):
-    """A node of a cohort tree (Kueue's Cohort with ``spec.parentName``, Volcano's
-    ``volcano.sh/hierarchy``). Queues whose cohorts share a root form one cohort: every rule
-    that reads ``Queue.cohort`` (quota rule 6, the cohort reclaims of rule 5, fair share) reads
-    the root, so borrowing, lending and nominal guarantees are resolved over the whole tree.
-    Supported subset (docs/rules.md, rule 6): a cohort has no quota, borrowing or lending limit
-    and no fair-share weight of its own; the importers warn about such settings and leave them out."""
+    """A node of a cohort tree (Kueue's Cohort: ``spec.parentName``, ``spec.resourceGroups``,
+    ``spec.fairSharing.weight``; Volcano's ``volcano.sh/hierarchy``). Queues whose cohorts share a
+    root form one cohort for the cohort reclaims of rule 5 and for fair share; quota rule 6 is
+    read at every node of the tree: a cohort's subtree may use its members' nominal quotas plus
+    the cohort's own ``nominal`` plus what it borrows from its parent, up to ``borrowing_limit``,
+    and lends its parent all but what ``lending_limit`` keeps back (docs/rules.md, rule 6).
+    Without these fields a tree means what it meant before cohorts held quota: its queues
+    share the sum of their nominal quotas."""
 
     name: Name
     parent: Name | None = Field(
         None, description="The parent cohort (declared in Round.cohorts); null: a root of a tree."
+    )
+    nominal: Resources = Field(
+        default_factory=dict,
+        description="Quota the cohort itself holds, lent to its subtree (Kueue Cohort nominalQuota). A "
+        "resource listed here (0 allowed) is one the cohort's borrowing_limit and lending_limit may name.",
+    )
+    borrowing_limit: Resources = Field(
+        default_factory=dict,
+        description="Most the cohort's subtree may use beyond its own quota (members' nominal + the "
+        "cohort's nominal), borrowed from the parent; unlisted: unlimited. Only on a cohort with a parent.",
+    )
+    lending_limit: Resources = Field(
+        default_factory=dict,
+        description="Most of the subtree's quota the parent may lend to others; the rest is kept for the "
+        "subtree. Unlisted: all of it is lent. Only on a cohort with a parent.",
+    )
+    weight: StrictFloat | None = Field(
+        None,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Fair-share weight among its siblings (Kueue Cohort fairSharing.weight, Volcano "
+        "hierarchy-weights): a parent's deserved share is split by weight between its member queues and "
+        "child cohorts, and a child cohort's share again among its own children (unset weights count 1). "
+        "Unset on every cohort: each queue's weight is read over its whole tree, as before.",
     )
 
 
@@ -677,17 +703,12 @@ class Round(_WithDerived):
         default_factory=list,
         max_length=MAX_QUEUES,
         fail_fast=FAIL_FAST,
-        description="Cohort trees: a queue's cohort is read as the root of its tree (Cohort). Empty: every "
-        "cohort stands alone, as before.",
+        description="Cohort trees (Cohort): a queue's cohort may be any node of a tree; reclaim and fair "
+        "share run over the whole tree, quotas at every node of it. Empty: every cohort stands alone.",
     )
     running: list[RunningGang] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
     pending: list[PendingGang] = Field(default_factory=list, max_length=MAX_GANGS, fail_fast=FAIL_FAST)
     policy: Policy = Field(default_factory=Policy)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _resolve_cohort_tree(cls, data: Any) -> Any:
-        return resolve_cohort_tree(data)
 
     @model_validator(mode="after")
     def _check_references(self) -> Round:
@@ -701,6 +722,14 @@ class Round(_WithDerived):
                 {"path": path, "message": message, "problems": problems, "listing": listing},
             )
         return self
+
+    @property
+    def cohort_roots(self) -> dict[str, str | None]:
+        """Per queue, the root of its cohort's tree: the cohort every rule that reads a whole
+        cohort (reclaim, fair share, the borrower's view of the peers) reads. A cohort not
+        declared in ``cohorts`` stands alone; None: no cohort. Computed on each call (a walk
+        over the cohorts: microseconds; readers take it once per solve)."""
+        return cohort_roots(self)
 
     @property
     def now(self) -> float:

@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
+from gangopt.quota_tree import CohortTree
 from gangopt.schema import GangSpec, Plan, Queue, QueuePreemption, Round, RunningGang
 
 DEFAULT_POLICY = QueuePreemption()
@@ -53,18 +54,23 @@ class Scope:
         self.queues: dict[str, Queue] = {q.name: q for q in rnd.queues}
         self.plain = all(q.preemption == DEFAULT_POLICY for q in rnd.queues)
         """Every queue keeps the default policy: may preempt = strictly higher priority."""
+        self.root = rnd.cohort_roots
+        """Per queue, the root of its cohort tree: the cohort its reclaims run over."""
         cohorts: dict[str, int] = defaultdict(int)
-        for q in rnd.queues:
-            if q.cohort is not None:
-                cohorts[q.cohort] += 1
+        for root in self.root.values():
+            if root is not None:
+                cohorts[root] += 1
         self.beyond_priority = any(
-            (q.preemption.reclaim_within_cohort == "any" and q.cohort is not None and cohorts[q.cohort] > 1)
+            (q.preemption.reclaim_within_cohort == "any" and cohorts[self.root[q.name] or ""] > 1)
             or q.preemption.within_queue == NEWER
             for q in rnd.queues
         )
         """Some queue may reclaim at equal or higher priority, or preempt newer gangs of equal
         priority: plans may then preempt outside the priority order, which the priority-based
         cheap bounds do not see."""
+        self.tree = CohortTree(rnd) if any(c.nominal for c in rnd.cohorts) else None
+        """The cohort trees when some cohort holds quota: its subtree's guarantee then counts
+        in the cohort reclaims too (:meth:`borrowing_with`, :meth:`within_guarantee`)."""
 
     def policy(self, queue: str) -> QueuePreemption:
         spec = self.queues.get(queue)
@@ -80,9 +86,9 @@ class Scope:
         return policy.other_queues == "lower_priority"
 
     def cohort_mates(self, queue: str, other: str) -> bool:
-        """Two different declared queues of one cohort."""
-        a, b = self.queues.get(queue), self.queues.get(other)
-        return queue != other and a is not None and b is not None and a.cohort is not None and a.cohort == b.cohort
+        """Two different declared queues of one cohort tree."""
+        a, b = self.root.get(queue), self.root.get(other)
+        return queue != other and a is not None and a == b
 
     def reclaims(self, gang: GangSpec, victim: GangSpec, borrowing_with: bool, within_nominal: bool) -> bool:
         """Whether ``gang`` may preempt ``victim`` of another queue of its cohort (or a newer
@@ -122,16 +128,69 @@ class Scope:
             return "borrowing"
         return "within_nominal"
 
+    def _paths(self, mine: str, theirs: str) -> tuple[list[str], list[str]]:
+        """Cohorts holding quota between each queue and their lowest common cohort."""
+        a, b = self.queues[mine].cohort, self.queues[theirs].cohort
+        if self.tree is None or a is None or b is None or not self.cohort_mates(mine, theirs):
+            return [], []
+        path_a, path_b = self.tree.below_common(a, b)
+        spec = self.tree.spec
+        return [c for c in path_a if spec[c].nominal], [c for c in path_b if spec[c].nominal]
+
+    def tree_bound(self, gang: GangSpec, victim: GangSpec) -> bool:
+        """Whether a cohort licence of this pair reads cohort quotas on the way (rule 5, cohort
+        trees): CP-SAT's model encodes reclaims at queue level only and leaves these out."""
+        if self.tree is None or self.reclaim_needs(gang, victim) in ("never", "own_nominal"):
+            return False
+        path_a, path_b = self._paths(gang.queue, victim.queue)
+        return bool(path_a or path_b)
+
+    def borrowing_with(
+        self, gang: GangSpec, victim: GangSpec, usage: Mapping[str, Mapping[str, int]], lost: Mapping[str, int]
+    ) -> bool:
+        """Whether ``victim``'s queue is above its nominal with ``lost`` (the victim's lost
+        pods) back on a resource they request, and on that resource every cohort holding it
+        between the queue and the lowest cohort it shares with ``gang``'s queue is above its
+        quota too (a cohort's own quota guarantees its subtree)."""
+        theirs = self.queues.get(victim.queue)
+        if theirs is None:
+            return False
+        now = usage.get(victim.queue, {})
+        over = [r for r, a in lost.items() if r in theirs.nominal and now.get(r, 0) + a > theirs.nominal[r]]
+        if not over or victim.queue not in self.queues or gang.queue not in self.queues:
+            return bool(over)
+        _, path = self._paths(gang.queue, victim.queue)
+        if not path or self.tree is None:
+            return bool(over)
+        tree = self.tree
+        for r in over:
+            back = {q: {r: u.get(r, 0) + (lost[r] if q == victim.queue else 0)} for q, u in usage.items()}
+            back.setdefault(victim.queue, {r: lost[r]})
+            if all(tree.usage(c, r, back) > tree.quota(c, r) for c in path if r in tree.spec[c].nominal):
+                return True
+        return False
+
+    def within_guarantee(self, gang: GangSpec, victim: GangSpec, usage: Mapping[str, Mapping[str, int]]) -> bool:
+        """Whether ``gang``'s queue ends within its nominal, or some cohort holding quota between
+        it and the lowest cohort it shares with ``victim``'s queue ends within its quota on every
+        resource it holds that its subtree limits (within its guarantee at that level)."""
+        if within_nominal(self.queues.get(gang.queue), usage.get(gang.queue, {})):
+            return True
+        if gang.queue not in self.queues or victim.queue not in self.queues:
+            return False
+        path, _ = self._paths(gang.queue, victim.queue)
+        tree = self.tree
+        for c in path:
+            assert tree is not None
+            held = [r for r in sorted(tree.spec[c].nominal) if tree.limited(c, r)]
+            if held and all(tree.usage(c, r, usage) <= tree.quota(c, r) for r in held):
+                return True
+        return False
+
     def needs_state(self, gang: GangSpec, victim: GangSpec) -> bool:
         """Whether a cohort licence could add to :meth:`static` for this pair (else the static
         answer is final)."""
         return not self.static(gang, victim) and self.reclaim_needs(gang, victim) != "never"
-
-
-def above_nominal(queue: Queue, usage: Mapping[str, int], extra: Mapping[str, int]) -> bool:
-    """Whether ``usage + extra`` of ``queue`` is above its nominal on a resource ``extra`` (the
-    victim's lost pods) requests."""
-    return any(usage.get(r, 0) + a > queue.nominal[r] for r, a in extra.items() if r in queue.nominal)
 
 
 def within_nominal(queue: Queue | None, usage: Mapping[str, int]) -> bool:
@@ -187,9 +246,8 @@ class After:
             if pod.name in lost_pods:
                 for r, a in self.requests[(victim.name, pod.role)].items():
                     lost[r] += a
-        theirs = scope.queues.get(victim.queue)
-        borrowing = theirs is not None and above_nominal(theirs, self.usage[victim.queue], lost)
-        within = within_nominal(scope.queues.get(gang.queue), self.usage[gang.queue])
+        borrowing = scope.borrowing_with(gang, victim, self.usage, lost)
+        within = scope.within_guarantee(gang, victim, self.usage)
         return scope.reclaims(gang, victim, borrowing, within)
 
 

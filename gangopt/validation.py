@@ -15,6 +15,7 @@ debugged from the message alone.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -654,9 +655,10 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     if higher and policy.other_queues == "lower_priority":
         return None
     mine, theirs = ctx.queue_spec(gang.queue), ctx.queue_spec(victim.queue)
-    if mine is None or theirs is None or mine.cohort is None or mine.cohort != theirs.cohort:
+    roots = [_tree_root(ctx.rnd, q.cohort) if q is not None and q.cohort is not None else None for q in (mine, theirs)]
+    if roots[0] is None or roots[0] != roots[1]:
         theirs = None
-    if theirs is None or not _borrowing_with(ctx, victim, theirs):
+    if theirs is None or not _borrowing_with(ctx, victim, theirs, mine):
         if policy.other_queues == "never":
             return (
                 f"{what} of queue {gang.queue} (policy other_queues never), but queue {victim.queue} is no cohort "
@@ -666,7 +668,7 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     assert mine is not None  # a cohort peer
     after = ctx.queue_after.get(mine.name, Counter())
     borrows = sorted(r for r, nominal in mine.nominal.items() if after[r] > nominal)
-    if not borrows:
+    if not borrows or _subtree_within(ctx, mine, theirs):
         rule = policy.reclaim_within_cohort
         if rule == "any" or (rule == "lower_priority" and higher):
             return None
@@ -687,15 +689,45 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     )
 
 
-def _borrowing_with(ctx: _Context, victim: RunningGang, queue: Queue) -> bool:
+def _borrowing_with(ctx: _Context, victim: RunningGang, queue: Queue, preemptor: Queue | None = None) -> bool:
     """Whether ``queue`` (the victim's) is above its nominal, after the plan with the victim's
     lost pods put back, on a resource they request: reclaim takes back only what the queue
-    borrows (Kueue stops at the nominal too)."""
+    borrows (Kueue stops at the nominal too). Against a ``preemptor`` of another branch of the
+    tree, on that resource every cohort between the victim's queue and their lowest common
+    cohort that holds it (lists it in ``nominal``) must be above its quota too: a cohort's own
+    quota guarantees its subtree."""
     lost: Counter[str] = Counter()
     for pod in ctx.lost(victim):
         lost.update(ctx.requests(victim.name, pod.role))
     after = ctx.queue_after.get(queue.name, Counter())
-    return any(after[r] + amount > queue.nominal[r] for r, amount in lost.items() if r in queue.nominal)
+    over = [r for r, amount in lost.items() if r in queue.nominal and after[r] + amount > queue.nominal[r]]
+    if not over or preemptor is None or preemptor.cohort is None or queue.cohort is None:
+        return bool(over)
+    tree = _Tree(ctx.rnd)
+    _, path = tree.below_common(preemptor.cohort, queue.cohort)
+    for r in over:
+        amounts = {q: used[r] for q, used in ctx.queue_after.items()}
+        amounts[queue.name] = amounts.get(queue.name, 0) + lost[r]
+        if all(tree.usage(c, r, amounts) > tree.quota(c, r) for c in path if r in tree.own(c, "nominal")):
+            return True
+    return False
+
+
+def _subtree_within(ctx: _Context, mine: Queue, theirs: Queue | None) -> bool:
+    """Whether a cohort between ``mine`` (the preemptor's queue) and its lowest common cohort
+    with ``theirs`` holds quota (lists resources in ``nominal``) and ends within it on every
+    one of them its subtree limits: the preemptor is then within its guarantee at that level."""
+    if theirs is None or mine.cohort is None or theirs.cohort is None:
+        return False
+    tree = _Tree(ctx.rnd)
+    path, _ = tree.below_common(mine.cohort, theirs.cohort)
+    for c in path:
+        held = [r for r in sorted(tree.own(c, "nominal")) if tree.subtree(c, r)]
+        if held and all(
+            tree.usage(c, r, {q: used[r] for q, used in ctx.queue_after.items()}) <= tree.quota(c, r) for r in held
+        ):
+            return True
+    return False
 
 
 def _reprieves(ctx: _Context, victim: RunningGang, lost: list[BoundPod]) -> list[Violation]:
@@ -778,32 +810,116 @@ def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: 
 
 
 class _Scope(NamedTuple):
-    """One quota limit: the queues it sums over, the resource, and the limit in milli-units."""
+    """One quota limit: the queues whose usage counts, the resource, the limit in milli-units,
+    and for a cohort how the queues' usage makes the subtree's (``measure``; None: the sum)."""
 
     label: str
     queues: frozenset[str]
     resource: str
     limit: int
+    measure: Callable[[Mapping[str, int]], int] | None = None
+
+
+def _tree_root(rnd: Round, cohort: str) -> str:
+    """The root of ``cohort``'s tree (``Round.cohorts``; an undeclared cohort is its own)."""
+    parent = {c.name: c.parent for c in rnd.cohorts}
+    while (up := parent.get(cohort)) is not None:
+        cohort = up
+    return cohort
 
 
 def _quota_scopes(rnd: Round) -> list[_Scope]:
-    """Every limit of the round: per queue ``nominal (+ borrowing_limit in a cohort)``, and per
-    cohort the members' total nominal. Unlisted resources (and, in a cohort, unlisted borrowing
-    limits) are unlimited; a cohort sums only members that list the resource in ``nominal``."""
+    """Every limit of the round: per queue ``nominal`` (no cohort) or ``nominal +
+    borrowing_limit`` (in a cohort, when listed), and per cohort of a tree its subtree's
+    limit (:func:`_cohort_scopes`). Unlisted resources (and, in a cohort, unlisted borrowing
+    limits) are unlimited; a cohort counts only queues that list the resource in ``nominal``."""
     scopes: list[_Scope] = []
-    cohorts: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     for q in rnd.queues:
         for res, nominal in sorted(q.nominal.items()):
             if q.cohort is None:
                 scopes.append(_Scope(f"queue {q.name}", frozenset([q.name]), res, nominal))
-                continue
-            cohorts[(q.cohort, res)].append((q.name, nominal))
-            if res in q.borrowing_limit:
+            elif res in q.borrowing_limit:
                 limit = nominal + q.borrowing_limit[res]
                 scopes.append(_Scope(f"queue {q.name} (nominal + borrowing limit)", frozenset([q.name]), res, limit))
-    for (cohort, res), members in sorted(cohorts.items()):
-        queues = frozenset(name for name, _ in members)
-        scopes.append(_Scope(f"cohort {cohort}", queues, res, sum(n for _, n in members)))
+    return scopes + _cohort_scopes(rnd)
+
+
+class _Tree:
+    """The cohort trees of a round, read directly from docs/rules.md, rule 6: a subtree's quota
+    ``S`` is its queues' nominal + the cohort's own + what each child cohort lends
+    (``S_d - G_d``, ``G_d = max(0, S_d - lending_limit_d)``); its usage ``U`` is its queues'
+    usage + ``max(0, U_d - G_d)`` per child. Only queues listing a resource count for it."""
+
+    def __init__(self, rnd: Round) -> None:
+        self.declared = {c.name: c for c in rnd.cohorts}
+        self.parent: dict[str, str | None] = {c.name: c.parent for c in rnd.cohorts}
+        for q in rnd.queues:
+            if q.cohort is not None:
+                self.parent.setdefault(q.cohort, None)
+        self.queues_of: dict[str, list[Queue]] = defaultdict(list)
+        self.kids: dict[str, list[str]] = defaultdict(list)
+        for q in rnd.queues:
+            if q.cohort is not None:
+                self.queues_of[q.cohort].append(q)
+        for name, up in self.parent.items():
+            if up is not None:
+                self.kids[up].append(name)
+
+    def own(self, name: str, field: str) -> Mapping[str, int]:
+        spec = self.declared.get(name)
+        return {} if spec is None else getattr(spec, field)
+
+    def subtree(self, name: str, res: str) -> set[str]:
+        out = {q.name for q in self.queues_of[name] if res in q.nominal}
+        for d in self.kids[name]:
+            out |= self.subtree(d, res)
+        return out
+
+    def quota(self, name: str, res: str) -> int:
+        total = self.own(name, "nominal").get(res, 0) + sum(q.nominal.get(res, 0) for q in self.queues_of[name])
+        return total + sum(self.quota(d, res) - self.keeps(d, res) for d in self.kids[name])
+
+    def keeps(self, name: str, res: str) -> int:
+        lending = self.own(name, "lending_limit").get(res)
+        return 0 if lending is None else max(0, self.quota(name, res) - lending)
+
+    def usage(self, name: str, res: str, amounts: Mapping[str, int]) -> int:
+        total = sum(amounts.get(q.name, 0) for q in self.queues_of[name] if res in q.nominal)
+        return total + sum(max(0, self.usage(d, res, amounts) - self.keeps(d, res)) for d in self.kids[name])
+
+    def up(self, cohort: str) -> list[str]:
+        """``cohort`` and its ancestors, up to the root."""
+        out = [cohort]
+        while (parent := self.parent.get(out[-1])) is not None:
+            out.append(parent)
+        return out
+
+    def below_common(self, a: str, b: str) -> tuple[list[str], list[str]]:
+        """The cohorts from ``a`` and from ``b`` up to, not including, their lowest common one."""
+        up_a, up_b = self.up(a), self.up(b)
+        common = next(c for c in up_a if c in up_b)
+        return up_a[: up_a.index(common)], up_b[: up_b.index(common)]
+
+
+def _cohort_scopes(rnd: Round) -> list[_Scope]:
+    """Rule 6 at every cohort of every tree (:class:`_Tree`): the limit is ``S`` at a root and
+    ``S + borrowing_limit`` below (when listed)."""
+    tree = _Tree(rnd)
+    scopes: list[_Scope] = []
+    for name in sorted(tree.parent):
+        for res in sorted({r for q in rnd.queues for r in q.nominal}):
+            members = tree.subtree(name, res)
+            if not members:
+                continue
+            if tree.parent[name] is None:
+                label, limit = f"cohort {name}", tree.quota(name, res)
+            elif res in tree.own(name, "borrowing_limit"):
+                label = f"cohort {name} (quota + borrowing limit)"
+                limit = tree.quota(name, res) + tree.own(name, "borrowing_limit")[res]
+            else:
+                continue
+            measure = functools.partial(tree.usage, name, res)
+            scopes.append(_Scope(label, frozenset(members), res, limit, measure))
     return scopes
 
 
@@ -817,10 +933,11 @@ def _scope_over(ctx: _Context, scope: _Scope, extra: Mapping[str, Amounts] | Non
 def _scope_usage(ctx: _Context, scope: _Scope, extra: Mapping[str, Amounts] | None = None) -> tuple[int, int]:
     """Usage of the scope's resource after the plan (plus ``extra``) and before the round."""
     res = scope.resource
-    after = sum(ctx.queue_after.get(q, Counter())[res] for q in scope.queues)
-    after += sum((extra or {}).get(q, {}).get(res, 0) for q in scope.queues)
-    before = sum(ctx.queue_before.get(q, Counter())[res] for q in scope.queues)
-    return after, before
+    after = {q: ctx.queue_after.get(q, Counter())[res] + (extra or {}).get(q, {}).get(res, 0) for q in scope.queues}
+    before = {q: ctx.queue_before.get(q, Counter())[res] for q in scope.queues}
+    if scope.measure is None:
+        return sum(after.values()), sum(before.values())
+    return scope.measure(after), scope.measure(before)
 
 
 def _check_quota(ctx: _Context) -> list[Violation]:

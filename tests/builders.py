@@ -27,6 +27,7 @@ from typing import Any
 from gangopt.schema import (
     BoundPod,
     Cluster,
+    Cohort,
     MatchExpression,
     Node,
     PendingGang,
@@ -281,6 +282,7 @@ def make_round(
     running: Sequence[RunningGang] = (),
     pending: Sequence[PendingGang] = (),
     queues: Sequence[Queue] = (),
+    cohorts: Sequence[Cohort] = (),
     preemption: bool = True,
     now: float | None = None,
     **policy: Any,
@@ -291,6 +293,7 @@ def make_round(
         running=list(running),
         pending=list(pending),
         queues=list(queues),
+        cohorts=list(cohorts),
         policy=Policy(preemption=preemption, now=now, **policy),
     )
 

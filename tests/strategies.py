@@ -232,7 +232,7 @@ POLICIES = st.builds(
 
 
 @st.composite
-def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> Round:
+def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4, cohort_quotas: bool = False) -> Round:
     """A full small cluster shared by two or three queues of one cohort with small nominals and
     random preemption policies (:data:`POLICIES`): running gangs of one to three 2-, 4- or
     8-GPU pods (elastic or sliced in racks sometimes) fill the nodes, most of them in queue
@@ -240,7 +240,11 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> 
     sit in one cohort, or in sibling cohorts of one tree, which reads the same), pending
     gangs come from every queue. Cohort reclaims are on the
     table in most rounds, which :func:`rounds` almost never draws (0 of 64 greedy plans there
-    reclaimed; measured while writing issue 15's CP-SAT reclaim encoding)."""
+    reclaimed; measured while writing issue 15's CP-SAT reclaim encoding).
+
+    ``cohort_quotas``: always a tree (a team cohort's parent is the root or an earlier team,
+    so trees are up to four levels deep), whose cohorts hold quota of their own, borrowing
+    and lending limits and fair-share weights at random (docs/rules.md, rule 6)."""
     n_nodes = draw(st.integers(2, max_nodes))
     names = [f"q{i}" for i in range(draw(st.integers(2, 3)))]
     nodes = [
@@ -295,7 +299,7 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> 
             gang["topology"] = {"required": "rack"}
         pending.append(gang)
     total = 8 * n_nodes
-    tree = draw(st.booleans())  # sibling cohorts under one root (Round.cohorts): one cohort all the same
+    tree = cohort_quotas or draw(st.booleans())  # sibling cohorts under one root: one cohort all the same
     queues = [
         {
             "name": q,
@@ -314,4 +318,17 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4) -> 
     }
     if tree:
         data["cohorts"] = [{"name": "all"}, *({"name": f"team{i}", "parent": "all"} for i in range(len(names)))]
+    if cohort_quotas:
+        small = st.integers(0, 8)
+        for i, cohort in enumerate(data["cohorts"]):
+            if i > 1:
+                cohort["parent"] = draw(st.sampled_from(["all", *(f"team{j}" for j in range(i - 1))]))
+            if draw(st.booleans()):
+                cohort["nominal"] = {"gpu": draw(small)}
+                if i > 0 and draw(st.booleans()):
+                    cohort["borrowing_limit"] = {"gpu": draw(small)}
+                if i > 0 and draw(st.booleans()):
+                    cohort["lending_limit"] = {"gpu": draw(small)}
+            if i > 0 and draw(st.booleans()):
+                cohort["weight"] = draw(st.sampled_from([0.5, 1.0, 2.0]))
     return Round.model_validate(data)

@@ -192,6 +192,28 @@ CHECK_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         setter("cohorts", [{"name": "a"}, {"name": "a"}]),
         [("$.cohorts[1].name", r"^duplicate cohort name 'a' \(first at index 0\)$")],
     ),
+    (
+        "borrowing limit on a root cohort",
+        setter("cohorts", [{"name": "org", "nominal": {"gpu": 4}, "borrowing_limit": {"gpu": 2}}]),
+        [("$.cohorts[0].borrowing_limit", r"^cohort 'org' has no parent to borrow from or lend to$")],
+    ),
+    (
+        "lending limit of a resource the cohort does not list",
+        setter("cohorts", [{"name": "org"}, {"name": "gpu", "parent": "org", "lending_limit": {"gpu": 2}}]),
+        [("$.cohorts[1].lending_limit.gpu", r"^'gpu' is not in the cohort's nominal \(list it there; 0 holds")],
+    ),
+    (
+        "more lending limits than the rows allow",
+        setter(
+            "cohorts",
+            [{"name": "org"}]
+            + [
+                {"name": f"c{i}", "parent": "org", "nominal": {"gpu": 0}, "lending_limit": {"gpu": 0}}
+                for i in range(9)
+            ],
+        ),
+        [("$.cohorts[9].lending_limit", r"^at most 8 cohorts may set a lending limit$")],
+    ),
     # -- names
     (
         "duplicate queue name",
@@ -467,6 +489,16 @@ SCHEMA_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         [("$.pending[0].topology.slice_size", r"greater than or equal to 1")],
     ),
     (
+        "negative cohort quota",
+        setter("cohorts", [{"name": "org", "nominal": {"gpu": -4}}]),
+        [("$.cohorts[0].nominal.gpu", r"^quantity must not be negative, got -4$")],
+    ),
+    (
+        "cohort weight above the cap",
+        setter("cohorts", [{"name": "org", "weight": 1e9}]),
+        [("$.cohorts[0].weight", r"less than or equal to 1000")],
+    ),
+    (
         "negative preemption cost",
         setter("running[0].preemption_cost", -1),
         [("$.running[0].preemption_cost", r"greater than or equal to 0")],
@@ -635,9 +667,11 @@ def test_asking_none_of_a_resource_the_node_lacks_is_valid(tmp_path: Path) -> No
 
 
 def test_a_queue_reads_the_root_of_its_cohort_tree(tmp_path: Path) -> None:
-    """Round.cohorts: a queue's cohort is resolved to its tree's root at load time (on mappings
-    and on built queues alike); a cohort the tree does not declare stands alone, and a round
-    without cohorts keeps its queues' cohorts as written (backward compatible)."""
+    """Round.cohorts: a queue keeps the cohort it names (a node of a tree, so that quotas can
+    be read at every level) and ``Round.cohort_roots`` gives its tree's root (on loaded and on
+    built rounds alike); a cohort the tree does not declare stands alone, and a round without
+    cohorts keeps its queues' cohorts as written (backward compatible). A dumped round loads
+    back to the same tree."""
     data = base()
     data["queues"] = [
         {"name": "a", "cohort": "vision"},
@@ -648,11 +682,14 @@ def test_a_queue_reads_the_root_of_its_cohort_tree(tmp_path: Path) -> None:
     data["running"][0]["queue"] = "b"
     plain = parse_model(Round, data, "round")
     assert [q.cohort for q in plain.queues] == ["vision", "research", "elsewhere"]
+    assert plain.cohort_roots == {"a": "vision", "b": "research", "c": "elsewhere"}
     data["cohorts"] = [{"name": "org"}, {"name": "research", "parent": "org"}, {"name": "vision", "parent": "research"}]
     path = tmp_path / "round.json"
     path.write_text(json.dumps(data))
     loaded = gangopt.load_round(path)
-    assert [q.cohort for q in loaded.queues] == ["org", "org", "elsewhere"]
+    assert [q.cohort for q in loaded.queues] == ["vision", "research", "elsewhere"]
+    assert loaded.cohort_roots == {"a": "org", "b": "org", "c": "elsewhere"}
     built = Round(cluster=loaded.cluster, queues=plain.queues, cohorts=loaded.cohorts)
-    assert [q.cohort for q in built.queues] == ["org", "org", "elsewhere"]
-    assert Round.model_validate(loaded.model_dump()) == loaded
+    assert built.cohort_roots == {"a": "org", "b": "org", "c": "elsewhere"}
+    again = Round.model_validate(loaded.model_dump())
+    assert again == loaded and again.cohort_roots == loaded.cohort_roots

@@ -23,9 +23,10 @@ from gangopt.cli import main
 from gangopt.errors import InputError
 from gangopt.k8s import Imported, ImportOptions, ObjectRef, export_plan, import_documents, load_documents
 from gangopt.k8s.export import REQUEST_ANNOTATION
+from gangopt.objective import tree_fractions
 from gangopt.quantities import parse_quantity
 from gangopt.replay.generate import dump_round
-from gangopt.schema import PendingGang, Placement, Plan, Policy, RunningGang, Status
+from gangopt.schema import PendingGang, Placement, Plan, Policy, Round, RunningGang, Status
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s"
 FORMS = ["scheduler-plugins", "koordinator", "volcano", "kueue", "kep-4671"]
@@ -856,8 +857,8 @@ def _queue_in(name: str, cohort: str) -> Json:
 
 def test_kueue_cohort_parents_make_one_tree_whose_root_every_queue_reads() -> None:
     """Kueue Cohort ``spec.parentName``: ClusterQueues of sibling cohorts share the root (a
-    parent with no Cohort object is a root, Kueue's default cohort); a cohort's own quota is
-    outside the supported subset and is warned, not silently dropped."""
+    parent with no Cohort object is a root, Kueue's default cohort); each queue keeps the
+    cohort it names, a node of the tree."""
     objects = [
         _cohort("vision", {"parentName": "research"}),
         _cohort("research", {"parentName": "org", "resourceGroups": []}),
@@ -872,11 +873,145 @@ def test_kueue_cohort_parents_make_one_tree_whose_root_every_queue_reads() -> No
         ("vision", "research"),
     ]
     assert [(q.name, q.cohort) for q in imp.round.queues if q.name.startswith("cq-")] == [
-        ("cq-a", "org"),
-        ("cq-b", "org"),
+        ("cq-a", "vision"),
+        ("cq-b", "research"),
         ("cq-c", "other"),
     ]
-    assert any(w.startswith("Cohort research") and "spec.resourceGroups ignored" in w for w in imp.warnings)
+    roots = imp.round.cohort_roots
+    assert [roots[q] for q in ("cq-a", "cq-b", "cq-c")] == ["org", "org", "other"]
+    assert not any(w.startswith("Cohort") for w in imp.warnings), imp.warnings
+
+
+def _groups(*flavors: tuple[str, Json]) -> list[Json]:
+    """Kueue resourceGroups with one group of GPU flavors: ``(flavor, fields)``."""
+    resources = [{"name": f, "resources": [{"name": "nvidia.com/gpu", **fields}]} for f, fields in flavors]
+    return [{"coveredResources": ["nvidia.com/gpu"], "flavors": resources}]
+
+
+def test_kueue_cohort_resource_groups_and_fair_sharing_map_onto_the_cohort() -> None:
+    """A Kueue Cohort's own ``resourceGroups`` (nominalQuota, borrowingLimit, lendingLimit,
+    summed over flavors; a limit one flavor leaves unset is unlimited) and
+    ``fairSharing.weight`` become the cohort's ``nominal``, limits and ``weight``; limits on a
+    root (no parentName) are warned and left out."""
+    objects = [
+        _cohort("org", {"resourceGroups": _groups(("a", {"nominalQuota": 4, "borrowingLimit": 2}))}),
+        _cohort(
+            "research",
+            {
+                "parentName": "org",
+                "resourceGroups": _groups(
+                    ("a", {"nominalQuota": 8, "borrowingLimit": 2, "lendingLimit": 4}),
+                    ("b", {"nominalQuota": 8, "borrowingLimit": 1}),
+                ),
+                "fairSharing": {"weight": "2"},
+            },
+        ),
+        _queue_in("cq-a", "research"),
+    ]
+    imp = imported("cluster", objects=objects)
+    cohorts = {c.name: c for c in imp.round.cohorts}
+    gpu = 1000  # milli-units
+    assert cohorts["org"].nominal == {"gpu": 4 * gpu} and cohorts["org"].borrowing_limit == {}
+    research = cohorts["research"]
+    assert research.nominal == {"gpu": 16 * gpu}
+    assert research.borrowing_limit == {"gpu": 3 * gpu}
+    assert research.lending_limit == {}  # flavor b lends without limit
+    assert research.weight == 2.0
+    assert any(w.startswith("Cohort org") and "a cohort without parentName is a root" in w for w in imp.warnings)
+    assert not any(w.startswith("Cohort research") for w in imp.warnings), imp.warnings
+    assert gangopt.validate(imp.round, gangopt.solve(imp.round)) == []
+
+
+def test_kueue_and_volcano_trees_round_trip_through_the_round_file() -> None:
+    """Imported cohort trees (a Kueue tree with quotas and limits, a Volcano hierarchy) survive
+    the round file: written, read back and imported again in another order they give the same
+    round, the same tree (every queue keeps the cohort it named, so quotas stay per level) and
+    a plan the validator accepts."""
+    objects = [
+        _cohort("org", {}),
+        _cohort(
+            "research",
+            {
+                "parentName": "org",
+                "resourceGroups": _groups(("a", {"nominalQuota": 8, "borrowingLimit": 0, "lendingLimit": 4})),
+                "fairSharing": {"weight": "500m"},
+            },
+        ),
+        _queue_in("cq-a", "research"),
+        _queue_in("cq-b", "org"),
+        _volcano_queue("prod", "root/eng/prod", "1/2/8"),
+        _volcano_queue("sci", "root/sci", "1/1"),
+    ]
+    first = imported("cluster", objects=objects).round
+    text = dump_round(first)
+    back = Round.model_validate(json.loads(text))
+    assert back == first and back.cohort_roots == first.cohort_roots
+    assert back.cohort_roots["cq-a"] == "org" and back.cohort_roots["prod"] == "root"
+    assert dump_round(imported("cluster", objects=list(reversed(objects))).round) == text
+    research = next(c for c in back.cohorts if c.name == "research")
+    assert (research.nominal, research.borrowing_limit, research.lending_limit, research.weight) == (
+        {"gpu": 8000},
+        {"gpu": 0},
+        {"gpu": 4000},
+        0.5,
+    )
+    assert gangopt.validate(back, gangopt.solve(back)) == []
+
+
+def _volcano_queue(name: str, hierarchy: str | None, weights: str | None, gpus: int = 8) -> Json:
+    annotations = {}
+    if hierarchy is not None:
+        annotations["volcano.sh/hierarchy"] = hierarchy
+    if weights is not None:
+        annotations["volcano.sh/hierarchy-weights"] = weights
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"capability": {"nvidia.com/gpu": gpus}},
+    }
+
+
+def test_volcano_hierarchy_maps_onto_a_weighted_cohort_tree() -> None:
+    """``volcano.sh/hierarchy: root/eng/prod`` with ``hierarchy-weights: 1/2/8``: cohorts named
+    by their paths, each level's weight on its cohort, the last on the queue; capability stays
+    a hard cap (borrowing_limit 0), and the fair-share fractions follow the weights down the
+    tree (eng 2 : sci 1, then prod 8 : dev 2 inside eng)."""
+    objects = [
+        _volcano_queue("prod", "root/eng/prod", "1/2/8"),
+        _volcano_queue("dev", "root/eng/dev", "1/2/2"),
+        _volcano_queue("sci", "root/sci", "1/1"),
+    ]
+    imp = imported("cluster", objects=objects)
+    cohorts = {c.name: (c.parent, c.weight) for c in imp.round.cohorts}
+    assert cohorts == {"root": (None, None), "root/eng": ("root", 2.0)}
+    queues = {q.name: q for q in imp.round.queues}
+    assert (queues["prod"].cohort, queues["prod"].weight) == ("root/eng", 8.0)
+    assert (queues["sci"].cohort, queues["sci"].weight) == ("root", 1.0)
+    assert queues["prod"].borrowing_limit == {"gpu": 0} and queues["prod"].nominal == {"gpu": 8000}
+    fractions = tree_fractions("root", [queues[n] for n in ("prod", "dev", "sci")], list(imp.round.cohorts))
+    assert fractions == pytest.approx({"prod": 2 / 3 * 0.8, "dev": 2 / 3 * 0.2, "sci": 1 / 3})
+    assert any("volcano.sh/hierarchy mapped to a cohort tree" in w for w in imp.warnings)
+
+
+@pytest.mark.parametrize(
+    ("hierarchy", "weights", "warned", "cohort"),
+    [
+        ("root/eng", "1/x", "is not one weight", "root"),
+        ("root/eng", "1/2/3", "is not one weight", "root"),
+        ("solo", None, "has no level above the queue", None),
+        (None, "1/2", "hierarchy-weights ignored without", None),
+    ],
+)
+def test_volcano_hierarchy_that_cannot_be_mapped_is_warned(
+    hierarchy: str | None, weights: str | None, warned: str, cohort: str | None
+) -> None:
+    """Weights that do not match the path are dropped (every level weighs 1); a path without
+    a level above the queue, or weights without a path, leave the queue alone."""
+    imp = imported("cluster", objects=[_volcano_queue("q", hierarchy, weights)])
+    assert any(warned in w for w in imp.warnings), imp.warnings
+    q = next(q for q in imp.round.queues if q.name == "q")
+    assert (q.cohort, q.weight) == (cohort, None)
 
 
 def test_a_kueue_cohort_cycle_is_an_error_naming_the_object() -> None:

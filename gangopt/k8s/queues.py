@@ -17,7 +17,7 @@ from gangopt.k8s.context import (
 from gangopt.k8s.kinds import KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
 from gangopt.k8s.pods import Pod
 from gangopt.quantities import MILLI
-from gangopt.schema import BorrowWithinCohort, Cohort, PendingGang, Queue, QueuePreemption, RunningGang
+from gangopt.schema import MAX_WEIGHT, BorrowWithinCohort, Cohort, PendingGang, Queue, QueuePreemption, RunningGang
 
 KUEUE_POLICIES = {
     "Never": "never",
@@ -52,6 +52,8 @@ class Queues:
         """Per ClusterQueue, per resource (Kubernetes name), its flavors in order (for admissions)."""
         self.cohorts: dict[str, str | None] = {}
         """Kueue Cohort objects: name -> parent (``spec.parentName``)."""
+        self.cohort_specs: dict[str, Cohort] = {}
+        """Kueue Cohort objects and Volcano hierarchy levels as ``Round.cohorts`` entries."""
         for src in kinds.get("Cohort", []):
             self._kueue_cohort(src)
         self._check_cohort_cycles(kinds.get("Cohort", []))
@@ -65,13 +67,15 @@ class Queues:
         for src in kinds.get("Queue", []):
             self._volcano_queue(src)
 
-    def _cluster_queue(self, src: Source) -> None:
-        """nominalQuota summed over resource groups and flavors; the borrowing limit likewise,
-        unlimited when one flavor sets none."""
-        spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
+    def _resource_groups(
+        self, src: Source, spec: dict[str, object], flavors: dict[str, list[str]] | None = None
+    ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        """``spec.resourceGroups`` of a ClusterQueue or Cohort: nominalQuota summed over groups
+        and flavors per resource; borrowingLimit and lendingLimit likewise, unlimited (left
+        out) when one flavor sets none. ``flavors`` collects each resource's flavors in order."""
         nominal: dict[str, int] = {}
-        borrow: dict[str, int] = {}
-        unlimited: set[str] = set()
+        limits: dict[str, dict[str, int]] = {"borrowingLimit": {}, "lendingLimit": {}}
+        unlimited: dict[str, set[str]] = {"borrowingLimit": set(), "lendingLimit": set()}
         for g, group in enumerate(as_sequence(self.ctx, spec.get("resourceGroups"), src.path(".spec.resourceGroups"))):
             gpath = src.path(f".spec.resourceGroups[{g}]")
             for f, flavor in enumerate(as_sequence(self.ctx, as_mapping(self.ctx, group, gpath).get("flavors"), gpath)):
@@ -80,25 +84,36 @@ class Queues:
                 for r, res in enumerate(as_sequence(self.ctx, flavor_map.get("resources"), f"{fpath}.resources")):
                     rpath = f"{fpath}.resources[{r}]"
                     entry = as_mapping(self.ctx, res, rpath)
-                    offered = self.flavors.setdefault(src.name, {}).setdefault(str(entry.get("name", "")), [])
-                    offered.append(str(flavor_map.get("name", "")))
+                    if flavors is not None:
+                        flavors.setdefault(str(entry.get("name", "")), []).append(str(flavor_map.get("name", "")))
                     name = resource_name(str(entry.get("name", "")))
                     nominal[name] = nominal.get(name, 0) + as_quantity(
                         self.ctx, entry.get("nominalQuota", 0), f"{rpath}.nominalQuota"
                     )
-                    if entry.get("borrowingLimit") is None:
-                        unlimited.add(name)
-                    else:
-                        limit = as_quantity(self.ctx, entry["borrowingLimit"], f"{rpath}.borrowingLimit")
-                        borrow[name] = borrow.get(name, 0) + limit
-                    if entry.get("lendingLimit") is not None:
-                        self.ctx.warn(src, f"lendingLimit of {name} ignored")
-        cohort = spec.get("cohort") or spec.get("cohortName") or None
-        limits = {r: v for r, v in borrow.items() if r not in unlimited}
+                    for key, summed in limits.items():
+                        if entry.get(key) is None:
+                            unlimited[key].add(name)
+                        else:
+                            summed[name] = summed.get(name, 0) + as_quantity(self.ctx, entry[key], f"{rpath}.{key}")
+        borrow, lend = ({r: v for r, v in limits[k].items() if r not in unlimited[k]} for k in limits)
+        return nominal, borrow, lend
+
+    def _weight(self, src: Source, spec: dict[str, object]) -> float | None:
+        """``spec.fairSharing.weight`` (a Quantity: "2", "500m"), None when unset."""
         sharing = as_mapping(self.ctx, spec.get("fairSharing"), src.path(".spec.fairSharing"))
-        weight = None
-        if sharing.get("weight") is not None:  # a Quantity: "2", "500m"
-            weight = as_quantity(self.ctx, sharing["weight"], src.path(".spec.fairSharing.weight")) / MILLI
+        if sharing.get("weight") is None:
+            return None
+        return as_quantity(self.ctx, sharing["weight"], src.path(".spec.fairSharing.weight")) / MILLI
+
+    def _cluster_queue(self, src: Source) -> None:
+        """nominalQuota summed over resource groups and flavors; the borrowing limit likewise,
+        unlimited when one flavor sets none."""
+        spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
+        nominal, limits, lend = self._resource_groups(src, spec, self.flavors.setdefault(src.name, {}))
+        for name in sorted(lend):
+            self.ctx.warn(src, f"lendingLimit of {name} ignored (a ClusterQueue lends all its nominal quota)")
+        cohort = spec.get("cohort") or spec.get("cohortName") or None
+        weight = self._weight(src, spec)
         self.queues[src.name] = Queue(
             name=src.name,
             cohort=cohort,
@@ -110,21 +125,31 @@ class Queues:
 
     def _kueue_cohort(self, src: Source) -> None:
         """A Kueue Cohort: its ``spec.parentName`` makes the cohort tree (``Round.cohorts``; a
-        parent without a Cohort object is a root, Kueue's default cohort). Its own quota,
-        borrowing and lending limits and fair sharing are outside gangopt's supported subset
-        (docs/rules.md, rule 6): warned and left out."""
+        parent without a Cohort object is a root, Kueue's default cohort), its
+        ``spec.resourceGroups`` its own quota, borrowing and lending limits (summed over
+        flavors), ``spec.fairSharing.weight`` its fair-share weight (docs/rules.md, rule 6).
+        Limits on a cohort without parent have no one to borrow from or lend to: warned, left
+        out."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec")) if src.obj.get("spec") is not None else {}
         parent = spec.get("parentName")
         if parent is not None and (not isinstance(parent, str) or not parent):
             self.ctx.error(src.path(".spec.parentName"), f"not a cohort name: {parent!r}")
             parent = None
         self.cohorts[src.name] = parent or None
-        for key in sorted(set(spec) - {"parentName"}):
-            self.ctx.warn(
-                src,
-                f"spec.{key} ignored: a cohort's own quota, borrowing and lending limits and fair sharing are not "
-                "supported; its ClusterQueues share their own nominal quotas over the whole cohort tree",
-            )
+        nominal, borrow, lend = self._resource_groups(src, spec)
+        if not parent and (borrow or lend):
+            self.ctx.warn(src, "borrowingLimit and lendingLimit ignored: a cohort without parentName is a root")
+            borrow, lend = {}, {}
+        self.cohort_specs[src.name] = Cohort(
+            name=src.name,
+            parent=parent or None,
+            nominal=quantities(nominal),
+            borrowing_limit=quantities(borrow),
+            lending_limit=quantities(lend),
+            weight=self._weight(src, spec),
+        )
+        for key in sorted(set(spec) - {"parentName", "resourceGroups", "fairSharing"}):
+            self.ctx.warn(src, f"spec.{key} ignored")
 
     def _check_cohort_cycles(self, sources: list[Source]) -> None:
         """A cycle of parents is an error (Kueue disables every member of such a cohort)."""
@@ -137,12 +162,13 @@ class Queues:
                 self.ctx.error(src.path(".spec.parentName"), f"cohort {src.name} is its own ancestor (a cycle)")
 
     def build_cohorts(self) -> list[Cohort]:
-        """The cohort tree of the Kueue Cohort objects (parents without an object are roots)."""
-        parents = dict(self.cohorts)
-        for parent in list(parents.values()):
-            if parent is not None and parent not in parents:
-                parents[parent] = None
-        return [Cohort(name=name, parent=parent) for name, parent in sorted(parents.items())]
+        """The cohort trees of the Kueue Cohort objects and the Volcano hierarchies (parents
+        without an object are roots)."""
+        specs = dict(self.cohort_specs)
+        for c in list(specs.values()):
+            if c.parent is not None and c.parent not in specs:
+                specs[c.parent] = Cohort(name=c.parent)
+        return [specs[name] for name in sorted(specs)]
 
     def _kueue_preemption(self, src: Source, value: object) -> QueuePreemption:
         """``spec.preemption`` -> ``Queue.preemption``, Kueue's defaults (every knob Never) where
@@ -207,26 +233,74 @@ class Queues:
         self.quota_by_namespace[src.namespace].append(src.name)
 
     def _volcano_queue(self, src: Source) -> None:
-        """``capability`` is a hard cap: nominal quota outside any cohort."""
+        """``capability`` is a hard cap: nominal quota outside any cohort, or inside the cohort
+        tree of its ``volcano.sh/hierarchy`` with no borrowing (:meth:`_volcano_hierarchy`)."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
         capability = as_resources(self.ctx, spec.get("capability"), src.path(".spec.capability"))
         ignored = sorted(k for k in ("weight", "guarantee", "deserved", "reclaimable", "parent") if k in spec)
         if ignored:
             self.ctx.warn(src, f"{', '.join(ignored)} ignored (only capability is mapped)")
-        hierarchy = sorted(k for k in src.annotations if k in ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights"))
-        if hierarchy:
-            self.ctx.warn(
-                src,
-                f"{', '.join(hierarchy)} ignored: Volcano's hierarchy shares deserved capacity down the tree by "
-                "the hierarchy weights, which a gangopt cohort tree (Round.cohorts: borrowing of nominal quota) "
-                "does not express; each queue stands alone",
-            )
-        self.queues[src.name] = Queue(name=src.name, nominal=quantities(capability), preemption=VOLCANO_PREEMPTION)
+        cohort, weight = self._volcano_hierarchy(src)
+        self.queues[src.name] = Queue(
+            name=src.name,
+            cohort=cohort,
+            nominal=quantities(capability),
+            borrowing_limit=quantities({r: 0 for r in capability}) if cohort is not None else {},
+            weight=weight,
+            preemption=VOLCANO_PREEMPTION,
+        )
         self.ctx.warn(
             src,
             "reclaim from queues above their deserved share is not mapped: the queue has no cohort "
             "(capability is its nominal), so only preempt within the queue applies",
         )
+
+    def _volcano_hierarchy(self, src: Source) -> tuple[str | None, float | None]:
+        """``volcano.sh/hierarchy: root/eng/prod`` with ``volcano.sh/hierarchy-weights: 1/2/8``
+        (Volcano's hierarchical DRF): every prefix but the whole path is a cohort named by its
+        path (``root``, ``root/eng``) with the weight of its level, the queue sits in the
+        longest one with the last weight. Weights share deserved capacity down the tree as
+        gangopt's fair share does (docs/objective.md); the queue's ``capability`` stays a hard
+        cap (``borrowing_limit`` 0). Returns the queue's cohort and weight (None, None without
+        a hierarchy)."""
+        path_text = src.annotations.get("volcano.sh/hierarchy")
+        weights_text = src.annotations.get("volcano.sh/hierarchy-weights")
+        if path_text is None:
+            if weights_text is not None:
+                self.ctx.warn(src, "volcano.sh/hierarchy-weights ignored without volcano.sh/hierarchy")
+            return None, None
+        levels = [p for p in path_text.strip("/").split("/") if p]
+        if len(levels) < 2:
+            self.ctx.warn(src, f"volcano.sh/hierarchy {path_text!r} has no level above the queue: it stands alone")
+            return None, None
+        weights: list[float | None] = [None] * len(levels)
+        if weights_text is not None:
+            try:
+                parsed = [float(w) for w in weights_text.strip("/").split("/")]
+            except ValueError:
+                parsed = []
+            if len(parsed) != len(levels) or any(not 0 <= w <= MAX_WEIGHT for w in parsed):
+                self.ctx.warn(
+                    src,
+                    f"volcano.sh/hierarchy-weights {weights_text!r} is not one weight in [0, {MAX_WEIGHT:g}] per level "
+                    f"of {path_text!r}: every level weighs 1",
+                )
+            else:
+                weights = list(parsed)
+        parent: str | None = None
+        for depth in range(1, len(levels)):
+            name = "/".join(levels[:depth])
+            cohort = Cohort(name=name, parent=parent, weight=weights[depth - 1] if parent is not None else None)
+            known = self.cohort_specs.setdefault(name, cohort)
+            if known != cohort:
+                self.ctx.warn(src, f"volcano.sh/hierarchy level {name!r} differs from another queue's: the first kept")
+            parent = name
+        self.ctx.warn(
+            src,
+            "volcano.sh/hierarchy mapped to a cohort tree with its weights as fair-share weights; Volcano's reclaim "
+            "by hierarchical deserved share is not: capability stays a hard cap (borrowing_limit 0)",
+        )
+        return parent, weights[-1]
 
     def local_queue(self, src: Source, namespace: str, name: str) -> str:
         """A LocalQueue name -> its ClusterQueue (warned and kept as is when unknown)."""

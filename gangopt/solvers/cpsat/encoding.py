@@ -32,6 +32,7 @@ from ortools.sat.python import cp_model
 from gangopt.objective import SCALE, ObjectiveTerms
 from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector, role_named
 from gangopt.quantities import MILLI
+from gangopt.quota_tree import quota_rows, rows_stricter
 from gangopt.schema import PendingGang, RunningGang
 from gangopt.scope import Scope
 
@@ -554,6 +555,9 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
                 helpers_on[k].append(var)
                 continue
             needs = scope.reclaim_needs(spec, gang)
+            if scope.tree_bound(spec, gang):  # reads cohort quotas on the way: left out, no proof
+                enc.stricter = True
+                needs = "never"
             lit = None
             if needs == "own_nominal":  # a newer gang of equal priority in spec's own queue
                 lit = _within(enc, spec.queue)
@@ -819,25 +823,16 @@ def _quotas(enc: Encoding) -> None:
     found = _usage(enc)
     usage = {cell: [(v, a) for v, a, _ in terms] for cell, terms in found.terms.items()}
     const, before = found.const, found.before
-    for queue in rnd.queues:
-        for res, nominal in queue.nominal.items():
-            if queue.cohort is None:
-                limit = nominal
-            elif res in queue.borrowing_limit:
-                limit = nominal + queue.borrowing_limit[res]
-            else:
-                continue
-            _limit_row(enc, [(queue.name, res)], usage, const, before, limit)
-    cohorts: dict[str, list[str]] = defaultdict(list)
-    for queue in rnd.queues:
-        if queue.cohort:
-            cohorts[queue.cohort].append(queue.name)
-    for names in cohorts.values():
-        members_ = [q for q in rnd.queues if q.name in names]
-        shared = set.intersection(*(set(q.nominal) for q in members_))
-        for res in sorted(shared):
-            total = sum(q.nominal[res] for q in members_)
-            _limit_row(enc, [(n, res) for n in names], usage, const, before, total)
+    # Queue and cohort-tree limits as rows (gangopt/quota_tree.py); a lending limit splits a
+    # cohort's limit into rows that tolerate usage over it before the round each on their own
+    # sum, stricter than the rule then (quota_tree.rows_stricter): no proof from that model.
+    for row in quota_rows(rnd):
+        _limit_row(enc, [(q, row.resource) for q in row.queues], usage, const, before, row.limit)
+    if any(c.lending_limit for c in rnd.cohorts):
+        was: dict[str, dict[str, int]] = defaultdict(dict)
+        for (q, res), amount in before.items():
+            was[q][res] = amount
+        enc.stricter |= rows_stricter(rnd, was)
 
 
 def _usage(enc: Encoding) -> Usage:

@@ -16,6 +16,7 @@ import numpy as np
 
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, RoleKey, request_vector, role_named
+from gangopt.quota_tree import quota_rows
 from gangopt.schema import GangSpec, Placement, Preemption, Resize, Round, RunningGang
 from gangopt.scope import After, Scope
 from gangopt.solvers.cpsat.encoding import ClassModel
@@ -464,8 +465,10 @@ def _lower_gangs(rnd: Round, decision: Decision, prio: dict[str, int], may: Call
 
 
 def _quota_check(rnd: Round, resources: list[str]) -> Callable[[dict[str, np.ndarray], str, np.ndarray], bool]:
-    """A function telling whether adding ``extra`` to ``queue`` keeps every quota."""
-    queues = {q.name: q for q in rnd.queues}
+    """A function telling whether adding ``extra`` to ``queue`` keeps every quota (the rows of
+    :func:`gangopt.quota_tree.quota_rows`, per queue and cohort tree)."""
+    column = {res: r for r, res in enumerate(resources)}
+    rows = [row for row in quota_rows(rnd) if row.resource in column]
     before: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(resources), dtype=np.int64))
     for gang in rnd.running:
         for pod in gang.pods:
@@ -473,25 +476,13 @@ def _quota_check(rnd: Round, resources: list[str]) -> Callable[[dict[str, np.nda
             before[gang.queue] += request_vector(role, resources)
 
     def ok(usage: dict[str, np.ndarray], queue: str, extra: np.ndarray) -> bool:
-        q = queues.get(queue)
-        if q is None:
-            return True
-        members = [m for m in rnd.queues if q.cohort and m.cohort == q.cohort]
-        for r, res in enumerate(resources):
-            if extra[r] == 0 or res not in q.nominal:
+        for row in rows:
+            r = column[row.resource]
+            if extra[r] == 0 or queue not in row.queues:
                 continue
-            after = usage[queue][r] + extra[r]
-            if q.cohort is None:
-                limit: int | None = q.nominal[res]
-            else:
-                limit = q.nominal[res] + q.borrowing_limit[res] if res in q.borrowing_limit else None
-            if limit is not None and after > max(limit, before[queue][r]):
+            total = sum(int(usage[q][r]) for q in row.queues) + int(extra[r])
+            if total > max(row.limit, sum(int(before[q][r]) for q in row.queues)):
                 return False
-            if q.cohort and all(res in m.nominal for m in members):
-                total = sum(usage[m.name][r] for m in members) + extra[r]
-                was = sum(before[m.name][r] for m in members)
-                if total > max(sum(m.nominal[res] for m in members), was):
-                    return False
         return True
 
     return ok

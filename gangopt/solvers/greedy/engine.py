@@ -552,12 +552,10 @@ class GreedyEngine:
         usage = usage if usage is not None else self.queue_now()
         s, e = self.rp_start[gi], self.rp_start[gi + 1]
         rows = self.rp_rows[s:e]
-        theirs = self.scope.queues[victim.queue]
         lost = dict(zip(self.res, rows[~self.kept[s:e]].sum(axis=0).tolist(), strict=True))
         held = {r for role in victim.roles for r in role.requests}
-        now = usage.get(victim.queue, {})
         # above its nominal with the victim's removed pods back (its kept ones still count now)
-        borrowing = any(now.get(r, 0) + lost[r] > theirs.nominal[r] for r in held if r in theirs.nominal)
+        borrowing = self.scope.borrowing_with(g.spec, victim, usage, {r: lost[r] for r in held if r in lost})
         mine = dict(usage.get(g.spec.queue, {}))
         if demand is not None:
             for r, a in zip(self.res, demand.tolist(), strict=True):
@@ -568,7 +566,7 @@ class GreedyEngine:
             gone = rows[self.kept[s:e]].sum(axis=0).tolist()
             for r, a in zip(self.res, gone, strict=True):
                 mine[r] = mine.get(r, 0) - a
-        within = within_nominal(self.scope.queues.get(g.spec.queue), mine)
+        within = self.scope.within_guarantee(g.spec, victim, {**usage, g.spec.queue: mine})
         return self.scope.reclaims(g.spec, victim, borrowing, within)
 
     def queue_now(self) -> dict[str, dict[str, int]]:

@@ -40,7 +40,7 @@ class _Kueue(Peer):
             ]
         )
         self.nominal = {q.name: q.nominal for q in rnd.queues}
-        self.cohort = {q.name: q.cohort for q in rnd.queues}
+        self.cohort = rnd.cohort_roots
 
     def _fits_quota(self, gangs: list[GangView], counts: list[list[int]], used: IntArray | None = None) -> bool:
         demand = sum(

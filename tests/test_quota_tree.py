@@ -1,0 +1,353 @@
+"""Cohort trees whose cohorts hold quota (docs/rules.md, rules 5 and 6): scenarios written from
+Kueue's documented hierarchical cohorts, every solver through the door and the validator."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gangopt
+from gangopt.objective import lexicographic_key, score
+from gangopt.quota_tree import CohortTree, quota_rows, rows_stricter
+from gangopt.schema import Cohort, Plan, Queue, QueuePreemption, Round, Score, Status
+from gangopt.solvers import SOLVERS
+from gangopt.validation import _cohort_scopes, _Tree, validate
+from tests.builders import cluster, make_plan, make_round, pending, running
+from tests.strategies import cohort_rounds, examples
+
+GPU = 1000  # milli-units
+KUEUE_RECLAIM = QueuePreemption(reclaim_within_cohort="any", other_queues="never")
+
+
+def solved(rnd: Round, solver: str) -> Plan:
+    plan = gangopt.solve(rnd, solver=solver)
+    assert validate(rnd, plan) == [], solver
+    return plan
+
+
+# ----------------------------------------------------------------------------- rule 6 scenarios
+
+
+def _lent_round(own: dict[str, int]) -> Round:
+    """Queue a holds no quota of its own (nominal 0) in cohort team (under root org), which
+    holds ``own``; two 8-GPU gangs of a wait on an empty 2-node cluster."""
+    return make_round(
+        cluster(2),
+        queues=[Queue(name="a", cohort="team", nominal={"gpu": 0})],
+        cohorts=[Cohort(name="org"), Cohort(name="team", parent="org", nominal=own)],
+        pending=[pending("a1", gpu=8, queue="a"), pending("a2", gpu=8, queue="a", submit_time=1.0)],
+    )
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_a_cohorts_own_quota_is_lent_to_its_children(solver: str) -> None:
+    """Kueue: a Cohort's resourceGroups quota is available to the ClusterQueues below it. With
+    8 GPUs on the cohort, exactly one 8-GPU gang of a queue with nominal 0 starts; without
+    it, none (the tree's quota is 0)."""
+    with_quota = solved(_lent_round({"gpu": 8}), solver)
+    if solver != "fifo_first_fit":
+        assert len(with_quota.admitted) == 1
+    assert solved(_lent_round({}), solver).admitted == []
+
+
+def test_the_validator_reads_the_cohorts_quota_at_its_level() -> None:
+    rnd = _lent_round({"gpu": 8})
+    both = make_plan(rnd, place={"a1": ["n0"], "a2": ["n1"]})
+    assert [v.message for v in validate(rnd, both) if v.rule == "quota"] == ["cohort org: gpu 16 > limit 8"]
+    assert validate(rnd, make_plan(rnd, place={"a1": ["n0"]})) == []
+
+
+def _middle_limit_round(limit: dict[str, int]) -> Round:
+    """Root org; cohort lend holds queue l (nominal 16, idle); cohort mid (nominal 0 of its own,
+    ``limit`` as borrowing limit) holds queue b (nominal 0) with two 8-GPU gangs waiting."""
+    return make_round(
+        cluster(2),
+        queues=[
+            Queue(name="l", cohort="lend", nominal={"gpu": 16}),
+            Queue(name="b", cohort="mid", nominal={"gpu": 0}),
+        ],
+        cohorts=[
+            Cohort(name="org"),
+            Cohort(name="lend", parent="org"),
+            Cohort(name="mid", parent="org", nominal={"gpu": 0}, borrowing_limit=limit),
+        ],
+        pending=[pending("b1", gpu=8, queue="b"), pending("b2", gpu=8, queue="b", submit_time=1.0)],
+    )
+
+
+@pytest.mark.parametrize("solver", [s for s in SOLVERS if s != "fifo_first_fit"])
+def test_a_borrowing_limit_at_a_middle_level_stops_a_borrower(solver: str) -> None:
+    """Kueue: a Cohort's borrowingLimit caps what its subtree takes from its parent. b may
+    borrow l's idle 16 GPUs through the root, but mid lets its subtree borrow only 8."""
+    assert len(solved(_middle_limit_round({"gpu": 8}), solver).admitted) == 1
+    assert len(solved(_middle_limit_round({}), solver).admitted) == 2
+
+
+def test_the_validator_names_the_middle_limit() -> None:
+    rnd = _middle_limit_round({"gpu": 8})
+    both = make_plan(rnd, place={"b1": ["n0"], "b2": ["n1"]})
+    messages = [v.message for v in validate(rnd, both) if v.rule == "quota"]
+    assert messages == ["cohort mid (quota + borrowing limit): gpu 16 > limit 8"]
+
+
+def _lending_round(lending: dict[str, int]) -> Round:
+    """Root org; cohort keep (``lending`` as lending limit) holds queue k (nominal 8, idle);
+    cohort other holds queue o (nominal 0) with an 8-GPU gang waiting."""
+    return make_round(
+        cluster(2),
+        queues=[
+            Queue(name="k", cohort="keep", nominal={"gpu": 8}),
+            Queue(name="o", cohort="other", nominal={"gpu": 0}),
+        ],
+        cohorts=[
+            Cohort(name="org"),
+            Cohort(name="keep", parent="org", nominal={"gpu": 0}, lending_limit=lending),
+            Cohort(name="other", parent="org"),
+        ],
+        pending=[pending("o1", gpu=8, queue="o"), pending("k1", gpu=8, queue="k", submit_time=1.0)],
+    )
+
+
+@pytest.mark.parametrize("solver", [s for s in SOLVERS if s != "fifo_first_fit"])
+def test_a_lending_limit_keeps_quota_for_the_subtree(solver: str) -> None:
+    """Kueue: lendingLimit is the most of a subtree's quota its parent may lend to others. With
+    lending limit 0 the other branch's gang waits while the keeper's own starts; without it
+    the tree's 8 GPUs go to one of them (greedy: o1, the older gang; Volcano's queue order
+    prefers k, the queue below its deserved share)."""
+    kept = solved(_lending_round({"gpu": 0}), solver)
+    assert kept.admitted == ["k1"]
+    lent = solved(_lending_round({}), solver)
+    assert len(lent.admitted) == 1
+    if solver == "greedy":
+        assert lent.admitted == ["o1"]
+
+
+def test_lending_limits_make_exact_rows() -> None:
+    """The rows of a lending-limited child: the parent's limit over the other queues alone and
+    over both with the kept part added back (max(0, U_keep - G) as two linear rows)."""
+    rows = [r for r in quota_rows(_lending_round({"gpu": 0})) if r.label == "cohort org"]
+    # keep's 8 are all kept back (G = 8): the root holds 0 for others, 8 more when k counts
+    assert [(r.queues, r.limit) for r in rows] == [(("k", "o"), 8 * GPU), (("o",), 0)]
+    tree = CohortTree(_lending_round({"gpu": 2}))
+    quotas = (tree.quota("keep", "gpu"), tree.kept("keep", "gpu"), tree.quota("org", "gpu"))
+    assert quotas == (8 * GPU, 6 * GPU, 2 * GPU)
+    assert tree.usage("org", "gpu", {"k": {"gpu": 7 * GPU}, "o": {"gpu": GPU}}) == 2 * GPU
+
+
+# ----------------------------------------------------------------------------- rule 5 scenarios
+
+
+def _subtree_reclaim_round(theirs: dict[str, int]) -> Round:
+    """Root org; cohort ta holds 8 GPUs of its own for queue a (nominal 0, reclaims at any
+    priority); cohort tb (``theirs`` of its own) holds queue b (nominal 0), which runs two
+    8-GPU gangs on the 2-node cluster; a's 8-GPU gang of the same priority waits."""
+    return make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="ta", nominal={"gpu": 0}, preemption=KUEUE_RECLAIM),
+            Queue(name="b", cohort="tb", nominal={"gpu": 0}, preemption=KUEUE_RECLAIM),
+        ],
+        cohorts=[
+            Cohort(name="org"),
+            Cohort(name="ta", parent="org", nominal={"gpu": 8}),
+            Cohort(name="tb", parent="org", nominal=theirs),
+        ],
+        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
+        pending=[pending("a1", gpu=8, queue="a")],
+    )
+
+
+@pytest.mark.parametrize("solver", ["greedy", "kueue_like"])
+def test_a_subtree_within_its_quota_reclaims_from_a_borrowing_subtree(solver: str) -> None:
+    """Kueue's hierarchical reclaim: ta is within its own 8 GPUs and tb uses 16 with no quota
+    of its own, so a (nominal 0) takes 8 back at equal priority."""
+    rnd = _subtree_reclaim_round({})
+    plan = solved(rnd, solver)
+    assert plan.admitted == ["a1"]
+    assert [(p.kind, p.for_gangs) for p in plan.preemptions] == [("evict", ["a1"])]
+
+
+def test_cpsat_leaves_subtree_reclaims_out_and_claims_no_proof() -> None:
+    """CP-SAT's model encodes reclaims at queue level only: the tree licence is left out
+    (Scope.tree_bound), so its plan is proven for a stricter model and not called optimal.
+    Here keeping b's work is worth more (a's nominal 0 carries no guarantee value), so its plan
+    still beats greedy's reclaim."""
+    rnd = _subtree_reclaim_round({})
+    plan = solved(rnd, "cpsat")
+    assert plan.status != Status.OPTIMAL and "stricter" in plan.message
+    assert lexicographic_key(score(rnd, plan)) >= lexicographic_key(score(rnd, solved(rnd, "greedy")))
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_a_cohorts_own_quota_guarantees_its_subtree(solver: str) -> None:
+    """tb holds 16 GPUs of its own: b's gangs run within their subtree's guarantee, so no queue
+    outside tb reclaims them (though b is above its own nominal of 0)."""
+    rnd = _subtree_reclaim_round({"gpu": 16})
+    plan = solved(rnd, solver)
+    assert plan.admitted == [] and plan.preemptions == []
+
+
+def test_the_validator_refuses_reclaim_from_a_guaranteed_subtree() -> None:
+    for theirs, refused in (({"gpu": 16}, True), ({}, False)):
+        rnd = _subtree_reclaim_round(theirs)
+        plan = make_plan(rnd, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+        rules = {v.rule for v in validate(rnd, plan)}
+        assert ("preemption" in rules) is refused, (theirs, validate(rnd, plan))
+
+
+# ----------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cohort_rounds(cohort_quotas=True))
+def test_every_solver_is_valid_and_cpsat_never_worse_on_trees_with_cohort_quotas(rnd: Round) -> None:
+    """Trees whose cohorts hold quota, limits and weights at random: every solver's plan
+    validates; CP-SAT's is never worse than greedy's; its bounds bound its own plan, and every
+    plan's top tier; a plan claimed optimal has no better plan among the others."""
+    plan = gangopt.solve(rnd)
+    assert validate(rnd, plan) == []
+    mine = lexicographic_key(score(rnd, plan))
+    assert all(t.value <= t.bound + 1e-9 for t in plan.score.tiers)
+    if plan.score.secondary_bound is not None:
+        assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
+    bound = {t.priority: t.bound for t in plan.score.tiers}
+    for name in SOLVERS:
+        if name == "cpsat":
+            continue
+        other_plan = gangopt.solve(rnd, solver=name)
+        assert validate(rnd, other_plan) == [], name
+        other = score(rnd, other_plan)
+        if name == "greedy" or plan.status == Status.OPTIMAL:
+            assert mine >= lexicographic_key(other) or _close(mine, other), name
+        if other.tiers:
+            top = other.tiers[0]
+            assert top.value <= bound.get(top.priority, top.value) + 1e-9, name
+
+
+def _close(mine: tuple[float, ...], other: Score) -> bool:
+    """Equal up to float noise (the secondary term is a sum of scaled floats)."""
+    theirs = lexicographic_key(other)
+    return len(mine) == len(theirs) and all(abs(a - b) <= 1e-6 for a, b in zip(mine, theirs, strict=True))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cohort_rounds(cohort_quotas=True))
+def test_a_tree_without_cohort_quotas_reads_as_its_flattened_root(rnd: Round) -> None:
+    """Rule 6 without cohort quotas: the tree's rows are the flattened root's (one per root
+    and resource over every queue of the tree), whatever the tree's shape."""
+    bare = rnd.model_copy(update={"cohorts": [Cohort(name=c.name, parent=c.parent) for c in rnd.cohorts]})
+    roots = bare.cohort_roots
+    flat = bare.model_copy(
+        update={"queues": [q.model_copy(update={"cohort": roots[q.name]}) for q in bare.queues], "cohorts": []}
+    )
+    assert {(r.queues, r.resource, r.limit) for r in quota_rows(bare)} == {
+        (r.queues, r.resource, r.limit) for r in quota_rows(flat)
+    }
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cohort_rounds(cohort_quotas=True), st.lists(st.integers(0, 24), min_size=3, max_size=3))
+def test_the_rows_and_the_validators_tree_agree(rnd: Round, used: list[int]) -> None:
+    """The two readings of rule 6 (the optimizer's rows, the validator's recursive maxima) give
+    every cohort the same quota and usage, and a usage breaks some row of a cohort exactly when
+    it breaks the validator's limit of that cohort (no usage before the round: no tolerance)."""
+    usage = {q.name: {"gpu": GPU * n} for q, n in zip(rnd.queues, used, strict=False)}
+    tree, theirs = CohortTree(rnd), _Tree(rnd)
+    for name in tree.spec:
+        assert tree.quota(name, "gpu") == theirs.quota(name, "gpu"), name
+        assert tree.usage(name, "gpu", usage) == theirs.usage(name, "gpu", {q: u["gpu"] for q, u in usage.items()})
+    broken_rows = {
+        row.label
+        for row in quota_rows(rnd)
+        if row.label.startswith("cohort ") and sum(usage.get(q, {}).get("gpu", 0) for q in row.queues) > row.limit
+    }
+    broken_scopes = {
+        scope.label.split(" (")[0]
+        for scope in _cohort_scopes(rnd)
+        if scope.measure is not None and scope.measure({q: u["gpu"] for q, u in usage.items()}) > scope.limit
+    }
+    assert broken_rows == broken_scopes
+
+
+def _usage_after(rnd: Round, plan: Plan) -> dict[str, dict[str, int]]:
+    """Per queue and resource, the requests of kept running pods and new pods."""
+    gone = {pod for p in plan.preemptions for pod in p.pods}
+    specs = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    out: dict[str, dict[str, int]] = {}
+
+    def add(gang: str, role: str) -> None:
+        spec = specs[gang]
+        used = out.setdefault(spec.queue, {})
+        for res, amount in next(r for r in spec.roles if r.name == role).requests.items():
+            used[res] = used.get(res, 0) + amount
+
+    for g in rnd.running:
+        for pod in g.pods:
+            if pod.name not in gone:
+                add(g.name, pod.role)
+    for p in plan.placements:
+        add(p.gang, p.role)
+    return out
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cohort_rounds(cohort_quotas=True))
+def test_a_queue_within_its_nominal_never_loses_work_to_another_queues_reclaim(rnd: Round) -> None:
+    """Issue 15's guarantee on trees whose cohorts hold quota: whenever a gang of another queue
+    preempts a victim by a cohort reclaim (not by strictly higher priority under
+    other_queues lower_priority), the victim's queue is above its nominal with the victim's
+    lost pods back, on a resource they request — whatever the solver."""
+    queues = {q.name: q for q in rnd.queues}
+    specs = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    for name in SOLVERS:
+        plan = gangopt.solve(rnd, solver=name, annotate=False)
+        after = _usage_after(rnd, plan)
+        for pre in plan.preemptions:
+            victim = specs[pre.gang]
+            lost: dict[str, int] = {}
+            for pod in victim.pods:  # type: ignore[union-attr]  # a running gang
+                if pod.name in pre.pods:
+                    for res, a in next(r for r in victim.roles if r.name == pod.role).requests.items():
+                        lost[res] = lost.get(res, 0) + a
+            theirs = queues[victim.queue]
+            for gang in pre.for_gangs:
+                mine = specs[gang]
+                if mine.queue == victim.queue:
+                    continue
+                if mine.priority > victim.priority and queues[mine.queue].preemption.other_queues == "lower_priority":
+                    continue
+                used = after.get(victim.queue, {})
+                assert any(
+                    used.get(r, 0) + a > theirs.nominal[r] for r, a in lost.items() if r in theirs.nominal
+                ), (name, pre, gang)
+
+
+def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
+    """k (nominal 8) runs 16 GPUs in cohort keep, which lends nothing (lending limit 0): the
+    root org counts 16 - 8 = 8 of it against a limit of 0, over before the round. Rule 6
+    tolerates org's usage up to 8 however it is made up (o could start 8 if k's work went),
+    the rows each their own sum (o alone stays at 0): stricter, so CP-SAT proves nothing."""
+    rnd = make_round(
+        cluster(3),
+        queues=[
+            Queue(name="k", cohort="keep", nominal={"gpu": 8}),
+            Queue(name="o", cohort="other", nominal={"gpu": 0}),
+        ],
+        cohorts=[
+            Cohort(name="org"),
+            Cohort(name="keep", parent="org", nominal={"gpu": 0}, lending_limit={"gpu": 0}),
+            Cohort(name="other", parent="org"),
+        ],
+        running=[running("k1", ["n0"], gpu=8, queue="k"), running("k2", ["n1"], gpu=8, queue="k")],
+        pending=[pending("o1", gpu=8, queue="o")],
+    )
+    before = {"k": {"gpu": 16 * GPU}}
+    assert rows_stricter(rnd, before)
+    assert not rows_stricter(_lending_round({"gpu": 0}), {})
+    plan = solved(rnd, "cpsat")
+    assert plan.status != Status.OPTIMAL and plan.admitted == []
+    # the rule itself lets o start 8 GPUs on the free node only if org's usage stays at 8:
+    # with k's work kept that is 16, so the validator refuses it
+    rules = {v.rule for v in validate(rnd, make_plan(rnd, place={"o1": ["n2"]}))}
+    assert rules == {"quota"}
