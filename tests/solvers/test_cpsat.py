@@ -388,7 +388,7 @@ def test_cpsat_plans_reclaims_itself_and_its_bounds_hold_under_queue_policies(rn
     assert gangopt.validate(rnd, plan) == []
     # proven optimal on these small rounds, unless the model's known blind spots were met: a
     # victim's quota share going to its own priority (repaired, then searched again under cuts),
-    # or a model stricter than rule 5 under a quota (Encoding.stricter: no optimality claimed);
+    # or a model stricter than rule 5 under a quota (Encoding.stricter: cohort-quota reclaims);
     # a reclaim the model refused would leave it below greedy's plan and unproven
     assert (
         plan.status == Status.OPTIMAL

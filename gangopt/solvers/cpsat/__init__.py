@@ -278,7 +278,10 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
         message = f"{message}; {note}" if message else note
     if enc.stricter and stage_status == Status.OPTIMAL:
         stage_status = Status.FEASIBLE
-        note = "optimal for a model stricter than rule 5 under a quota (shrinks only where a beneficiary lands)"
+        note = (
+            "optimal for a model stricter than rule 5 under a quota (reclaims through cohort quotas,"
+            " or pods outside a restricted model, left out)"
+        )
         message = f"{message}; {note}" if message else note
     plan = _plan_from_decision(rnd, pre, decision, stage_status, message)
     plan_score = score(rnd, plan)
