@@ -325,6 +325,17 @@ def table(m: Metrics) -> str:
     if len(m.queueing_delay_by_size) > 1:
         lines += [row(f"jobs of {size_label(size)} GPUs", s) for size, s in sorted(m.queueing_delay_by_size.items())]
     lines.append(row("JCT (finished)", m.jct))
+    if m.fairness is not None:
+        f = m.fairness
+        lines += ["", f"{'fair share':<22}{'share of deserved':>19}{'starved':>9}"]
+        lines += [
+            f"{'queue ' + name:<22}{s.share_of_deserved:>19.2f}{_hours(s.starved_hours * 3600):>9}"
+            for name, s in f.queues.items()
+        ]
+        lines.append(
+            f"Jain's index over queues {f.jain_index:.3f} ({f.shared_hours:.1f} h shared), "
+            f"{f.jain_index_contended:.3f} when contended ({f.contended_hours:.1f} h)"
+        )
     lines += [
         "",
         f"unstarted jobs (delay counted to the end): {m.unstarted}",

@@ -12,6 +12,8 @@ Definitions
   leaving it out would reward a policy for starving jobs. ``unstarted`` says how many.
   Percentiles are numpy's linear interpolation (``p50`` of 1, 2, 3, 4 is 2.5).
   Also per priority, per queue and per job size class (:func:`size_class`).
+* **Fairness** (several queues only): each queue's share of the GPUs it deserved while it had
+  demand, and Jain's index over the queues (:mod:`gangopt.replay.fairness`).
 * **JCT** = finish - arrival, over finished jobs only.
 * **Allocation** is time-weighted over ``[start, end]`` of the simulation from the step
   timeline: mean GPUs allocated and mean utilization (allocated / total) over the policy's
@@ -60,6 +62,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from gangopt.replay.fairness import Fairness, compute_fairness
 from gangopt.replay.simulation import JobRecord, SimulationResult, TimelinePoint
 
 
@@ -158,6 +161,9 @@ class Metrics(BaseModel):
     """Allocated GPU-hours minus the GPU-hours preemptions rolled back."""
     completion_deadlines: int = 0
     """How many of ``deadlines`` are completion deadlines (the rest bound the start)."""
+    fairness: Fairness | None = None
+    """Per-queue share of deserved GPUs and Jain's index (:mod:`gangopt.replay.fairness`);
+    None when every job is in one queue."""
 
 
 def _censored_delay(job: JobRecord, end: float) -> float:
@@ -268,6 +274,11 @@ def compute_metrics(result: SimulationResult) -> Metrics:
         gpu_hours_allocated=allocated / 3600.0,
         gpu_hours_delivered=max(0.0, allocated / 3600.0 - lost),
         completion_deadlines=sum(1 for j in with_deadline if j.deadline_kind == "completion"),
+        fairness=(
+            compute_fairness(result.queue_timeline, end, result.gpus_total, result.config.queues)
+            if result.queue_timeline
+            else None
+        ),
     )
 
 

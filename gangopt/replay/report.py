@@ -570,6 +570,32 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool)
 # ----------------------------------------------------------------------------- simulate
 
 
+def fairness_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]]:
+    """Per policy and queue: share of deserved GPUs and starved hours; per policy Jain's index
+    (the metrics of replays with several queues)."""
+    header = ["policy", "queue", "demand h", "deserved GPU-h", "held GPU-h", "share", "starved h", "Jain (contended)"]
+    rows = []
+    for m in metrics:
+        if m.fairness is None:
+            continue
+        f = m.fairness
+        jain = f"{f.jain_index:.3f} ({f.jain_index_contended:.3f})"
+        for q, s in f.queues.items():
+            rows.append(
+                [
+                    m.policy,
+                    q,
+                    f"{s.demand_hours:.1f}",
+                    f"{s.deserved_gpu_hours:.1f}",
+                    f"{s.allocated_gpu_hours:.1f}",
+                    f"{s.share_of_deserved:.2f}",
+                    f"{s.starved_hours:.1f}",
+                    jain,
+                ]
+            )
+    return header, rows
+
+
 def write_simulation_report(
     folder: str | Path, runs: Sequence[tuple[SimulationResult, Metrics]], command: str | None = None
 ) -> Path:
@@ -613,6 +639,18 @@ def write_simulation_report(
     )
     doc.heading("Queueing delay per priority, queue and job size")
     doc.table(*priority_rows(all_metrics))
+    fair = [m for m in all_metrics if m.fairness is not None]
+    if fair:
+        doc.heading("Fairness between queues")
+        doc.table(*fairness_rows(fair))
+        doc.para(
+            "*deserved*: per instant, each queue's nominal GPU quota capped at its demand (GPUs held plus "
+            "what its waiting jobs need), then the rest of the cluster by weighted max-min fairness; *share*: "
+            "GPU-hours held over GPU-hours deserved while it had demand; *starved*: hours below half its "
+            "deserved GPUs; *Jain*: Jain's index of held / deserved over the queues, time-weighted, over all "
+            "shared time and over the contended time (demand above the cluster). Definitions: "
+            "`gangopt/replay/fairness.py`."
+        )
     doc.heading("Queue and allocation over time")
     doc.figure("timeline.png", "timeline")
     doc.heading("Queueing delay, CDF per policy")

@@ -44,10 +44,12 @@ workload, cluster and settings give the same result.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -114,7 +116,8 @@ class SimConfig:
     """``policy.lookahead`` of every round (None: the schema's defaults); only the cpsat solver
     reads it (see :mod:`gangopt.lookahead`)."""
     queues: tuple[Queue, ...] = ()
-    """Tenant queues (quotas) of every round; jobs of unlisted queues are unlimited."""
+    """Tenant queues (quotas) of every round; jobs of unlisted queues are unlimited. Empty: the
+    workload's own (:attr:`~gangopt.replay.workload.Workload.queues`)."""
     check_rounds: bool = False
     """Also run the round's cross-field checks on every round built (slower; tests use it)."""
     progress: bool = False
@@ -209,6 +212,17 @@ class TimelinePoint:
 
 
 @dataclass
+class QueuePoint:
+    """Per queue, from ``time`` until the next point: GPUs its running jobs hold and GPUs its
+    waiting jobs need at their minimum size (recorded only when the workload has several
+    queues; :mod:`gangopt.replay.fairness` reads it)."""
+
+    time: float
+    allocated: dict[str, float]
+    pending: dict[str, float]
+
+
+@dataclass
 class SimulationResult:
     """Everything a simulation produced; :mod:`gangopt.replay.metrics` summarizes it."""
 
@@ -224,6 +238,8 @@ class SimulationResult:
     timeline: list[TimelinePoint]
     dropped: list[str] = field(default_factory=list)
     """Names of the jobs the pre-flight check left out (``simulate(..., impossible="drop")``)."""
+    queue_timeline: list[QueuePoint] = field(default_factory=list)
+    """Per-queue allocation and waiting demand over time; empty when every job is in one queue."""
 
     @property
     def unfinished(self) -> list[JobRecord]:
@@ -341,6 +357,9 @@ class Simulator:
         self.running: dict[str, _Live] = {}
         self.pending_gpus = 0.0
         self.gpus_allocated = 0.0
+        self.multi_queue = len({lv.job.queue for lv in self.live}) > 1
+        self.pending_by_queue: dict[str, float] = defaultdict(float)
+        self.queue_timeline: list[QueuePoint] = []
         self.rounds: list[RoundRecord] = []
         self.timeline: list[TimelinePoint] = []
         self.now = self.live[0].job.arrival if self.live else 0.0
@@ -389,6 +408,7 @@ class Simulator:
             jobs=[lv.record for lv in self.live],
             rounds=self.rounds,
             timeline=self.timeline,
+            queue_timeline=self.queue_timeline,
         )
 
     def _next_event(self) -> float | None:
@@ -429,6 +449,7 @@ class Simulator:
                 lv.pending_since = t_arrive
                 self.pending[lv.job.name] = lv
                 self.pending_gpus += lv.min_gpus
+                self.pending_by_queue[lv.job.queue] += lv.min_gpus
                 self._mark(t_arrive)
 
     def _complete(self, lv: _Live, t: float) -> None:
@@ -602,6 +623,7 @@ class Simulator:
     def _start(self, lv: _Live, pods: list[BoundPod], t: float) -> None:
         rec = lv.record
         self.pending_gpus -= lv.min_gpus
+        self.pending_by_queue[lv.job.queue] -= lv.min_gpus
         restarting = rec.starts > 0
         rec.state = "running"
         rec.starts += 1
@@ -630,6 +652,7 @@ class Simulator:
         del self.running[lv.job.name]
         self.pending[lv.job.name] = lv
         self.pending_gpus += lv.min_gpus
+        self.pending_by_queue[lv.job.queue] += lv.min_gpus
 
     def _pending_gpus(self) -> float:
         return self.pending_gpus if self.pending else 0.0
@@ -646,6 +669,21 @@ class Simulator:
             self.timeline[-1] = point
         else:
             self.timeline.append(point)
+        if self.multi_queue:
+            self._mark_queues(t)
+
+    def _mark_queues(self, t: float) -> None:
+        """Per-queue point of :attr:`SimulationResult.queue_timeline` (running jobs summed here:
+        they are at most what the cluster holds; waiting demand is kept as jobs come and go)."""
+        allocated: dict[str, float] = defaultdict(float)
+        for lv in self.running.values():
+            allocated[lv.job.queue] += lv.gpus_now
+        pending = {q: max(0.0, g) for q, g in self.pending_by_queue.items() if g > 1e-9}
+        point = QueuePoint(time=t, allocated=dict(allocated), pending=pending)
+        if self.queue_timeline and self.queue_timeline[-1].time == t:
+            self.queue_timeline[-1] = point
+        else:
+            self.queue_timeline.append(point)
 
     def _close(self, end: float) -> None:
         for lv in self.pending.values():
@@ -715,6 +753,8 @@ def simulate(
     if impossible not in ("refuse", "drop", "keep"):
         raise ValueError(f"impossible must be 'refuse', 'drop' or 'keep', got {impossible!r}")
     config = config or SimConfig()
+    if not config.queues and workload.queues:
+        config = dataclasses.replace(config, queues=tuple(workload.queues))
     dropped: list[str] = []
     if impossible != "keep":
         from gangopt.replay.preflight import preflight

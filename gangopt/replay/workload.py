@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gangopt.errors import InputError, Problem
 from gangopt.parsing import parse_json
-from gangopt.schema import GangSpec, Role
+from gangopt.schema import GangSpec, Queue, Role
 
 # ----------------------------------------------------------------------------- models
 
@@ -112,6 +112,12 @@ class Workload(_Model):
         default_factory=list, description="Every value a converter assigned or assumed rather than read, in words."
     )
     jobs: list[Job] = Field(description="The jobs, in any order (the replay sorts them by arrival).")
+    queues: list[Queue] = Field(
+        default_factory=list,
+        description="Tenant queues (quotas, cohorts, fair-share weights, preemption policies) every round of "
+        "the replay declares, as in a round; jobs of queues not listed are unlimited. The replay's report "
+        "then shows each queue's share of the GPUs it deserved (gangopt/replay/fairness.py).",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> Workload:
@@ -120,6 +126,12 @@ class Workload(_Model):
             if job.name in seen:
                 raise ValueError(f"jobs[{i}]: duplicate job name {job.name!r} (first at index {seen[job.name]})")
             seen[job.name] = i
+        names: dict[str, int] = {}
+        for i, queue in enumerate(self.queues):
+            if queue.name in names:
+                first = names[queue.name]
+                raise ValueError(f"queues[{i}]: duplicate queue name {queue.name!r} (first at index {first})")
+            names[queue.name] = i
         return self
 
 

@@ -204,7 +204,9 @@ def test_html_report_embeds_the_plots_and_has_the_markdowns_tables(tmp_path: Pat
         assert img["src"].startswith(prefix)
         assert base64.b64decode(img["src"][len(prefix) :]) == (tmp_path / img["data-file"]).read_bytes()
     # the same tables, cell for cell, and the same headings
-    assert page.tables == _markdown_tables(markdown) and len(page.tables) == 3
+    # summary, waits per group, fairness between the workload's two queues, outcomes
+    assert page.tables == _markdown_tables(markdown) and len(page.tables) == 4
+    assert "Fairness between queues" in markdown
     assert page.tables[0][0][:3] == ["policy", "nodes", "jobs"] and [r[0] for r in page.tables[0][1:]] == [
         "greedy",
         "fifo_first_fit",
