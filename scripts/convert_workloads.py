@@ -16,6 +16,9 @@ The shipped files:
   --limit 0``), a contended window with multi-node gangs (issue 12);
 * ``openb-11M-12M.json``: the Alibaba openb pods created in [11,000,000, 12,000,000) s, 20 %
   of the GPU pods with a start deadline (``--openb``; issue 12).
+* ``philly-all-52000.json``: jobs 52,000 ... 53,499 of all VCs together (``--vc all --skip 52000
+  --limit 1500``), each VC a tenant queue weighted by its size in ``philly_vc.csv`` (issue 15:
+  per-queue fairness in replays).
 
 Without ``--vc`` the VC with the most jobs is taken. Every assumption is recorded in the
 workload's ``assumptions`` list and in instances/workloads/README.md.
@@ -35,6 +38,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing the pack
 
 from gangopt.replay.clusters import parametric_cluster  # noqa: E402
 from gangopt.replay.workload import Workload, dump_workload, load_openb, load_philly, unit_draw  # noqa: E402
+from gangopt.schema import Queue  # noqa: E402
 
 LIMIT = 2_000_000
 """Bytes per workload file: keep the repository small."""
@@ -143,13 +147,47 @@ def write(workload: Workload, target: Path, compress: bool) -> int:
     return 0
 
 
+VC_COHORT = "philly"
+UNLISTED_VC_NODES = 8
+"""Weight of a VC that ``philly_vc.csv`` does not list (the smallest listed size)."""
+
+
+def vc_queues(traces: Path, workload: Workload) -> list[Queue]:
+    """One tenant queue per VC of ``workload``, all in one cohort, weighted by the VC's size in
+    nodes (``philly_vc.csv``, the sizes the Helios authors simulated Philly with); no nominal
+    quota (Philly's VC quotas were on a cluster other than the replay's)."""
+    with (traces / "microsoft-philly-pollux" / "philly_vc.csv").open(newline="", encoding="utf-8") as handle:
+        nodes = {row["vc"]: float(row["node num"]) for row in csv.DictReader(handle)}
+    names = sorted({j.queue for j in workload.jobs})
+    return [Queue(name=vc, cohort=VC_COHORT, weight=nodes.get(vc, UNLISTED_VC_NODES)) for vc in names]
+
+
 def convert_philly(traces: Path, out: Path, vc: str | None, skip: int, limit: int, compress: bool, seed: int) -> int:
     source = traces / "microsoft-philly-pollux" / "philly.csv"
-    vc = vc or busiest_vc(source)
+    every = vc == "all"
+    vc = None if every else vc or busiest_vc(source)
     whole = skip + limit if limit else None
     workload = philly_window(load_philly(source, vc=vc, limit=whole, seed=seed), skip)
-    name = f"philly-{vc}" + (f"-{skip:05d}" if skip else "-full" if not limit else "")
+    if every:
+        queues = vc_queues(traces, workload)
+        unlisted = [q.name for q in queues if q.weight == UNLISTED_VC_NODES and q.name not in _listed(traces)]
+        missing = f"; not listed there, weight {UNLISTED_VC_NODES}: {', '.join(unlisted)}" if unlisted else ""
+        note = (
+            f"tenants: one queue per VC ({len(queues)}) in cohort {VC_COHORT!r}, weight = the VC's nodes in "
+            f"philly_vc.csv (HeliosArtifact, MIT){missing}; no nominal quota"
+        )
+        notes = [
+            a.replace("of the VC", "of all VCs").replace("the VC's first", "the trace's first")
+            for a in workload.assumptions
+        ]
+        workload = workload.model_copy(update={"queues": queues, "assumptions": [*notes, note]})
+    name = f"philly-{vc or 'all'}" + (f"-{skip:05d}" if skip else "-full" if not limit else "")
     return write(workload, out / (name + ".json" + (".gz" if compress else "")), compress)
+
+
+def _listed(traces: Path) -> set[str]:
+    with (traces / "microsoft-philly-pollux" / "philly_vc.csv").open(newline="", encoding="utf-8") as handle:
+        return {row["vc"] for row in csv.DictReader(handle)}
 
 
 def convert_openb(traces: Path, out: Path, seed: int) -> int:
@@ -162,7 +200,9 @@ def convert_openb(traces: Path, out: Path, seed: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
-    parser.add_argument("--vc", help="Philly VC hash (default: the VC with the most jobs)")
+    parser.add_argument(
+        "--vc", help="Philly VC hash (default: the VC with the most jobs); 'all': every VC, one tenant queue each"
+    )
     parser.add_argument("--skip", type=int, default=0, help="leave out the VC's first K jobs (default 0)")
     parser.add_argument(
         "--limit", type=int, default=8000, help="N jobs by submission time after --skip (default 8000; 0: all)"
@@ -181,6 +221,7 @@ def main() -> int:
             or convert_philly(args.traces, args.out, "6214e9", 0, 0, True, args.seed)
             or convert_philly(args.traces, args.out, "b436b2", 6000, 0, False, args.seed)
             or convert_openb(args.traces, args.out, args.seed)
+            or convert_philly(args.traces, args.out, "all", 52000, 1500, False, args.seed)
         )
     if args.openb:
         return convert_openb(args.traces, args.out, args.seed)

@@ -232,3 +232,15 @@ def test_workload_schema_states_the_deadline_kinds(capsys: pytest.CaptureFixture
     assert kind["enum"] == ["start", "completion"] and kind["default"] == "start"
     assert main(["schema", "workload"]) == 0
     assert json.loads(capsys.readouterr().out) == schema
+
+
+def test_shipped_philly_tenants_window() -> None:
+    """Jobs 52,000 ... 53,499 of all Philly VCs, one weighted tenant queue per VC (issue 15)."""
+    path = Path(__file__).resolve().parents[2] / "instances" / "workloads" / "philly-all-52000.json"
+    wl = load_workload(path)
+    assert len(wl.jobs) == 1500 and wl.jobs[0].arrival == 0
+    names = {q.name for q in wl.queues}
+    assert names == {j.queue for j in wl.jobs} and len(names) == 12
+    assert all(q.cohort == "philly" and q.weight is not None and not q.nominal for q in wl.queues)
+    assert {q.name: q.weight for q in wl.queues}["6214e9"] == 64  # philly_vc.csv: 64 nodes
+    assert 0.54 < _clipped_gpu_load(wl, 320.0) < 0.60
