@@ -410,3 +410,21 @@ def test_cpsat_plans_reclaims_itself_and_its_bounds_hold_under_queue_policies(rn
             assert top.value <= bound.get(top.priority, top.value) + 1e-9, name
         if plan.status == Status.OPTIMAL:
             assert lexicographic_key(mine) >= lexicographic_key(other) or _close(lexicographic_key(mine), other), name
+
+
+def test_the_floor_starts_no_peer_that_would_end_after_its_deadline() -> None:
+    """The same round: with the deadline past, or too close for a peer assumed to take as long
+    as step 2's candidates, no peer runs and the message names them; with room, volcano_like
+    (the better plan) runs."""
+    import time
+
+    rnd = gangopt.load_round("instances/fragmentation.json")
+    kept = greedy(rnd)
+    result = Result(plan=kept, score=score(rnd, kept))
+    now = time.perf_counter()
+    for deadline, estimate in ((now - 1.0, 0.0), (now + 30.0, 60.0)):
+        floored = portfolio_floor(rnd, result, deadline=deadline, estimate=estimate)
+        assert floored.plan.solver == kept.solver and floored.score == result.score
+        assert "not tried after the search (time limit): koordinator_like, volcano_like" in floored.plan.message
+    floored = portfolio_floor(rnd, result, deadline=time.perf_counter() + 60.0, estimate=0.0)
+    assert floored.plan.solver == "volcano_like" and "not tried" not in floored.plan.message
