@@ -305,7 +305,7 @@ def table(m: Metrics) -> str:
     q = m.queueing_delay
     lines = [
         f"policy {m.policy}: {m.nodes} nodes, {m.gpus_total:g} GPUs; simulated {_hours(m.end_time - m.start_time)} "
-        f"in {m.wall_seconds:.1f}s ({m.jobs_per_second:.1f} jobs/s, {m.rounds} rounds)",
+        f"in {m.wall_seconds:.1f}s, {m.cpu_seconds:.1f} CPU-s ({m.jobs_per_second:.1f} jobs/s, {m.rounds} rounds)",
         f"jobs        {m.jobs} total, {m.finished} finished, {m.running_at_end} running and "
         f"{m.pending_at_end} pending at the end, {m.not_arrived} not arrived",
         "",

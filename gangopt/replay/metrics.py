@@ -152,6 +152,8 @@ class Metrics(BaseModel):
     solver_seconds_total: float
     jobs_per_second: float
     """Arrived jobs replayed per wall-clock second."""
+    cpu_seconds: float = 0.0
+    """CPU seconds of the replay (:attr:`SimulationResult.cpu_seconds`)."""
     window_end: float = 0.0
     """End of the common window: the trace's span (``max(arrival + duration)``), cut at the end."""
     utilization_window: float = 0.0
@@ -269,6 +271,7 @@ def compute_metrics(result: SimulationResult) -> Metrics:
         solver_seconds=summarize(solver),
         solver_seconds_total=float(sum(solver)),
         jobs_per_second=len(arrived) / result.wall_seconds if result.wall_seconds > 0 else 0.0,
+        cpu_seconds=result.cpu_seconds,
         window_end=w_end,
         utilization_window=in_window / (w_span * result.gpus_total) if w_span > 0 and result.gpus_total > 0 else 0.0,
         gpu_hours_allocated=allocated / 3600.0,

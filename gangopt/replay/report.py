@@ -454,6 +454,7 @@ def comparison_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[st
         "deadline miss",
         "solver s",
         "wall s",
+        "CPU s",
     ]
     rows = [
         [
@@ -475,6 +476,7 @@ def comparison_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[st
             f"{m.deadline_misses}/{m.deadlines}",
             f"{m.solver_seconds_total:.1f}",
             f"{m.wall_seconds:.1f}",
+            f"{m.cpu_seconds:.1f}",
         ]
         for m in metrics
     ]

@@ -71,6 +71,7 @@ from gangopt.schema import (
     RunningGang,
     Weights,
 )
+from gangopt.solve import cpu_seconds
 from gangopt.validation import validate
 
 JobState = Literal["finished", "running", "pending", "not_arrived"]
@@ -239,6 +240,9 @@ class SimulationResult:
     dropped: list[str] = field(default_factory=list)
     """Names of the jobs the pre-flight check left out (``simulate(..., impossible="drop")``)."""
     queue_timeline: list[QueuePoint] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    """CPU seconds of the replay: this process and its finished children (CP-SAT's search
+    child); machines are shared, so this, not ``wall_seconds``, compares policies."""
     """Per-queue allocation and waiting demand over time; empty when every job is in one queue."""
 
     @property
@@ -368,6 +372,7 @@ class Simulator:
 
     def run(self) -> SimulationResult:
         started = time.perf_counter()
+        cpu = cpu_seconds()
         bar = _progress(len(self.live), self.config.progress, self.name)
         horizon = self.config.horizon
         next_allowed = -math.inf
@@ -405,6 +410,7 @@ class Simulator:
             start_time=start_time,
             end_time=end,
             wall_seconds=time.perf_counter() - started,
+            cpu_seconds=cpu_seconds() - cpu,
             jobs=[lv.record for lv in self.live],
             rounds=self.rounds,
             timeline=self.timeline,

@@ -403,3 +403,15 @@ def test_rounds_carry_the_times_the_look_ahead_reads() -> None:
     assert {g.name: g.expected_duration for g in again.pending} == {"low": 8_000.0, "late": 50.0}
     [busy] = again.running
     assert (busy.name, busy.started_at, busy.expected_end) == ("high", 2_500.0, 3_500.0)
+
+
+def test_replays_report_their_cpu_seconds() -> None:
+    """Machines are shared: every replay reports CPU seconds beside wall time, in the metrics
+    and in the comparison table."""
+    from gangopt.replay.report import comparison_rows
+
+    result = simulate(random_workload(3, n=12), parametric_cluster(3), make_policy("greedy"), SimConfig())
+    m = compute_metrics(result)
+    assert result.cpu_seconds > 0 and m.cpu_seconds == result.cpu_seconds
+    header, rows = comparison_rows([m])
+    assert header[-1] == "CPU s" and rows[0][-1] == f"{m.cpu_seconds:.1f}"
