@@ -33,7 +33,7 @@ deserves GPUs, and its share of deserved shows what it lost.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -114,24 +114,62 @@ def jain(values: Sequence[float]) -> float:
     return sum(values) ** 2 / (len(values) * square)
 
 
-def compute_fairness(timeline: Sequence[QueuePoint], end: float, total: float, queues: Iterable[Queue]) -> Fairness:
-    """Fairness over ``timeline`` (a step function) up to ``end`` on a cluster of ``total`` GPUs,
-    with the replay's declared ``queues`` (quotas and weights; others: none and 1)."""
+def _declared(queues: Iterable[Queue]) -> tuple[dict[str, float], dict[str, float]]:
+    """Nominal GPUs and fair-share weights of the declared queues."""
     declared = list(queues)
     nominal = {q.name: q.nominal.get(GPU, 0) / MILLI for q in declared}
     weight = {q.name: q.weight for q in declared if q.weight is not None}
-    hours: dict[str, float] = defaultdict(float)
-    owed: dict[str, float] = defaultdict(float)
-    held: dict[str, float] = defaultdict(float)
-    starved: dict[str, float] = defaultdict(float)
-    jain_sum = jain_span = hot_sum = hot_span = 0.0
+    return nominal, weight
+
+
+def _steps(timeline: Sequence[QueuePoint], end: float) -> Iterator[tuple[QueuePoint, float, dict[str, float]]]:
+    """Each point of the step function with its span (cut at ``end``) and per-queue demand."""
     for point, after in zip(timeline, [*timeline[1:], None], strict=True):
         stop = min(end, after.time if after is not None else end)
         span = stop - point.time
         if span <= 0:
             continue
         names = sorted({*point.allocated, *point.pending})
-        demand = {q: point.allocated.get(q, 0.0) + point.pending.get(q, 0.0) for q in names}
+        yield point, span, {q: point.allocated.get(q, 0.0) + point.pending.get(q, 0.0) for q in names}
+
+
+def jain_series(
+    timeline: Sequence[QueuePoint], end: float, total: float, queues: Iterable[Queue], bucket: float = 3600.0
+) -> list[tuple[float, float]]:
+    """Jain's index over time: per ``bucket`` seconds from the first point, the time-weighted
+    index over the instants where two or more queues deserve GPUs (buckets with none are left
+    out). For the report's figure: when in the replay a policy was unfair."""
+    if not timeline:
+        return []
+    nominal, weight = _declared(queues)
+    origin = timeline[0].time
+    sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for point, span, demand in _steps(timeline, end):
+        share = deserved(demand, total, nominal, weight)
+        ratios = [point.allocated.get(q, 0.0) / d for q, d in share.items() if d > 0]
+        if len(ratios) < 2:
+            continue
+        index = jain(ratios)
+        t, stop = point.time, point.time + span
+        while t < stop:  # a step may cross buckets: split it
+            k = int((t - origin) // bucket)
+            upto = min(stop, origin + (k + 1) * bucket)
+            sums[k][0] += index * (upto - t)
+            sums[k][1] += upto - t
+            t = upto
+    return [(origin + k * bucket, s / w) for k, (s, w) in sorted(sums.items()) if w > 0]
+
+
+def compute_fairness(timeline: Sequence[QueuePoint], end: float, total: float, queues: Iterable[Queue]) -> Fairness:
+    """Fairness over ``timeline`` (a step function) up to ``end`` on a cluster of ``total`` GPUs,
+    with the replay's declared ``queues`` (quotas and weights; others: none and 1)."""
+    nominal, weight = _declared(queues)
+    hours: dict[str, float] = defaultdict(float)
+    owed: dict[str, float] = defaultdict(float)
+    held: dict[str, float] = defaultdict(float)
+    starved: dict[str, float] = defaultdict(float)
+    jain_sum = jain_span = hot_sum = hot_span = 0.0
+    for point, span, demand in _steps(timeline, end):
         share = deserved(demand, total, nominal, weight)
         ratios = []
         for q, d in share.items():

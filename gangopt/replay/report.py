@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gangopt.replay.fairness import jain_series
 from gangopt.replay.metrics import Metrics, size_label, write_report
 from gangopt.replay.simulation import SimulationResult, TimelinePoint
 from gangopt.replay.slo import SLO, format_value, wait
@@ -301,6 +302,27 @@ def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     ax.set_xlabel("queueing delay (log scale; unstarted jobs censored at the end)")
     ax.set_ylabel("share of jobs")
     ax.set_ylim(0, 1.01)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def fairness_figure(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], path: Path) -> Path:
+    """Jain's index over the queues per hour, one line per policy (``series`` = (label,
+    :func:`~gangopt.replay.fairness.jain_series`)); hours since the first point."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for label, points in series:
+        if not points:
+            continue
+        t0 = points[0][0]
+        ax.plot([(t - t0) / 3600 for t, _ in points], [v for _, v in points], label=label, linewidth=0.9)
+    ax.set_xlabel("hours since the first arrival")
+    ax.set_ylabel("Jain's index (held / deserved)")
+    ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
@@ -645,6 +667,10 @@ def write_simulation_report(
     if fair:
         doc.heading("Fairness between queues")
         doc.table(*fairness_rows(fair))
+        jains = [
+            (r.policy, jain_series(r.queue_timeline, r.end_time, r.gpus_total, r.config.queues)) for r, _ in runs
+        ]
+        fairness_figure(jains, out / "fairness.png")
         doc.para(
             "*deserved*: per instant, each queue's nominal GPU quota capped at its demand (GPUs held plus "
             "what its waiting jobs need), then the rest of the cluster by weighted max-min fairness; *share*: "
@@ -653,6 +679,7 @@ def write_simulation_report(
             "shared time and over the contended time (demand above the cluster). Definitions: "
             "`gangopt/replay/fairness.py`."
         )
+        doc.figure("fairness.png", "Jain's index per hour")
     doc.heading("Queue and allocation over time")
     doc.figure("timeline.png", "timeline")
     doc.heading("Queueing delay, CDF per policy")

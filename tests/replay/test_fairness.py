@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gangopt.replay.clusters import parametric_cluster
-from gangopt.replay.fairness import compute_fairness, deserved, jain
+from gangopt.replay.fairness import compute_fairness, deserved, jain, jain_series
 from gangopt.replay.metrics import compute_metrics, metrics_rows
 from gangopt.replay.policies import make_policy
 from gangopt.replay.report import fairness_rows
@@ -47,7 +47,11 @@ def job(name: str, arrival: float, duration: float, queue: str, gpus: int = 8) -
     ],
 )
 def test_deserved(
-    demand: dict[str, float], total: float, nominal: dict[str, float], weight: dict[str, float], expected: dict[str, float]
+    demand: dict[str, float],
+    total: float,
+    nominal: dict[str, float],
+    weight: dict[str, float],
+    expected: dict[str, float],
 ) -> None:
     got = deserved(demand, total, nominal, weight)
     assert got == pytest.approx(expected)
@@ -121,3 +125,15 @@ def test_the_workloads_queues_reach_every_round_and_the_shares() -> None:
 def test_duplicate_queue_names_in_a_workload_are_refused() -> None:
     with pytest.raises(ValueError, match=r"queues\[1\]: duplicate queue name 'a'"):
         Workload(jobs=[job("a1", 0, 10, "a")], queues=[Queue(name="a"), Queue(name="a")])
+
+
+def test_jain_series_splits_steps_across_hours() -> None:
+    """Equal shares for 1.5 h (index 1), then one queue holds all (index 0.5) for 0.5 h."""
+    timeline = [
+        QueuePoint(0.0, {"a": 4.0, "b": 4.0}, {}),
+        QueuePoint(5400.0, {"a": 8.0}, {"b": 4.0}),
+        QueuePoint(7200.0, {}, {}),
+    ]
+    series = jain_series(timeline, 7200.0, 8.0, [])
+    assert series == [(0.0, pytest.approx(1.0)), (3600.0, pytest.approx(0.75))]
+    assert jain_series([], 10.0, 8.0, []) == []

@@ -197,7 +197,7 @@ def test_html_report_embeds_the_plots_and_has_the_markdowns_tables(tmp_path: Pat
     markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
     # every figure of report.md is in the page, embedded: the PNG's own bytes, no file needed
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
-    assert figures == ["timeline.png", "wait_cdf.png"]
+    assert figures == ["fairness.png", "timeline.png", "wait_cdf.png"]  # fairness: two queues
     assert [img["data-file"] for img in page.images] == figures
     for img in page.images:
         prefix = "data:image/png;base64,"
