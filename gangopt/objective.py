@@ -255,8 +255,9 @@ class ObjectiveTerms:
     def fair_shares(self) -> dict[str, float]:
         """Dominant-resource share before the round of each queue of a *weighted* cohort tree
         (one where some queue or cohort sets ``weight``): ``max_r usage_{q,r} / deserved_{q,r}``
-        over the resources of the tree's nominal total (its queues' and cohorts' ``nominal``),
-        with ``deserved_{q,r} = f_q · total_r``. Without cohort weights ``f_q = w_q / Σ_p w_p``
+        over the resources of the tree's nominal total (its queues' and cohorts' ``nominal``;
+        a tree that holds no quota at all shares the schedulable nodes' capacity instead, as
+        Volcano's weights do), with ``deserved_{q,r} = f_q · total_r``. Without cohort weights ``f_q = w_q / Σ_p w_p``
         over the tree's queues, as before trees held quota; when a cohort of the tree sets one,
         ``f`` is split down the tree: a cohort's share goes to its member queues and child
         cohorts (those with queues) by weight (:func:`tree_fractions`). Unset weights count 1;
@@ -299,6 +300,8 @@ class ObjectiveTerms:
                 totals.update(q.nominal)
             for c in cohorts:
                 totals.update(c.nominal)
+            if not +totals:
+                totals = self.schedulable_capacity
             for q in members:
                 share = 0.0
                 for res, total in sorted(totals.items()):
@@ -308,6 +311,17 @@ class ObjectiveTerms:
                         share = max(share, used_r / deserved if deserved > 0 else math.inf)
                 out[q.name] = share
         return out
+
+    @cached_property
+    def schedulable_capacity(self) -> Counter[str]:
+        """Per resource, the capacity of the schedulable nodes: what the weights of a tree that
+        holds no quota share (Volcano's proportion plugin: a queue deserves its weight's share
+        of the cluster, with no ``capability``/``deserved`` set)."""
+        total: Counter[str] = Counter()
+        for node in self.rnd.cluster.nodes:
+            if node.schedulable:
+                total.update(node.capacity)
+        return total
 
     def tie_break_order(self, order: list[int], group: Callable[[int], object] | None = None) -> list[int]:
         """``order`` (pending gang indices, oldest first) with the places its gangs of each

@@ -650,6 +650,22 @@ def test_fair_shares_divide_the_cohort_nominal_by_weight() -> None:
     assert ObjectiveTerms.of(make_round(nodes, running=gangs, queues=zero)).fair_shares["qb"] == float("inf")
 
 
+def test_weights_of_a_tree_without_quota_share_the_cluster() -> None:
+    """Volcano-style: qa (weight 3) and qb (1) in cohort c, no nominal anywhere. They share the
+    schedulable capacity, 4 nodes of 8 GPUs (one cordoned: 24): qa deserves 18 GPUs, qb 6. qa
+    runs 6 GPUs (1/3), qb 4 (2/3): qb is the more served, whatever the CPU and memory."""
+    nodes = cluster(4, gpus=8, cordoned=["n3"])
+    gangs = [running("a", ["n0"], 6, queue="qa"), running("b", ["n1"], 4, queue="qb")]
+    queues = [_weighted(queue("qa", cohort="c"), 3.0), _weighted(queue("qb", cohort="c"), 1.0)]
+    terms = ObjectiveTerms.of(make_round(nodes, running=gangs, queues=queues))
+    assert terms.schedulable_capacity["gpu"] == 24 * 1000
+    shares = terms.fair_shares
+    assert shares["qa"] >= 6 / 18 - 1e-9 and shares["qb"] >= 4 / 6 - 1e-9  # GPU share; CPU may dominate
+    assert shares["qa"] < shares["qb"]
+    unweighted = [queue("qa", cohort="c"), queue("qb", cohort="c")]
+    assert ObjectiveTerms.of(make_round(nodes, running=gangs, queues=unweighted)).fair_shares == {}
+
+
 def test_tie_break_order_hands_a_weighted_cohort_its_places_least_served_first() -> None:
     """FIFO order b1 (qb), x (qc), a1 (qa): the cohort's gangs hold places 0 and 2; qa (share
     0.5) takes place 0 and qb (1.0) place 2; x, outside the cohort, keeps place 1. Per group
