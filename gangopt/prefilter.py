@@ -28,7 +28,7 @@ import numpy as np
 
 from gangopt import arrays
 from gangopt.quantities import human
-from gangopt.quota_tree import quota_rows
+from gangopt.quota_tree import lends, quota_rows
 from gangopt.schema import NODE_LEVEL, GangSpec, PendingGang, Role, Round, RunningGang, WaitingCode
 from gangopt.scope import Scope
 from gangopt.topology import Topology
@@ -734,7 +734,7 @@ def _quota_verdict(pre: Prefiltered, gang: PendingGang, before: dict[str, int]) 
     counts = ObjectiveTerms.of(rnd).min_pods(gang)
     # A cohort row split by a lending limit tolerates usage over it only as rule 6 reads the
     # whole node (gangopt/quota_tree.py): then only the queue's own rows prune.
-    split = any(c.lending_limit for c in rnd.cohorts)
+    split = lends(rnd)
     rows: dict[str, list[int]] = defaultdict(list)
     for row in quota_rows(rnd):
         if queue.name in row.queues and not (split and row.label.startswith("cohort ")):

@@ -2,7 +2,9 @@
 
 Rule 6 of docs/rules.md limits every queue and every node of a cohort tree. A cohort's usage
 counts what each child cohort uses beyond the part of its quota it keeps
-(``max(0, U_d - G_d)``, ``G_d`` set by its ``lending_limit``), which is not linear; but a sum
+(``max(0, U_d - G_d)``, ``G_d`` set by its ``lending_limit``), and each member queue what it
+uses beyond the part of its nominal it keeps (``max(0, u_q - G_q)``, ``G_q = nominal -
+lending_limit``, Kueue's ClusterQueue lendingLimit), which is not linear; but a sum
 of such maxima is the maximum of the sums over every choice of "take the child or leave it
 out", so each limit is exactly a set of linear rows ``Σ_{q in Q} usage_q ≤ limit + offset``
 (:func:`quota_rows`). Without lending limits every cohort limit is one row over the queues of
@@ -56,14 +58,22 @@ class CohortTree:
             if c.parent is not None:
                 self.children[c.parent].append(c.name)
         self.nominal = {q.name: q.nominal for q in rnd.queues}
+        self.lending = {q.name: q.lending_limit for q in rnd.queues}
 
     def quota(self, cohort: str, res: str) -> int:
-        """``S``: the subtree's quota: its queues' nominal, the cohort's own, and what each
-        child cohort lends (its quota minus :meth:`kept`)."""
+        """``S``: the subtree's quota: the cohort's own, what each member queue lends (its
+        nominal minus :meth:`queue_kept`) and what each child cohort lends (its quota minus
+        :meth:`kept`)."""
         own = self.spec[cohort].nominal.get(res, 0)
-        queues = sum(self.nominal[q].get(res, 0) for q in self.members[cohort])
+        queues = sum(self.nominal[q].get(res, 0) - self.queue_kept(q, res) for q in self.members[cohort])
         lent = sum(self.quota(d, res) - self.kept(d, res) for d in self.children[cohort])
         return own + queues + lent
+
+    def queue_kept(self, queue: str, res: str) -> int:
+        """``G_q``: the part of a queue's nominal its ``lending_limit`` keeps for its own gangs
+        (Kueue's guaranteed quota, nominalQuota - lendingLimit)."""
+        limit = self.lending[queue].get(res)
+        return 0 if limit is None else max(0, self.nominal[queue].get(res, 0) - limit)
 
     def kept(self, cohort: str, res: str) -> int:
         """``G``: the part of the subtree's quota its ``lending_limit`` keeps from the parent."""
@@ -88,8 +98,12 @@ class CohortTree:
     def forms(self, cohort: str, res: str) -> dict[frozenset[str], int]:
         """The subtree's usage ``U`` as ``max`` over these ``{queues: offset}`` of
         ``Σ usage - offset`` (one form, offset 0, without lending limits below)."""
-        own = frozenset(q for q in self.members[cohort] if res in self.nominal[q])
+        listing = [q for q in self.members[cohort] if res in self.nominal[q]]
+        own = frozenset(q for q in listing if not self.queue_kept(q, res))
         parts: list[dict[frozenset[str], int]] = [{own: 0}]
+        for q in listing:  # a queue counts only beyond what it keeps: max(0, usage - G_q)
+            if keep := self.queue_kept(q, res):
+                parts.append({frozenset(): 0, frozenset([q]): keep})
         for d in self.children[cohort]:
             if not self.limited(d, res):
                 continue
@@ -166,12 +180,19 @@ def _below(tree: CohortTree, cohort: str) -> set[str]:
     return out
 
 
+def lends(rnd: Round) -> bool:
+    """Whether some queue or cohort of ``rnd`` sets a ``lending_limit``: then a cohort limit may
+    be split into several rows, each tolerating usage over it before the round on its own sum
+    (:func:`rows_stricter`)."""
+    return any(q.lending_limit for q in rnd.queues) or any(c.lending_limit for c in rnd.cohorts)
+
+
 def rows_stricter(rnd: Round, before: Mapping[str, Mapping[str, int]]) -> bool:
     """Whether :func:`quota_rows` can be stricter than rule 6 on ``rnd``: some cohort limit
     split into several rows by a lending limit below it whose usage ``before`` the round
     (per queue and resource) is already over the limit (the rule tolerates the node's usage,
     the rows each their own)."""
-    if not any(c.lending_limit for c in rnd.cohorts):
+    if not lends(rnd):
         return False
     tree = CohortTree(rnd)
     for name in tree.spec:

@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 from gangopt.objective import SCALE, ObjectiveTerms
 from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector, role_named
 from gangopt.quantities import MILLI
-from gangopt.quota_tree import quota_rows, rows_stricter
+from gangopt.quota_tree import lends, quota_rows, rows_stricter
 from gangopt.schema import PendingGang, RunningGang
 from gangopt.scope import Scope
 
@@ -828,7 +828,7 @@ def _quotas(enc: Encoding) -> None:
     # sum, stricter than the rule then (quota_tree.rows_stricter): no proof from that model.
     for row in quota_rows(rnd):
         _limit_row(enc, [(q, row.resource) for q in row.queues], usage, const, before, row.limit)
-    if any(c.lending_limit for c in rnd.cohorts):
+    if lends(rnd):
         was: dict[str, dict[str, int]] = defaultdict(dict)
         for (q, res), amount in before.items():
             was[q][res] = amount
