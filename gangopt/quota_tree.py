@@ -109,8 +109,8 @@ class CohortTree:
                 continue
             sub = self.forms(d, res)
             keep = self.kept(d, res)
-            if keep > 0:
-                sub = {frozenset(): 0, **{qs: off + keep for qs, off in sub.items()}}
+            if keep > 0:  # max(0, U_d - G_d); U_d's forms may already hold the empty set
+                sub = {qs: off + keep for qs, off in sub.items()} | {frozenset(): 0}
             parts.append(sub)
         out: dict[frozenset[str], int] = {}
         for combo in product(*(list(p.items()) for p in parts)):
