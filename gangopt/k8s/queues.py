@@ -69,13 +69,20 @@ class Queues:
 
     def _resource_groups(
         self, src: Source, spec: dict[str, object], flavors: dict[str, list[str]] | None = None
-    ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    ) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]]:
         """``spec.resourceGroups`` of a ClusterQueue or Cohort: nominalQuota summed over groups
         and flavors per resource; borrowingLimit and lendingLimit likewise, unlimited (left
-        out) when one flavor sets none. ``flavors`` collects each resource's flavors in order."""
+        out) when one flavor sets none; and per resource some flavor sets a lendingLimit for,
+        what the flavors keep back (Σ nominalQuota - lendingLimit over the flavors that set
+        one: a ClusterQueue's flavor without a lendingLimit lends all its quota). A
+        lendingLimit above its nominalQuota is an error (Kueue's webhook rejects it). Several
+        flavors of one resource are warned: gangopt has no flavors. ``flavors`` collects each
+        resource's flavors in order."""
         nominal: dict[str, int] = {}
+        kept: dict[str, int] = {}
         limits: dict[str, dict[str, int]] = {"borrowingLimit": {}, "lendingLimit": {}}
         unlimited: dict[str, set[str]] = {"borrowingLimit": set(), "lendingLimit": set()}
+        offered: dict[str, list[str]] = defaultdict(list)
         for g, group in enumerate(as_sequence(self.ctx, spec.get("resourceGroups"), src.path(".spec.resourceGroups"))):
             gpath = src.path(f".spec.resourceGroups[{g}]")
             for f, flavor in enumerate(as_sequence(self.ctx, as_mapping(self.ctx, group, gpath).get("flavors"), gpath)):
@@ -87,16 +94,29 @@ class Queues:
                     if flavors is not None:
                         flavors.setdefault(str(entry.get("name", "")), []).append(str(flavor_map.get("name", "")))
                     name = resource_name(str(entry.get("name", "")))
-                    nominal[name] = nominal.get(name, 0) + as_quantity(
-                        self.ctx, entry.get("nominalQuota", 0), f"{rpath}.nominalQuota"
-                    )
+                    offered[name].append(str(flavor_map.get("name", "")))
+                    amount = as_quantity(self.ctx, entry.get("nominalQuota", 0), f"{rpath}.nominalQuota")
+                    nominal[name] = nominal.get(name, 0) + amount
+                    values: dict[str, int] = {}
                     for key, summed in limits.items():
                         if entry.get(key) is None:
                             unlimited[key].add(name)
                         else:
-                            summed[name] = summed.get(name, 0) + as_quantity(self.ctx, entry[key], f"{rpath}.{key}")
+                            values[key] = as_quantity(self.ctx, entry[key], f"{rpath}.{key}")
+                            summed[name] = summed.get(name, 0) + values[key]
+                    if "lendingLimit" in values:
+                        if values["lendingLimit"] > amount:
+                            self.ctx.error(f"{rpath}.lendingLimit", "must be less than or equal to the nominalQuota")
+                        kept[name] = kept.get(name, 0) + max(0, amount - values["lendingLimit"])
+        for name, names in sorted(offered.items()):
+            if len(names) > 1:
+                self.ctx.warn(
+                    src,
+                    f"{name} quotas of flavors {', '.join(names)} summed: gangopt has no flavors (a gang may use "
+                    "any mix of them, where Kueue gives each pod set one flavor)",
+                )
         borrow, lend = ({r: v for r, v in limits[k].items() if r not in unlimited[k]} for k in limits)
-        return nominal, borrow, lend
+        return nominal, borrow, lend, kept
 
     def _weight(self, src: Source, spec: dict[str, object]) -> float | None:
         """``spec.fairSharing.weight`` (a Quantity: "2", "500m"), None when unset."""
@@ -107,18 +127,22 @@ class Queues:
 
     def _cluster_queue(self, src: Source) -> None:
         """nominalQuota summed over resource groups and flavors; the borrowing limit likewise,
-        unlimited when one flavor sets none."""
+        unlimited when one flavor sets none; the lending limit as the nominal minus what the
+        flavors keep back (``Queue.lending_limit``; without a cohort there is no one to lend
+        to: warned, left out, as Kueue's webhook requires it nil then)."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
-        nominal, limits, lend = self._resource_groups(src, spec, self.flavors.setdefault(src.name, {}))
-        for name in sorted(lend):
-            self.ctx.warn(src, f"lendingLimit of {name} ignored (a ClusterQueue lends all its nominal quota)")
+        nominal, limits, _, kept = self._resource_groups(src, spec, self.flavors.setdefault(src.name, {}))
         cohort = spec.get("cohort") or spec.get("cohortName") or None
+        if kept and cohort is None:
+            self.ctx.warn(src, "lendingLimit ignored: a ClusterQueue without a cohort lends to no one")
+            kept = {}
         weight = self._weight(src, spec)
         self.queues[src.name] = Queue(
             name=src.name,
             cohort=cohort,
             nominal=quantities(nominal),
             borrowing_limit=quantities(limits),
+            lending_limit=quantities({r: max(0, nominal[r] - keep) for r, keep in kept.items()}),
             weight=weight,
             preemption=self._kueue_preemption(src, spec.get("preemption")),
         )
@@ -136,7 +160,7 @@ class Queues:
             self.ctx.error(src.path(".spec.parentName"), f"not a cohort name: {parent!r}")
             parent = None
         self.cohorts[src.name] = parent or None
-        nominal, borrow, lend = self._resource_groups(src, spec)
+        nominal, borrow, lend, _ = self._resource_groups(src, spec)
         if not parent and (borrow or lend):
             self.ctx.warn(src, "borrowingLimit and lendingLimit ignored: a cohort without parentName is a root")
             borrow, lend = {}, {}
