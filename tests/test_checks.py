@@ -227,7 +227,7 @@ CHECK_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
     (
         "queue lending limit above its nominal (Kueue: lendingLimit <= nominalQuota)",
         setter("queues[0].lending_limit", {"gpu": "16001m"}),
-        [("$.queues[0].lending_limit.gpu", r"^16001m is more than the nominal 16 \(a queue lends at most its nominal\)$")],
+        [("$.queues[0].lending_limit.gpu", r"^16001m is more than the nominal 16 \(a queue lends at most its nominal")],
     ),
     (
         "queue lending limit of a resource it does not list",

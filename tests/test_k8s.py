@@ -836,10 +836,10 @@ def test_volcano_and_koordinator_queues_scope_preemption_to_the_queue() -> None:
     imp = imported("cluster", objects=[volcano, koord])
     vq, eq = _queue(imp, "vq").preemption, _queue(imp, "eq").preemption
     assert (vq.within_queue, vq.other_queues, vq.reclaim_within_cohort) == ("lower_priority", "never", "any")
-    assert (eq.within_queue, eq.other_queues, eq.reclaim_within_cohort) == ("lower_priority", "never", "never")
+    assert (eq.within_queue, eq.other_queues, eq.reclaim_within_cohort) == ("lower_priority", "never", "any")
     assert eq.borrow_within_cohort.policy == "never"
     assert any("reclaim from queues above their deserved share is not mapped" in w for w in imp.warnings)
-    assert any("no victims from another quota" in w for w in imp.warnings)
+    assert any("revoke mapped as reclaim at any priority" in w for w in imp.warnings)
 
 
 # ----------------------------------------------------------------------------- cohort trees

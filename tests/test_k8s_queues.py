@@ -101,7 +101,9 @@ def cluster_queue(name: str, nominal: int, preemption: Json | None = None, **res
         "resourceGroups": [
             {
                 "coveredResources": ["nvidia.com/gpu"],
-                "flavors": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": nominal, **resource}]}],
+                "flavors": [
+                    {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": nominal, **resource}]}
+                ],
             }
         ],
     }
@@ -210,7 +212,9 @@ def _kueue_own_queue(within: str, a_priority: int, running_created: str) -> list
     ],
     ids=["lower-higher", "lower-equal", "never", "newer-equal", "older-equal"],
 )
-def test_kueue_within_cluster_queue(solver: str, within: str, priority: int, running_created: str, preempts: bool) -> None:
+def test_kueue_within_cluster_queue(
+    solver: str, within: str, priority: int, running_created: str, preempts: bool
+) -> None:
     """Kueue ``withinClusterQueue``: LowerPriority preempts lower priorities of the own queue,
     Never nothing, LowerOrNewerEqualPriority also equal priorities admitted after the
     preemptor was created."""
@@ -261,3 +265,96 @@ def test_kueue_lending_limit_sums_over_flavors_and_warns_about_them() -> None:
     assert any("gpu quotas of flavors h100, a100 summed" in w for w in imp.warnings), imp.warnings
     alone = imported([node("n0"), cluster_queue("solo", 8, None, lendingLimit=2) | {}])
     assert not any("summed" in w for w in alone.warnings)
+
+
+# ----------------------------------------------------------------------------- Koordinator
+
+
+def elastic_quota(name: str, low: int, high: int) -> Json:
+    """An ElasticQuota of namespace ``name`` (min ``low``, max ``high`` GPUs) under the root."""
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": name, "namespace": name},
+        "spec": {"min": {"nvidia.com/gpu": low}, "max": {"nvidia.com/gpu": high}},
+    }
+
+
+def koord_pod(name: str, quota: str, **kw: Any) -> Json:
+    return pod(name, ns=quota, labels={"quota.scheduling.koordinator.sh/name": quota}, **kw)
+
+
+KOORD_CASES: list[tuple[str, list[Json], tuple[list[str], int]]] = [
+    (
+        # quota revoke: b uses 16 of min 8 (borrowing a's idle min); a's demand within its
+        # min claims it back at equal priority: one of b's pods is revoked
+        "revoke-borrowed-quota",
+        [
+            node("n0"),
+            node("n1"),
+            elastic_quota("qa", 8, 16),
+            elastic_quota("qb", 8, 16),
+            koord_pod("b1", "qb", node_name="n0"),
+            koord_pod("b2", "qb", node_name="n1"),
+            koord_pod("a1", "qa", created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 1),
+    ),
+    (
+        # no cross-quota preemption: b runs within its min; a higher-priority pod of a waits
+        "no-cross-quota-preemption",
+        [
+            node("n0"),
+            elastic_quota("qa", 8, 16),
+            elastic_quota("qb", 8, 16),
+            koord_pod("b1", "qb", node_name="n0"),
+            koord_pod("a1", "qa", priority=1000),
+        ],
+        ([], 0),
+    ),
+    (
+        # priorities are compared inside a quota: a's higher-priority pod preempts a's own
+        "preemption-within-the-quota",
+        [
+            node("n0"),
+            elastic_quota("qa", 8, 16),
+            koord_pod("a0", "qa", node_name="n0"),
+            koord_pod("a1", "qa", priority=1000, created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 1),
+    ),
+    (
+        # max caps the quota even with idle nodes
+        "max-caps",
+        [
+            *(node(f"n{i}") for i in range(3)),
+            elastic_quota("qa", 0, 8),
+            koord_pod("a1", "qa"),
+            koord_pod("a2", "qa", created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 0),
+    ),
+    (
+        # min is lent while idle: a borrows b's idle min up to its max
+        "idle-min-is-lent",
+        [
+            node("n0"),
+            node("n1"),
+            elastic_quota("qa", 8, 16),
+            elastic_quota("qb", 8, 16),
+            koord_pod("a1", "qa"),
+            koord_pod("a2", "qa", created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1", "a2"], 0),
+    ),
+]
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "greedy"])
+@pytest.mark.parametrize(("objects", "expected"), [c[1:] for c in KOORD_CASES], ids=[c[0] for c in KOORD_CASES])
+def test_koordinator_elastic_quota(solver: str, objects: list[Json], expected: tuple[list[str], int]) -> None:
+    """Koordinator's ElasticQuota as imported: min is a guarantee (revoke), max a cap, and
+    priorities reach only inside a quota."""
+    plan = solved(imported(objects), solver)
+    admitted, evicted = outcome(plan)
+    assert (admitted, len(evicted)) == expected

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import gangopt
 from gangopt.objective import lexicographic_key, score
-from gangopt.quota_tree import CohortTree, quota_rows, rows_stricter
+from gangopt.quota_tree import CohortTree, quota_rows, row_bounds
 from gangopt.schema import Cohort, Plan, Queue, QueuePreemption, Round, Score, Status
 from gangopt.solvers import SOLVERS
 from gangopt.validation import _cohort_scopes, _Tree, validate
@@ -456,13 +456,12 @@ def test_a_queue_within_its_nominal_never_loses_work_to_another_queues_reclaim(r
                 ), (name, pre, gang)
 
 
-def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
+def _over_before_round(extra_node: bool) -> Round:
     """k (nominal 8) runs 16 GPUs in cohort keep, which lends nothing (lending limit 0): the
-    root org counts 16 - 8 = 8 of it against a limit of 0, over before the round. Rule 6
-    tolerates org's usage up to 8 however it is made up (o could start 8 if k's work went),
-    the rows each their own sum (o alone stays at 0): stricter, so CP-SAT proves nothing."""
-    rnd = make_round(
-        cluster(3),
+    root org counts 16 - 8 = 8 of it against a limit of 0, over before the round. o (nominal
+    0) has o1 (8 GPUs) waiting; with ``extra_node`` a free node, else only k's."""
+    return make_round(
+        cluster(3 if extra_node else 2),
         queues=[
             Queue(name="k", cohort="keep", nominal={"gpu": 8}),
             Queue(name="o", cohort="other", nominal={"gpu": 0}),
@@ -475,12 +474,37 @@ def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
         running=[running("k1", ["n0"], gpu=8, queue="k"), running("k2", ["n1"], gpu=8, queue="k")],
         pending=[pending("o1", gpu=8, queue="o")],
     )
-    before = {"k": {"gpu": 16 * GPU}}
-    assert rows_stricter(rnd, before)
-    assert not rows_stricter(_lending_round({"gpu": 0}), {})
+
+
+def test_row_bounds_read_the_tolerance_at_the_node() -> None:
+    """Rule 6 tolerates org's usage up to its 8 before the round however it is made up; the
+    rows (o alone <= 0, k and o <= 8) each get org's excess of 8, so o alone may reach 8 only
+    if k's 16 drop by 8. Before, each row tolerated its own sum (o alone: 0), stricter than
+    the rule, and CP-SAT claimed no proof."""
+    rnd = _over_before_round(extra_node=True)
+    rows = [r for r in quota_rows(rnd) if r.label == "cohort org"]
+    assert [(r.queues, r.limit) for r in rows] == [(("k", "o"), 8 * GPU), (("o",), 0)]
+    before = [16 * GPU, 0]
+    nodes = [(row.label, row.resource) for row in rows]
+    assert row_bounds([row.limit for row in rows], nodes, before) == [16 * GPU, 8 * GPU]
+    assert row_bounds([5, 3], ["a", "b"], [7, 1]) == [7, 3]  # one row per node: max(limit, before)
     plan = solved(rnd, "cpsat")
-    assert plan.status != Status.OPTIMAL and plan.admitted == []
-    # the rule itself lets o start 8 GPUs on the free node only if org's usage stays at 8:
-    # with k's work kept that is 16, so the validator refuses it
-    rules = {v.rule for v in validate(rnd, make_plan(rnd, place={"o1": ["n2"]}))}
-    assert rules == {"quota"}
+    assert plan.status == Status.OPTIMAL and plan.admitted == []
+    # o1 on the free node raises org to 16: refused by rule and rows alike
+    assert {v.rule for v in validate(rnd, make_plan(rnd, place={"o1": ["n2"]}))} == {"quota"}
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_a_preemption_the_tolerance_does_not_need_is_not_made(solver: str) -> None:
+    """With k's over-use tolerated at org, o1 (priority 1, may preempt k's priority-0 work by
+    other_queues) starting on k1's node needs k1 gone for capacity only: org's usage stays at
+    its 8 before the round (k keeps 8 of its own, o adds 8), which every solver reads as the
+    validator does.
+    Each-row tolerance made greedy and kueue_like also count quota that was not needed and
+    fail validation on such rounds (the nightly tree property)."""
+    rnd = _over_before_round(extra_node=False).model_copy(
+        update={"pending": [pending("o1", gpu=8, queue="o", priority=1)]}
+    )
+    plan = solved(rnd, solver)
+    if solver not in ("fifo_first_fit", "slurm_backfill_like", "volcano_like", "koordinator_like"):
+        assert plan.admitted == ["o1"] and len(plan.preemptions) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 from gangopt.k8s.context import (
     Context,
@@ -26,18 +27,23 @@ KUEUE_POLICIES = {
     "LowerOrNewerEqualPriority": "lower_or_newer_equal_priority",
 }
 """Kueue's preemption policy values -> gangopt's (``Queue.preemption``)."""
+KOORD_ROOT = "koordinator-root"
+"""The cohort of the ElasticQuotas without a parent quota: Koordinator's root quota."""
 VOLCANO_PREEMPTION = QueuePreemption(within_queue="lower_priority", reclaim_within_cohort="any", other_queues="never")
 """Volcano's actions: ``preempt`` only inside a queue (lower priority), ``reclaim`` across queues
 only from queues above their share, at any priority (reclaimable victims are chosen by queue
 share, not priority)."""
 KOORDINATOR_PREEMPTION = QueuePreemption(
     within_queue="lower_priority",
-    reclaim_within_cohort="never",
+    reclaim_within_cohort="any",
     borrow_within_cohort=BorrowWithinCohort(policy="never"),
     other_queues="never",
 )
-"""Koordinator's coscheduling preemption: priorities are compared only inside an ElasticQuota,
-no victim from another quota."""
+"""Koordinator's ElasticQuota: priorities are compared only inside a quota (no victim from
+another quota by priority); the quota-overuse revoke controller evicts pods of a quota that
+uses more than its runtime quota, whatever their priority, once another quota's demand
+within its min claims it back: a reclaim at any priority by a quota within its min, never by
+one that borrows (its runtime quota gives it nothing beyond what is idle)."""
 
 
 class Queues:
@@ -54,6 +60,8 @@ class Queues:
         """Kueue Cohort objects: name -> parent (``spec.parentName``)."""
         self.cohort_specs: dict[str, Cohort] = {}
         """Kueue Cohort objects and Volcano hierarchy levels as ``Round.cohorts`` entries."""
+        self.koord_root_min: dict[str, int] = {}
+        """Σ min per resource of the ElasticQuotas directly under Koordinator's root quota."""
         for src in kinds.get("Cohort", []):
             self._kueue_cohort(src)
         self._check_cohort_cycles(kinds.get("Cohort", []))
@@ -185,10 +193,17 @@ class Queues:
             if node == src.name:
                 self.ctx.error(src.path(".spec.parentName"), f"cohort {src.name} is its own ancestor (a cycle)")
 
-    def build_cohorts(self) -> list[Cohort]:
+    def build_cohorts(self, capacity: Mapping[str, int] | None = None) -> list[Cohort]:
         """The cohort trees of the Kueue Cohort objects and the Volcano hierarchies (parents
-        without an object are roots)."""
+        without an object are roots); and Koordinator's root quota, whose total is the
+        cluster's ``capacity`` (milli-units per resource): it holds what the mins leave, so a
+        quota borrows idle capacity up to its max even where the mins sum to less than the
+        cluster (min 0, max 8 runs 8 on an idle cluster)."""
         specs = dict(self.cohort_specs)
+        if self.koord_root_min and KOORD_ROOT not in specs:
+            total = capacity or {}
+            spare = {r: max(0, total.get(r, 0) - low) for r, low in self.koord_root_min.items()}
+            specs[KOORD_ROOT] = Cohort(name=KOORD_ROOT, nominal=quantities(spare))
         for c in list(specs.values()):
             if c.parent is not None and c.parent not in specs:
                 specs[c.parent] = Cohort(name=c.parent)
@@ -236,12 +251,18 @@ class Queues:
         return KUEUE_POLICIES[str(value)]
 
     def _elastic_quota(self, src: Source) -> None:
-        """min -> nominal, max - min -> borrowing limit, inside the cohort of its parent quota."""
+        """min -> nominal (0 for a resource only ``max`` lists), max - min -> borrowing limit,
+        inside the cohort of its parent quota, or Koordinator's root quota (:meth:`build_cohorts`
+        gives it the cluster's capacity beyond the mins, which any quota may borrow)."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
         low = as_resources(self.ctx, spec.get("min"), src.path(".spec.min"))
         high = as_resources(self.ctx, spec.get("max"), src.path(".spec.max"))
-        borrow = {r: max(0, high[r] - low.get(r, 0)) for r in high}
-        cohort = src.labels.get(KOORD_QUOTA_PARENT) or "koordinator-root"
+        low = {r: low.get(r, 0) for r in sorted(set(low) | set(high))}
+        borrow = {r: max(0, high[r] - low[r]) for r in high}
+        cohort = src.labels.get(KOORD_QUOTA_PARENT) or KOORD_ROOT
+        if cohort == KOORD_ROOT:
+            for r, amount in low.items():
+                self.koord_root_min[r] = self.koord_root_min.get(r, 0) + amount
         self.queues[src.name] = Queue(
             name=src.name,
             cohort=cohort,
@@ -251,8 +272,8 @@ class Queues:
         )
         self.ctx.warn(
             src,
-            "the revoke of pods above a quota's runtime share is not mapped: no victims from another quota "
-            "(Queue.preemption other_queues and reclaim_within_cohort never)",
+            "revoke mapped as reclaim at any priority by quotas within their min from quotas above theirs "
+            "(runtime quota by shared-weight and delayEvictTime are not: a quota above its min may lose it all)",
         )
         self.quota_by_namespace[src.namespace].append(src.name)
 
