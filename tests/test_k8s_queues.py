@@ -358,3 +358,166 @@ def test_koordinator_elastic_quota(solver: str, objects: list[Json], expected: t
     plan = solved(imported(objects), solver)
     admitted, evicted = outcome(plan)
     assert (admitted, len(evicted)) == expected
+
+
+# ----------------------------------------------------------------------------- Volcano
+
+
+def volcano_queue(name: str, weight: int = 1, **spec: Any) -> Json:
+    """A Volcano Queue; ``spec``: capability, deserved, guarantee, reclaimable (GPU counts for
+    the resource lists)."""
+    body: Json = {"weight": weight, "reclaimable": spec.pop("reclaimable", True)}
+    for key in ("capability", "deserved"):
+        if key in spec:
+            body[key] = {"nvidia.com/gpu": spec.pop(key)}
+    if "guarantee" in spec:
+        body["guarantee"] = {"resource": {"nvidia.com/gpu": spec.pop("guarantee")}}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": body}
+
+
+def volcano_job(
+    name: str, queue: str, pods: int = 1, *, gpus: int = 8, nodes: list[str] | None = None, **kw: Any
+) -> list[Json]:
+    """A Volcano PodGroup (minMember ``pods``) in ``queue`` and its pods, running on ``nodes``
+    or pending."""
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "creationTimestamp": kw.get("created", "2025-03-03T15:00:00Z"),
+        },
+        "spec": {"minMember": pods, "queue": queue},
+    }
+    members = [
+        pod(
+            f"{name}-{i}",
+            gpus=gpus,
+            node_name=nodes[i] if nodes else None,
+            annotations={"scheduling.k8s.io/group-name": name},
+            **kw,
+        )
+        for i in range(pods)
+    ]
+    return [group, *members]
+
+
+VOLCANO_CASES: list[tuple[str, list[Json], tuple[list[str], int]]] = [
+    (
+        # proportion: equal weights deserve 8 GPUs each; reclaim takes back what b uses above
+        # its deserved share for a, below its own, at equal priority
+        "reclaim-above-deserved",
+        [
+            node("n0"),
+            node("n1"),
+            volcano_queue("qa"),
+            volcano_queue("qb"),
+            *volcano_job("b1", "qb", nodes=["n0"]),
+            *volcano_job("b2", "qb", nodes=["n1"], created="2025-03-03T15:05:00Z"),
+            *volcano_job("a1", "qa", created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 1),
+    ),
+    (
+        # weight 3 deserves 12 of 16 GPUs: a takes 8 back from b (b keeps its 4 and more)
+        "weight-3-reclaims",
+        [
+            *(node(f"n{i}", gpus=4) for i in range(4)),
+            volcano_queue("qa", weight=3),
+            volcano_queue("qb", weight=1),
+            *(x for i in range(4) for x in volcano_job(f"b{i}", "qb", gpus=4, nodes=[f"n{i}"])),
+            *volcano_job("a1", "qa", 2, gpus=4, created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 2),
+    ),
+    (
+        # weight 1 of 4 deserves 4 GPUs: a1's 8 would put a above its share, so no reclaim
+        "weight-1-does-not",
+        [
+            *(node(f"n{i}", gpus=4) for i in range(4)),
+            volcano_queue("qa", weight=1),
+            volcano_queue("qb", weight=3),
+            *(x for i in range(4) for x in volcano_job(f"b{i}", "qb", gpus=4, nodes=[f"n{i}"])),
+            *volcano_job("a1", "qa", 2, gpus=4, created="2025-03-03T15:10:00Z"),
+        ],
+        ([], 0),
+    ),
+    (
+        # the capacity plugin's deserved, set on the queue, does the same as weight 3:1
+        "deserved-field",
+        [
+            *(node(f"n{i}", gpus=4) for i in range(4)),
+            volcano_queue("qa", deserved=12),
+            volcano_queue("qb", deserved=4),
+            *(x for i in range(4) for x in volcano_job(f"b{i}", "qb", gpus=4, nodes=[f"n{i}"])),
+            *volcano_job("a1", "qa", 2, gpus=4, created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 2),
+    ),
+    (
+        # capability is a hard cap, idle nodes or not
+        "capability-caps",
+        [
+            *(node(f"n{i}") for i in range(3)),
+            volcano_queue("qa", capability=8),
+            *volcano_job("a1", "qa"),
+            *volcano_job("a2", "qa", created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 0),
+    ),
+    (
+        # guarantee is reserved for its queue: idle a lends b none of its 8 guaranteed GPUs
+        "guarantee-not-lent",
+        [
+            node("n0"),
+            node("n1"),
+            volcano_queue("qa", guarantee=8),
+            volcano_queue("qb"),
+            *volcano_job("b1", "qb"),
+            *volcano_job("b2", "qb", created="2025-03-03T15:10:00Z"),
+        ],
+        (["b1"], 0),
+    ),
+    (
+        # without it, idle a's deserved share is lent
+        "deserved-lent-when-idle",
+        [
+            node("n0"),
+            node("n1"),
+            volcano_queue("qa"),
+            volcano_queue("qb"),
+            *volcano_job("b1", "qb"),
+            *volcano_job("b2", "qb", created="2025-03-03T15:10:00Z"),
+        ],
+        (["b1", "b2"], 0),
+    ),
+    (
+        # preempt stays inside a queue: a's higher priority does not reach b within its share
+        "no-cross-queue-preemption",
+        [
+            node("n0"),
+            node("n1"),
+            volcano_queue("qa"),
+            volcano_queue("qb"),
+            *volcano_job("b1", "qb", nodes=["n0"]),
+            *volcano_job("a0", "qa", nodes=["n1"]),
+            *volcano_job("a1", "qa", priority=1000, created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 1),  # a1 takes a0's place: preempt within the queue, by priority
+    ),
+]
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "greedy"])
+@pytest.mark.parametrize(("objects", "expected"), [c[1:] for c in VOLCANO_CASES], ids=[c[0] for c in VOLCANO_CASES])
+def test_volcano_queue(solver: str, objects: list[Json], expected: tuple[list[str], int]) -> None:
+    """Volcano's Queue as imported: deserved shares by weight (proportion) or ``deserved``
+    (capacity), reclaim of what a queue uses above its share, ``capability`` a cap,
+    ``guarantee`` not lent, and priority preemption inside a queue only."""
+    plan = solved(imported(objects), solver)
+    admitted, evicted = outcome(plan)
+    assert (admitted, len(evicted)) == expected
+    assert set(evicted) <= {"a0", "b0", "b1", "b2", "b3"}
+    if any(o["metadata"]["name"] == "a0" for o in objects):  # b1 is within its share: never a victim
+        assert evicted == ["a0"]

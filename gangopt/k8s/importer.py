@@ -56,7 +56,7 @@ def _import(objects: list[dict[str, Any]], options: ImportOptions) -> Imported:
     try:
         rnd = Round(
             cluster=cluster,
-            queues=queues.build(result.running, result.pending),
+            queues=queues.build(result.running, result.pending, _capacity(cluster)),
             cohorts=queues.build_cohorts(_capacity(cluster)),
             running=result.running,
             pending=result.pending,

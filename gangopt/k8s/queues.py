@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
+from gangopt.checks import MAX_LENDING
 from gangopt.k8s.context import (
     Context,
     Source,
@@ -27,6 +29,8 @@ KUEUE_POLICIES = {
     "LowerOrNewerEqualPriority": "lower_or_newer_equal_priority",
 }
 """Kueue's preemption policy values -> gangopt's (``Queue.preemption``)."""
+VOLCANO_ROOT = "volcano-root"
+"""The cohort of the Volcano queues outside a hierarchy: Volcano's root queue."""
 KOORD_ROOT = "koordinator-root"
 """The cohort of the ElasticQuotas without a parent quota: Koordinator's root quota."""
 VOLCANO_PREEMPTION = QueuePreemption(within_queue="lower_priority", reclaim_within_cohort="any", other_queues="never")
@@ -46,6 +50,37 @@ within its min claims it back: a reclaim at any priority by a quota within its m
 one that borrows (its runtime quota gives it nothing beyond what is idle)."""
 
 
+@dataclass(frozen=True)
+class _VolcanoQueue:
+    """A Volcano Queue outside a hierarchy, as read (milli-units)."""
+
+    src: Source
+    weight: float
+    capability: dict[str, int]
+    deserved: dict[str, int] | None
+    guarantee: dict[str, int]
+
+
+def _water_fill(total: int, weights: Mapping[str, float], caps: Mapping[str, int | None]) -> dict[str, int]:
+    """``total`` shared by ``weights``, no one above its cap (None: none), what a capped one
+    leaves going to the others by weight (Volcano's proportion plugin without requests)."""
+    out = {name: 0 for name in weights}
+    active = {name for name, w in weights.items() if w > 0}
+    left = total
+    while active:
+        scale = sum(weights[n] for n in active)
+        capped = {n for n in active if (cap := caps.get(n)) is not None and cap <= left * weights[n] / scale}
+        if not capped:
+            for n in active:
+                out[n] = int(left * weights[n] / scale)
+            break
+        for n in sorted(capped):
+            out[n] = int(caps[n] or 0)
+            left -= out[n]
+        active -= capped
+    return out
+
+
 class Queues:
     """Kueue ClusterQueues (via LocalQueues), Koordinator ElasticQuotas and Volcano Queues."""
 
@@ -60,6 +95,8 @@ class Queues:
         """Kueue Cohort objects: name -> parent (``spec.parentName``)."""
         self.cohort_specs: dict[str, Cohort] = {}
         """Kueue Cohort objects and Volcano hierarchy levels as ``Round.cohorts`` entries."""
+        self.volcano: dict[str, _VolcanoQueue] = {}
+        """Volcano queues outside a hierarchy, built once the cluster's capacity is known."""
         self.koord_root_min: dict[str, int] = {}
         """Σ min per resource of the ElasticQuotas directly under Koordinator's root quota."""
         for src in kinds.get("Cohort", []):
@@ -278,27 +315,92 @@ class Queues:
         self.quota_by_namespace[src.namespace].append(src.name)
 
     def _volcano_queue(self, src: Source) -> None:
-        """``capability`` is a hard cap: nominal quota outside any cohort, or inside the cohort
-        tree of its ``volcano.sh/hierarchy`` with no borrowing (:meth:`_volcano_hierarchy`)."""
+        """A queue in a ``volcano.sh/hierarchy``: ``capability`` is a hard cap inside the cohort
+        tree of its hierarchy, with no borrowing (:meth:`_volcano_hierarchy`). Any other Volcano
+        queue shares Volcano's root queue with the others, as the proportion plugin and the
+        reclaim action read them (:meth:`_volcano_shares`, once the cluster's capacity is known)."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
         capability = as_resources(self.ctx, spec.get("capability"), src.path(".spec.capability"))
-        ignored = sorted(k for k in ("weight", "guarantee", "deserved", "reclaimable", "parent") if k in spec)
-        if ignored:
-            self.ctx.warn(src, f"{', '.join(ignored)} ignored (only capability is mapped)")
         cohort, weight = self._volcano_hierarchy(src)
-        self.queues[src.name] = Queue(
-            name=src.name,
-            cohort=cohort,
-            nominal=quantities(capability),
-            borrowing_limit=quantities({r: 0 for r in capability}) if cohort is not None else {},
-            weight=weight,
-            preemption=VOLCANO_PREEMPTION,
+        if cohort is not None:
+            ignored = sorted(k for k in ("weight", "guarantee", "deserved", "reclaimable", "parent") if k in spec)
+            if ignored:
+                self.ctx.warn(src, f"{', '.join(ignored)} ignored in a hierarchy (only capability is mapped)")
+            self.queues[src.name] = Queue(
+                name=src.name,
+                cohort=cohort,
+                nominal=quantities(capability),
+                borrowing_limit=quantities({r: 0 for r in capability}),
+                weight=weight,
+                preemption=VOLCANO_PREEMPTION,
+            )
+            return
+        raw_weight = spec.get("weight", 1)
+        if isinstance(raw_weight, bool) or not isinstance(raw_weight, int | float) or not 0 <= raw_weight <= MAX_WEIGHT:
+            self.ctx.warn(src, f"weight {raw_weight!r} is not a number in [0, {MAX_WEIGHT:g}]: 1 used")
+            raw_weight = 1
+        guarantee_spec = as_mapping(self.ctx, spec.get("guarantee"), src.path(".spec.guarantee"))
+        self.volcano[src.name] = _VolcanoQueue(
+            src=src,
+            weight=float(raw_weight),
+            capability=capability,
+            deserved=as_resources(self.ctx, spec.get("deserved"), src.path(".spec.deserved"))
+            if spec.get("deserved") is not None
+            else None,
+            guarantee=as_resources(self.ctx, guarantee_spec.get("resource"), src.path(".spec.guarantee.resource")),
         )
-        self.ctx.warn(
-            src,
-            "reclaim from queues above their deserved share is not mapped: the queue has no cohort "
-            "(capability is its nominal), so only preempt within the queue applies",
-        )
+        if spec.get("reclaimable") is False:
+            self.ctx.warn(src, "reclaimable: false not mapped: its work above its deserved share may be reclaimed")
+        if "parent" in spec:
+            self.ctx.warn(src, "parent ignored (use volcano.sh/hierarchy)")
+
+    def _volcano_shares(self, capacity: Mapping[str, int]) -> None:
+        """Volcano queues outside a hierarchy, as the proportion plugin and the reclaim action
+        read them: every one in the cohort ``VOLCANO_ROOT``; ``nominal`` its deserved share
+        (``deserved`` when set, the capacity plugin's; else the cluster's capacity water-filled
+        by ``weight`` and clipped to ``capability``, the proportion plugin's share when every
+        queue wants more than it, warned: proportion also clips to what a queue requests) and
+        at least its ``guarantee``; ``borrowing_limit`` the rest of its ``capability``;
+        ``lending_limit`` its nominal minus its ``guarantee`` (a guarantee is not lent). The
+        reclaim action takes back, at any priority, what a queue uses above its deserved share
+        (``reclaim_within_cohort: any``)."""
+        if not self.volcano:
+            return
+        resources = sorted(r for r in capacity if r != "pods")
+        shares: dict[str, dict[str, int]] = {name: {} for name in self.volcano}
+        for r in resources:
+            caps = {n: v.capability.get(r) for n, v in self.volcano.items() if v.deserved is None}
+            filled = _water_fill(capacity[r], {n: self.volcano[n].weight for n in caps}, caps)
+            for n, amount in filled.items():
+                shares[n][r] = amount
+        lending = 0
+        for name, v in sorted(self.volcano.items()):
+            if v.deserved is None:
+                self.ctx.warn(
+                    v.src,
+                    "deserved share from weight over the cluster's capacity (proportion clips it to what the queue "
+                    "requests, gangopt does not)",
+                )
+            nominal = dict(v.deserved) if v.deserved is not None else shares[name]
+            for r, amount in v.guarantee.items():
+                nominal[r] = max(nominal.get(r, 0), amount)
+            for r in v.capability:
+                nominal.setdefault(r, 0)
+            borrow = {r: max(0, cap - nominal[r]) for r, cap in v.capability.items()}
+            lend = {r: max(0, nominal[r] - amount) for r, amount in v.guarantee.items() if amount > 0}
+            if lend and lending >= MAX_LENDING:
+                self.ctx.warn(v.src, f"guarantee not mapped: at most {MAX_LENDING} queues may keep quota back")
+                lend = {}
+            lending += bool(lend)
+            self.queues[name] = Queue(
+                name=name,
+                cohort=VOLCANO_ROOT,
+                nominal=quantities(nominal),
+                borrowing_limit=quantities(borrow),
+                lending_limit=quantities(lend),
+                weight=v.weight,
+                preemption=VOLCANO_PREEMPTION,
+            )
 
     def _volcano_hierarchy(self, src: Source) -> tuple[str | None, float | None]:
         """``volcano.sh/hierarchy: root/eng/prod`` with ``volcano.sh/hierarchy-weights: 1/2/8``
@@ -364,9 +466,13 @@ class Queues:
         quotas = self.quota_by_namespace.get(pod.src.namespace, [])
         return quotas[0] if len(quotas) == 1 else None
 
-    def build(self, running: list[RunningGang], pending: list[PendingGang]) -> list[Queue]:
+    def build(
+        self, running: list[RunningGang], pending: list[PendingGang], capacity: Mapping[str, int] | None = None
+    ) -> list[Queue]:
         """The queues; a queue named by a gang but absent from the input is added without
-        limits (warned), since the round requires every gang's queue to exist."""
+        limits (warned), since the round requires every gang's queue to exist. ``capacity``
+        (the cluster's, milli-units per resource) gives Volcano queues their deserved shares."""
+        self._volcano_shares(capacity or {})
         if not self.queues:
             return []
         out = dict(self.queues)
