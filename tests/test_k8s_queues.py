@@ -403,6 +403,17 @@ def volcano_job(
     return [group, *members]
 
 
+def _b_holds_four_nodes(qa: Json, qb: Json) -> list[Json]:
+    """Four 4-GPU nodes, each running a one-pod job of qb; qa's a1 (two 4-GPU pods) waits."""
+    return [
+        *(node(f"n{i}", gpus=4) for i in range(4)),
+        qa,
+        qb,
+        *(x for i in range(4) for x in volcano_job(f"b{i}", "qb", gpus=4, nodes=[f"n{i}"])),
+        *volcano_job("a1", "qa", 2, gpus=4, created="2025-03-03T15:10:00Z"),
+    ]
+
+
 VOLCANO_CASES: list[tuple[str, list[Json], tuple[list[str], int]]] = [
     (
         # proportion: equal weights deserve 8 GPUs each; reclaim takes back what b uses above
@@ -422,37 +433,19 @@ VOLCANO_CASES: list[tuple[str, list[Json], tuple[list[str], int]]] = [
     (
         # weight 3 deserves 12 of 16 GPUs: a takes 8 back from b (b keeps its 4 and more)
         "weight-3-reclaims",
-        [
-            *(node(f"n{i}", gpus=4) for i in range(4)),
-            volcano_queue("qa", weight=3),
-            volcano_queue("qb", weight=1),
-            *(x for i in range(4) for x in volcano_job(f"b{i}", "qb", gpus=4, nodes=[f"n{i}"])),
-            *volcano_job("a1", "qa", 2, gpus=4, created="2025-03-03T15:10:00Z"),
-        ],
+        _b_holds_four_nodes(volcano_queue("qa", weight=3), volcano_queue("qb", weight=1)),
         (["a1"], 2),
     ),
     (
         # weight 1 of 4 deserves 4 GPUs: a1's 8 would put a above its share, so no reclaim
         "weight-1-does-not",
-        [
-            *(node(f"n{i}", gpus=4) for i in range(4)),
-            volcano_queue("qa", weight=1),
-            volcano_queue("qb", weight=3),
-            *(x for i in range(4) for x in volcano_job(f"b{i}", "qb", gpus=4, nodes=[f"n{i}"])),
-            *volcano_job("a1", "qa", 2, gpus=4, created="2025-03-03T15:10:00Z"),
-        ],
+        _b_holds_four_nodes(volcano_queue("qa", weight=1), volcano_queue("qb", weight=3)),
         ([], 0),
     ),
     (
         # the capacity plugin's deserved, set on the queue, does the same as weight 3:1
         "deserved-field",
-        [
-            *(node(f"n{i}", gpus=4) for i in range(4)),
-            volcano_queue("qa", deserved=12),
-            volcano_queue("qb", deserved=4),
-            *(x for i in range(4) for x in volcano_job(f"b{i}", "qb", gpus=4, nodes=[f"n{i}"])),
-            *volcano_job("a1", "qa", 2, gpus=4, created="2025-03-03T15:10:00Z"),
-        ],
+        _b_holds_four_nodes(volcano_queue("qa", deserved=12), volcano_queue("qb", deserved=4)),
         (["a1"], 2),
     ),
     (
