@@ -514,3 +514,21 @@ def test_volcano_queue(solver: str, objects: list[Json], expected: tuple[list[st
     assert set(evicted) <= {"a0", "b0", "b1", "b2", "b3"}
     if any(o["metadata"]["name"] == "a0" for o in objects):  # b1 is within its share: never a victim
         assert evicted == ["a0"]
+
+
+def test_what_the_import_cannot_map_is_warned_precisely() -> None:
+    """A ClusterQueue's lendingLimit without a cohort (Kueue's webhook wants it nil: there is
+    no one to lend to) and a Koordinator parent quota (its tree is not mapped) are warned by
+    name, and the round still loads."""
+    lone = cluster_queue("lone", 8, None, lendingLimit=2)
+    del lone["spec"]["cohort"]
+    parent = elastic_quota("org", 16, 32)
+    parent["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/is-parent": "true"}
+    child = elastic_quota("team", 8, 16)
+    child["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/parent": "org"}
+    imp = imported([node("n0"), lone, parent, child])
+    queues = {q.name: q for q in imp.round.queues}
+    assert queues["lone"].lending_limit == {} and queues["lone"].cohort is None
+    assert queues["team"].cohort == "org"
+    assert any(w.startswith("ClusterQueue lone: lendingLimit ignored") for w in imp.warnings), imp.warnings
+    assert any(w.startswith("ElasticQuota org/org: parent quota imported as a queue") for w in imp.warnings)

@@ -17,7 +17,7 @@ from gangopt.k8s.context import (
     quantities,
     resource_name,
 )
-from gangopt.k8s.kinds import KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
+from gangopt.k8s.kinds import KOORD_QUOTA_IS_PARENT, KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
 from gangopt.k8s.pods import Pod
 from gangopt.quantities import MILLI
 from gangopt.schema import MAX_WEIGHT, BorrowWithinCohort, Cohort, PendingGang, Queue, QueuePreemption, RunningGang
@@ -297,6 +297,12 @@ class Queues:
         low = {r: low.get(r, 0) for r in sorted(set(low) | set(high))}
         borrow = {r: max(0, high[r] - low[r]) for r in high}
         cohort = src.labels.get(KOORD_QUOTA_PARENT) or KOORD_ROOT
+        if src.labels.get(KOORD_QUOTA_IS_PARENT) == "true":
+            self.ctx.warn(
+                src,
+                "parent quota imported as a queue of its own parent: its min and max do not bound its children, "
+                "which share a cohort named after it (Koordinator's quota tree is not mapped)",
+            )
         if cohort == KOORD_ROOT:
             for r, amount in low.items():
                 self.koord_root_min[r] = self.koord_root_min.get(r, 0) + amount
