@@ -518,17 +518,45 @@ def test_volcano_queue(solver: str, objects: list[Json], expected: tuple[list[st
 
 def test_what_the_import_cannot_map_is_warned_precisely() -> None:
     """A ClusterQueue's lendingLimit without a cohort (Kueue's webhook wants it nil: there is
-    no one to lend to) and a Koordinator parent quota (its tree is not mapped) are warned by
-    name, and the round still loads."""
+    no one to lend to) is warned by name, and the round still loads."""
     lone = cluster_queue("lone", 8, None, lendingLimit=2)
     del lone["spec"]["cohort"]
-    parent = elastic_quota("org", 16, 32)
-    parent["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/is-parent": "true"}
-    child = elastic_quota("team", 8, 16)
-    child["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/parent": "org"}
-    imp = imported([node("n0"), lone, parent, child])
+    imp = imported([node("n0"), lone])
     queues = {q.name: q for q in imp.round.queues}
     assert queues["lone"].lending_limit == {} and queues["lone"].cohort is None
-    assert queues["team"].cohort == "org"
     assert any(w.startswith("ClusterQueue lone: lendingLimit ignored") for w in imp.warnings), imp.warnings
-    assert any(w.startswith("ElasticQuota org/org: parent quota imported as a queue") for w in imp.warnings)
+
+
+def _koordinator_tree(pending: int) -> list[Json]:
+    """Koordinator's quota tree on four 8-GPU nodes: parent quota org (min 16, max 24) holds
+    team-a and team-b (min 8 each; team-a max 32); other (min 0, max 32) is idle at the root.
+    team-a has ``pending`` 8-GPU pods waiting."""
+    org = elastic_quota("org", 16, 24)
+    org["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/is-parent": "true"}
+    teams = [elastic_quota("team-a", 8, 32), elastic_quota("team-b", 8, 16)]
+    for team in teams:
+        team["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/parent": "org"}
+    return [
+        *(node(f"n{i}") for i in range(4)),
+        org,
+        *teams,
+        elastic_quota("other", 0, 32),
+        *(koord_pod(f"a{i}", "team-a", created=f"2025-03-03T15:0{i}:00Z") for i in range(pending)),
+    ]
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "greedy", "koordinator_like", "kueue_like"])
+def test_koordinator_parent_quota_bounds_its_subtree(solver: str) -> None:
+    """Koordinator's quota tree: a parent quota's max caps its children together (team-a's 32
+    stops at org's 24, the cluster has 32 free), and its min guarantees them more than their own
+    mins (16, plus 8 borrowed from the idle root: team-a runs 24, above the 16 of the children's
+    mins that bounded it when parent quotas were queues)."""
+    imp = imported(_koordinator_tree(4))
+    cohorts = {c.name: c for c in imp.round.cohorts}
+    assert (cohorts["org"].parent, cohorts["org"].nominal, cohorts["org"].borrowing_limit) == (
+        "koordinator-root",
+        {"gpu": 0},
+        {"gpu": 8000},
+    )
+    assert "org" not in {q.name for q in imp.round.queues}
+    assert len(solved(imp, solver).admitted) == 3

@@ -99,6 +99,10 @@ class Queues:
         """Volcano queues outside a hierarchy, built once the cluster's capacity is known."""
         self.koord_root_min: dict[str, int] = {}
         """Σ min per resource of the ElasticQuotas directly under Koordinator's root quota."""
+        self.koord_child_min: dict[str, dict[str, int]] = defaultdict(dict)
+        """Per parent quota name, Σ min per resource of the ElasticQuotas labelled its children."""
+        self.koord_parents: dict[str, tuple[Source, str, dict[str, int], dict[str, int]]] = {}
+        """ElasticQuotas labelled ``is-parent``: (object, parent cohort, min, max - min)."""
         for src in kinds.get("Cohort", []):
             self._kueue_cohort(src)
         self._check_cohort_cycles(kinds.get("Cohort", []))
@@ -232,11 +236,21 @@ class Queues:
 
     def build_cohorts(self, capacity: Mapping[str, int] | None = None) -> list[Cohort]:
         """The cohort trees of the Kueue Cohort objects and the Volcano hierarchies (parents
-        without an object are roots); and Koordinator's root quota, whose total is the
+        without an object are roots); Koordinator's parent quotas (``is-parent``) as cohorts
+        whose subtree is guaranteed their min (their own nominal is what their children's mins
+        leave of it) and may use up to their max (``borrowing_limit`` max - min); and
+        Koordinator's root quota, whose total is the
         cluster's ``capacity`` (milli-units per resource): it holds what the mins leave, so a
         quota borrows idle capacity up to its max even where the mins sum to less than the
         cluster (min 0, max 8 runs 8 on an idle cluster)."""
         specs = dict(self.cohort_specs)
+        for name, (src, parent, low, borrow) in sorted(self.koord_parents.items()):
+            below = self.koord_child_min.get(name, {})
+            over = sorted(r for r, amount in below.items() if amount > low.get(r, 0))
+            if over:
+                self.ctx.warn(src, f"its children's mins exceed its min on {', '.join(over)}: the children's count")
+            own = {r: max(0, amount - below.get(r, 0)) for r, amount in low.items()}
+            specs[name] = Cohort(name=name, parent=parent, nominal=quantities(own), borrowing_limit=quantities(borrow))
         if self.koord_root_min and KOORD_ROOT not in specs:
             total = capacity or {}
             spare = {r: max(0, total.get(r, 0) - low) for r, low in self.koord_root_min.items()}
@@ -290,22 +304,20 @@ class Queues:
     def _elastic_quota(self, src: Source) -> None:
         """min -> nominal (0 for a resource only ``max`` lists), max - min -> borrowing limit,
         inside the cohort of its parent quota, or Koordinator's root quota (:meth:`build_cohorts`
-        gives it the cluster's capacity beyond the mins, which any quota may borrow)."""
+        gives it the cluster's capacity beyond the mins, which any quota may borrow). A parent
+        quota (``is-parent: "true"``, which holds no pods) becomes that cohort."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
         low = as_resources(self.ctx, spec.get("min"), src.path(".spec.min"))
         high = as_resources(self.ctx, spec.get("max"), src.path(".spec.max"))
         low = {r: low.get(r, 0) for r in sorted(set(low) | set(high))}
         borrow = {r: max(0, high[r] - low[r]) for r in high}
         cohort = src.labels.get(KOORD_QUOTA_PARENT) or KOORD_ROOT
+        mins = self.koord_root_min if cohort == KOORD_ROOT else self.koord_child_min[cohort]
+        for r, amount in low.items():
+            mins[r] = mins.get(r, 0) + amount
         if src.labels.get(KOORD_QUOTA_IS_PARENT) == "true":
-            self.ctx.warn(
-                src,
-                "parent quota imported as a queue of its own parent: its min and max do not bound its children, "
-                "which share a cohort named after it (Koordinator's quota tree is not mapped)",
-            )
-        if cohort == KOORD_ROOT:
-            for r, amount in low.items():
-                self.koord_root_min[r] = self.koord_root_min.get(r, 0) + amount
+            self.koord_parents[src.name] = (src, cohort, low, borrow)
+            return
         self.queues[src.name] = Queue(
             name=src.name,
             cohort=cohort,
