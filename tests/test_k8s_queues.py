@@ -460,6 +460,17 @@ VOLCANO_CASES: list[tuple[str, list[Json], tuple[list[str], int]]] = [
         (["a1"], 0),
     ),
     (
+        # capability caps a deserved share set above it (warned)
+        "deserved-above-capability",
+        [
+            *(node(f"n{i}") for i in range(3)),
+            volcano_queue("qa", deserved=24, capability=8),
+            *volcano_job("a1", "qa"),
+            *volcano_job("a2", "qa", created="2025-03-03T15:10:00Z"),
+        ],
+        (["a1"], 0),
+    ),
+    (
         # guarantee is reserved for its queue: idle a lends b none of its 8 guaranteed GPUs
         "guarantee-not-lent",
         [

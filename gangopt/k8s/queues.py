@@ -402,10 +402,12 @@ class Queues:
             nominal = dict(v.deserved) if v.deserved is not None else shares[name]
             for r, amount in v.guarantee.items():
                 nominal[r] = max(nominal.get(r, 0), amount)
-            for r in v.capability:
-                nominal.setdefault(r, 0)
+            for r, cap in v.capability.items():  # capability caps all (Volcano refuses deserved above it)
+                if nominal.get(r, 0) > cap:
+                    self.ctx.warn(v.src, f"deserved or guarantee of {r} above its capability: capped")
+                nominal[r] = min(nominal.get(r, 0), cap)
             borrow = {r: max(0, cap - nominal[r]) for r, cap in v.capability.items()}
-            lend = {r: max(0, nominal[r] - amount) for r, amount in v.guarantee.items() if amount > 0}
+            lend = {r: max(0, nominal[r] - amount) for r, amount in v.guarantee.items() if amount > 0 and r in nominal}
             if lend and lending >= MAX_LENDING:
                 self.ctx.warn(v.src, f"guarantee not mapped: at most {MAX_LENDING} queues may keep quota back")
                 lend = {}
