@@ -3,9 +3,10 @@ its gangs spread over four queues of one cohort, each with a nominal quarter of 
 under the default policies and under Kueue-like reclaim (``reclaim_within_cohort: any``,
 ``other_queues: never``), solved by cpsat, greedy and every peer emulation.
 
-    python -m bench.queue_policies [SIZE] [tree]
+    python -m bench.queue_policies [SIZE] [tree] [lend]
 
-``tree`` adds a third run: the four queues in two cohorts of a tree, ``left`` (t0, t1) and
+``lend`` adds a run with every queue keeping half of its nominal (``lending_limit``, Kueue's
+ClusterQueue lendingLimit) under Kueue-like reclaim. ``tree`` adds a run: the four queues in two cohorts of a tree, ``left`` (t0, t1) and
 ``right`` (t2, t3) under ``all``, each queue keeping half its nominal and each cohort holding
 the other halves of its queues as quota of its own, ``left`` borrowing at most an eighth of
 the GPUs from ``all``, under Kueue-like reclaim (docs/rules.md, rules 5 and 6).
@@ -68,6 +69,15 @@ def as_tree(rnd: Round) -> Round:
     return Round.model_validate(data)
 
 
+def with_lending(rnd: Round) -> Round:
+    """:func:`with_queues`'s round with every queue keeping half of its nominal for its own
+    gangs (``lending_limit`` = half the nominal: Kueue's ClusterQueue lendingLimit)."""
+    data = rnd.model_dump()
+    for q, spec in zip(data["queues"], rnd.queues, strict=True):
+        q["lending_limit"] = {"gpu": spec.nominal["gpu"] // MILLI // 2}  # whole GPUs
+    return Round.model_validate(data)
+
+
 def _gap(gap: float | None) -> str:
     return "     -" if gap is None else f"{100 * gap:5.2f}%"
 
@@ -80,6 +90,8 @@ def main(size: str = "M", *extra: str) -> None:
     ]
     if "tree" in extra:
         runs.append(("cohort tree with cohort quotas, reclaim any", as_tree(with_queues(base, RECLAIM))))
+    if "lend" in extra:
+        runs.append(("queues lending half their nominal, reclaim any", with_lending(with_queues(base, RECLAIM))))
     for label, rnd in runs:
         print(f"{size}, {label}: {len(rnd.running)} running, {len(rnd.pending)} pending gangs")
         for name in SOLVERS:

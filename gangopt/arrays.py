@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gangopt.memo import derived
-from gangopt.quota_tree import quota_rows
+from gangopt.quota_tree import quota_rows, row_bounds
 from gangopt.schema import NODE_LEVEL, Cluster, MatchExpression, Role, Round, RunningGang, Taint, Toleration
 
 IntArray = npt.NDArray[np.int64]
@@ -498,8 +498,12 @@ class QuotaLimits:
         return out
 
     def effective_limit(self, before: IntArray) -> IntArray:
-        """``max(limit, usage before the round)``: the bound a plan must keep per constraint."""
-        return np.maximum(self.limit, before)
+        """The bound a plan must keep per constraint, from its usage ``before`` the round:
+        ``max(limit, before)``, read per quota node when a lending limit splits one into
+        several rows (:func:`gangopt.quota_tree.row_bounds`)."""
+        nodes = list(zip(self.labels, self.resource.tolist(), strict=True))
+        bounds = row_bounds(self.limit.tolist(), nodes, np.asarray(before).tolist())
+        return np.asarray(bounds, dtype=np.int64)
 
 
 def quota_limits(rnd: Round, resources: Sequence[str]) -> QuotaLimits:

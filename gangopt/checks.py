@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
-from gangopt.quantities import human
+from gangopt.quantities import format_quantity, human
 
 if TYPE_CHECKING:  # types only: the schema runs these checks, so it imports this module
     from gangopt.schema import PendingGang, Round, RunningGang
@@ -22,8 +22,9 @@ re-exports it)."""
 
 
 MAX_LENDING = 8
-"""Most cohorts of a round that may set a ``lending_limit``: each doubles the quota rows of
-the limits above it (gangopt/quota_tree.py; 2^8 = 256 rows per limit and resource at most)."""
+"""Most queues and cohorts of a round that may set a ``lending_limit``: each doubles the quota
+rows of the limits above it (gangopt/quota_tree.py; 2^8 = 256 rows per limit and resource at
+most)."""
 
 
 def check_round(rnd: Round) -> list[Problem]:
@@ -76,10 +77,12 @@ def _check_cohorts(rnd: Round) -> list[Problem]:
                 if res not in c.nominal:
                     message = f"{res!r} is not in the cohort's nominal (list it there; 0 holds no quota of its own)"
                     out.append((f"$.cohorts[{i}].{field}.{res}", message))
-    lending = [i for i, c in enumerate(rnd.cohorts) if c.lending_limit]
+    out += _check_queue_lending(rnd)
+    lending = [f"$.queues[{i}]" for i, q in enumerate(rnd.queues) if q.lending_limit]
+    lending += [f"$.cohorts[{i}]" for i, c in enumerate(rnd.cohorts) if c.lending_limit]
     if len(lending) > MAX_LENDING:
-        i = lending[MAX_LENDING]
-        out.append((f"$.cohorts[{i}].lending_limit", f"at most {MAX_LENDING} cohorts may set a lending limit"))
+        message = f"at most {MAX_LENDING} queues and cohorts may set a lending limit"
+        out.append((f"{lending[MAX_LENDING]}.lending_limit", message))
     if out:
         return out
     parents = {c.name: c.parent for c in rnd.cohorts}
@@ -92,6 +95,26 @@ def _check_cohorts(rnd: Round) -> list[Problem]:
             if node == c.name:
                 out.append((f"$.cohorts[{i}].parent", f"cohort {c.name!r} is its own ancestor (a cycle)"))
                 break
+    return out
+
+
+def _check_queue_lending(rnd: Round) -> list[Problem]:
+    """A queue's ``lending_limit`` needs a cohort to lend to, and per resource a nominal quota
+    it is at most (Kueue's ClusterQueue webhook: nil when the cohort is empty, lendingLimit <=
+    nominalQuota)."""
+    out: list[Problem] = []
+    for i, q in enumerate(rnd.queues):
+        if q.lending_limit and q.cohort is None:
+            out.append((f"$.queues[{i}].lending_limit", f"queue {q.name!r} has no cohort to lend to"))
+            continue
+        for res, amount in q.lending_limit.items():
+            path = f"$.queues[{i}].lending_limit.{res}"
+            if res not in q.nominal:
+                out.append((path, f"{res!r} is not in the queue's nominal (a queue lends only its nominal quota)"))
+            elif amount > q.nominal[res]:
+                lend, nominal = format_quantity(amount, res), format_quantity(q.nominal[res], res)
+                message = f"{lend} is more than the nominal {nominal} (a queue lends at most its nominal)"
+                out.append((path, message))
     return out
 
 

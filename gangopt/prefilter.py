@@ -28,7 +28,7 @@ import numpy as np
 
 from gangopt import arrays
 from gangopt.quantities import human
-from gangopt.quota_tree import quota_rows
+from gangopt.quota_tree import quota_rows, row_bounds
 from gangopt.schema import NODE_LEVEL, GangSpec, PendingGang, Role, Round, RunningGang, WaitingCode
 from gangopt.scope import Scope
 from gangopt.topology import Topology
@@ -732,13 +732,14 @@ def _quota_verdict(pre: Prefiltered, gang: PendingGang, before: dict[str, int]) 
     from gangopt.objective import ObjectiveTerms
 
     counts = ObjectiveTerms.of(rnd).min_pods(gang)
-    # A cohort row split by a lending limit tolerates usage over it only as rule 6 reads the
-    # whole node (gangopt/quota_tree.py): then only the queue's own rows prune.
-    split = any(c.lending_limit for c in rnd.cohorts)
+    # Every row with rule 6's tolerance read at its node (quota_tree.row_bounds).
+    all_rows = quota_rows(rnd)
+    was = [sum(before[f"{q}/{row.resource}"] for q in row.queues) for row in all_rows]
+    bounds = row_bounds([row.limit for row in all_rows], [(row.label, row.resource) for row in all_rows], was)
     rows: dict[str, list[int]] = defaultdict(list)
-    for row in quota_rows(rnd):
-        if queue.name in row.queues and not (split and row.label.startswith("cohort ")):
-            rows[row.resource].append(max(row.limit, sum(before[f"{q}/{row.resource}"] for q in row.queues)))
+    for row, bound in zip(all_rows, bounds, strict=True):
+        if queue.name in row.queues:
+            rows[row.resource].append(bound)
     for res, limits in sorted(rows.items()):
         need = sum(r.requests.get(res, 0) * counts[r.name] for r in gang.roles)
         if limits and need > min(limits):

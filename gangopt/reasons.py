@@ -993,6 +993,7 @@ def _limit_name(
     if label.startswith("cohort "):
         name = label.removeprefix("cohort ")
         held = any(c.name == name and (c.nominal or c.borrowing_limit) for c in view.rnd.cohorts)
+        held = held or any(q.lending_limit for q in view.rnd.queues)  # some nominal kept back
         what = "its subtree's quota and limits, docs/rules.md rule 6" if held else "sum of nominal quotas"
         return f"cohort {name!r} ({what})", (queue.name, "nominal")
     if queue.cohort is None:

@@ -470,14 +470,22 @@ class Queue(_Model):
 
     A queue may use ``nominal`` of a resource; inside a ``cohort`` it may borrow up to
     ``borrowing_limit`` more (unlimited when the resource is not listed), as long as the whole
-    cohort stays within the sum of its members' nominal quotas. Resources not listed in
-    ``nominal`` are not limited. ``preemption`` says whom its gangs may preempt.
+    cohort stays within the sum of its members' nominal quotas; ``lending_limit`` keeps part of
+    its nominal out of that sum, for its own gangs only. Resources not listed in ``nominal`` are
+    not limited. ``preemption`` says whom its gangs may preempt.
     """
 
     name: Name
     cohort: Name | None = None
     nominal: Resources = Field(default_factory=dict)
     borrowing_limit: Resources = Field(default_factory=dict)
+    lending_limit: Resources = Field(
+        default_factory=dict,
+        description="Most of the queue's unused nominal quota its cohort may lend to other queues (Kueue "
+        "ClusterQueue lendingLimit); the rest, nominal - lending_limit, is kept for the queue's own gangs "
+        "and its usage up to it counts in no cohort. Unlisted: all of it is lent. Only on a queue with a "
+        "cohort, per resource listed in nominal, at most the nominal (Kueue: lendingLimit <= nominalQuota).",
+    )
     weight: StrictFloat | None = Field(
         None,
         ge=0,

@@ -846,9 +846,10 @@ def _quota_scopes(rnd: Round) -> list[_Scope]:
 
 class _Tree:
     """The cohort trees of a round, read directly from docs/rules.md, rule 6: a subtree's quota
-    ``S`` is its queues' nominal + the cohort's own + what each child cohort lends
-    (``S_d - G_d``, ``G_d = max(0, S_d - lending_limit_d)``); its usage ``U`` is its queues'
-    usage + ``max(0, U_d - G_d)`` per child. Only queues listing a resource count for it."""
+    ``S`` is what its queues lend (``nominal - G_q``, ``G_q = nominal - lending_limit_q``, 0
+    without one) + the cohort's own + what each child cohort lends (``S_d - G_d``, ``G_d =
+    max(0, S_d - lending_limit_d)``); its usage ``U`` is its queues' ``max(0, usage - G_q)`` +
+    ``max(0, U_d - G_d)`` per child. Only queues listing a resource count for it."""
 
     def __init__(self, rnd: Round) -> None:
         self.declared = {c.name: c for c in rnd.cohorts}
@@ -876,7 +877,8 @@ class _Tree:
         return out
 
     def quota(self, name: str, res: str) -> int:
-        total = self.own(name, "nominal").get(res, 0) + sum(q.nominal.get(res, 0) for q in self.queues_of[name])
+        lent = sum(q.nominal.get(res, 0) - _reserved(q, res) for q in self.queues_of[name])
+        total = self.own(name, "nominal").get(res, 0) + lent
         return total + sum(self.quota(d, res) - self.keeps(d, res) for d in self.kids[name])
 
     def keeps(self, name: str, res: str) -> int:
@@ -884,7 +886,9 @@ class _Tree:
         return 0 if lending is None else max(0, self.quota(name, res) - lending)
 
     def usage(self, name: str, res: str, amounts: Mapping[str, int]) -> int:
-        total = sum(amounts.get(q.name, 0) for q in self.queues_of[name] if res in q.nominal)
+        total = sum(
+            max(0, amounts.get(q.name, 0) - _reserved(q, res)) for q in self.queues_of[name] if res in q.nominal
+        )
         return total + sum(max(0, self.usage(d, res, amounts) - self.keeps(d, res)) for d in self.kids[name])
 
     def up(self, cohort: str) -> list[str]:
@@ -899,6 +903,14 @@ class _Tree:
         up_a, up_b = self.up(a), self.up(b)
         common = next(c for c in up_a if c in up_b)
         return up_a[: up_a.index(common)], up_b[: up_b.index(common)]
+
+
+def _reserved(queue: Queue, res: str) -> int:
+    """The part of ``queue``'s nominal it does not lend (``nominal - lending_limit`` when it sets
+    one, Kueue's ClusterQueue lendingLimit): its usage up to it counts in no cohort."""
+    if res not in queue.lending_limit:
+        return 0
+    return max(0, queue.nominal.get(res, 0) - queue.lending_limit[res])
 
 
 def _cohort_scopes(rnd: Round) -> list[_Scope]:

@@ -124,6 +124,7 @@ def round_cases() -> list[tuple[str, str | bytes, str, str]]:
         ("replicas-billion", "pending.0.roles.0.replicas", 10**9, "$.pending[0].roles[0].replicas", "less"),
         ("min-replicas-huge", "pending.0.roles.0.min_replicas", 10**12, "$.pending[0].roles[0].min_replicas", "less"),
         ("min-members-huge", "pending.0.min_members", 10**12, "$.pending[0].min_members", "less"),
+        ("queue-lending-without-cohort", "queues.0.lending_limit", {"gpu": 4}, "$.queues[0].lending_limit", "cohort"),
         (
             "weight-fragmentation-1e308",
             "policy.weights",
@@ -418,6 +419,15 @@ def k8s_cases() -> list[tuple[str, str | bytes, str, str]]:
         ("json-lists-nested", '{"kind": "List", "items": ' + "[" * 20 + "]" * 20 + "}", "<source>", "Lists"),
         ("bytes-latin1", node.replace("n1", "n\u00e4").encode("latin-1"), "<source>", "UTF-8"),
         ("bytes-utf16", node.encode("utf-16"), "<source>", "UTF-8"),
+        (
+            "cluster-queue-lending-above-nominal",
+            node
+            + "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n"
+            "  cohort: all\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n"
+            "    - name: h100\n      resources: [{name: nvidia.com/gpu, nominalQuota: 8, lendingLimit: 9}]\n",
+            "items[1] (ClusterQueue cq).spec.resourceGroups[0].flavors[0].resources[0].lendingLimit",
+            "nominalQuota",
+        ),
         ("node-name-300", NODE.format(name=long_name, cpu="8"), f"items[0] (Node {long_name}).metadata.name", "253"),
         ("node-name-uppercase", NODE.format(name="Node1", cpu="8"), "items[0] (Node Node1).metadata.name", "node name"),
         ("node-name-space", NODE.format(name='"n 1"', cpu="8"), "items[0] (Node n 1).metadata.name", "node name"),

@@ -244,7 +244,8 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4, coh
 
     ``cohort_quotas``: always a tree (a team cohort's parent is the root or an earlier team,
     so trees are up to four levels deep), whose cohorts hold quota of their own, borrowing
-    and lending limits and fair-share weights at random (docs/rules.md, rule 6)."""
+    and lending limits and fair-share weights at random, and whose queues keep part of their
+    nominal with a lending limit, one in three (docs/rules.md, rule 6)."""
     n_nodes = draw(st.integers(2, max_nodes))
     names = [f"q{i}" for i in range(draw(st.integers(2, 3)))]
     nodes = [
@@ -331,4 +332,7 @@ def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4, coh
                     cohort["lending_limit"] = {"gpu": draw(small)}
             if i > 0 and draw(st.booleans()):
                 cohort["weight"] = draw(st.sampled_from([0.5, 1.0, 2.0]))
+        for q in queues:  # ClusterQueue lendingLimit: keep part of the nominal for the queue
+            if draw(st.integers(0, 2)) == 0:
+                q["lending_limit"] = {"gpu": draw(st.integers(0, q["nominal"]["gpu"]))}
     return Round.model_validate(data)

@@ -212,7 +212,32 @@ CHECK_RULES: list[tuple[str, Edit, list[tuple[str, str]]]] = [
                 for i in range(9)
             ],
         ),
-        [("$.cohorts[9].lending_limit", r"^at most 8 cohorts may set a lending limit$")],
+        [("$.cohorts[9].lending_limit", r"^at most 8 queues and cohorts may set a lending limit$")],
+    ),
+    (
+        "queue lending limits count toward the same bound",
+        lambda data: (
+            data["queues"].extend(
+                {"name": f"q{i}", "cohort": "all", "nominal": {"gpu": 1}, "lending_limit": {"gpu": 0}} for i in range(8)
+            ),
+            data["queues"][0].update(lending_limit={"gpu": 8}),
+        ),
+        [("$.queues[9].lending_limit", r"^at most 8 queues and cohorts may set a lending limit$")],
+    ),
+    (
+        "queue lending limit above its nominal (Kueue: lendingLimit <= nominalQuota)",
+        setter("queues[0].lending_limit", {"gpu": "16001m"}),
+        [("$.queues[0].lending_limit.gpu", r"^16001m is more than the nominal 16 \(a queue lends at most its nominal")],
+    ),
+    (
+        "queue lending limit of a resource it does not list",
+        setter("queues[0].lending_limit", {"cpu": 1}),
+        [("$.queues[0].lending_limit.cpu", r"^'cpu' is not in the queue's nominal \(a queue lends only its nominal")],
+    ),
+    (
+        "queue lending limit without a cohort",
+        setter("queues[1].lending_limit", {"gpu": 0}),
+        [("$.queues[1].lending_limit", r"^queue 'solo' has no cohort to lend to$")],
     ),
     # -- names
     (
@@ -547,8 +572,9 @@ def test_every_check_function_has_a_row() -> None:
         "_check_topology_request",
         "_check_running_pods",
         "_check_cohorts",
+        "_check_queue_lending",
     }
-    assert len(CHECK_RULES) >= 31
+    assert len(CHECK_RULES) >= 35
 
 
 def test_the_base_round_is_valid(tmp_path: Path) -> None:

@@ -191,7 +191,8 @@ def test_volcano_pod_group_task_minimums_queue_priority_and_hypernode_topology()
     assert domains["gpu-node-03"] == {"tier2": "s-b1", "tier1": "s-r2"}  # exact-name members
     assert domains["gpu-node-05"] == {"tier2": "s-b2", "tier1": "s-r3"}  # label member, regex HyperNode member
     queue = next(q for q in imp.round.queues if q.name == "research")
-    assert queue.nominal["gpu"] == 32_000 and queue.cohort is None
+    # Volcano's root queue shares the cluster's 64 GPUs: research alone deserves all, capped at 32
+    assert queue.nominal["gpu"] == 32_000 and queue.cohort == "volcano-root" and queue.borrowing_limit["gpu"] == 0
 
 
 def test_volcano_soft_topology_prefers_the_lowest_tier() -> None:
@@ -836,10 +837,10 @@ def test_volcano_and_koordinator_queues_scope_preemption_to_the_queue() -> None:
     imp = imported("cluster", objects=[volcano, koord])
     vq, eq = _queue(imp, "vq").preemption, _queue(imp, "eq").preemption
     assert (vq.within_queue, vq.other_queues, vq.reclaim_within_cohort) == ("lower_priority", "never", "any")
-    assert (eq.within_queue, eq.other_queues, eq.reclaim_within_cohort) == ("lower_priority", "never", "never")
+    assert (eq.within_queue, eq.other_queues, eq.reclaim_within_cohort) == ("lower_priority", "never", "any")
     assert eq.borrow_within_cohort.policy == "never"
-    assert any("reclaim from queues above their deserved share is not mapped" in w for w in imp.warnings)
-    assert any("no victims from another quota" in w for w in imp.warnings)
+    assert any("deserved share from weight over the cluster's capacity" in w for w in imp.warnings)
+    assert any("revoke mapped as reclaim at any priority" in w for w in imp.warnings)
 
 
 # ----------------------------------------------------------------------------- cohort trees
@@ -918,7 +919,8 @@ def test_kueue_cohort_resource_groups_and_fair_sharing_map_onto_the_cohort() -> 
     assert research.lending_limit == {}  # flavor b lends without limit
     assert research.weight == 2.0
     assert any(w.startswith("Cohort org") and "a cohort without parentName is a root" in w for w in imp.warnings)
-    assert not any(w.startswith("Cohort research") for w in imp.warnings), imp.warnings
+    research_warnings = [w for w in imp.warnings if w.startswith("Cohort research")]
+    assert len(research_warnings) == 1 and "gpu quotas of flavors a, b summed" in research_warnings[0]
     assert gangopt.validate(imp.round, gangopt.solve(imp.round)) == []
 
 
@@ -995,23 +997,24 @@ def test_volcano_hierarchy_maps_onto_a_weighted_cohort_tree() -> None:
 
 
 @pytest.mark.parametrize(
-    ("hierarchy", "weights", "warned", "cohort"),
+    ("hierarchy", "weights", "warned", "cohort", "weight"),
     [
-        ("root/eng", "1/x", "is not one weight", "root"),
-        ("root/eng", "1/2/3", "is not one weight", "root"),
-        ("solo", None, "has no level above the queue", None),
-        (None, "1/2", "hierarchy-weights ignored without", None),
+        ("root/eng", "1/x", "is not one weight", "root", None),
+        ("root/eng", "1/2/3", "is not one weight", "root", None),
+        ("solo", None, "has no level above the queue", "volcano-root", 1.0),
+        (None, "1/2", "hierarchy-weights ignored without", "volcano-root", 1.0),
     ],
 )
 def test_volcano_hierarchy_that_cannot_be_mapped_is_warned(
-    hierarchy: str | None, weights: str | None, warned: str, cohort: str | None
+    hierarchy: str | None, weights: str | None, warned: str, cohort: str, weight: float | None
 ) -> None:
     """Weights that do not match the path are dropped (every level weighs 1); a path without
-    a level above the queue, or weights without a path, leave the queue alone."""
+    a level above the queue, or weights without a path, leave the queue in Volcano's root
+    queue with its own weight (1 by default)."""
     imp = imported("cluster", objects=[_volcano_queue("q", hierarchy, weights)])
     assert any(warned in w for w in imp.warnings), imp.warnings
     q = next(q for q in imp.round.queues if q.name == "q")
-    assert (q.cohort, q.weight) == (cohort, None)
+    assert (q.cohort, q.weight) == (cohort, weight)
 
 
 def test_a_kueue_cohort_cycle_is_an_error_naming_the_object() -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import gangopt
 from gangopt.objective import lexicographic_key, score
-from gangopt.quota_tree import CohortTree, quota_rows, rows_stricter
+from gangopt.quota_tree import CohortTree, quota_rows, row_bounds
 from gangopt.schema import Cohort, Plan, Queue, QueuePreemption, Round, Score, Status
 from gangopt.solvers import SOLVERS
 from gangopt.validation import _cohort_scopes, _Tree, validate
@@ -133,6 +133,139 @@ def test_lending_limits_make_exact_rows() -> None:
     quotas = (tree.quota("keep", "gpu"), tree.kept("keep", "gpu"), tree.quota("org", "gpu"))
     assert quotas == (8 * GPU, 6 * GPU, 2 * GPU)
     assert tree.usage("org", "gpu", {"k": {"gpu": 7 * GPU}, "o": {"gpu": GPU}}) == 2 * GPU
+
+
+# ----------------------------------------------------------------------------- ClusterQueue lendingLimit
+
+NO_LIMIT: dict[str, int] = {}
+
+
+def _queue_lending_round(lending: dict[str, int]) -> Round:
+    """Kueue KEP-1224's story: ClusterQueue a (nominal 16, ``lending`` as its lendingLimit) is
+    idle; ClusterQueue b (nominal 0) of the same cohort has three 8-GPU workloads waiting on an
+    empty 4-node cluster, so all b runs is borrowed from a."""
+    return make_round(
+        cluster(4),
+        queues=[
+            Queue(name="a", cohort="all", nominal={"gpu": 16}, lending_limit=lending),
+            Queue(name="b", cohort="all", nominal={"gpu": 0}),
+        ],
+        pending=[pending(f"b{i}", gpu=8, queue="b", submit_time=float(i)) for i in range(3)],
+    )
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+@pytest.mark.parametrize(
+    ("lending", "borrowed"),
+    [(NO_LIMIT, 2), ({"gpu": 16}, 2), ({"gpu": 8}, 1), ({"gpu": 0}, 0)],
+    ids=["unset-lends-all", "equal-to-nominal", "lends-half", "lends-nothing"],
+)
+def test_a_queue_lends_at_most_its_lending_limit(solver: str, lending: dict[str, int], borrowed: int) -> None:
+    """Kueue: a ClusterQueue's lendingLimit is the most of its unused nominal quota the cohort
+    may lend; nominal - lendingLimit is kept for its own workloads. b borrows 16, 16, 8 and 0
+    GPUs of idle a's (lendingLimit 0: the borrower is blocked)."""
+    plan = solved(_queue_lending_round(lending), solver)
+    if solver == "fifo_first_fit":
+        assert len(plan.admitted) <= borrowed
+    else:
+        assert len(plan.admitted) == borrowed, plan.waiting
+    if borrowed < 2 and solver == "greedy":
+        assert all(w.code == "quota" for w in plan.waiting), plan.waiting
+
+
+def test_the_validator_reads_a_queues_lending_limit() -> None:
+    """Rule 6 with a ClusterQueue lendingLimit: the cohort's quota is what its queues lend."""
+    rnd = _queue_lending_round({"gpu": 8})
+    two = make_plan(rnd, place={"b0": ["n0"], "b1": ["n1"]})
+    assert [v.message for v in validate(rnd, two) if v.rule == "quota"] == ["cohort all: gpu 16 > limit 8"]
+    assert validate(rnd, make_plan(rnd, place={"b0": ["n0"]})) == []
+
+
+def test_a_queue_lending_limit_makes_exact_rows() -> None:
+    """max(0, u_a - G_a) as two rows: the cohort's limit over b alone (what a lends) and over
+    both with a's kept part added back; the two readings agree on quota and usage."""
+    rnd = _queue_lending_round({"gpu": 6})
+    rows = [(r.queues, r.limit) for r in quota_rows(rnd) if r.label == "cohort all"]
+    assert rows == [(("a", "b"), 16 * GPU), (("b",), 6 * GPU)]
+    tree, theirs = CohortTree(rnd), _Tree(rnd)
+    assert (tree.queue_kept("a", "gpu"), tree.quota("all", "gpu")) == (10 * GPU, 6 * GPU)
+    for used_a in (0, 9, 12):
+        usage = {"a": {"gpu": used_a * GPU}, "b": {"gpu": 4 * GPU}}
+        expected = (max(0, used_a - 10) + 4) * GPU
+        assert tree.usage("all", "gpu", usage) == expected
+        assert theirs.usage("all", "gpu", {q: u["gpu"] for q, u in usage.items()}) == expected
+
+
+def _queue_reclaim_round(lending: dict[str, int], policy: QueuePreemption, priority: int = 0) -> Round:
+    """a (nominal 16, ``lending``) runs a1 (priority 1, not a2's victim) on n1; b (nominal 0)
+    borrows 8 of a's lent quota with b1 (priority 0) on n0; a's a2 (8 GPUs, ``priority``) waits;
+    n2 is free, so only quota blocks a2."""
+    return make_round(
+        cluster(3),
+        queues=[
+            Queue(name="a", cohort="all", nominal={"gpu": 16}, lending_limit=lending, preemption=policy),
+            Queue(name="b", cohort="all", nominal={"gpu": 0}),
+        ],
+        running=[running("a1", ["n1"], gpu=8, queue="a", priority=1), running("b1", ["n0"], gpu=8, queue="b")],
+        pending=[pending("a2", gpu=8, queue="a", priority=priority)],
+    )
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+@pytest.mark.parametrize(
+    ("lending", "policy", "priority", "reclaimed"),
+    [
+        ({"gpu": 8}, KUEUE_RECLAIM, 0, True),
+        (NO_LIMIT, KUEUE_RECLAIM, 0, True),
+        ({"gpu": 8}, QueuePreemption(other_queues="never"), 0, False),
+        ({"gpu": 8}, QueuePreemption(other_queues="never"), 1, True),
+        ({"gpu": 8}, QueuePreemption(reclaim_within_cohort="never", other_queues="never"), 1, False),
+    ],
+    ids=["any-equal-priority", "no-limit-any", "lower-priority-equal", "lower-priority-higher", "never"],
+)
+def test_a_lending_queue_reclaims_what_it_lent(
+    solver: str, lending: dict[str, int], policy: QueuePreemption, priority: int, reclaimed: bool
+) -> None:
+    """Kueue: lending does not give quota away. a (within its nominal 16 once a2 starts) takes
+    back the 8 GPUs b borrows, as reclaimWithinCohort says: Any at equal priority,
+    LowerPriority only for a higher-priority a2, Never not at all. The peers without cohort
+    reclaim (Koordinator refuses cross-quota victims, Volcano and Slurm preempt for capacity
+    only, FIFO never) leave b1 alone."""
+    plan = solved(_queue_reclaim_round(lending, policy, priority), solver)
+    if reclaimed and solver in ("cpsat", "greedy", "kueue_like"):
+        assert plan.admitted == ["a2"], plan.waiting
+        assert [(p.gang, p.kind, p.for_gangs) for p in plan.preemptions] == [("b1", "evict", ["a2"])]
+    if not reclaimed:
+        assert plan.admitted == [] and plan.preemptions == []
+
+
+def _kept_round(lending: dict[str, int], borrowed: int) -> Round:
+    """a (nominal 16, ``lending``) is idle; b (nominal 0) runs ``borrowed`` 8-GPU gangs, all a
+    lends; a's a1 (8 GPUs, equal priority, so no reclaim under the default policy) waits
+    with n2 free."""
+    return make_round(
+        cluster(3),
+        queues=[
+            Queue(name="a", cohort="all", nominal={"gpu": 16}, lending_limit=lending),
+            Queue(name="b", cohort="all", nominal={"gpu": 0}),
+        ],
+        running=[running(f"b{i}", [f"n{i}"], gpu=8, queue="b") for i in range(borrowed)],
+        pending=[pending("a1", gpu=8, queue="a")],
+    )
+
+
+@pytest.mark.parametrize("solver", [s for s in SOLVERS if s != "fifo_first_fit"])
+@pytest.mark.parametrize(
+    ("lending", "borrowed", "starts"), [({"gpu": 8}, 1, True), (NO_LIMIT, 2, False)], ids=["kept", "lent"]
+)
+def test_a_kept_quota_is_the_queues_own(solver: str, lending: dict[str, int], borrowed: int, starts: bool) -> None:
+    """What a ClusterQueue keeps back is only for its own workloads: with lendingLimit 8, b
+    borrows 8 and a's kept 8 count in no cohort, so a1 starts beside b's borrowed work;
+    lending all 16, b borrows 16 and a1 waits for the quota b borrows (no equal-priority
+    reclaim)."""
+    plan = solved(_kept_round(lending, borrowed), solver)
+    assert plan.admitted == (["a1"] if starts else [])
+    assert plan.preemptions == []
 
 
 # ----------------------------------------------------------------------------- rule 5 scenarios
@@ -323,13 +456,12 @@ def test_a_queue_within_its_nominal_never_loses_work_to_another_queues_reclaim(r
                 ), (name, pre, gang)
 
 
-def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
+def _over_before_round(extra_node: bool) -> Round:
     """k (nominal 8) runs 16 GPUs in cohort keep, which lends nothing (lending limit 0): the
-    root org counts 16 - 8 = 8 of it against a limit of 0, over before the round. Rule 6
-    tolerates org's usage up to 8 however it is made up (o could start 8 if k's work went),
-    the rows each their own sum (o alone stays at 0): stricter, so CP-SAT proves nothing."""
-    rnd = make_round(
-        cluster(3),
+    root org counts 16 - 8 = 8 of it against a limit of 0, over before the round. o (nominal
+    0) has o1 (8 GPUs) waiting; with ``extra_node`` a free node, else only k's."""
+    return make_round(
+        cluster(3 if extra_node else 2),
         queues=[
             Queue(name="k", cohort="keep", nominal={"gpu": 8}),
             Queue(name="o", cohort="other", nominal={"gpu": 0}),
@@ -342,12 +474,37 @@ def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
         running=[running("k1", ["n0"], gpu=8, queue="k"), running("k2", ["n1"], gpu=8, queue="k")],
         pending=[pending("o1", gpu=8, queue="o")],
     )
-    before = {"k": {"gpu": 16 * GPU}}
-    assert rows_stricter(rnd, before)
-    assert not rows_stricter(_lending_round({"gpu": 0}), {})
+
+
+def test_row_bounds_read_the_tolerance_at_the_node() -> None:
+    """Rule 6 tolerates org's usage up to its 8 before the round however it is made up; the
+    rows (o alone <= 0, k and o <= 8) each get org's excess of 8, so o alone may reach 8 only
+    if k's 16 drop by 8. Before, each row tolerated its own sum (o alone: 0), stricter than
+    the rule, and CP-SAT claimed no proof."""
+    rnd = _over_before_round(extra_node=True)
+    rows = [r for r in quota_rows(rnd) if r.label == "cohort org"]
+    assert [(r.queues, r.limit) for r in rows] == [(("k", "o"), 8 * GPU), (("o",), 0)]
+    before = [16 * GPU, 0]
+    nodes = [(row.label, row.resource) for row in rows]
+    assert row_bounds([row.limit for row in rows], nodes, before) == [16 * GPU, 8 * GPU]
+    assert row_bounds([5, 3], ["a", "b"], [7, 1]) == [7, 3]  # one row per node: max(limit, before)
     plan = solved(rnd, "cpsat")
-    assert plan.status != Status.OPTIMAL and plan.admitted == []
-    # the rule itself lets o start 8 GPUs on the free node only if org's usage stays at 8:
-    # with k's work kept that is 16, so the validator refuses it
-    rules = {v.rule for v in validate(rnd, make_plan(rnd, place={"o1": ["n2"]}))}
-    assert rules == {"quota"}
+    assert plan.status == Status.OPTIMAL and plan.admitted == []
+    # o1 on the free node raises org to 16: refused by rule and rows alike
+    assert {v.rule for v in validate(rnd, make_plan(rnd, place={"o1": ["n2"]}))} == {"quota"}
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_a_preemption_the_tolerance_does_not_need_is_not_made(solver: str) -> None:
+    """With k's over-use tolerated at org, o1 (priority 1, may preempt k's priority-0 work by
+    other_queues) starting on k1's node needs k1 gone for capacity only: org's usage stays at
+    its 8 before the round (k keeps 8 of its own, o adds 8), which every solver reads as the
+    validator does.
+    Each-row tolerance made greedy and kueue_like also count quota that was not needed and
+    fail validation on such rounds (the nightly tree property)."""
+    rnd = _over_before_round(extra_node=False).model_copy(
+        update={"pending": [pending("o1", gpu=8, queue="o", priority=1)]}
+    )
+    plan = solved(rnd, solver)
+    if solver not in ("fifo_first_fit", "slurm_backfill_like", "volcano_like", "koordinator_like"):
+        assert plan.admitted == ["o1"] and len(plan.preemptions) == 1

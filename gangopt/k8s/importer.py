@@ -56,8 +56,8 @@ def _import(objects: list[dict[str, Any]], options: ImportOptions) -> Imported:
     try:
         rnd = Round(
             cluster=cluster,
-            queues=queues.build(result.running, result.pending),
-            cohorts=queues.build_cohorts(),
+            queues=queues.build(result.running, result.pending, _capacity(cluster)),
+            cohorts=queues.build_cohorts(_capacity(cluster)),
             running=result.running,
             pending=result.pending,
             policy=policy,
@@ -66,6 +66,15 @@ def _import(objects: list[dict[str, Any]], options: ImportOptions) -> Imported:
         raise InputError(problems_from_validation(error), "imported round") from None
     kueue = KueueSetup(queues.flavors, topology.kueue_labels, _gpu_name(node_sources))
     return Imported(rnd, ctx.warning_lines(), result.pending_pods, result.running_pods, result.gang_objects, kueue)
+
+
+def _capacity(cluster: Cluster) -> dict[str, int]:
+    """The cluster's total capacity per resource (milli-units): Koordinator's root quota."""
+    total: dict[str, int] = {}
+    for n in cluster.nodes:
+        for r, amount in n.capacity.items():
+            total[r] = total.get(r, 0) + amount
+    return total
 
 
 def _gpu_name(nodes: list[Source]) -> str:

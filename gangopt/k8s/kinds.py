@@ -16,6 +16,7 @@ VOLCANO_TASK = "volcano.sh/task-spec"
 KUEUE = "kueue.x-k8s.io/"
 KOORD_QUOTA_LABEL = "quota.scheduling.koordinator.sh/name"
 KOORD_QUOTA_PARENT = "quota.scheduling.koordinator.sh/parent"
+KOORD_QUOTA_IS_PARENT = "quota.scheduling.koordinator.sh/is-parent"
 
 # API groups of the gang and queue kinds.
 VOLCANO = "scheduling.volcano.sh"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 
+from gangopt.checks import MAX_LENDING
 from gangopt.k8s.context import (
     Context,
     Source,
@@ -14,7 +17,7 @@ from gangopt.k8s.context import (
     quantities,
     resource_name,
 )
-from gangopt.k8s.kinds import KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
+from gangopt.k8s.kinds import KOORD_QUOTA_IS_PARENT, KOORD_QUOTA_LABEL, KOORD_QUOTA_PARENT, KUEUE
 from gangopt.k8s.pods import Pod
 from gangopt.quantities import MILLI
 from gangopt.schema import MAX_WEIGHT, BorrowWithinCohort, Cohort, PendingGang, Queue, QueuePreemption, RunningGang
@@ -26,18 +29,56 @@ KUEUE_POLICIES = {
     "LowerOrNewerEqualPriority": "lower_or_newer_equal_priority",
 }
 """Kueue's preemption policy values -> gangopt's (``Queue.preemption``)."""
+VOLCANO_ROOT = "volcano-root"
+"""The cohort of the Volcano queues outside a hierarchy: Volcano's root queue."""
+KOORD_ROOT = "koordinator-root"
+"""The cohort of the ElasticQuotas without a parent quota: Koordinator's root quota."""
 VOLCANO_PREEMPTION = QueuePreemption(within_queue="lower_priority", reclaim_within_cohort="any", other_queues="never")
 """Volcano's actions: ``preempt`` only inside a queue (lower priority), ``reclaim`` across queues
 only from queues above their share, at any priority (reclaimable victims are chosen by queue
 share, not priority)."""
 KOORDINATOR_PREEMPTION = QueuePreemption(
     within_queue="lower_priority",
-    reclaim_within_cohort="never",
+    reclaim_within_cohort="any",
     borrow_within_cohort=BorrowWithinCohort(policy="never"),
     other_queues="never",
 )
-"""Koordinator's coscheduling preemption: priorities are compared only inside an ElasticQuota,
-no victim from another quota."""
+"""Koordinator's ElasticQuota: priorities are compared only inside a quota (no victim from
+another quota by priority); the quota-overuse revoke controller evicts pods of a quota that
+uses more than its runtime quota, whatever their priority, once another quota's demand
+within its min claims it back: a reclaim at any priority by a quota within its min, never by
+one that borrows (its runtime quota gives it nothing beyond what is idle)."""
+
+
+@dataclass(frozen=True)
+class _VolcanoQueue:
+    """A Volcano Queue outside a hierarchy, as read (milli-units)."""
+
+    src: Source
+    weight: float
+    capability: dict[str, int]
+    deserved: dict[str, int] | None
+    guarantee: dict[str, int]
+
+
+def _water_fill(total: int, weights: Mapping[str, float], caps: Mapping[str, int | None]) -> dict[str, int]:
+    """``total`` shared by ``weights``, no one above its cap (None: none), what a capped one
+    leaves going to the others by weight (Volcano's proportion plugin without requests)."""
+    out = {name: 0 for name in weights}
+    active = {name for name, w in weights.items() if w > 0}
+    left = total
+    while active:
+        scale = sum(weights[n] for n in active)
+        capped = {n for n in active if (cap := caps.get(n)) is not None and cap <= left * weights[n] / scale}
+        if not capped:
+            for n in active:
+                out[n] = int(left * weights[n] / scale)
+            break
+        for n in sorted(capped):
+            out[n] = int(caps[n] or 0)
+            left -= out[n]
+        active -= capped
+    return out
 
 
 class Queues:
@@ -54,6 +95,14 @@ class Queues:
         """Kueue Cohort objects: name -> parent (``spec.parentName``)."""
         self.cohort_specs: dict[str, Cohort] = {}
         """Kueue Cohort objects and Volcano hierarchy levels as ``Round.cohorts`` entries."""
+        self.volcano: dict[str, _VolcanoQueue] = {}
+        """Volcano queues outside a hierarchy, built once the cluster's capacity is known."""
+        self.koord_root_min: dict[str, int] = {}
+        """Σ min per resource of the ElasticQuotas directly under Koordinator's root quota."""
+        self.koord_child_min: dict[str, dict[str, int]] = defaultdict(dict)
+        """Per parent quota name, Σ min per resource of the ElasticQuotas labelled its children."""
+        self.koord_parents: dict[str, tuple[Source, str, dict[str, int], dict[str, int]]] = {}
+        """ElasticQuotas labelled ``is-parent``: (object, parent cohort, min, max - min)."""
         for src in kinds.get("Cohort", []):
             self._kueue_cohort(src)
         self._check_cohort_cycles(kinds.get("Cohort", []))
@@ -69,13 +118,20 @@ class Queues:
 
     def _resource_groups(
         self, src: Source, spec: dict[str, object], flavors: dict[str, list[str]] | None = None
-    ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    ) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]]:
         """``spec.resourceGroups`` of a ClusterQueue or Cohort: nominalQuota summed over groups
         and flavors per resource; borrowingLimit and lendingLimit likewise, unlimited (left
-        out) when one flavor sets none. ``flavors`` collects each resource's flavors in order."""
+        out) when one flavor sets none; and per resource some flavor sets a lendingLimit for,
+        what the flavors keep back (Σ nominalQuota - lendingLimit over the flavors that set
+        one: a ClusterQueue's flavor without a lendingLimit lends all its quota). A
+        lendingLimit above its nominalQuota is an error (Kueue's webhook rejects it). Several
+        flavors of one resource are warned: gangopt has no flavors. ``flavors`` collects each
+        resource's flavors in order."""
         nominal: dict[str, int] = {}
+        kept: dict[str, int] = {}
         limits: dict[str, dict[str, int]] = {"borrowingLimit": {}, "lendingLimit": {}}
         unlimited: dict[str, set[str]] = {"borrowingLimit": set(), "lendingLimit": set()}
+        offered: dict[str, list[str]] = defaultdict(list)
         for g, group in enumerate(as_sequence(self.ctx, spec.get("resourceGroups"), src.path(".spec.resourceGroups"))):
             gpath = src.path(f".spec.resourceGroups[{g}]")
             for f, flavor in enumerate(as_sequence(self.ctx, as_mapping(self.ctx, group, gpath).get("flavors"), gpath)):
@@ -87,16 +143,29 @@ class Queues:
                     if flavors is not None:
                         flavors.setdefault(str(entry.get("name", "")), []).append(str(flavor_map.get("name", "")))
                     name = resource_name(str(entry.get("name", "")))
-                    nominal[name] = nominal.get(name, 0) + as_quantity(
-                        self.ctx, entry.get("nominalQuota", 0), f"{rpath}.nominalQuota"
-                    )
+                    offered[name].append(str(flavor_map.get("name", "")))
+                    amount = as_quantity(self.ctx, entry.get("nominalQuota", 0), f"{rpath}.nominalQuota")
+                    nominal[name] = nominal.get(name, 0) + amount
+                    values: dict[str, int] = {}
                     for key, summed in limits.items():
                         if entry.get(key) is None:
                             unlimited[key].add(name)
                         else:
-                            summed[name] = summed.get(name, 0) + as_quantity(self.ctx, entry[key], f"{rpath}.{key}")
+                            values[key] = as_quantity(self.ctx, entry[key], f"{rpath}.{key}")
+                            summed[name] = summed.get(name, 0) + values[key]
+                    if "lendingLimit" in values:
+                        if values["lendingLimit"] > amount:
+                            self.ctx.error(f"{rpath}.lendingLimit", "must be less than or equal to the nominalQuota")
+                        kept[name] = kept.get(name, 0) + max(0, amount - values["lendingLimit"])
+        for name, names in sorted(offered.items()):
+            if len(names) > 1:
+                self.ctx.warn(
+                    src,
+                    f"{name} quotas of flavors {', '.join(names)} summed: gangopt has no flavors (a gang may use "
+                    "any mix of them, where Kueue gives each pod set one flavor)",
+                )
         borrow, lend = ({r: v for r, v in limits[k].items() if r not in unlimited[k]} for k in limits)
-        return nominal, borrow, lend
+        return nominal, borrow, lend, kept
 
     def _weight(self, src: Source, spec: dict[str, object]) -> float | None:
         """``spec.fairSharing.weight`` (a Quantity: "2", "500m"), None when unset."""
@@ -107,18 +176,22 @@ class Queues:
 
     def _cluster_queue(self, src: Source) -> None:
         """nominalQuota summed over resource groups and flavors; the borrowing limit likewise,
-        unlimited when one flavor sets none."""
+        unlimited when one flavor sets none; the lending limit as the nominal minus what the
+        flavors keep back (``Queue.lending_limit``; without a cohort there is no one to lend
+        to: warned, left out, as Kueue's webhook requires it nil then)."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
-        nominal, limits, lend = self._resource_groups(src, spec, self.flavors.setdefault(src.name, {}))
-        for name in sorted(lend):
-            self.ctx.warn(src, f"lendingLimit of {name} ignored (a ClusterQueue lends all its nominal quota)")
+        nominal, limits, _, kept = self._resource_groups(src, spec, self.flavors.setdefault(src.name, {}))
         cohort = spec.get("cohort") or spec.get("cohortName") or None
+        if kept and cohort is None:
+            self.ctx.warn(src, "lendingLimit ignored: a ClusterQueue without a cohort lends to no one")
+            kept = {}
         weight = self._weight(src, spec)
         self.queues[src.name] = Queue(
             name=src.name,
             cohort=cohort,
             nominal=quantities(nominal),
             borrowing_limit=quantities(limits),
+            lending_limit=quantities({r: max(0, nominal[r] - keep) for r, keep in kept.items()}),
             weight=weight,
             preemption=self._kueue_preemption(src, spec.get("preemption")),
         )
@@ -136,7 +209,7 @@ class Queues:
             self.ctx.error(src.path(".spec.parentName"), f"not a cohort name: {parent!r}")
             parent = None
         self.cohorts[src.name] = parent or None
-        nominal, borrow, lend = self._resource_groups(src, spec)
+        nominal, borrow, lend, _ = self._resource_groups(src, spec)
         if not parent and (borrow or lend):
             self.ctx.warn(src, "borrowingLimit and lendingLimit ignored: a cohort without parentName is a root")
             borrow, lend = {}, {}
@@ -161,10 +234,27 @@ class Queues:
             if node == src.name:
                 self.ctx.error(src.path(".spec.parentName"), f"cohort {src.name} is its own ancestor (a cycle)")
 
-    def build_cohorts(self) -> list[Cohort]:
+    def build_cohorts(self, capacity: Mapping[str, int] | None = None) -> list[Cohort]:
         """The cohort trees of the Kueue Cohort objects and the Volcano hierarchies (parents
-        without an object are roots)."""
+        without an object are roots); Koordinator's parent quotas (``is-parent``) as cohorts
+        whose subtree is guaranteed their min (their own nominal is what their children's mins
+        leave of it) and may use up to their max (``borrowing_limit`` max - min); and
+        Koordinator's root quota, whose total is the
+        cluster's ``capacity`` (milli-units per resource): it holds what the mins leave, so a
+        quota borrows idle capacity up to its max even where the mins sum to less than the
+        cluster (min 0, max 8 runs 8 on an idle cluster)."""
         specs = dict(self.cohort_specs)
+        for name, (src, parent, low, borrow) in sorted(self.koord_parents.items()):
+            below = self.koord_child_min.get(name, {})
+            over = sorted(r for r, amount in below.items() if amount > low.get(r, 0))
+            if over:
+                self.ctx.warn(src, f"its children's mins exceed its min on {', '.join(over)}: the children's count")
+            own = {r: max(0, amount - below.get(r, 0)) for r, amount in low.items()}
+            specs[name] = Cohort(name=name, parent=parent, nominal=quantities(own), borrowing_limit=quantities(borrow))
+        if self.koord_root_min and KOORD_ROOT not in specs:
+            total = capacity or {}
+            spare = {r: max(0, total.get(r, 0) - low) for r, low in self.koord_root_min.items()}
+            specs[KOORD_ROOT] = Cohort(name=KOORD_ROOT, nominal=quantities(spare))
         for c in list(specs.values()):
             if c.parent is not None and c.parent not in specs:
                 specs[c.parent] = Cohort(name=c.parent)
@@ -212,12 +302,22 @@ class Queues:
         return KUEUE_POLICIES[str(value)]
 
     def _elastic_quota(self, src: Source) -> None:
-        """min -> nominal, max - min -> borrowing limit, inside the cohort of its parent quota."""
+        """min -> nominal (0 for a resource only ``max`` lists), max - min -> borrowing limit,
+        inside the cohort of its parent quota, or Koordinator's root quota (:meth:`build_cohorts`
+        gives it the cluster's capacity beyond the mins, which any quota may borrow). A parent
+        quota (``is-parent: "true"``, which holds no pods) becomes that cohort."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
         low = as_resources(self.ctx, spec.get("min"), src.path(".spec.min"))
         high = as_resources(self.ctx, spec.get("max"), src.path(".spec.max"))
-        borrow = {r: max(0, high[r] - low.get(r, 0)) for r in high}
-        cohort = src.labels.get(KOORD_QUOTA_PARENT) or "koordinator-root"
+        low = {r: low.get(r, 0) for r in sorted(set(low) | set(high))}
+        borrow = {r: max(0, high[r] - low[r]) for r in high}
+        cohort = src.labels.get(KOORD_QUOTA_PARENT) or KOORD_ROOT
+        mins = self.koord_root_min if cohort == KOORD_ROOT else self.koord_child_min[cohort]
+        for r, amount in low.items():
+            mins[r] = mins.get(r, 0) + amount
+        if src.labels.get(KOORD_QUOTA_IS_PARENT) == "true":
+            self.koord_parents[src.name] = (src, cohort, low, borrow)
+            return
         self.queues[src.name] = Queue(
             name=src.name,
             cohort=cohort,
@@ -227,33 +327,100 @@ class Queues:
         )
         self.ctx.warn(
             src,
-            "the revoke of pods above a quota's runtime share is not mapped: no victims from another quota "
-            "(Queue.preemption other_queues and reclaim_within_cohort never)",
+            "revoke mapped as reclaim at any priority by quotas within their min from quotas above theirs "
+            "(runtime quota by shared-weight and delayEvictTime are not: a quota above its min may lose it all)",
         )
         self.quota_by_namespace[src.namespace].append(src.name)
 
     def _volcano_queue(self, src: Source) -> None:
-        """``capability`` is a hard cap: nominal quota outside any cohort, or inside the cohort
-        tree of its ``volcano.sh/hierarchy`` with no borrowing (:meth:`_volcano_hierarchy`)."""
+        """A queue in a ``volcano.sh/hierarchy``: ``capability`` is a hard cap inside the cohort
+        tree of its hierarchy, with no borrowing (:meth:`_volcano_hierarchy`). Any other Volcano
+        queue shares Volcano's root queue with the others, as the proportion plugin and the
+        reclaim action read them (:meth:`_volcano_shares`, once the cluster's capacity is known)."""
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
         capability = as_resources(self.ctx, spec.get("capability"), src.path(".spec.capability"))
-        ignored = sorted(k for k in ("weight", "guarantee", "deserved", "reclaimable", "parent") if k in spec)
-        if ignored:
-            self.ctx.warn(src, f"{', '.join(ignored)} ignored (only capability is mapped)")
         cohort, weight = self._volcano_hierarchy(src)
-        self.queues[src.name] = Queue(
-            name=src.name,
-            cohort=cohort,
-            nominal=quantities(capability),
-            borrowing_limit=quantities({r: 0 for r in capability}) if cohort is not None else {},
-            weight=weight,
-            preemption=VOLCANO_PREEMPTION,
+        if cohort is not None:
+            ignored = sorted(k for k in ("weight", "guarantee", "deserved", "reclaimable", "parent") if k in spec)
+            if ignored:
+                self.ctx.warn(src, f"{', '.join(ignored)} ignored in a hierarchy (only capability is mapped)")
+            self.queues[src.name] = Queue(
+                name=src.name,
+                cohort=cohort,
+                nominal=quantities(capability),
+                borrowing_limit=quantities({r: 0 for r in capability}),
+                weight=weight,
+                preemption=VOLCANO_PREEMPTION,
+            )
+            return
+        raw_weight = spec.get("weight", 1)
+        if isinstance(raw_weight, bool) or not isinstance(raw_weight, int | float) or not 0 <= raw_weight <= MAX_WEIGHT:
+            self.ctx.warn(src, f"weight {raw_weight!r} is not a number in [0, {MAX_WEIGHT:g}]: 1 used")
+            raw_weight = 1
+        guarantee_spec = as_mapping(self.ctx, spec.get("guarantee"), src.path(".spec.guarantee"))
+        self.volcano[src.name] = _VolcanoQueue(
+            src=src,
+            weight=float(raw_weight),
+            capability=capability,
+            deserved=as_resources(self.ctx, spec.get("deserved"), src.path(".spec.deserved"))
+            if spec.get("deserved") is not None
+            else None,
+            guarantee=as_resources(self.ctx, guarantee_spec.get("resource"), src.path(".spec.guarantee.resource")),
         )
-        self.ctx.warn(
-            src,
-            "reclaim from queues above their deserved share is not mapped: the queue has no cohort "
-            "(capability is its nominal), so only preempt within the queue applies",
-        )
+        if spec.get("reclaimable") is False:
+            self.ctx.warn(src, "reclaimable: false not mapped: its work above its deserved share may be reclaimed")
+        if "parent" in spec:
+            self.ctx.warn(src, "parent ignored (use volcano.sh/hierarchy)")
+
+    def _volcano_shares(self, capacity: Mapping[str, int]) -> None:
+        """Volcano queues outside a hierarchy, as the proportion plugin and the reclaim action
+        read them: every one in the cohort ``VOLCANO_ROOT``; ``nominal`` its deserved share
+        (``deserved`` when set, the capacity plugin's; else the cluster's capacity water-filled
+        by ``weight`` and clipped to ``capability``, the proportion plugin's share when every
+        queue wants more than it, warned: proportion also clips to what a queue requests) and
+        at least its ``guarantee``; ``borrowing_limit`` the rest of its ``capability``;
+        ``lending_limit`` its nominal minus its ``guarantee`` (a guarantee is not lent). The
+        reclaim action takes back, at any priority, what a queue uses above its deserved share
+        (``reclaim_within_cohort: any``)."""
+        if not self.volcano:
+            return
+        resources = sorted(r for r in capacity if r != "pods")
+        shares: dict[str, dict[str, int]] = {name: {} for name in self.volcano}
+        for r in resources:
+            caps = {n: v.capability.get(r) for n, v in self.volcano.items() if v.deserved is None}
+            filled = _water_fill(capacity[r], {n: self.volcano[n].weight for n in caps}, caps)
+            for n, amount in filled.items():
+                shares[n][r] = amount
+        lending = 0
+        for name, v in sorted(self.volcano.items()):
+            if v.deserved is None:
+                self.ctx.warn(
+                    v.src,
+                    "deserved share from weight over the cluster's capacity (proportion clips it to what the queue "
+                    "requests, gangopt does not)",
+                )
+            nominal = dict(v.deserved) if v.deserved is not None else shares[name]
+            for r, amount in v.guarantee.items():
+                nominal[r] = max(nominal.get(r, 0), amount)
+            for r, cap in v.capability.items():  # capability caps all (Volcano refuses deserved above it)
+                if nominal.get(r, 0) > cap:
+                    self.ctx.warn(v.src, f"deserved or guarantee of {r} above its capability: capped")
+                nominal[r] = min(nominal.get(r, 0), cap)
+            borrow = {r: max(0, cap - nominal[r]) for r, cap in v.capability.items()}
+            lend = {r: max(0, nominal[r] - amount) for r, amount in v.guarantee.items() if amount > 0 and r in nominal}
+            if lend and lending >= MAX_LENDING:
+                self.ctx.warn(v.src, f"guarantee not mapped: at most {MAX_LENDING} queues may keep quota back")
+                lend = {}
+            lending += bool(lend)
+            self.queues[name] = Queue(
+                name=name,
+                cohort=VOLCANO_ROOT,
+                nominal=quantities(nominal),
+                borrowing_limit=quantities(borrow),
+                lending_limit=quantities(lend),
+                weight=v.weight,
+                preemption=VOLCANO_PREEMPTION,
+            )
 
     def _volcano_hierarchy(self, src: Source) -> tuple[str | None, float | None]:
         """``volcano.sh/hierarchy: root/eng/prod`` with ``volcano.sh/hierarchy-weights: 1/2/8``
@@ -319,9 +486,13 @@ class Queues:
         quotas = self.quota_by_namespace.get(pod.src.namespace, [])
         return quotas[0] if len(quotas) == 1 else None
 
-    def build(self, running: list[RunningGang], pending: list[PendingGang]) -> list[Queue]:
+    def build(
+        self, running: list[RunningGang], pending: list[PendingGang], capacity: Mapping[str, int] | None = None
+    ) -> list[Queue]:
         """The queues; a queue named by a gang but absent from the input is added without
-        limits (warned), since the round requires every gang's queue to exist."""
+        limits (warned), since the round requires every gang's queue to exist. ``capacity``
+        (the cluster's, milli-units per resource) gives Volcano queues their deserved shares."""
+        self._volcano_shares(capacity or {})
         if not self.queues:
             return []
         out = dict(self.queues)

@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 from gangopt.objective import SCALE, ObjectiveTerms
 from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector, role_named
 from gangopt.quantities import MILLI
-from gangopt.quota_tree import quota_rows, rows_stricter
+from gangopt.quota_tree import quota_rows, row_bounds
 from gangopt.schema import PendingGang, RunningGang
 from gangopt.scope import Scope
 
@@ -823,16 +823,14 @@ def _quotas(enc: Encoding) -> None:
     found = _usage(enc)
     usage = {cell: [(v, a) for v, a, _ in terms] for cell, terms in found.terms.items()}
     const, before = found.const, found.before
-    # Queue and cohort-tree limits as rows (gangopt/quota_tree.py); a lending limit splits a
-    # cohort's limit into rows that tolerate usage over it before the round each on their own
-    # sum, stricter than the rule then (quota_tree.rows_stricter): no proof from that model.
-    for row in quota_rows(rnd):
-        _limit_row(enc, [(q, row.resource) for q in row.queues], usage, const, before, row.limit)
-    if any(c.lending_limit for c in rnd.cohorts):
-        was: dict[str, dict[str, int]] = defaultdict(dict)
-        for (q, res), amount in before.items():
-            was[q][res] = amount
-        enc.stricter |= rows_stricter(rnd, was)
+    # Queue and cohort-tree limits as rows (gangopt/quota_tree.py), each bounded with rule 6's
+    # tolerance read at its node (quota_tree.row_bounds: exact also where a lending limit
+    # splits a cohort's limit into several rows).
+    rows = quota_rows(rnd)
+    was = [sum(before.get((q, row.resource), 0) for q in row.queues) for row in rows]
+    bounds = row_bounds([row.limit for row in rows], [(row.label, row.resource) for row in rows], was)
+    for row, bound in zip(rows, bounds, strict=True):
+        _limit_row(enc, [(q, row.resource) for q in row.queues], usage, const, before, bound)
 
 
 def _usage(enc: Encoding) -> Usage:

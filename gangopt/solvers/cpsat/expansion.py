@@ -16,7 +16,7 @@ import numpy as np
 
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, RoleKey, request_vector, role_named
-from gangopt.quota_tree import quota_rows
+from gangopt.quota_tree import quota_rows, row_bounds
 from gangopt.schema import GangSpec, Placement, Preemption, Resize, Round, RunningGang
 from gangopt.scope import After, Scope
 from gangopt.solvers.cpsat.encoding import ClassModel
@@ -475,13 +475,16 @@ def _quota_check(rnd: Round, resources: list[str]) -> Callable[[dict[str, np.nda
             role = next(r for r in gang.roles if r.name == pod.role)
             before[gang.queue] += request_vector(role, resources)
 
+    was = [sum(int(before[q][column[row.resource]]) for q in row.queues) for row in rows]
+    bounds = row_bounds([row.limit for row in rows], [(row.label, row.resource) for row in rows], was)
+
     def ok(usage: dict[str, np.ndarray], queue: str, extra: np.ndarray) -> bool:
-        for row in rows:
+        for row, bound in zip(rows, bounds, strict=True):
             r = column[row.resource]
             if extra[r] == 0 or queue not in row.queues:
                 continue
             total = sum(int(usage[q][r]) for q in row.queues) + int(extra[r])
-            if total > max(row.limit, sum(int(before[q][r]) for q in row.queues)):
+            if total > bound:
                 return False
         return True
 
