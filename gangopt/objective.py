@@ -178,6 +178,7 @@ class ObjectiveTerms:
             name
             for name, total in usage.items()
             if name in queues
+            and queues[name].reclaimable
             and bool(reclaimers.get(roots[name], set()) - {name})
             and any(total[r] > n for r, n in queues[name].nominal.items())
         }

@@ -495,6 +495,13 @@ class Queue(_Model):
         "and among plans equal in value its gangs start least-served queue first (docs/objective.md, "
         "fair share). Unset everywhere: no fair-share term, plans as before.",
     )
+    reclaimable: bool = Field(
+        True,
+        description="Whether gangs of other queues of its cohort may reclaim this queue's work when it is "
+        "above its nominal (reclaim_within_cohort, borrow_within_cohort of their queue). false (Volcano "
+        "Queue reclaimable: false): no cohort reclaim takes a victim from it; other_queues lower_priority "
+        "still applies (docs/rules.md, rule 5).",
+    )
     preemption: QueuePreemption = Field(default_factory=QueuePreemption)
 
 

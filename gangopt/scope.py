@@ -115,7 +115,7 @@ class Scope:
             if equal and self.policy(gang.queue).within_queue == NEWER and newer(victim, gang):
                 return "own_nominal"
             return "never"
-        if not self.cohort_mates(gang.queue, victim.queue):
+        if not self.cohort_mates(gang.queue, victim.queue) or not self.queues[victim.queue].reclaimable:
             return "never"
         policy = self.policy(gang.queue)
         higher = gang.priority > victim.priority

@@ -658,6 +658,8 @@ def _may_not_preempt(ctx: _Context, gang: Gang, victim: RunningGang, what: str =
     roots = [_tree_root(ctx.rnd, q.cohort) if q is not None and q.cohort is not None else None for q in (mine, theirs)]
     if roots[0] is None or roots[0] != roots[1]:
         theirs = None
+    if theirs is not None and not theirs.reclaimable:
+        return f"{what} of queue {gang.queue}, but queue {victim.queue} is not reclaimable (reclaimable false)"
     if theirs is None or not _borrowing_with(ctx, victim, theirs, mine):
         if policy.other_queues == "never":
             return (

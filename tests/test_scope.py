@@ -216,6 +216,26 @@ def test_a_lender_reclaims_its_nominal_from_a_same_priority_borrower() -> None:
     assert solved.score.secondary_bound == solved.score.secondary
 
 
+def test_a_queue_that_is_not_reclaimable_keeps_what_it_borrows() -> None:
+    """Volcano's ``reclaimable: false`` on the borrower b: the same lender's gang waits under
+    every solver, and the validator refuses a plan that reclaims from b anyway (naming why);
+    b reclaimable (the default), the lender's gang starts."""
+    rnd = _lender_round(KUEUE_RECLAIM)
+    kept = rnd.model_copy(
+        update={"queues": [rnd.queues[0], rnd.queues[1].model_copy(update={"reclaimable": False})]}
+    )
+    for name in ("cpsat", "greedy", "kueue_like", "koordinator_like", "volcano_like"):
+        plan = gangopt.solve(kept, solver=name)
+        assert validate(kept, plan) == [] and plan.admitted == [] and plan.preemptions == [], name
+    assert gangopt.solve(kept).status == "optimal"
+    reclaimed = gangopt.solve(rnd, solver="greedy")
+    assert reclaimed.admitted == ["a1"] and validate(rnd, reclaimed) == []
+    refusals = _refusals(kept, reclaimed)
+    assert refusals and all("queue b is not reclaimable" in m for m in refusals)
+    assert Scope(kept).reclaim_needs(kept.pending[0], kept.running[0]) == "never"
+    assert Scope(rnd).reclaim_needs(rnd.pending[0], rnd.running[0]) == "within_nominal"
+
+
 def test_the_guarantee_is_weighed_against_lost_work() -> None:
     rnd = _lender_round(KUEUE_RECLAIM)
     # b's gangs are borrowed work: kept at urgency 1, so taking them back loses no tier value

@@ -59,6 +59,7 @@ class _VolcanoQueue:
     capability: dict[str, int]
     deserved: dict[str, int] | None
     guarantee: dict[str, int]
+    reclaimable: bool = True
 
 
 def _water_fill(total: int, weights: Mapping[str, float], caps: Mapping[str, int | None]) -> dict[str, int]:
@@ -340,8 +341,9 @@ class Queues:
         spec = as_mapping(self.ctx, src.obj.get("spec"), src.path(".spec"))
         capability = as_resources(self.ctx, spec.get("capability"), src.path(".spec.capability"))
         cohort, weight = self._volcano_hierarchy(src)
+        reclaimable = self._volcano_reclaimable(src, spec)
         if cohort is not None:
-            ignored = sorted(k for k in ("weight", "guarantee", "deserved", "reclaimable", "parent") if k in spec)
+            ignored = sorted(k for k in ("weight", "guarantee", "deserved", "parent") if k in spec)
             if ignored:
                 self.ctx.warn(src, f"{', '.join(ignored)} ignored in a hierarchy (only capability is mapped)")
             self.queues[src.name] = Queue(
@@ -350,6 +352,7 @@ class Queues:
                 nominal=quantities(capability),
                 borrowing_limit=quantities({r: 0 for r in capability}),
                 weight=weight,
+                reclaimable=reclaimable,
                 preemption=VOLCANO_PREEMPTION,
             )
             return
@@ -366,9 +369,8 @@ class Queues:
             if spec.get("deserved") is not None
             else None,
             guarantee=as_resources(self.ctx, guarantee_spec.get("resource"), src.path(".spec.guarantee.resource")),
+            reclaimable=reclaimable,
         )
-        if spec.get("reclaimable") is False:
-            self.ctx.warn(src, "reclaimable: false not mapped: its work above its deserved share may be reclaimed")
         if "parent" in spec:
             self.ctx.warn(src, "parent ignored (use volcano.sh/hierarchy)")
 
@@ -419,8 +421,17 @@ class Queues:
                 borrowing_limit=quantities(borrow),
                 lending_limit=quantities(lend),
                 weight=v.weight,
+                reclaimable=v.reclaimable,
                 preemption=VOLCANO_PREEMPTION,
             )
+
+    def _volcano_reclaimable(self, src: Source, spec: Mapping[str, object]) -> bool:
+        """``spec.reclaimable`` (default true): false keeps other queues' reclaims off the queue."""
+        value = spec.get("reclaimable", True)
+        if not isinstance(value, bool):
+            self.ctx.warn(src, f"reclaimable {value!r} is not true or false: true used")
+            return True
+        return value
 
     def _volcano_hierarchy(self, src: Source) -> tuple[str | None, float | None]:
         """``volcano.sh/hierarchy: root/eng/prod`` with ``volcano.sh/hierarchy-weights: 1/2/8``
