@@ -168,14 +168,13 @@ def test_a_subtree_within_its_quota_reclaims_from_a_borrowing_subtree(solver: st
     assert [(p.kind, p.for_gangs) for p in plan.preemptions] == [("evict", ["a1"])]
 
 
-def test_cpsat_leaves_subtree_reclaims_out_and_claims_no_proof() -> None:
-    """CP-SAT's model encodes reclaims at queue level only: the tree licence is left out
-    (Scope.tree_bound), so its plan is proven for a stricter model and not called optimal.
-    Here keeping b's work is worth more (a's nominal 0 carries no guarantee value), so its plan
-    still beats greedy's reclaim."""
+def test_cpsat_encodes_subtree_reclaims_and_proves_its_plan() -> None:
+    """CP-SAT's model encodes the tree licence on its own usage (ta within its quota, tb above
+    its own), so it claims optimality again, and its plan is never worse than greedy's
+    reclaim."""
     rnd = _subtree_reclaim_round({})
     plan = solved(rnd, "cpsat")
-    assert plan.status != Status.OPTIMAL and "stricter" in plan.message
+    assert plan.status == Status.OPTIMAL and "stricter" not in plan.message
     assert lexicographic_key(score(rnd, plan)) >= lexicographic_key(score(rnd, solved(rnd, "greedy")))
 
 
