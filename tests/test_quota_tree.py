@@ -350,3 +350,32 @@ def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
     # with k's work kept that is 16, so the validator refuses it
     rules = {v.rule for v in validate(rnd, make_plan(rnd, place={"o1": ["n2"]}))}
     assert rules == {"quota"}
+
+
+REPAIRED = ("left waiting so that a running gang", "searched again after the repair")
+"""The notes of CP-SAT's known blind spot (rule 5's quota form, repaired after the search)."""
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cohort_rounds(cohort_quotas=True))
+def test_cpsat_proves_its_plan_on_trees_with_cohort_quotas(rnd: Round) -> None:
+    """Cohort reclaims through quota-holding cohorts are encoded exactly: CP-SAT's plan is
+    valid, never worse than greedy's tier by tier, within its bounds, and proven optimal unless
+    its answer was repaired (rule 5's quota form) or a lending limit made rule 6's rows stricter
+    than the rule (``quota_tree.rows_stricter``). Measured on 150 seeded rounds: 89 optimal
+    with the tree licences left out of the model, 104 with them encoded, the other 46 all
+    rows_stricter."""
+    plan = gangopt.solve(rnd)
+    assert validate(rnd, plan) == []
+    mine = score(rnd, plan)
+    assert all(t.value <= t.bound + 1e-9 for t in plan.score.tiers)
+    if plan.score.secondary_bound is not None:
+        assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
+    greedy = score(rnd, solved(rnd, "greedy"))
+    assert lexicographic_key(mine) >= lexicographic_key(greedy) or _close(lexicographic_key(mine), greedy)
+    if plan.status != Status.OPTIMAL:
+        lending = any(c.lending_limit for c in rnd.cohorts)
+        assert any(note in plan.message for note in REPAIRED) or (lending and "stricter" in plan.message), (
+            plan.status,
+            plan.message,
+        )
