@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import gangopt
 from gangopt.objective import lexicographic_key, score
 from gangopt.quota_tree import CohortTree, quota_rows, rows_stricter
-from gangopt.schema import Cohort, Plan, Queue, QueuePreemption, Round, Score, Status
+from gangopt.schema import BorrowWithinCohort, Cohort, Plan, Queue, QueuePreemption, Round, Score, Status
 from gangopt.solvers import SOLVERS
 from gangopt.validation import _cohort_scopes, _Tree, validate
 from tests.builders import cluster, make_plan, make_round, pending, running
@@ -178,6 +178,62 @@ def test_cpsat_encodes_subtree_reclaims_and_proves_its_plan() -> None:
     assert lexicographic_key(score(rnd, plan)) >= lexicographic_key(score(rnd, solved(rnd, "greedy")))
 
 
+NO_BORROWING = QueuePreemption(
+    reclaim_within_cohort="any", other_queues="never", borrow_within_cohort=BorrowWithinCohort(policy="never")
+)
+"""Kueue-like reclaim where a borrowing queue reclaims nothing: only a guarantee licenses."""
+
+
+def _two_branch_round(mine: dict[str, int], theirs: dict[str, int]) -> Round:
+    """Root org; cohort ta (``mine`` of its own) holds queue a (nominal 0); cohort tb
+    (``theirs`` of its own) holds queue b (nominal 0), whose two priority-0 8-GPU gangs fill
+    the 2-node cluster; a's priority-1 8-GPU gang waits. Every queue has
+    :data:`NO_BORROWING`: only a cohort reclaim licenses a victim in the other branch, and
+    only while a is within its guarantee."""
+    return make_round(
+        cluster(2),
+        queues=[
+            Queue(name="a", cohort="ta", nominal={"gpu": 0}, preemption=NO_BORROWING),
+            Queue(name="b", cohort="tb", nominal={"gpu": 0}, preemption=NO_BORROWING),
+        ],
+        cohorts=[
+            Cohort(name="org"),
+            Cohort(name="ta", parent="org", nominal=mine),
+            Cohort(name="tb", parent="org", nominal=theirs),
+        ],
+        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
+        pending=[pending("a1", gpu=8, queue="a", priority=1)],
+    )
+
+
+TREE_RECLAIMS = [
+    # (ta's own quota, tb's own quota, whether a1 may take one of b's gangs)
+    ({"gpu": 8}, {}, True),  # ta ends within its 8 (a's guarantee); tb holds none: b borrows
+    ({"gpu": 8}, {"gpu": 8}, True),  # tb is at 16 > 8 with the victim back: above its quota
+    ({"gpu": 8}, {"gpu": 16}, False),  # tb within its own 16: its subtree is guaranteed
+    ({"gpu": 4}, {}, False),  # ta would end at 8 > 4: a borrows, and borrowing reclaims nothing
+    ({}, {}, False),  # no cohort quota on a's side: a (nominal 0) borrows
+]
+
+
+@pytest.mark.parametrize(("mine", "theirs", "reclaims"), TREE_RECLAIMS)
+def test_cpsat_reads_the_cohort_quotas_on_both_paths(
+    mine: dict[str, int], theirs: dict[str, int], reclaims: bool
+) -> None:
+    """Rule 5, clause 3 through quota-holding cohorts, table-driven: the validator accepts the
+    reclaim exactly in the rows that say so, and CP-SAT's model, which encodes both tree
+    conditions on its own usage, makes the same choice and proves it (before, these licences
+    were left out of the model: no reclaim, no proof)."""
+    rnd = _two_branch_round(mine, theirs)
+    reclaim = make_plan(rnd, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    assert (validate(rnd, reclaim) == []) is reclaims, validate(rnd, reclaim)
+    plan = solved(rnd, "cpsat")
+    assert plan.status == Status.OPTIMAL, plan.message
+    assert plan.admitted == (["a1"] if reclaims else [])
+    assert [p.kind for p in plan.preemptions] == (["evict"] if reclaims else [])
+    assert lexicographic_key(score(rnd, plan)) >= lexicographic_key(score(rnd, solved(rnd, "greedy")))
+
+
 @pytest.mark.parametrize("solver", list(SOLVERS))
 def test_a_cohorts_own_quota_guarantees_its_subtree(solver: str) -> None:
     """tb holds 16 GPUs of its own: b's gangs run within their subtree's guarantee, so no queue
@@ -317,9 +373,11 @@ def test_a_queue_within_its_nominal_never_loses_work_to_another_queues_reclaim(r
                 if mine.priority > victim.priority and queues[mine.queue].preemption.other_queues == "lower_priority":
                     continue
                 used = after.get(victim.queue, {})
-                assert any(
-                    used.get(r, 0) + a > theirs.nominal[r] for r, a in lost.items() if r in theirs.nominal
-                ), (name, pre, gang)
+                assert any(used.get(r, 0) + a > theirs.nominal[r] for r, a in lost.items() if r in theirs.nominal), (
+                    name,
+                    pre,
+                    gang,
+                )
 
 
 def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
