@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 from gangopt.objective import SCALE, ObjectiveTerms
 from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector, role_named
 from gangopt.quantities import MILLI
-from gangopt.quota_tree import quota_rows, rows_stricter
+from gangopt.quota_tree import CohortTree, quota_rows, rows_stricter
 from gangopt.schema import PendingGang, RunningGang
 from gangopt.scope import Scope
 
@@ -753,11 +753,9 @@ def _tree_usage(
     return sum(parts), const, most
 
 
-def _forms(enc: Encoding, cohort: str, res: str) -> list[tuple[frozenset[str], int]]:
+def _forms(tree: CohortTree, cohort: str, res: str) -> list[tuple[frozenset[str], int]]:
     """The linear forms of a cohort's usage ``U`` (:meth:`~gangopt.quota_tree.CohortTree.forms`),
     in a fixed order."""
-    tree = enc.scope.tree if enc.scope is not None else None
-    assert tree is not None
     return sorted(tree.forms(cohort, res).items(), key=lambda f: (sorted(f[0]), f[1]))
 
 
@@ -775,7 +773,7 @@ def _above_quota(
     queue = enc.pre.rnd.running[gi].queue
     quota = tree.quota(cohort, res)
     rows: list[tuple[cp_model.LinearExprT, int]] = []
-    for queues, offset in _forms(enc, cohort, res):
+    for queues, offset in _forms(tree, cohort, res):
         if queue in queues:
             expr, const, most = _tree_usage(enc, queues, res, without=gi)
             const += whole
@@ -876,7 +874,7 @@ def _cohort_within(enc: Encoding, cohort: str) -> cp_model.IntVar | None:
         lit = enc.bool_var(f"within[{cohort}]")
         for res in held:
             quota = tree.quota(cohort, res)
-            for queues, offset in _forms(enc, cohort, res):
+            for queues, offset in _forms(tree, cohort, res):
                 expr, const, most = _tree_usage(enc, queues, res)
                 room = quota + offset - const
                 if room < 0:
@@ -1108,7 +1106,10 @@ def _objective(enc: Encoding) -> None:
 
 def _guarantee(enc: Encoding) -> None:
     """The guarantee term (:meth:`~gangopt.objective.ObjectiveTerms.guarantee_value`): per
-    guaranteed queue ``held ≤ min(usage of the base resource, nominal)``, and the term
+    guaranteed queue ``held ≤ min(usage of the base resource, nominal)``, per guaranteed
+    cohort ``held ≤ min(U, S)`` (its subtree's usage and quota, rule 6; ``U`` is the maximum
+    of its linear forms, so with a lending limit below, ``held`` rests on one form picked by
+    a literal: exact), and the term
     ``G · MILLI² ≤ round(MILLI · SCALE · guarantee) · Σ held + MILLI²/2`` (usage is in
     milli-units; rounding half up, so G is the scorer's ``round`` or one more at an exact half:
     never below the plan's value, so the stages' bounds hold). Without it the model's optimum
@@ -1131,6 +1132,24 @@ def _guarantee(enc: Encoding) -> None:
         h = enc.int_var(0, top)
         expr = cp_model.LinearExpr.weighted_sum([v for v, _, _ in cell], [a for _, a, _ in cell]) + fixed
         m.add(h <= expr)
+        held.append(h)
+        most += top
+    for cohort, quota in sorted(terms.guaranteed_cohorts.items()):
+        rows: list[tuple[cp_model.LinearExprT, int, int]] = []  # (expr, constant, largest value) per form
+        for queues_f, offset in _forms(terms.cohort_tree, cohort, base):
+            form, const, most_f = _tree_usage(enc, queues_f, base)
+            rows.append((form, const - offset, most_f + const - offset))
+        top = min(quota, max((r[2] for r in rows), default=0))
+        if top <= 0:
+            continue
+        h = enc.int_var(0, top)
+        if len(rows) == 1:
+            m.add(h <= rows[0][0] + rows[0][1])
+        else:
+            picks = [enc.bool_var() for _ in rows]
+            for pick, (form, const, _) in zip(picks, rows, strict=True):
+                m.add(h <= form + const).only_enforce_if(pick)
+            m.add_bool_or(picks)
         held.append(h)
         most += top
     if not held:
