@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 from gangopt.objective import SCALE, ObjectiveTerms
 from gangopt.prefilter import NodeClass, Prefiltered, RoleKey, request_vector, role_named
 from gangopt.quantities import MILLI
-from gangopt.quota_tree import CohortTree, quota_rows, rows_stricter
+from gangopt.quota_tree import quota_rows, rows_stricter
 from gangopt.schema import PendingGang, RunningGang
 from gangopt.scope import Scope
 
@@ -753,12 +753,6 @@ def _tree_usage(
     return sum(parts), const, most
 
 
-def _forms(tree: CohortTree, cohort: str, res: str) -> list[tuple[frozenset[str], int]]:
-    """The linear forms of a cohort's usage ``U`` (:meth:`~gangopt.quota_tree.CohortTree.forms`),
-    in a fixed order."""
-    return sorted(tree.forms(cohort, res).items(), key=lambda f: (sorted(f[0]), f[1]))
-
-
 def _above_quota(
     enc: Encoding, cohort: str, res: str, gi: int, whole: int
 ) -> list[tuple[cp_model.LinearExprT, int]] | None:
@@ -773,7 +767,7 @@ def _above_quota(
     queue = enc.pre.rnd.running[gi].queue
     quota = tree.quota(cohort, res)
     rows: list[tuple[cp_model.LinearExprT, int]] = []
-    for queues, offset in _forms(tree, cohort, res):
+    for queues, offset in tree.ordered_forms(cohort, res):
         if queue in queues:
             expr, const, most = _tree_usage(enc, queues, res, without=gi)
             const += whole
@@ -874,7 +868,7 @@ def _cohort_within(enc: Encoding, cohort: str) -> cp_model.IntVar | None:
         lit = enc.bool_var(f"within[{cohort}]")
         for res in held:
             quota = tree.quota(cohort, res)
-            for queues, offset in _forms(tree, cohort, res):
+            for queues, offset in tree.ordered_forms(cohort, res):
                 expr, const, most = _tree_usage(enc, queues, res)
                 room = quota + offset - const
                 if room < 0:
@@ -1136,7 +1130,7 @@ def _guarantee(enc: Encoding) -> None:
         most += top
     for cohort, quota in sorted(terms.guaranteed_cohorts.items()):
         rows: list[tuple[cp_model.LinearExprT, int, int]] = []  # (expr, constant, largest value) per form
-        for queues_f, offset in _forms(terms.cohort_tree, cohort, base):
+        for queues_f, offset in terms.cohort_tree.ordered_forms(cohort, base):
             form, const, most_f = _tree_usage(enc, queues_f, base)
             rows.append((form, const - offset, most_f + const - offset))
         top = min(quota, max((r[2] for r in rows), default=0))
