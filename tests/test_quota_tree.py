@@ -432,4 +432,3 @@ def test_rows_stricter_than_the_rule_make_cpsat_claim_no_proof() -> None:
     # with k's work kept that is 16, so the validator refuses it
     rules = {v.rule for v in validate(rnd, make_plan(rnd, place={"o1": ["n2"]}))}
     assert rules == {"quota"}
-
