@@ -85,7 +85,7 @@ def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool = True) -> C
 def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool) -> CheapBounds:
     ceilings = tier_ceilings(pre)
     terms = ObjectiveTerms.of(pre.rnd)
-    secondary = _growth_bound(pre, tiers_at_ceiling, lp) + terms.guarantee_value(terms.guaranteed)
+    secondary = _growth_bound(pre, tiers_at_ceiling, lp) + terms.guarantee_ceiling
     if tiers_at_ceiling:
         secondary -= _opened_nodes_bound(pre) * ObjectiveTerms.of(pre.rnd).open_node_cost
     return CheapBounds(tiers=ceilings, secondary=secondary)

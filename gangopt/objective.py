@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar, cast
 
 from gangopt.memo import derived
 from gangopt.quantities import MILLI
+from gangopt.quota_tree import CohortTree
 from gangopt.schema import NODE_LEVEL, Cohort, PendingGang, Plan, Queue, Role, Round, RunningGang, Score, TierScore
 from gangopt.scope import NEWER, Scope, newer
 
@@ -36,8 +37,6 @@ SCALE = 10
 
 SHORT_WORK_SECONDS = 3600.0
 """The expected duration at which a gang gets half of ``Weights.short_first``."""
-
-
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class ObjectiveTerms:
         """The terms of ``rnd``, computed once per round object (kept on it, see
         :mod:`gangopt.memo`): a round is scored several times (warm start, plan, fallback),
         each a full pass."""
-        inputs = (rnd.cluster, rnd.queues, rnd.running, rnd.pending, rnd.policy)
+        inputs = (rnd.cluster, rnd.queues, rnd.cohorts, rnd.running, rnd.pending, rnd.policy)
         return derived(rnd, "objective-terms", inputs, lambda: cls(rnd))
 
     @cached_property
@@ -359,12 +358,50 @@ class ObjectiveTerms:
             if q.preemption.reclaim_within_cohort == "any" and q.cohort is not None and base in q.nominal
         }
 
-    def guarantee_value(self, usage: dict[str, int]) -> int:
-        """Secondary value of the base resource ``usage`` (milli-units per queue) that the
-        :attr:`guaranteed` queues hold within their nominal."""
-        weight = self.rnd.policy.weights.guarantee
+    @cached_property
+    def guaranteed_cohorts(self) -> dict[str, int]:
+        """Cohorts whose subtree's usage within its quota is valued (``Weights.guarantee`` in a
+        cohort tree): those holding quota of the base resource of their own (rule 5: a cohort's
+        own quota guarantees its subtree, Kueue's hierarchical cohorts) with a
+        :attr:`guaranteed` queue in their subtree; their subtree's quota ``S`` (rule 6). Without
+        it a queue of nominal 0 under a cohort holding 8 GPUs gained nothing by reclaiming what a
+        borrowing branch held at its own priority, though rule 5 lets it
+        (tests/test_quota_tree.py)."""
+        queues = self.guaranteed
+        if not queues or not any(c.nominal for c in self.rnd.cohorts):
+            return {}
+        tree, base = self.cohort_tree, self.base_resource
+        return {
+            c: tree.quota(c, base)
+            for c in sorted(tree.spec)
+            if base in tree.spec[c].nominal and queues.keys() & tree.queues_below(c)
+        }
+
+    @cached_property
+    def cohort_tree(self) -> CohortTree:
+        return CohortTree(self.rnd)
+
+    def guarantee_value(self, usage: Mapping[str, int]) -> int:
+        """Secondary value of the base resource ``usage`` (milli-units per queue: at least every
+        queue of :attr:`guaranteed` and of the subtrees of :attr:`guaranteed_cohorts`) that the
+        guaranteed queues hold within their nominal and the guaranteed cohorts' subtrees within
+        their quota (``U`` of rule 6, read from the queues' usage)."""
         held = sum(min(usage.get(q, 0), nominal) for q, nominal in self.guaranteed.items())
-        return round(SCALE * weight * held / MILLI)
+        if self.guaranteed_cohorts:
+            per_queue = {q: {self.base_resource: amount} for q, amount in usage.items()}
+            tree = self.cohort_tree
+            for c, quota in self.guaranteed_cohorts.items():
+                held += min(tree.usage(c, self.base_resource, per_queue), quota)
+        return self._guarantee_units(held)
+
+    @cached_property
+    def guarantee_ceiling(self) -> int:
+        """The guarantee term's largest value: every guaranteed queue at its nominal and every
+        guaranteed cohort's subtree at its quota (the cheap secondary bound's part)."""
+        return self._guarantee_units(sum(self.guaranteed.values()) + sum(self.guaranteed_cohorts.values()))
+
+    def _guarantee_units(self, held: int) -> int:
+        return round(SCALE * self.rnd.policy.weights.guarantee * held / MILLI)
 
 
 def score(
@@ -429,9 +466,11 @@ def _surplus(terms: ObjectiveTerms, gang: PendingGang | RunningGang, members: di
 
 def _guarantee(rnd: Round, plan: Plan, terms: ObjectiveTerms) -> int:
     """The :meth:`ObjectiveTerms.guarantee_value` of the queues' usage after the plan."""
-    queues = terms.guaranteed
-    if not queues:
+    if not terms.guaranteed:
         return 0
+    queues = set(terms.guaranteed)
+    for c in terms.guaranteed_cohorts:
+        queues |= terms.cohort_tree.queues_below(c)
     base = terms.base_resource
     removed = {pod for p in plan.preemptions for pod in p.pods}
     usage: Counter[str] = Counter()

@@ -118,6 +118,17 @@ class CohortTree:
             out[queues] = min(offset, out.get(queues, offset))
         return out
 
+    def queues_below(self, cohort: str) -> set[str]:
+        """The queues of ``cohort``'s subtree."""
+        out = set(self.members[cohort])
+        for d in self.children[cohort]:
+            out |= self.queues_below(d)
+        return out
+
+    def ordered_forms(self, cohort: str, res: str) -> list[tuple[frozenset[str], int]]:
+        """:meth:`forms` in a fixed order (CP-SAT's model makes a literal per form)."""
+        return sorted(self.forms(cohort, res).items(), key=lambda f: (sorted(f[0]), f[1]))
+
     def below_common(self, a: str, b: str) -> tuple[list[str], list[str]]:
         """The cohorts from ``a`` and from ``b`` up to, not including, their lowest common
         ancestor (both in one tree)."""

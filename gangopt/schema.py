@@ -591,7 +591,8 @@ class Weights(_Model):
         "from a same-priority borrower is otherwise worth nothing but a restart. At 2.0 a lender reclaims "
         "an 8-GPU borrower that ran less than 1 h 55 min since its checkpoint (with the default 5-minute "
         "restart and preemption weight 1: 16 GPU-equivalents against 8 x (t + 300 s) / 3600 GPU-hours). "
-        "No effect on other queues.",
+        "In a cohort tree, a cohort holding quota of its own with such a queue below also counts its "
+        "subtree's usage within the subtree's quota (docs/objective.md). No effect on other queues.",
     )
 
 

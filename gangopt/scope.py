@@ -13,8 +13,9 @@ the solvers read it here:
   preemptor's queue within its nominal (else it borrows). The greedy engine and the peers
   read them on their running state; :func:`reclaims_hold` re-reads them on a finished plan,
   since a later decision of the same round can change either queue's usage. CP-SAT's model
-  reads :meth:`Scope.reclaim_needs` (the usage a pair's reclaim needs) and encodes that usage
-  as constraints on its own variables; its expansion reads :class:`After`.
+  reads :meth:`Scope.reclaim_needs` (the usage a pair's reclaim needs) and
+  :meth:`Scope.quota_paths` (the cohort quotas it reads on the way) and encodes that usage as
+  constraints on its own variables; its expansion reads :class:`After`.
 
 Under the default policies every licence is "strictly higher priority", exactly the rule
 before queue policies existed (:attr:`Scope.plain` lets callers keep their priority-only
@@ -128,22 +129,17 @@ class Scope:
             return "borrowing"
         return "within_nominal"
 
-    def _paths(self, mine: str, theirs: str) -> tuple[list[str], list[str]]:
-        """Cohorts holding quota between each queue and their lowest common cohort."""
+    def quota_paths(self, mine: str, theirs: str) -> tuple[list[str], list[str]]:
+        """The cohorts holding quota (listing a ``nominal`` of their own) from each queue up to,
+        not including, their lowest common cohort: the cohorts whose quota a cohort reclaim
+        between the two reads (empty when no cohort holds quota). CP-SAT's model encodes the
+        same reading (``_borrowing`` and ``_within_guarantee`` in its encoding)."""
         a, b = self.queues[mine].cohort, self.queues[theirs].cohort
         if self.tree is None or a is None or b is None or not self.cohort_mates(mine, theirs):
             return [], []
         path_a, path_b = self.tree.below_common(a, b)
         spec = self.tree.spec
         return [c for c in path_a if spec[c].nominal], [c for c in path_b if spec[c].nominal]
-
-    def tree_bound(self, gang: GangSpec, victim: GangSpec) -> bool:
-        """Whether a cohort licence of this pair reads cohort quotas on the way (rule 5, cohort
-        trees): CP-SAT's model encodes reclaims at queue level only and leaves these out."""
-        if self.tree is None or self.reclaim_needs(gang, victim) in ("never", "own_nominal"):
-            return False
-        path_a, path_b = self._paths(gang.queue, victim.queue)
-        return bool(path_a or path_b)
 
     def borrowing_with(
         self, gang: GangSpec, victim: GangSpec, usage: Mapping[str, Mapping[str, int]], lost: Mapping[str, int]
@@ -159,7 +155,7 @@ class Scope:
         over = [r for r, a in lost.items() if r in theirs.nominal and now.get(r, 0) + a > theirs.nominal[r]]
         if not over or victim.queue not in self.queues or gang.queue not in self.queues:
             return bool(over)
-        _, path = self._paths(gang.queue, victim.queue)
+        _, path = self.quota_paths(gang.queue, victim.queue)
         if not path or self.tree is None:
             return bool(over)
         tree = self.tree
@@ -178,7 +174,7 @@ class Scope:
             return True
         if gang.queue not in self.queues or victim.queue not in self.queues:
             return False
-        path, _ = self._paths(gang.queue, victim.queue)
+        path, _ = self.quota_paths(gang.queue, victim.queue)
         tree = self.tree
         for c in path:
             assert tree is not None

@@ -15,7 +15,7 @@ import pytest
 
 import gangopt
 from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key, score
-from gangopt.schema import Cluster, Node, PendingGang, Plan, Queue, Role, Round, Score, Weights
+from gangopt.schema import Cluster, Cohort, Node, PendingGang, Plan, Queue, QueuePreemption, Role, Round, Score, Weights
 from tests.builders import cluster, make_plan, make_round, pending, queue, role, running
 
 NOW = 7200.0
@@ -686,3 +686,94 @@ def test_tie_break_order_hands_a_weighted_cohort_its_places_least_served_first()
     terms = ObjectiveTerms.of(rnd)
     assert terms.tie_break_order([0, 1, 2]) == [2, 1, 0]
     assert terms.tie_break_order([0, 1, 2], group=lambda gi: gi == 0) == [0, 1, 2]
+
+
+# ----------------------------------------------------------------------------- guarantee in a tree
+
+RECLAIM_ANY = QueuePreemption(reclaim_within_cohort="any", other_queues="never")
+
+
+def _guarantee_tree(ta: dict[str, int], tb: dict[str, int], keep: dict[str, int] | None = None) -> Round:
+    """Root org; cohort ta (``ta`` of its own) holds queue a (nominal 0, reclaims at any
+    priority) and, unless ``keep`` is None, a child cohort tk (4 GPUs of its own, ``keep`` as
+    lending limit, ``{}``: none) holding queue k (nominal 0); cohort tb (``tb`` of its own) holds queue b (nominal
+    0, reclaims at any priority). b runs 16 GPUs on the 2-node cluster."""
+    queues = [
+        Queue(name="a", cohort="ta", nominal={"gpu": 0}, preemption=RECLAIM_ANY),
+        Queue(name="b", cohort="tb", nominal={"gpu": 0}, preemption=RECLAIM_ANY),
+    ]
+    cohorts = [
+        Cohort(name="org"),
+        Cohort(name="ta", parent="org", nominal=ta),
+        Cohort(name="tb", parent="org", nominal=tb),
+    ]
+    if keep is not None:
+        queues.append(Queue(name="k", cohort="tk", nominal={"gpu": 0}))
+        cohorts.append(Cohort(name="tk", parent="ta", nominal={"gpu": 4}, lending_limit=keep))
+    return make_round(
+        cluster(2),
+        queues=queues,
+        cohorts=cohorts,
+        running=[running("b1", ["n0"], 8, queue="b"), running("b2", ["n1"], 8, queue="b")],
+        pending=[pending("a1", gpu=8, queue="a")],
+    )
+
+
+GIB = 1000  # milli-units per GPU
+
+TREE_GUARANTEES: list[tuple[str, dict[str, int], dict[str, int], dict[str, int] | None, dict[str, int], int]] = [
+    # (id, ta's own, tb's own, tk's lending limit, GPUs used per queue, guarantee term in tenths)
+    # guaranteed cohorts hold GPUs of their own and have a queue reclaiming at any priority
+    # below: the term is 10 · 2.0 · Σ min(U, S) over them (a and b, nominal 0, add nothing)
+    ("a within ta's 8", {"gpu": 8}, {}, None, {"a": 8, "b": 8}, 160),
+    ("a above ta's 8", {"gpu": 8}, {}, None, {"a": 12, "b": 4}, 160),  # min(12, 8)
+    ("a idle", {"gpu": 8}, {}, None, {"a": 0, "b": 16}, 0),
+    ("both hold quota", {"gpu": 8}, {"gpu": 16}, None, {"a": 4, "b": 12}, 320),  # 4 + 12
+    ("no cohort quota", {}, {}, None, {"a": 8, "b": 8}, 0),  # the flat term: nominal 0
+    # tk lends nothing: ta's S = 8 + (4 - 4) = 8 and U = a + max(0, k - 4)
+    ("k within what tk keeps", {"gpu": 8}, {}, {"gpu": 0}, {"a": 6, "k": 4, "b": 6}, 120),  # min(6, 8)
+    ("k beyond it", {"gpu": 8}, {}, {"gpu": 0}, {"a": 6, "k": 6, "b": 4}, 160),  # min(6 + 2, 8)
+    ("tk lends all", {"gpu": 8}, {}, {}, {"a": 6, "k": 6, "b": 4}, 240),  # no lending limit: S = 12, U = 12
+]
+
+
+@pytest.mark.parametrize(
+    ("ta", "tb", "keep", "used", "value"), [t[1:] for t in TREE_GUARANTEES], ids=[t[0] for t in TREE_GUARANTEES]
+)
+def test_the_guarantee_counts_a_cohorts_subtree_within_its_quota(
+    ta: dict[str, int], tb: dict[str, int], keep: dict[str, int] | None, used: dict[str, int], value: int
+) -> None:
+    """Weights.guarantee in a cohort tree (docs/objective.md): a cohort holding quota of its own
+    guarantees its subtree ``S`` (rule 5), so its subtree's usage within it counts like a
+    queue's usage within its nominal (Kueue's hierarchical cohorts)."""
+    rnd = _guarantee_tree(ta, tb, keep)
+    terms = ObjectiveTerms.of(rnd)
+    assert terms.guarantee_value({q: GIB * n for q, n in used.items()}) == value
+    assert terms.guarantee_ceiling == round(20 * sum(terms.guaranteed_cohorts.values()) / GIB)
+
+
+def test_only_cohorts_with_a_reclaiming_queue_below_are_guaranteed() -> None:
+    """tk holds quota but its queue k does not reclaim at any priority: not guaranteed; ta and
+    tb are; without a queue reclaiming at any priority nothing is (the term is 0 as before)."""
+    rnd = _guarantee_tree({"gpu": 8}, {"gpu": 16}, keep={"gpu": 0})
+    assert ObjectiveTerms.of(rnd).guaranteed_cohorts == {"ta": 8 * GIB, "tb": 16 * GIB}
+    default = [q.model_copy(update={"preemption": QueuePreemption()}) for q in rnd.queues]
+    plain = rnd.model_copy(update={"queues": default})
+    assert ObjectiveTerms.of(plain).guaranteed_cohorts == {} and ObjectiveTerms.of(plain).guarantee_ceiling == 0
+    off = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": Weights(guarantee=0.0)})})
+    assert ObjectiveTerms.of(off).guaranteed_cohorts == {}
+
+
+def test_a_reclaim_through_a_cohorts_guarantee_is_worth_its_gpus_less_the_restart() -> None:
+    """a (nominal 0) under ta (8 GPUs of its own) takes back 8 GPUs b borrows at equal priority:
+    rule 5 lets it (ta within its quota, tb above its none), and the guarantee term makes it
+    worth 8 · 2.0 less b1's restart (8 GPUs x 300 s); the flat term (queues' nominal only)
+    saw 0 and only the restart. CP-SAT takes it and proves it."""
+    rnd = _guarantee_tree({"gpu": 8}, {})
+    reclaim = make_plan(rnd, place={"a1": ["n0"]}, evict={"b1": ["a1"]})
+    gain = score(rnd, reclaim).secondary - score(rnd, make_plan(rnd)).secondary
+    assert gain == pytest.approx(8 * 2.0 - 8 * 300 / 3600, abs=0.1)
+    plan = gangopt.solve(rnd)
+    assert plan.admitted == ["a1"] and [p.kind for p in plan.preemptions] == ["evict"]
+    assert plan.status == "optimal" and plan.gap == 0.0
+    assert plan.score.secondary == pytest.approx(score(rnd, reclaim).secondary)

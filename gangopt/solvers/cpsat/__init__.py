@@ -275,8 +275,8 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
     if enc.stricter and stage_status == Status.OPTIMAL:
         stage_status = Status.FEASIBLE
         note = (
-            "optimal for a model stricter than rule 5 under a quota (reclaims through cohort quotas,"
-            " or pods outside a restricted model, left out)"
+            "optimal for a model stricter than rule 5 under a quota (pods outside a restricted model"
+            " left out, or rule 6's rows under a lending limit exceeded before the round)"
         )
         message = f"{message}; {note}" if message else note
     plan = _plan_from_decision(rnd, pre, decision, stage_status, message)

@@ -138,6 +138,9 @@ class Encoding:
     """Queue usage after the plan as linear terms (built once, for quotas and reclaims)."""
     within: dict[str, cp_model.IntVar] = field(default_factory=dict)
     """Per queue: true only if the queue ends within its nominal (cohort reclaims)."""
+    within_tree: dict[tuple[str, ...], cp_model.IntVar | None] = field(default_factory=dict)
+    """Per cohort holding quota, and per queue and path of such cohorts: true only if the
+    cohort ends within its quota, or the queue within its guarantee (cohort trees)."""
     usage_of: dict[tuple[str, str], cp_model.IntVar] = field(default_factory=dict)
     """Per (queue, resource): one variable equal to its variable usage terms, so that each
     victim's reclaim row reads it instead of repeating thousands of terms (measured on the
@@ -546,8 +549,9 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     reclaim_on: dict[int, dict[int, tuple[cp_model.IntVar, list[tuple[RoleKey, cp_model.IntVar]]]]] = defaultdict(
         dict
     )
-    licences: dict[tuple[str, str], cp_model.IntVar] = {}
-    borrowing: list[cp_model.IntVar | None] = []  # made on first need, once
+    licences: dict[tuple[str, str], cp_model.IntVar | None] = {}
+    # made on first need, once per path of quota-holding cohorts on the victim's side
+    borrowing: dict[tuple[str, ...], cp_model.IntVar | None] = {}
     for k in hosts:
         for key, var in enc.x_on_class.get(k, []):
             spec = pre.gang(key.kind, key.gang)
@@ -555,9 +559,6 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
                 helpers_on[k].append(var)
                 continue
             needs = scope.reclaim_needs(spec, gang)
-            if scope.tree_bound(spec, gang):  # reads cohort quotas on the way: left out, no proof
-                enc.stricter = True
-                needs = "never"
             lit = None
             if needs == "own_nominal":  # a newer gang of equal priority in spec's own queue
                 lit = _within(enc, spec.queue)
@@ -565,12 +566,15 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
                     helpers_on[k].append(var)
                     continue
             elif needs != "never":
-                if not borrowing:
-                    borrowing.append(_borrowing(enc, gi))
-                if borrowing[0] is not None:
-                    if (spec.queue, needs) not in licences:
-                        licences[(spec.queue, needs)] = _reclaim_licence(enc, borrowing[0], spec.queue, needs)
-                    lit = licences[(spec.queue, needs)]
+                if (spec.queue, needs) not in licences:
+                    mine, theirs = scope.quota_paths(spec.queue, gang.queue)
+                    if tuple(theirs) not in borrowing:
+                        borrowing[tuple(theirs)] = _borrowing(enc, gi, theirs)
+                    above = borrowing[tuple(theirs)]
+                    licences[(spec.queue, needs)] = (
+                        None if above is None else _reclaim_licence(enc, above, spec.queue, needs, mine)
+                    )
+                lit = licences[(spec.queue, needs)]
             if lit is None:
                 lower_on[k].append((key, var))
             else:
@@ -672,13 +676,18 @@ def _lower_off_losing_nodes(
         enc.model.add(sum(users) <= sum(c * z for z, c in room))
 
 
-def _borrowing(enc: Encoding, gi: int) -> cp_model.IntVar | None:
+def _borrowing(enc: Encoding, gi: int, path: Sequence[str] = ()) -> cp_model.IntVar | None:
     """A literal that implies running gang ``gi``'s queue is *borrowing with it* (rule 5,
     clause 3): above its nominal with the gang's lost pods back, on a resource those pods
-    request and the queue lists in ``nominal``; None when no plan makes it so. Exact, not a
-    relaxation: "with the lost pods back" is the queue's usage counting the gang whole (a gang
-    that loses pods does not grow, :func:`_grow_or_shrink`), and "lost pods request r" is "some
-    role requesting r lost a pod"."""
+    request and the queue lists in ``nominal``, and on that same resource every cohort of
+    ``path`` (the quota-holding cohorts between the queue and the lowest cohort it shares with
+    the preemptor's, :meth:`~gangopt.scope.Scope.quota_paths`) that holds it above its quota
+    too, ``U_c > S_c`` with the gang whole (a cohort's own quota guarantees its subtree); None
+    when no plan makes it so. Exact, not a relaxation: "with the lost pods back" is the usage
+    counting the gang whole (a gang that loses pods does not grow, :func:`_grow_or_shrink`),
+    "lost pods request r" is "some role requesting r lost a pod", and ``U_c`` is the maximum
+    of its linear forms (:meth:`~gangopt.quota_tree.CohortTree.forms`), so ``U_c > S_c`` is
+    "some form above", one literal per form when a lending limit makes several."""
     m, pre = enc.model, enc.pre
     gang = pre.rnd.running[gi]
     scope = enc.scope
@@ -696,16 +705,25 @@ def _borrowing(enc: Encoding, gi: int) -> cp_model.IntVar | None:
         need = theirs.nominal[res] + 1 - whole - usage.const.get(cell, 0)
         if need > 0 and usage.most.get(cell, 0) - sum(a * enc.ub(v) for v, a in own) < need:
             continue  # the queue never borrows this resource with the gang whole
-        above = enc.bool_var()  # above the nominal on res with the gang whole, and it lost such a pod
-        if need > 0:
+        cohorts: list[list[tuple[cp_model.LinearExprT, int]]] = []
+        for c in path:
+            rows = _above_quota(enc, c, res, gi, whole)
+            if rows is None:
+                break  # c holds res and is never above its quota with the gang whole
+            cohorts.append(rows)
+        else:
+            above = enc.bool_var()  # above the nominal on res with the gang whole, and it lost such a pod
             # the queue's usage without the gang's own terms
             theirs_now = cp_model.LinearExpr.weighted_sum([v for v, _ in own], [a for _, a in own])
-            m.add(_usage_var(enc, gang.queue, res) - theirs_now >= need).only_enforce_if(above)
-        kept_r = [v for name, _, v in enc.kept_of_gang.get(gi, []) if any(r.name == name for r in roles)]
-        stranded_r = sum(pre.stranded.get(gi, {}).get(r.name, 0) for r in roles)
-        count_r = sum(_current(gang, r.name) for r in roles)
-        m.add(sum(kept_r) + stranded_r * enc.alive[gi] <= count_r - 1).only_enforce_if(above)
-        borrow_any.append(above)
+            if need > 0:
+                m.add(_usage_var(enc, gang.queue, res) - theirs_now >= need).only_enforce_if(above)
+            for rows in cohorts:
+                _some_row(enc, above, rows)
+            kept_r = [v for name, _, v in enc.kept_of_gang.get(gi, []) if any(r.name == name for r in roles)]
+            stranded_r = sum(pre.stranded.get(gi, {}).get(r.name, 0) for r in roles)
+            count_r = sum(_current(gang, r.name) for r in roles)
+            m.add(sum(kept_r) + stranded_r * enc.alive[gi] <= count_r - 1).only_enforce_if(above)
+            borrow_any.append(above)
     if not borrow_any:
         return None
     borrowing = enc.bool_var(f"borrowing[{gang.name}]")
@@ -713,11 +731,75 @@ def _borrowing(enc: Encoding, gi: int) -> cp_model.IntVar | None:
     return borrowing
 
 
-def _reclaim_licence(enc: Encoding, borrowing: cp_model.IntVar, queue: str, needs: str) -> cp_model.IntVar:
+def _tree_usage(
+    enc: Encoding, queues: frozenset[str], res: str, without: int = -1
+) -> tuple[cp_model.LinearExprT, int, int]:
+    """The summed usage of ``queues`` in ``res`` after the plan as (variable part, constant
+    part, largest value of the variable part); with ``without`` (a running gang index), that
+    gang's own terms are left out of the variable part."""
+    usage = _usage(enc)
+    parts: list[cp_model.LinearExprT] = []
+    const = most = 0
+    for q in sorted(queues):
+        cell = (q, res)
+        const += usage.const.get(cell, 0)
+        if usage.terms.get(cell):
+            parts.append(_usage_var(enc, q, res))
+            most += usage.most.get(cell, 0)
+        own = usage.owned.get(cell, {}).get(without, []) if without >= 0 else []
+        if own:
+            parts.append(cp_model.LinearExpr.weighted_sum([v for v, _ in own], [-a for _, a in own]))
+            most -= sum(a * enc.ub(v) for v, a in own)
+    return sum(parts), const, most
+
+
+def _above_quota(
+    enc: Encoding, cohort: str, res: str, gi: int, whole: int
+) -> list[tuple[cp_model.LinearExprT, int]] | None:
+    """Rows ``expr ≥ need`` of which one must hold for ``cohort``'s subtree to be above its
+    quota on ``res`` with running gang ``gi`` counted whole (``whole`` of ``res``): ``[]``
+    when that always holds or the cohort does not hold ``res``, None when it never does."""
+    scope = enc.scope
+    assert scope is not None and scope.tree is not None
+    tree = scope.tree
+    if res not in tree.spec[cohort].nominal:
+        return []
+    queue = enc.pre.rnd.running[gi].queue
+    quota = tree.quota(cohort, res)
+    rows: list[tuple[cp_model.LinearExprT, int]] = []
+    for queues, offset in tree.ordered_forms(cohort, res):
+        if queue in queues:
+            expr, const, most = _tree_usage(enc, queues, res, without=gi)
+            const += whole
+        else:
+            expr, const, most = _tree_usage(enc, queues, res)
+        need = quota + offset + 1 - const
+        if need <= 0:
+            return []  # this form is above whatever the plan does
+        if most >= need:
+            rows.append((expr, need))
+    return rows or None
+
+
+def _some_row(enc: Encoding, lit: cp_model.IntVar, rows: list[tuple[cp_model.LinearExprT, int]]) -> None:
+    """``lit`` implies ``expr ≥ need`` for one of ``rows`` (nothing for no rows)."""
+    if len(rows) == 1:
+        enc.model.add(rows[0][0] >= rows[0][1]).only_enforce_if(lit)
+    elif rows:
+        picks = [enc.bool_var() for _ in rows]
+        for pick, (expr, need) in zip(picks, rows, strict=True):
+            enc.model.add(expr >= need).only_enforce_if(pick)
+        enc.model.add_bool_or(picks).only_enforce_if(lit)
+
+
+def _reclaim_licence(
+    enc: Encoding, borrowing: cp_model.IntVar, queue: str, needs: str, path: Sequence[str] = ()
+) -> cp_model.IntVar:
     """A literal that implies the usage under which gangs of ``queue`` may reclaim a victim
     (:meth:`gangopt.scope.Scope.reclaims`): the victim's queue ``borrowing`` with it and, when
-    ``needs`` is ``"within_nominal"``, ``queue`` within its nominal on every resource it lists."""
-    within = _within(enc, queue) if needs == "within_nominal" else None
+    ``needs`` is ``"within_nominal"``, ``queue`` within its guarantee
+    (:func:`_within_guarantee` over ``path``, the quota-holding cohorts on its side)."""
+    within = _within_guarantee(enc, queue, path) if needs == "within_nominal" else None
     if within is None:
         return borrowing
     licence = enc.bool_var()
@@ -745,6 +827,56 @@ def _within(enc: Encoding, queue: str) -> cp_model.IntVar | None:
             enc.model.add(_usage_var(enc, queue, res) <= room).only_enforce_if(within)
         enc.within[queue] = within
     return enc.within[queue]
+
+
+def _within_guarantee(enc: Encoding, queue: str, path: Sequence[str]) -> cp_model.IntVar | None:
+    """A literal that implies ``queue`` ends within its guarantee: within its nominal
+    (:func:`_within`), or some cohort of ``path`` holding quota ends within it, ``U_c ≤ S_c``
+    on every resource it holds that its subtree limits (every linear form of ``U_c`` within:
+    exact) — :meth:`gangopt.scope.Scope.within_guarantee`. None when always within."""
+    own = _within(enc, queue)
+    if own is None or not path:
+        return own
+    key = (queue, *path)
+    if key in enc.within_tree:
+        return enc.within_tree[key]
+    options = [own]
+    for c in path:
+        lit = _cohort_within(enc, c)
+        if lit is not None:
+            options.append(lit)
+    within = own
+    if len(options) > 1:
+        within = enc.bool_var(f"within_guarantee[{queue}]")
+        enc.model.add_bool_or(options).only_enforce_if(within)
+    enc.within_tree[key] = within
+    return within
+
+
+def _cohort_within(enc: Encoding, cohort: str) -> cp_model.IntVar | None:
+    """A literal that implies ``cohort``'s subtree ends within its quota on every resource the
+    cohort holds that its subtree limits (made once per cohort), or None when it holds none."""
+    key = ("cohort", cohort)
+    if key in enc.within_tree:
+        return enc.within_tree[key]
+    scope = enc.scope
+    assert scope is not None and scope.tree is not None
+    tree = scope.tree
+    held = [r for r in sorted(tree.spec[cohort].nominal) if tree.limited(cohort, r)]
+    lit = None
+    if held:
+        lit = enc.bool_var(f"within[{cohort}]")
+        for res in held:
+            quota = tree.quota(cohort, res)
+            for queues, offset in tree.ordered_forms(cohort, res):
+                expr, const, most = _tree_usage(enc, queues, res)
+                room = quota + offset - const
+                if room < 0:
+                    enc.model.add(lit == 0)
+                elif most > room:
+                    enc.model.add(expr <= room).only_enforce_if(lit)
+    enc.within_tree[key] = lit
+    return lit
 
 
 def _domain_of(cm: ClassModel, level: str) -> str:
@@ -966,7 +1098,10 @@ def _objective(enc: Encoding) -> None:
 
 def _guarantee(enc: Encoding) -> None:
     """The guarantee term (:meth:`~gangopt.objective.ObjectiveTerms.guarantee_value`): per
-    guaranteed queue ``held ≤ min(usage of the base resource, nominal)``, and the term
+    guaranteed queue ``held ≤ min(usage of the base resource, nominal)``, per guaranteed
+    cohort ``held ≤ min(U, S)`` (its subtree's usage and quota, rule 6; ``U`` is the maximum
+    of its linear forms, so with a lending limit below, ``held`` rests on one form picked by
+    a literal: exact), and the term
     ``G · MILLI² ≤ round(MILLI · SCALE · guarantee) · Σ held + MILLI²/2`` (usage is in
     milli-units; rounding half up, so G is the scorer's ``round`` or one more at an exact half:
     never below the plan's value, so the stages' bounds hold). Without it the model's optimum
@@ -989,6 +1124,24 @@ def _guarantee(enc: Encoding) -> None:
         h = enc.int_var(0, top)
         expr = cp_model.LinearExpr.weighted_sum([v for v, _, _ in cell], [a for _, a, _ in cell]) + fixed
         m.add(h <= expr)
+        held.append(h)
+        most += top
+    for cohort, quota in sorted(terms.guaranteed_cohorts.items()):
+        rows: list[tuple[cp_model.LinearExprT, int, int]] = []  # (expr, constant, largest value) per form
+        for queues_f, offset in terms.cohort_tree.ordered_forms(cohort, base):
+            form, const, most_f = _tree_usage(enc, queues_f, base)
+            rows.append((form, const - offset, most_f + const - offset))
+        top = min(quota, max((r[2] for r in rows), default=0))
+        if top <= 0:
+            continue
+        h = enc.int_var(0, top)
+        if len(rows) == 1:
+            m.add(h <= rows[0][0] + rows[0][1])
+        else:
+            picks = [enc.bool_var() for _ in rows]
+            for pick, (form, const, _) in zip(picks, rows, strict=True):
+                m.add(h <= form + const).only_enforce_if(pick)
+            m.add_bool_or(picks)
         held.append(h)
         most += top
     if not held:
