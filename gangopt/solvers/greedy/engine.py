@@ -427,6 +427,18 @@ class GreedyEngine:
             return
         self.commit(gangs, counts, result)
 
+    def remove(self, removed: list[IndexArray]) -> None:
+        """Take the running pods ``removed`` (one array of pod rows per victim, as
+        :attr:`Attempt.removed`) off their nodes as a transaction's preemptions are, with no
+        gang placed yet: victims decided elsewhere (the slot placer's). The reprieves put back
+        those the plan does not use."""
+        if not removed:
+            return
+        pods = np.concatenate(removed)
+        free = self.free.copy(order="K")
+        _scatter_add(free, self.rp_node[pods], self.rp_rows[pods])
+        self.commit([], [], Attempt(free, self.used - self.rp_q[pods].sum(axis=0), [], removed=list(removed)))
+
     def commit(self, gangs: list[GangView], counts: list[list[int]], result: Attempt) -> None:
         """Apply a transaction that fits: its preemptions, its pods, then eager growth."""
         self.free, self.used = result.free, result.used
@@ -694,6 +706,7 @@ class GreedyEngine:
             # with room for more members (best fit among equals), not the tightest one.
             growth = self._domain_growth(work, g, codes, n_domains)[order]
             order = order[np.argsort(-growth, kind="stable")]
+        order = self.domain_order(g, order)
         for d in order.tolist():
             nodes = groups[d]
             rows = work[nodes]
@@ -705,6 +718,11 @@ class GreedyEngine:
                 work[nodes] = rows
                 return alloc, d
         return None
+
+    def domain_order(self, g: GangView, order: IndexArray) -> IndexArray:
+        """The domains of ``g``'s required level that can hold it, in the order they are tried
+        (best fit): a hook for a placer that knows which domain a gang should take."""
+        return order
 
     def _fill_preferred(
         self, rows: IntArray, nodes: IndexArray, g: GangView, counts: list[int], levels: list[str], *, sliced: bool
