@@ -122,7 +122,8 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             rnd, pre, baseline, baseline_score, lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s)
         )
         if proven is not None:
-            return Result(plan=proven, stats=stats, pre=pre, score=slot.score, slowdown=slow)
+            plan = proven.model_copy(update={"message": f"{slot.plan.message}; {proven.message}"})
+            return Result(plan=plan, stats=stats, pre=pre, score=slot.score, slowdown=slow)
         baseline, baseline_score = slot.plan, slot.score
     timing = _timing(rnd, start, baseline, slow)
     # 2b. Large-neighbourhood search over victim sets, from the best candidate. On a round
