@@ -134,7 +134,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     # more victim value): at M 0.75 after the slot placer it ran 19 neighbourhoods for nothing.
     closed = _tiers_at_cheap_bounds(pre, baseline_score)
     outcome = Outcome(baseline, baseline_score) if closed else improve(rnd, pre, baseline, baseline_score, lns_deadline)
-    if instead and closed:
+    if instead and closed and time.perf_counter() < lns_deadline:  # else the guard says there is no time
         note = (
             f"every tier at its bound; large round (a model of about {estimated_variables(pre):,} variables): "
             f"the secondary terms are not searched. {baseline.message}"
