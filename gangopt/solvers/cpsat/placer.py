@@ -19,7 +19,7 @@ four changes through its hooks:
   model chose (:meth:`domain_order`); then the victims no gang used go back (reprieve), and
   the other gangs are decided as greedy decides them.
 * **Best fit by slots**: each role's pods go to the nodes where the fewest of them fit first
-  (:meth:`fill`), so that the holes of a fragmented cluster are used before whole nodes.
+  (:meth:`node_order`), so that the holes of a fragmented cluster are used before whole nodes.
 * **Deferred growth**: elastic gangs grow after every gang had its minimum (the model counts
   minimums only).
 
@@ -44,12 +44,12 @@ from functools import cached_property
 
 import numpy as np
 
-from gangopt.arrays import BoolArray, IndexArray, IntArray, first_fit, fit_counts
+from gangopt.arrays import BoolArray, IndexArray, IntArray, fit_counts
 from gangopt.objective import SCALE, lexicographic_key, score
 from gangopt.prefilter import Prefiltered
 from gangopt.schema import Plan, Round, Score, Status
 from gangopt.slots import SlotChoice, slot_choice
-from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, GreedyEngine
+from gangopt.solvers.greedy.engine import Attempt, GangView, GreedyEngine
 
 PASSES = 3
 """Placer passes per choice at most (see :func:`placed`)."""
@@ -166,38 +166,23 @@ class SlotPlacer(GreedyEngine):
         out: IndexArray = np.concatenate([order[first], order[~first]])
         return out
 
-    def fill(
-        self, rows: IntArray, nodes: IndexArray | None, g: GangView, counts: list[int], *, sliced: bool
-    ) -> Alloc | None:
+    def node_order(self, rows: IntArray, nodes: IndexArray | None, g: GangView, r: int, cand: IndexArray) -> IndexArray:
         """Best fit by slots: each role's pods first on the nodes where the fewest of them fit
-        (ties in the given order), filling each before the next. Slices as greedy places them."""
-        if sliced:
-            return super().fill(rows, nodes, g, counts, sliced=sliced)
-        out: Alloc = []
-        for r, n in enumerate(counts):
-            if not n:
-                continue
-            cand = g.idx[r] if nodes is None else np.flatnonzero(g.elig[r][nodes])
-            slots = fit_counts(rows, g.reqs[r], rows=cand)
-            usable = slots > 0
-            cand, slots = cand[usable], slots[usable]
-            # Nodes only this priority's peers may use first (a victim of a higher priority left
-            # them: rule 5), then those the fewest chosen roles may use (a node selector's nodes
-            # stay for the roles that need them), then the tightest: the roomier holes stay for
-            # the gangs after.
-            rows_of = cand if nodes is None else nodes[cand]
-            floor = np.maximum(self.floor[rows_of], -(1 << 40))  # no overflow on -
-            wanted = self.wanted[rows_of] if self.wanted.size else np.zeros(len(cand), np.int64)
-            room = (np.maximum(rows[cand], 0) / np.maximum(self.cap.max(axis=0), 1)).sum(axis=1)
-            keys = {"wanted": wanted, "floor": -floor, "slots": slots, "room": room}
-            ordered = cand[np.lexsort(tuple(keys[k] for k in reversed(self.node_keys)))]
-            got = first_fit(rows, ordered, g.reqs[r], n)
-            if got is None:
-                return None
-            pos, take = got
-            where = pos if nodes is None else nodes[pos]
-            out.extend((r, node, k) for node, k in zip(where.tolist(), take.tolist(), strict=True))
-        return out
+        (nodes where none fits left out)."""
+        slots = fit_counts(rows, g.reqs[r], rows=cand)
+        usable = slots > 0
+        cand, slots = cand[usable], slots[usable]
+        # Nodes only this priority's peers may use first (a victim of a higher priority left
+        # them: rule 5), then those the fewest chosen roles may use (a node selector's nodes
+        # stay for the roles that need them), then the tightest: the roomier holes stay for
+        # the gangs after.
+        rows_of = cand if nodes is None else nodes[cand]
+        floor = np.maximum(self.floor[rows_of], -(1 << 40))  # no overflow on -
+        wanted = self.wanted[rows_of] if self.wanted.size else np.zeros(len(cand), np.int64)
+        room = (np.maximum(rows[cand], 0) / np.maximum(self.cap.max(axis=0), 1)).sum(axis=1)
+        keys = {"wanted": wanted, "floor": -floor, "slots": slots, "room": room}
+        ordered: IndexArray = cand[np.lexsort(tuple(keys[k] for k in reversed(self.node_keys)))]
+        return ordered
 
 
 def placed(rnd: Round, choice: SlotChoice) -> tuple[Plan, Score]:

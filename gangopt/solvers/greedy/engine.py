@@ -802,13 +802,19 @@ class GreedyEngine:
             if not n:
                 continue
             cand = g.idx[r] if nodes is None else np.flatnonzero(g.elig[r][nodes])
-            got = first_fit(rows, cand, g.reqs[r], n)
+            got = first_fit(rows, self.node_order(rows, nodes, g, r, cand), g.reqs[r], n)
             if got is None:
                 return None
             pos, take = got
             where = pos if nodes is None else nodes[pos]
             out.extend((r, node, k) for node, k in zip(where.tolist(), take.tolist(), strict=True))
         return out
+
+    def node_order(self, rows: IntArray, nodes: IndexArray | None, g: GangView, r: int, cand: IndexArray) -> IndexArray:
+        """The positions ``cand`` (into ``rows``, the cluster rows ``nodes`` or all rows) in the
+        order :meth:`fill` tries them for role ``r`` of ``g``: as given (first fit). A hook for
+        a placer that fits best."""
+        return cand
 
     @staticmethod
     def _chunks(g: GangView, counts: list[int]) -> list[list[int]]:
