@@ -23,8 +23,8 @@ four changes through its hooks:
 * **Deferred growth**: elastic gangs grow after every gang had its minimum (the model counts
   minimums only).
 
-The plan is a candidate like greedy's: the door keeps it only when it validates, is better
-lexicographically and no tier is below the plan it would replace (:func:`place_choices`).
+The plan is a candidate like greedy's: the door keeps it only when it validates and is better
+lexicographically than the plan it would replace (:func:`place_choices`).
 Deterministic: no clock, no randomness (the model's solution is SCIP's under a node limit).
 
 Measured (docs/benchmarks.md, "The slot placer"): at M 0.75 (1,024 nodes) every tier reaches
@@ -233,13 +233,13 @@ def place_choices(
 ) -> tuple[Placed, Plan | None]:
     """From ``seed`` (scored ``seed_score``, already judged by ``proven``, which computed its
     slot bounds): place the slot model's choice for the first tier it leaves open; keep the
-    plan when it validates, is lexicographically better and no tier is below the seed's; go on
-    down the tiers while that improves. Returns the best plan and, when ``proven`` (the cheap
+    plan when it validates and is lexicographically better (as the door chooses among its
+    candidates: a higher tier gained may cost a lower one, which is what the model's choice
+    does); go on down the tiers while that improves. Returns the best plan and, when ``proven`` (the cheap
     bounds within the gap limit) holds for it, that plan marked as the answer."""
     from gangopt.validation import validate  # judges a plan; no cycle (validation imports no solver)
 
     out = Placed(plan=seed, score=seed_score)
-    floor = {t.priority: t.value for t in seed_score.tiers}
     tried: list[SlotChoice] = []
     while out.tried < MAX_CHOICES:
         values = {t.priority: round(t.value * SCALE) for t in out.score.tiers}
@@ -251,9 +251,7 @@ def place_choices(
         plan, plan_score = placed(rnd, choice)
         if validate(rnd, plan):
             break  # never seen: the engine keeps every rule; the plan stays as it was
-        if lexicographic_key(plan_score) <= lexicographic_key(out.score) or any(
-            t.value < floor.get(t.priority, 0.0) - 1e-9 for t in plan_score.tiers
-        ):
+        if lexicographic_key(plan_score) <= lexicographic_key(out.score):
             break
         out.plan, out.score = plan, plan_score
         out.improved += 1

@@ -58,13 +58,16 @@ def test_placed_plans_validate_and_repeat_on_random_fragmented_rounds(
     plan, plan_score = placed(rnd, choice)
     assert gangopt.validate(rnd, plan) == []
     assert plan.solver == "cpsat"
+    assert plan_score == score(rnd, plan)
     again, _ = placed(rnd, choice)
     assert _signature(again) == _signature(plan)  # same input, same plan
-    # Through the door the CP-SAT plan is never worse than greedy's, tier by tier.
-    best = gangopt.solve(rnd)
-    assert gangopt.validate(rnd, best) == []
-    assert lexicographic_key(score(rnd, best)) >= lexicographic_key(score(rnd, greedy(rnd)))
-    assert lexicographic_key(score(rnd, best)) >= lexicographic_key(plan_score)
+    # Through the door the CP-SAT plan is never worse than greedy's nor than the placed plan,
+    # lexicographically (36 nodes, 18 gangs, busy 0.75, seed 2224: placed 718.0 on priority 5
+    # and 111.3 on priority 0 against greedy's 713.4 and 151.3; when the door took the placed
+    # plan only with no tier below greedy's, it returned 717.6 and 151.3).
+    best = score(rnd, gangopt.solve(rnd))
+    assert lexicographic_key(best) >= lexicographic_key(score(rnd, greedy(rnd)))
+    assert lexicographic_key(best) >= lexicographic_key(plan_score)
 
 
 def _rule5_round() -> Round:
