@@ -10,6 +10,11 @@ model for reading it top to bottom):
    candidate within ``policy.gap_limit``, it is the answer and no model is built. On a round
    whose model is too large to build whole (:func:`peers_first`), every peer emulation
    joins the candidates here, before the model.
+   **Slot placer** (:mod:`~gangopt.solvers.cpsat.placer`): the integer slot model's choice for
+   the first tier the best candidate leaves open (the model that bounded it), placed by the
+   greedy engine; a valid, lexicographically better plan replaces the candidate, and is the
+   answer when the cheap bounds prove it (M 0.75: every tier at its bound, 1.5 CPU-s instead of
+   5.0). When every tier of the warm start is at its bound, the search below is skipped.
    **Large-neighbourhood search** (:mod:`~gangopt.solvers.cpsat.lns`): the best candidate's
    victims and placements re-decided a neighbourhood at a time at node level (one mover gang,
    one domain), for at most :data:`LNS_SHARE` of the time limit; only validated, strictly
