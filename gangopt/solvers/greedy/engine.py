@@ -210,7 +210,9 @@ class GreedyEngine:
       :meth:`admit` (one transaction: place, else preempt, else wait);
     * how much of a gang to start: :meth:`min_counts`;
     * where pods go: :meth:`place` (a gang's pods onto nodes, within its required domain),
-      :meth:`fill` (pods of one role onto candidate nodes);
+      :meth:`domain_order` (which required domain first), :meth:`fill` (pods of one role onto
+      candidate nodes), :meth:`node_order` (in which order: first fit);
+    * victims decided elsewhere: :meth:`remove` (the slot placer's);
     * whom to preempt: :meth:`preempt` (victims for a transaction), :meth:`units` (removal
       units), :meth:`remove_then_fill`, :meth:`reprieve`, :meth:`put_back`;
     * growth: :meth:`grow`, :meth:`grow_running`;
