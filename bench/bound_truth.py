@@ -53,7 +53,7 @@ def main(size: str, busy: float) -> tuple[Round, Plan | None, int] | None:
         print("greedy reaches every tier ceiling: nothing to check")
         return None
     start = time.process_time()
-    model, gvar = slots._tier_model(shared, prio, floors)
+    model, _, gvar = slots._tier_model(shared, prio, floors)
     for v in model.variable:
         v.is_integer = True
     mip = pywraplp.Solver.CreateSolver("SCIP")

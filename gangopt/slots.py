@@ -104,6 +104,17 @@ LP_MARGIN = 0.05
 optimality tolerances (1e-7 on rows scaled to 1) move the value by far less."""
 
 
+@dataclass(frozen=True)
+class _Solution:
+    """A whole solution of one tier's slot model: the values and where to read them."""
+
+    x: np.ndarray
+    var: np.ndarray
+    """Per column, its variable (-1: not in the model)."""
+    gvar: np.ndarray
+    """Per pod group, the variable that says it is kept."""
+
+
 @dataclass
 class _Slots:
     """Every column and pod group of one prefiltered round (built once, kept on it).
@@ -142,12 +153,25 @@ class _Slots:
     """Per group: a pod of an elastic candidate (its own kept-or-not variable)."""
     minimum: np.ndarray
     """Per column: an elastic candidate's minimum pods (0 for other columns)."""
+    running: np.ndarray
+    """Per column: index into the running gangs for a candidate, -1 for pending gangs."""
+    place: list[tuple[str, int] | None]
+    """Per column: the required level and domain index of a pending gang's column, else None."""
+    gpod: np.ndarray
+    """Per candidate group, the pod's index in its running gang; -1 for pending groups."""
     ok: np.ndarray | None = None
     """Per column: whether a pending gang's minimum fits, alone, in the room of its own
     priority within its masks (and domain); candidates always. Set on first use."""
     rooms: dict[int, np.ndarray] = field(default_factory=dict)
     member_cache: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     lps: dict[tuple[int, tuple[tuple[int, int], ...]], int | None] = field(default_factory=dict)
+    solutions: dict[tuple[int, tuple[tuple[int, int], ...]], _Solution] = field(default_factory=dict)
+    """Per LP of :attr:`lps`, the integer model's whole solution when one was found."""
+    open_tier: dict[tuple[tuple[int, int], ...], tuple[int, tuple[tuple[int, int], ...]]] = field(
+        default_factory=dict
+    )
+    """Per plan's tier values: the first tier its bounds leave open, and the floors above it
+    (the key of its LP in :attr:`lps`)."""
     rhs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
 
     def room(self, priority: int) -> np.ndarray:
@@ -336,6 +360,11 @@ def _build(pre: Prefiltered) -> _Slots:
     gmask = np.concatenate([np.fromiter((x[3] for x in groups), dtype=np.int64, count=g), np.full(r, -1, np.int64)])
     greq = np.concatenate([pending_req, pod_req[moving]])
     minimum = np.zeros(len(cols), dtype=np.int64)
+    col_running = np.full(len(cols), -1, dtype=np.int64)
+    col_running[cand_col[cand]] = cand
+    starts = np.zeros(len(running) + 1, dtype=np.intp)
+    np.cumsum(np.bincount(pod_gang, minlength=len(running)), out=starts[1:])
+    pod_in_gang = np.arange(len(pod_gang)) - starts[pod_gang]
     for gi in cand.tolist():
         if elastic[gi]:
             minimum[cand_col[gi]] = running[gi].minimum
@@ -352,6 +381,9 @@ def _build(pre: Prefiltered) -> _Slots:
         gnode=np.concatenate([np.full(g, -1, np.int64), pod_node[moving].astype(np.int64)]),
         flex=np.concatenate([np.zeros(g, dtype=bool), elastic[pod_gang[moving]]]),
         minimum=minimum,
+        running=col_running,
+        place=[c[4] for c in cols],
+        gpod=np.concatenate([np.full(g, -1, np.int64), pod_in_gang[moving].astype(np.int64)]),
         sets=sets,
         mask_sets=mask_sets,
         subset=subset,
@@ -377,6 +409,68 @@ def slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, 
     return dict(hit)
 
 
+@dataclass(frozen=True)
+class SlotChoice:
+    """What the integer slot model of one tier chose (:func:`slot_choice`): the decisions of
+    every tier from ``priority`` up (``levels``); lower tiers are left open."""
+
+    priority: int
+    levels: frozenset[int]
+    value: int
+    """The tier's value in the model's solution (objective units, fixed running gangs included):
+    what a placement that honours every choice reaches."""
+    bound: int
+    """The tier's slot bound (the solution's value when SCIP proved it)."""
+    started: dict[int, tuple[str, int] | None]
+    """Pending gangs (index into the round's) that start, with the required level and domain
+    index (:meth:`gangopt.topology.Topology.codes`) the model put them in, or None."""
+    evicted: frozenset[int]
+    """Candidate running gangs (index into the round's) evicted whole."""
+    shed: dict[int, tuple[int, ...]]
+    """Kept elastic candidates that lose pods: the pods' indexes in the gang."""
+
+
+def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
+    """The integer slot model's choice for the first tier a plan of tier ``values`` (objective
+    units) leaves open, once :func:`slot_tier_bounds` has bounded that plan (it solves the
+    model; this reads its solution). None when the bounds proved every tier, were not computed
+    for these values, or the model found no whole solution."""
+    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+        return None
+    shared = _shared(pre)
+    opened = shared.open_tier.get(tuple(sorted(values.items())))
+    if opened is None:
+        return None
+    prio, floors = opened
+    solution = shared.solutions.get(opened)
+    bound = shared.lps.get(opened)
+    if solution is None or bound is None:
+        return None
+    x, var = solution.x, solution.var
+    decided = var >= 0
+    chosen = np.zeros(len(var), dtype=bool)
+    chosen[decided] = x[var[decided]] > 0.5
+    started = {int(shared.gang[c]): shared.place[c] for c in np.flatnonzero(chosen & shared.pending).tolist()}
+    evicted = frozenset(int(shared.running[c]) for c in np.flatnonzero(decided & ~chosen & ~shared.pending).tolist())
+    groups = np.flatnonzero(shared.flex & chosen[shared.gcol])
+    lost = groups[x[solution.gvar[groups]] < 0.5]
+    shed: dict[int, tuple[int, ...]] = {}
+    for g in lost.tolist():
+        gi = int(shared.running[shared.gcol[g]])
+        shed[gi] = (*shed.get(gi, ()), int(shared.gpod[g]))
+    objective = np.where(shared.prio == prio, shared.value, 0)
+    value = shared.fixed_value.get(prio, 0) + int(objective[chosen].sum())
+    return SlotChoice(
+        priority=prio,
+        levels=frozenset(p for p, _ in floors) | {prio},
+        value=value,
+        bound=bound,
+        started=started,
+        evicted=evicted,
+        shed=shed,
+    )
+
+
 def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int]) -> dict[int, int]:
     if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
         return {}
@@ -399,6 +493,8 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
                 bound = lp if bound is None else min(bound, lp)
                 out[prio] = bound
         if chain:
+            if prio in out and out[prio] > value:
+                shared.open_tier[tuple(sorted(values.items()))] = (prio, tuple(floors))
             floors.append((prio, value))
             chain = bound is not None and bound <= value  # else the chain of proven tiers ends here
     return out
@@ -407,10 +503,13 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
 def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
     (objective units); None if GLOP does not report an optimum."""
-    model, _ = _tier_model(shared, prio, floors)
-    relaxed = _integer_bound(model)
-    if relaxed is None:
+    model, var, gvar = _tier_model(shared, prio, floors)
+    solved = _integer_bound(model)
+    if solved is None:
         return None
+    relaxed, x = solved
+    if x is not None:
+        shared.solutions[(prio, tuple(floors))] = _Solution(x=x, var=var, gvar=gvar)
     # Tier values are whole objective units, so the optimum is at most the bound rounded down;
     # the solvers work in floating point, so their answer first gets a margin for tolerances.
     return shared.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
@@ -418,10 +517,11 @@ def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | 
 
 def _tier_model(
     shared: _Slots, prio: int, floors: list[tuple[int, int]]
-) -> tuple[linear_solver_pb2.MPModelProto, np.ndarray]:
-    """The slot model of tier ``prio`` (its objective less the tier's fixed value), and per
-    pod group the index of the variable that says it is kept (bench/bound_truth.py reads the
-    integer model's choice through it)."""
+) -> tuple[linear_solver_pb2.MPModelProto, np.ndarray, np.ndarray]:
+    """The slot model of tier ``prio`` (its objective less the tier's fixed value), per column
+    the index of its variable (-1 for columns not in the model), and per pod group the index of
+    the variable that says it is kept (:func:`slot_choice` and bench/bound_truth.py read the
+    integer model's choice through them)."""
     from ortools.linear_solver import linear_solver_pb2
 
     floor_of = dict(floors)
@@ -476,14 +576,15 @@ def _tier_model(
         cols = np.flatnonzero(active & (shared.prio == p))
         if rhs > 0:
             _row(model, var[cols], -shared.value[cols].astype(float), -rhs)
-    return model, gvar
+    return model, var, gvar
 
 
-def _integer_bound(model: linear_solver_pb2.MPModelProto) -> float | None:
+def _integer_bound(model: linear_solver_pb2.MPModelProto) -> tuple[float, np.ndarray | None] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
     :data:`INTEGER_NODES` branch-and-bound nodes: it holds however early SCIP stops), never
-    above the LP's. None if GLOP reports no optimum.
+    above the LP's. None if GLOP reports no optimum. With the bound, the best whole solution
+    found (GLOP's, or SCIP's incumbent; None if there is none): :func:`slot_choice` reads it.
 
     Every variable is 0 or 1 in a real plan (a gang starts or not, a candidate is kept or
     not, a node has a kept or an evicted candidate or not), so the integer model is still a
@@ -500,21 +601,26 @@ def _integer_bound(model: linear_solver_pb2.MPModelProto) -> float | None:
     lp = float(solver.Objective().Value())
     values = np.fromiter((v.solution_value() for v in solver.variables()), dtype=float, count=len(model.variable))
     if np.all(np.abs(values - np.round(values)) <= 1e-6):
-        return lp
+        return lp, np.round(values)
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:
         v.is_integer = True
     scip = pywraplp.Solver.CreateSolver("SCIP")
     if scip is None or scip.LoadModelFromProto(integer):
-        return lp
+        return lp, None
     scip.SetNumThreads(1)
     if not scip.SetSolverSpecificParametersAsString(SCIP_SETTINGS):
         raise RuntimeError("SCIP refused its settings")
-    if scip.Solve() not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE, pywraplp.Solver.NOT_SOLVED):
-        return lp
+    status = scip.Solve()
+    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE, pywraplp.Solver.NOT_SOLVED):
+        return lp, None
+    whole = None
+    if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        found = np.fromiter((v.solution_value() for v in scip.variables()), dtype=float, count=len(model.variable))
+        whole = np.round(found)
     bound = float(scip.Objective().BestBound())
-    return min(lp, bound) if math.isfinite(bound) else lp
+    return (min(lp, bound) if math.isfinite(bound) else lp), whole
 
 
 @dataclass

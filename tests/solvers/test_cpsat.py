@@ -12,11 +12,12 @@ import gangopt
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
 from gangopt.result import Result
-from gangopt.schema import Plan, Policy, Round, Status
+from gangopt.schema import Plan, Policy, Round, Score, Status
 from gangopt.solvers import SOLVERS, SolverName
 from gangopt.solvers.cpsat import peers_first, portfolio_floor
 from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
+from gangopt.solvers.cpsat.placer import Placed
 from gangopt.solvers.greedy.engine import greedy
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.strategies import cohort_rounds, examples, rounds
@@ -174,7 +175,11 @@ def test_a_child_that_keeps_the_greedy_plan_answers_with_the_fallback_finished_m
     def no_second_finish(*args: object, **kwargs: object) -> None:
         raise AssertionError("the door annotated the plan again")
 
+    def no_placer(rnd: Round, pre: object, seed: Plan, seed_score: Score, *rest: object) -> tuple[Placed, None]:
+        return Placed(plan=seed, score=seed_score), None  # the warm start stays greedy's plan
+
     monkeypatch.setattr(solving, "_search", kept)
+    monkeypatch.setattr(solving, "place_choices", no_placer)
     monkeypatch.setattr(solving, "IN_PROCESS_VARIABLES", 0)
     monkeypatch.setattr(door, "finish", no_second_finish)
     rnd = busy_round(nodes=16, gangs=8, time_limit=5.0)

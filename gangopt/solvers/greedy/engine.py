@@ -213,7 +213,9 @@ class GreedyEngine:
       :meth:`admit` (one transaction: place, else preempt, else wait);
     * how much of a gang to start: :meth:`min_counts`;
     * where pods go: :meth:`place` (a gang's pods onto nodes, within its required domain),
-      :meth:`fill` (pods of one role onto candidate nodes);
+      :meth:`domain_order` (which required domain first), :meth:`fill` (pods of one role onto
+      candidate nodes), :meth:`node_order` (in which order: first fit);
+    * victims decided elsewhere: :meth:`remove` (the slot placer's);
     * whom to preempt: :meth:`preempt` (victims for a transaction), :meth:`units` (removal
       units), :meth:`remove_then_fill`, :meth:`reprieve`, :meth:`put_back`;
     * growth: :meth:`grow`, :meth:`grow_running`;
@@ -429,6 +431,18 @@ class GreedyEngine:
             self.wait(gangs, counts)
             return
         self.commit(gangs, counts, result)
+
+    def remove(self, removed: list[IndexArray]) -> None:
+        """Take the running pods ``removed`` (one array of pod rows per victim, as
+        :attr:`Attempt.removed`) off their nodes as a transaction's preemptions are, with no
+        gang placed yet: victims decided elsewhere (the slot placer's). The reprieves put back
+        those the plan does not use."""
+        if not removed:
+            return
+        pods = np.concatenate(removed)
+        free = self.free.copy(order="K")
+        _scatter_add(free, self.rp_node[pods], self.rp_rows[pods])
+        self.commit([], [], Attempt(free, self.used - self.rp_q[pods].sum(axis=0), [], removed=list(removed)))
 
     def commit(self, gangs: list[GangView], counts: list[list[int]], result: Attempt) -> None:
         """Apply a transaction that fits: its preemptions, its pods, then eager growth."""
@@ -705,6 +719,7 @@ class GreedyEngine:
             # with room for more members (best fit among equals), not the tightest one.
             growth = self._domain_growth(work, g, codes, n_domains)[order]
             order = order[np.argsort(-growth, kind="stable")]
+        order = self.domain_order(g, order)
         for d in order.tolist():
             nodes = groups[d]
             rows = work[nodes]
@@ -716,6 +731,11 @@ class GreedyEngine:
                 work[nodes] = rows
                 return alloc, d
         return None
+
+    def domain_order(self, g: GangView, order: IndexArray) -> IndexArray:
+        """The domains of ``g``'s required level that can hold it, in the order they are tried
+        (best fit): a hook for a placer that knows which domain a gang should take."""
+        return order
 
     def _fill_preferred(
         self, rows: IntArray, nodes: IndexArray, g: GangView, counts: list[int], levels: list[str], *, sliced: bool
@@ -795,13 +815,19 @@ class GreedyEngine:
             if not n:
                 continue
             cand = g.idx[r] if nodes is None else np.flatnonzero(g.elig[r][nodes])
-            got = first_fit(rows, cand, g.reqs[r], n)
+            got = first_fit(rows, self.node_order(rows, nodes, g, r, cand), g.reqs[r], n)
             if got is None:
                 return None
             pos, take = got
             where = pos if nodes is None else nodes[pos]
             out.extend((r, node, k) for node, k in zip(where.tolist(), take.tolist(), strict=True))
         return out
+
+    def node_order(self, rows: IntArray, nodes: IndexArray | None, g: GangView, r: int, cand: IndexArray) -> IndexArray:
+        """The positions ``cand`` (into ``rows``, the cluster rows ``nodes`` or all rows) in the
+        order :meth:`fill` tries them for role ``r`` of ``g``: as given (first fit). A hook for
+        a placer that fits best."""
+        return cand
 
     @staticmethod
     def _chunks(g: GangView, counts: list[int]) -> list[list[int]]:
