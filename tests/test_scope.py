@@ -202,7 +202,8 @@ def test_a_lender_reclaims_its_nominal_from_a_same_priority_borrower() -> None:
             [("b1", "evict", ["a1"])],
             [("b2", "evict", ["a1"])],
         )
-    # Koordinator's import maps to no victims from another quota: it would not reclaim
+    # with no cohort licence (other_queues and reclaim_within_cohort never) the Koordinator-like
+    # emulation does not reclaim either (its import maps the revoke to reclaim_within_cohort any)
     assert (
         koordinator_like(_lender_round(QueuePreemption(other_queues="never", reclaim_within_cohort="never"))).admitted
         == []
