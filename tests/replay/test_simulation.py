@@ -340,7 +340,10 @@ def test_cli_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["simulate", str(path), "--nodes", "3", "--policy", "greedy", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "queueing delay" in text and "policy greedy: 3 nodes, 24 GPUs" in text
-    assert (out / "metrics.json").is_file()
+    # the workload's jobs are in queues a and b: the summary says what each got of its share
+    assert "fair share" in text and "queue a" in text and "Jain's index over queues" in text
+    assert "CPU-s" in text.splitlines()[0]
+    assert (out / "metrics.json").is_file() and (out / "fairness.png").is_file()
     assert main(["simulate", str(path), "--nodes", "3", "--policy", "fifo_first_fit", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["policy"] == "fifo_first_fit"
 
