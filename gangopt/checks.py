@@ -38,6 +38,12 @@ def check_round(rnd: Round) -> list[Problem]:
     return problems
 
 
+def check_queues(rnd: Round) -> list[Problem]:
+    """The cross-field problems of ``rnd``'s queues and cohorts alone (a workload's tenants, read
+    before any round exists): the paths are ``$.queues[i]...`` and ``$.cohorts[i]...``."""
+    return _duplicates([q.name for q in rnd.queues], "$.queues", "queue") + _check_cohorts(rnd)
+
+
 def _roots(parents: dict[str, str | None]) -> dict[str, str] | None:
     """Each cohort's root, or None when a parent is undeclared or the tree has a cycle."""
     roots: dict[str, str] = {}

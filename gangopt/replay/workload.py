@@ -41,9 +41,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gangopt.checks import check_queues
 from gangopt.errors import InputError, Problem
 from gangopt.parsing import parse_json
-from gangopt.schema import GangSpec, Queue, Role
+from gangopt.schema import Cluster, GangSpec, Queue, Role, Round
 
 # ----------------------------------------------------------------------------- models
 
@@ -160,7 +161,14 @@ def load_workload(path: str | Path) -> Workload:
             f"convert it with: gangopt import trace {source} -o WORKLOAD.json"
         )
         raise InputError([Problem("$", message)], str(source))
-    return parse_json(Workload, text, str(source))
+    workload = parse_json(Workload, text, str(source))
+    if workload.queues:
+        # the rules a round's queues obey (a lending limit needs a cohort, at most the nominal...)
+        tenants = Round.model_construct(cluster=Cluster.model_construct(nodes=[]), queues=workload.queues, cohorts=[])
+        problems = [Problem(path, message) for path, message in check_queues(tenants)]
+        if problems:
+            raise InputError(problems, str(source))
+    return workload
 
 
 def _looks_like_csv(text: str) -> bool:

@@ -244,3 +244,26 @@ def test_shipped_philly_tenants_window() -> None:
     assert all(q.cohort == "philly" and q.weight is not None and not q.nominal for q in wl.queues)
     assert {q.name: q.weight for q in wl.queues}["6214e9"] == 64  # philly_vc.csv: 64 nodes
     assert 0.54 < _clipped_gpu_load(wl, 320.0) < 0.60
+
+
+@pytest.mark.parametrize(
+    ("queues", "path", "word"),
+    [
+        ([{"name": "a", "nominal": {"gpu": 4}, "lending_limit": {"gpu": 2}}], "$.queues[0].lending_limit", "no cohort"),
+        (
+            [{"name": "a", "cohort": "c", "nominal": {"gpu": 4}, "lending_limit": {"gpu": 8}}],
+            "$.queues[0].lending_limit.gpu",
+            "more than the nominal",
+        ),
+        ([{"name": "a", "nominal": {"gpu": -1}}], "$.queues[0].nominal.gpu", "negative"),
+    ],
+)
+def test_a_workloads_queues_obey_the_rounds_rules(tmp_path: Path, queues: list[object], path: str, word: str) -> None:
+    """The tenants of a workload are checked as a round's queues are, at load, naming the path:
+    a replay never starts on queues no round would accept."""
+    data = {"jobs": [{"name": "j", "arrival": 0, "duration": 10, "roles": [{"replicas": 1, "requests": {"gpu": 1}}]}]}
+    file = tmp_path / "w.json"
+    file.write_text(json.dumps({**data, "queues": queues}))
+    with pytest.raises(InputError) as caught:
+        load_workload(file)
+    assert caught.value.problems[0].path == path and word in caught.value.problems[0].message
