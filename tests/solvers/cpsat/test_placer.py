@@ -65,9 +65,18 @@ def test_placed_plans_validate_and_repeat_on_random_fragmented_rounds(
     # lexicographically (36 nodes, 18 gangs, busy 0.75, seed 2224: placed 718.0 on priority 5
     # and 111.3 on priority 0 against greedy's 713.4 and 151.3; when the door took the placed
     # plan only with no tier below greedy's, it returned 717.6 and 151.3).
-    best = score(rnd, gangopt.solve(rnd))
+    door = gangopt.solve(rnd)
+    best = score(rnd, door)
     assert lexicographic_key(best) >= lexicographic_key(score(rnd, greedy(rnd)))
-    assert lexicographic_key(best) >= lexicographic_key(plan_score)
+    if lexicographic_key(best) < lexicographic_key(plan_score):
+        # only as the gap limit allows (0.5 % by default): a candidate proven within it by the
+        # bounds is returned with no model (43 nodes, 22 gangs, busy 0.9, seed 7: greedy's p0
+        # 949.7 against the bound 953.7, which the placed plan reaches); the bounds still hold
+        limit = rnd.policy.gap_limit
+        assert "proven within" in door.message
+        for mine, theirs in zip(door.score.tiers, plan_score.tiers, strict=True):
+            assert theirs.value <= mine.bound + 1e-9
+            assert mine.value >= mine.bound * (1 - limit) - 1e-9
 
 
 def _rule5_round() -> Round:
