@@ -268,6 +268,34 @@ def test_commit_budget_holds_back_big_commitments_of_a_busy_tier(
         assert view.over_budget["long"] == pytest.approx(17.0)
 
 
+def idle_round(**lookahead: Any) -> Round:
+    """``budget_round`` with the long gang the only one waiting: n1 stands idle."""
+    rnd = budget_round(**lookahead)
+    return rnd.model_copy(update={"pending": [g for g in rnd.pending if g.name == "long"]})
+
+
+def test_commit_budget_lets_a_gang_take_idle_gpus_no_one_waits_for() -> None:
+    # over the budget (17 GPU-hours > 16), but it fits the idle n1 and nothing else waits
+    assert look_ahead(idle_round(commit_hours=1.0, reservations=0)).over_budget == {}
+
+
+def test_commit_budget_binds_when_others_wait_for_the_idle_gpus() -> None:
+    # the same gang while 9 GPUs of other gangs wait: 15 idle - 8 < 9, so it is held
+    assert sorted(look_ahead(budget_round(commit_hours=1.0, reservations=0)).over_budget) == ["long"]
+    # one other 1-GPU gang waiting: 15 - 8 >= 1, it may go
+    rnd = budget_round(commit_hours=1.0, reservations=0)
+    rnd = rnd.model_copy(update={"pending": [g for g in rnd.pending if g.name != "lone"]})
+    assert look_ahead(rnd).over_budget == {}
+
+
+def test_commit_budget_binds_when_the_idle_gpus_are_split() -> None:
+    # 14 idle GPUs by count, but no whole node: starting the 8-GPU pod would need an eviction
+    rnd = idle_round(commit_hours=1.0, reservations=0)
+    other = timed(running("r1", ["n1"], gpu=1, priority=0), expected_end=NOW + 60, started_at=0.0)
+    rnd = rnd.model_copy(update={"running": [*rnd.running, other]})
+    assert sorted(look_ahead(rnd).over_budget) == ["long"]
+
+
 def test_commit_budget_in_the_plan() -> None:
     rnd = budget_round(commit_hours=1.0)
     plan = gangopt.solve(rnd)
