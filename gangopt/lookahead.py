@@ -74,6 +74,10 @@ from gangopt.schema import MatchExpression, PendingGang, Plan, Role, Round, Runn
 
 RESERVED_LABEL = "gangopt.io/reserved-for"
 """Node label of the view: the gang a reserved node is held for. Only the view carries it."""
+IDLE_HEADROOM = 0.25
+"""Share of the cluster's GPUs that must stay idle after a gang over the committed GPU-time
+budget and every other waiting gang start, for the budget to let that gang go
+(:func:`_contended`)."""
 OVER_BUDGET_LABEL = "gangopt.io/over-commit-budget"
 """A label no node carries: a pending gang the committed GPU-time budget holds back requires it
 in the view, so it fits nowhere there."""
@@ -240,7 +244,7 @@ def _over_budget(rnd: Round, now: float) -> dict[str, float]:
         mine = _min_gpus(g, terms) * g.expected_duration
         if mine >= budget / 2 and tier + mine > budget:
             out[g.name] = (tier + mine) / 3600.0
-    return _contended(rnd, out, terms) if out else out
+    return _contended(rnd, out, terms, cluster_gpus) if out else out
 
 
 def _min_gpus(g: PendingGang, terms: ObjectiveTerms) -> float:
@@ -249,7 +253,7 @@ def _min_gpus(g: PendingGang, terms: ObjectiveTerms) -> float:
     return sum(per_pod[name] * n for name, n in terms.min_pods(g).items())
 
 
-def _contended(rnd: Round, over: dict[str, float], terms: ObjectiveTerms) -> dict[str, float]:
+def _contended(rnd: Round, over: dict[str, float], terms: ObjectiveTerms, cluster_gpus: float) -> dict[str, float]:
     """The gangs of ``over`` for which the cluster is busy: a gang over the budget that fits the
     idle capacity now (first fit, no eviction) while the idle GPUs left after it still cover
     the minimum GPUs of every other pending gang (those over the budget aside) takes GPUs
@@ -275,7 +279,7 @@ def _contended(rnd: Round, over: dict[str, float], terms: ObjectiveTerms) -> dic
     for g in rnd.pending:
         if g.name not in over:
             continue
-        spare = idle - _min_gpus(g, terms) >= others
+        spare = idle - _min_gpus(g, terms) >= others + IDLE_HEADROOM * cluster_gpus
         if spare and _place(rnd, g, _demand(g, terms.min_pods(g), resources, elig), free, everywhere) is not None:
             continue  # not contended: it takes idle GPUs no one else waits for
         out[g.name] = over[g.name]
