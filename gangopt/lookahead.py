@@ -18,27 +18,26 @@ then decides as usual:
 3. **Backfill.** A pending gang of the same or lower priority than a reservation may use its
    nodes only if it surely ends before the reservation starts (``now + expected_duration <=
    start``); otherwise the view gives it a node-affinity term that keeps it off those nodes.
-4. **Committed GPU-time budget** (``commit_hours``, off by default). A pending gang that
+4. **Committed GPU-time budget** (``commit_hours``, default 36). A pending gang that
    would commit at least half the budget (its minimum GPUs x ``expected_duration`` >=
    ``commit_hours`` x the cluster's GPUs / 2) does not start if its tier's running GPUs x
    remaining time (``expected_end``) plus its own would exceed the budget (Slurm's
-   GrpTRESRunMins, per priority tier, for the big commitments only); a tier that runs nothing
-   may start anything, so no gang waits for ever. The view gives a held gang a node-affinity
-   term no node meets, and it gets no reservation. Why: on the openb window (2 nodes) an
-   8-GPU, 58-hour priority-2 pod started at 190.2 h held half the cluster through a burst of
-   168 one-GPU priority-2 pods; held back until 285.9 h, gangopt's p95 wait went from 4.7 h to
-   16 min (``bench.tail_cause``). It was the only priority-2 gang waiting when it started
-   (priority 2 then had 191 GPU-hours committed, it added 466), so the budget binds whether or
-   not others of its tier wait. Smaller gangs are never held: applied to every gang, the budget
-   throttled whole tiers (one long priority-1 job, started when its tier ran nothing, kept 9
-   short priority-1 pods of the openb window waiting). Off by default because it does not win
-   on every trace (``python -m bench.replay_table --seeds 3``, docs/capacity-planning.md): at
-   36 h it made gangopt the best of all seven policies on the openb window's five headline
-   metrics on every seed (median p95 wait 5.4 h -> 13.5 min, deadline misses 93 -> 24) and
-   improved b436b2, but held long jobs while GPUs stood idle on the lightly loaded Philly
-   600-job slice (mean wait 6.5 min -> 2.0 h; at 24 h, 9.7 h). Holding only while other gangs
-   wait fixed the slice but lost most of the openb gain (at 24 h: p95 3.9 h) and made b436b2
-   worse.
+   GrpTRESRunMins, per priority tier, for the big commitments only), **while the cluster is
+   contended for it** (:func:`_contended`: it needs an eviction, or starting it and every other
+   waiting gang would leave less than :data:`IDLE_HEADROOM` of the GPUs idle); a tier that runs
+   nothing may start anything, so no gang waits for ever. The view gives a held gang a
+   node-affinity term no node meets, and it gets no reservation. Why: on the openb window (2
+   nodes) an 8-GPU, 58-hour priority-2 pod started at 190.2 h held half the cluster through a
+   burst of 168 one-GPU priority-2 pods; held back until 285.9 h, gangopt's p95 wait went from
+   4.7 h to 16 min (``bench.tail_cause``). It was the only priority-2 gang waiting when it
+   started (priority 2 then had 191 GPU-hours committed, it added 466), so the budget binds
+   whether or not others of its tier wait. Smaller gangs are never held: applied to every
+   gang, the budget throttled whole tiers (one long priority-1 job, started when its tier ran
+   nothing, kept 9 short priority-1 pods of the openb window waiting). Without the contention
+   test the budget was opt-in: on the lightly loaded Philly 600-job slice it held three 1-GPU,
+   ~890-hour jobs for 400-630 h while a median 9-25 of the 48 GPUs stood idle (mean wait 6.5
+   min -> 2.0 h, the worst of seven policies). Holding only while other gangs wait fixed the
+   slice but lost most of the openb gain and made b436b2 worse.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
@@ -254,19 +253,25 @@ def _min_gpus(g: PendingGang, terms: ObjectiveTerms) -> float:
 
 
 def _contended(rnd: Round, over: dict[str, float], terms: ObjectiveTerms, cluster_gpus: float) -> dict[str, float]:
-    """The gangs of ``over`` for which the cluster is busy: a gang over the budget that fits the
-    idle capacity now (first fit, no eviction) while the idle GPUs left after it still cover
-    the minimum GPUs of every other pending gang (those over the budget aside) takes GPUs
-    nobody waits for, and holding it would only keep them idle. The busy signal is the one
-    that separated the traces (``commit_hours`` 36, seed 0): on the Philly 600-job slice the
-    three gangs held were 1-GPU jobs of ~890 h, held 48-121 rounds with a median 9-25 of 48
-    GPUs idle and fitting the idle GPUs in every one of those rounds; on the openb window the
-    8-GPU priority-2 pod the budget is for fitted them (by GPU count) in 16 % of its 1,125
-    held rounds, and when it arrived no other gang waited but its 8.4 idle GPUs were split
-    over both nodes (the default replay evicted a pod to start it). Let go in those cases,
-    the slice's mean wait is the budget-free 6.4 min again (2.8 h with the plain budget),
-    openb keeps the budget's p95 and p99 (13 min, 1.8 h) and its mean wait falls further
-    (36.3 -> 23.5 min)."""
+    """The gangs of ``over`` for which the cluster is contended: all but those that fit the idle
+    capacity now (first fit, no eviction) with the idle GPUs left after them covering the
+    minimum GPUs of every other pending gang (those over the budget aside) plus
+    :data:`IDLE_HEADROOM` x the cluster's GPUs. Such a gang takes GPUs no one waits for, on a
+    cluster that keeps room for arrivals, and holding it would only keep them idle.
+
+    Measured (``commit_hours`` 36, ``bench.replay_table``'s replays, one by one, seed 0
+    unless named): on the Philly 600-job slice the three gangs held were 1-GPU jobs of ~890 h,
+    held 48-121 rounds with a median 9-25 of 48 GPUs idle, fitting the idle GPUs in every one
+    of those rounds; the openb window's 8-GPU priority-2 pod fitted them by GPU count in 16 %
+    of its 1,125 held rounds. No view of the cluster's load separates the two: when that pod
+    arrived (189.8 h) no other gang waited and its utilisation over the past 24 h was 0.56
+    with a queue 10 % of the time, quieter than the slice at 312.9 h (0.38, queue 100 %); the
+    burst it must not block came 36 h later. What differs is what would be left: the slice's
+    jobs leave most of the cluster idle, the pod leaves a few GPUs. Without headroom (idle
+    left >= others' demand) the slice was as without a budget (mean wait 6.4 min) but on
+    seed 1 the pod found a whole node idle at 190.2 h and started (openb p95 5.8 h, as
+    without a budget); with 1/8 of the GPUs as headroom, the same; with a quarter it waited
+    until 442.9 h, and openb's p95 was 13-15 min on seeds 0-2."""
     resources = resource_names(rnd)
     if "gpu" not in resources:
         return over
