@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangopt
-from gangopt.lookahead import OVER_BUDGET_LABEL, RESERVED_LABEL, look_ahead
+from gangopt.lookahead import IDLE_HEADROOM, OVER_BUDGET_LABEL, RESERVED_LABEL, look_ahead
 from gangopt.schema import LookAhead, PendingGang, Round, RunningGang
 from gangopt.solvers.greedy import greedy
 from tests.builders import cluster, make_round, pending, running
@@ -253,7 +253,7 @@ def budget_round(tier_running: bool = True, **lookahead: Any) -> Round:
         (1.07, True, []),  # 17 <= 17.1
         (1.0, False, []),  # its tier runs nothing: may start
         (0.05, True, ["long"]),  # 1 + 1/60 GPU-hours > 0.8, but the short gang commits under half of it
-        (None, True, []),  # no budget (the default)
+        (None, True, []),  # no budget (null; the default is 36 h)
     ],
 )
 def test_commit_budget_holds_back_big_commitments_of_a_busy_tier(
@@ -266,6 +266,40 @@ def test_commit_budget_holds_back_big_commitments_of_a_busy_tier(
         assert (OVER_BUDGET_LABEL in terms) == (g.name in held)
     if held:
         assert view.over_budget["long"] == pytest.approx(17.0)
+
+
+def idle_round(**lookahead: Any) -> Round:
+    """``budget_round`` with the long gang the only one waiting: n1 stands idle."""
+    rnd = budget_round(**lookahead)
+    return rnd.model_copy(update={"pending": [g for g in rnd.pending if g.name == "long"]})
+
+
+def test_commit_budget_lets_a_gang_take_idle_gpus_no_one_waits_for() -> None:
+    # over the budget (17 GPU-hours > 16), but it fits the idle n1 and nothing else waits
+    assert look_ahead(idle_round(commit_hours=1.0, reservations=0)).over_budget == {}
+
+
+def test_commit_budget_binds_when_others_wait_for_the_idle_gpus() -> None:
+    # the same gang while 9 GPUs of other gangs wait: 15 idle - 8 < 9 + a quarter of 16
+    assert sorted(look_ahead(budget_round(commit_hours=1.0, reservations=0)).over_budget) == ["long"]
+
+
+@pytest.mark.parametrize(("other_gpus", "held"), [(3, []), (4, ["long"])])
+def test_commit_budget_keeps_a_quarter_of_the_cluster_idle(other_gpus: int, held: list[str]) -> None:
+    # 15 idle GPUs - the long gang's 8 - the other waiting gang's must leave IDLE_HEADROOM x 16 = 4
+    assert IDLE_HEADROOM == 0.25
+    rnd = idle_round(commit_hours=1.0, reservations=0)
+    other = lasting(pending("other", gpu=other_gpus, submit_time=5.0), 60)
+    rnd = rnd.model_copy(update={"pending": [*rnd.pending, other]})
+    assert sorted(look_ahead(rnd).over_budget) == held
+
+
+def test_commit_budget_binds_when_the_idle_gpus_are_split() -> None:
+    # 14 idle GPUs by count, but no whole node: starting the 8-GPU pod would need an eviction
+    rnd = idle_round(commit_hours=1.0, reservations=0)
+    other = timed(running("r1", ["n1"], gpu=1, priority=0), expected_end=NOW + 60, started_at=0.0)
+    rnd = rnd.model_copy(update={"running": [*rnd.running, other]})
+    assert sorted(look_ahead(rnd).over_budget) == ["long"]
 
 
 def test_commit_budget_in_the_plan() -> None:
