@@ -273,6 +273,17 @@ def timeline_figure(series: Sequence[tuple[str, Sequence[TimelinePoint], float]]
     return path
 
 
+def _save_with_legend_outside(plt: Any, fig: Any, ax: Any, path: Path) -> Path:
+    """Grid, the legend to the right of the axes, and the PNG at ``path`` (the line figures'
+    shared ending)."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
 def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -> Path:
     """Empirical CDF of queueing delay per label (log time axis labelled in words, see
     :data:`TIME_TICKS`; a wait of 0 plots at 1 s). Labels with the very same waits share one
@@ -302,12 +313,7 @@ def wait_cdf_figure(series: Sequence[tuple[str, Sequence[float]]], path: Path) -
     ax.set_xlabel("queueing delay (log scale; unstarted jobs censored at the end)")
     ax.set_ylabel("share of jobs")
     ax.set_ylim(0, 1.01)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    return _save_with_legend_outside(plt, fig, ax, path)
 
 
 def fairness_figure(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], path: Path) -> Path:
@@ -323,12 +329,7 @@ def fairness_figure(series: Sequence[tuple[str, Sequence[tuple[float, float]]]],
     ax.set_xlabel("hours since the first arrival")
     ax.set_ylabel("Jain's index (held / deserved)")
     ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    return _save_with_legend_outside(plt, fig, ax, path)
 
 
 LEGEND_WIDTH = 28
@@ -437,12 +438,7 @@ def sweep_figure(outcomes: Sequence[Outcome], path: Path, stat: str = "p95") -> 
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("nodes")
     ax.set_ylabel(f"{stat} queueing delay (min, median over seeds)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    return _save_with_legend_outside(plt, fig, ax, path)
 
 
 # ----------------------------------------------------------------------------- tables
