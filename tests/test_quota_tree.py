@@ -275,20 +275,7 @@ def _subtree_reclaim_round(theirs: dict[str, int]) -> Round:
     """Root org; cohort ta holds 8 GPUs of its own for queue a (nominal 0, reclaims at any
     priority); cohort tb (``theirs`` of its own) holds queue b (nominal 0), which runs two
     8-GPU gangs on the 2-node cluster; a's 8-GPU gang of the same priority waits."""
-    return make_round(
-        cluster(2),
-        queues=[
-            Queue(name="a", cohort="ta", nominal={"gpu": 0}, preemption=KUEUE_RECLAIM),
-            Queue(name="b", cohort="tb", nominal={"gpu": 0}, preemption=KUEUE_RECLAIM),
-        ],
-        cohorts=[
-            Cohort(name="org"),
-            Cohort(name="ta", parent="org", nominal={"gpu": 8}),
-            Cohort(name="tb", parent="org", nominal=theirs),
-        ],
-        running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
-        pending=[pending("a1", gpu=8, queue="a")],
-    )
+    return _two_branch_round({"gpu": 8}, theirs, KUEUE_RECLAIM, priority=0)
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "greedy", "kueue_like"])
@@ -312,17 +299,20 @@ NO_BORROWING = QueuePreemption.model_validate(
 """Kueue-like reclaim where a borrowing queue reclaims nothing: only a guarantee licenses."""
 
 
-def _two_branch_round(mine: dict[str, int], theirs: dict[str, int]) -> Round:
+def _two_branch_round(
+    mine: dict[str, int], theirs: dict[str, int], policy: QueuePreemption | None = None, priority: int = 1
+) -> Round:
     """Root org; cohort ta (``mine`` of its own) holds queue a (nominal 0); cohort tb
     (``theirs`` of its own) holds queue b (nominal 0), whose two priority-0 8-GPU gangs fill
-    the 2-node cluster; a's priority-1 8-GPU gang waits. Every queue has
-    :data:`NO_BORROWING`: only a cohort reclaim licenses a victim in the other branch, and
-    only while a is within its guarantee."""
+    the 2-node cluster; a's 8-GPU gang (``priority``, default 1) waits. Every queue has
+    ``policy``, by default :data:`NO_BORROWING`: only a cohort reclaim licenses a victim in the
+    other branch, and only while a is within its guarantee."""
+    policy = policy or NO_BORROWING
     return make_round(
         cluster(2),
         queues=[
-            Queue(name="a", cohort="ta", nominal={"gpu": 0}, preemption=NO_BORROWING),
-            Queue(name="b", cohort="tb", nominal={"gpu": 0}, preemption=NO_BORROWING),
+            Queue(name="a", cohort="ta", nominal={"gpu": 0}, preemption=policy),
+            Queue(name="b", cohort="tb", nominal={"gpu": 0}, preemption=policy),
         ],
         cohorts=[
             Cohort(name="org"),
@@ -330,7 +320,7 @@ def _two_branch_round(mine: dict[str, int], theirs: dict[str, int]) -> Round:
             Cohort(name="tb", parent="org", nominal=theirs),
         ],
         running=[running("b1", ["n0"], gpu=8, queue="b"), running("b2", ["n1"], gpu=8, queue="b")],
-        pending=[pending("a1", gpu=8, queue="a", priority=1)],
+        pending=[pending("a1", gpu=8, queue="a", priority=priority)],
     )
 
 
