@@ -152,14 +152,16 @@ UNLISTED_VC_NODES = 8
 """Weight of a VC that ``philly_vc.csv`` does not list (the smallest listed size)."""
 
 
-def vc_queues(traces: Path, workload: Workload) -> list[Queue]:
+def vc_queues(traces: Path, workload: Workload) -> tuple[list[Queue], list[str]]:
     """One tenant queue per VC of ``workload``, all in one cohort, weighted by the VC's size in
     nodes (``philly_vc.csv``, the sizes the Helios authors simulated Philly with); no nominal
-    quota (Philly's VC quotas were on a cluster other than the replay's)."""
+    quota (Philly's VC quotas were on a cluster other than the replay's). Also the VCs the file
+    does not list (weighted :data:`UNLISTED_VC_NODES`)."""
     with (traces / "microsoft-philly-pollux" / "philly_vc.csv").open(newline="", encoding="utf-8") as handle:
         nodes = {row["vc"]: float(row["node num"]) for row in csv.DictReader(handle)}
     names = sorted({j.queue for j in workload.jobs})
-    return [Queue(name=vc, cohort=VC_COHORT, weight=nodes.get(vc, UNLISTED_VC_NODES)) for vc in names]
+    queues = [Queue(name=vc, cohort=VC_COHORT, weight=nodes.get(vc, UNLISTED_VC_NODES)) for vc in names]
+    return queues, [vc for vc in names if vc not in nodes]
 
 
 def convert_philly(traces: Path, out: Path, vc: str | None, skip: int, limit: int, compress: bool, seed: int) -> int:
@@ -169,8 +171,7 @@ def convert_philly(traces: Path, out: Path, vc: str | None, skip: int, limit: in
     whole = skip + limit if limit else None
     workload = philly_window(load_philly(source, vc=vc, limit=whole, seed=seed), skip)
     if every:
-        queues = vc_queues(traces, workload)
-        unlisted = [q.name for q in queues if q.weight == UNLISTED_VC_NODES and q.name not in _listed(traces)]
+        queues, unlisted = vc_queues(traces, workload)
         missing = f"; not listed there, weight {UNLISTED_VC_NODES}: {', '.join(unlisted)}" if unlisted else ""
         note = (
             f"tenants: one queue per VC ({len(queues)}) in cohort {VC_COHORT!r}, weight = the VC's nodes in "
@@ -183,11 +184,6 @@ def convert_philly(traces: Path, out: Path, vc: str | None, skip: int, limit: in
         workload = workload.model_copy(update={"queues": queues, "assumptions": [*notes, note]})
     name = f"philly-{vc or 'all'}" + (f"-{skip:05d}" if skip else "-full" if not limit else "")
     return write(workload, out / (name + ".json" + (".gz" if compress else "")), compress)
-
-
-def _listed(traces: Path) -> set[str]:
-    with (traces / "microsoft-philly-pollux" / "philly_vc.csv").open(newline="", encoding="utf-8") as handle:
-        return {row["vc"] for row in csv.DictReader(handle)}
 
 
 def convert_openb(traces: Path, out: Path, seed: int) -> int:
