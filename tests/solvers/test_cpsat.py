@@ -431,5 +431,7 @@ def test_the_floor_starts_no_peer_that_would_end_after_its_deadline() -> None:
         floored = portfolio_floor(rnd, result, deadline=deadline, estimate=estimate)
         assert floored.plan.solver == kept.solver and floored.score == result.score
         assert "not tried after the search (time limit): koordinator_like, volcano_like" in floored.plan.message
+        assert gangopt.validate(rnd, floored.plan) == []
     floored = portfolio_floor(rnd, result, deadline=time.perf_counter() + 60.0, estimate=0.0)
     assert floored.plan.solver == "volcano_like" and "not tried" not in floored.plan.message
+    assert gangopt.validate(rnd, floored.plan) == []
