@@ -6,10 +6,11 @@ under the default policies and under Kueue-like reclaim (``reclaim_within_cohort
     python -m bench.queue_policies [SIZE] [tree] [lend]
 
 ``lend`` adds a run with every queue keeping half of its nominal (``lending_limit``, Kueue's
-ClusterQueue lendingLimit) under Kueue-like reclaim. ``tree`` adds a run: the four queues in two cohorts of a tree, ``left`` (t0, t1) and
-``right`` (t2, t3) under ``all``, each queue keeping half its nominal and each cohort holding
-the other halves of its queues as quota of its own, ``left`` borrowing at most an eighth of
-the GPUs from ``all``, under Kueue-like reclaim (docs/rules.md, rules 5 and 6).
+ClusterQueue lendingLimit) under Kueue-like reclaim. ``tree`` adds a run: the four queues in
+two cohorts of a tree, ``left`` (t0, t1) and ``right`` (t2, t3) under ``all``, each queue
+keeping half its nominal and each cohort holding the other halves of its queues as quota of
+its own, ``left`` borrowing at most an eighth of the GPUs from ``all``, under Kueue-like
+reclaim (docs/rules.md, rules 5 and 6).
 
 Prints per solver the wall and CPU seconds, gangs admitted and preempted, the plan's gap to
 the bounds (``-`` when none is known), and whether the validator accepts the plan.
