@@ -62,7 +62,6 @@ from gangopt.result import Result
 from gangopt.schema import Plan, Round, Score, Stats, Status, Waiting
 from gangopt.scope import reclaims_hold
 from gangopt.solvers.cpsat.child import search_in_child
-from gangopt.solvers.cpsat.encoding import cut, encode
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
 from gangopt.solvers.cpsat.guard import (
     BUILD_SECONDS_PER_VARIABLE,
@@ -71,11 +70,9 @@ from gangopt.solvers.cpsat.guard import (
     build_budget,
     estimated_variables,
 )
-from gangopt.solvers.cpsat.hints import COMPLETION_SECONDS, warm_start
 from gangopt.solvers.cpsat.lns import Outcome, applicable, improve
 from gangopt.solvers.cpsat.neighbourhood import restrict
 from gangopt.solvers.cpsat.placer import place_choices
-from gangopt.solvers.cpsat.stages import plan_stages, proven_bounds, run_stages
 from gangopt.solvers.greedy import greedy
 
 SEARCH_SHARE = 0.85
@@ -189,6 +186,10 @@ def _guarded_search(
             "a model; greedy plan returned"
         )
         return replace(_fallback(candidate, stats, pre, message), slowdown=slow)
+    # CP-SAT imported here, in this process, before a child is forked: a long-lived process
+    # (a replay, the service) pays for the import once, not once per searched round.
+    import gangopt.solvers.cpsat.stages  # noqa: F401
+
     forkable = "fork" in multiprocessing.get_all_start_methods()
     if rnd.policy.hard_limit and forkable and estimated_variables(pre) >= IN_PROCESS_VARIABLES:
         fallback = Result(plan=candidate.plan, stats=stats, pre=pre, score=candidate.score, slowdown=slow)
@@ -230,6 +231,13 @@ def _timing(rnd: Round, start: float, baseline: Plan, slow: float) -> Timing:
 def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, timing: Timing) -> Result:
     """Steps 3 to 7: guard the model size, encode, search in stages from ``baseline``,
     expand and repair the answer, and choose between it and ``baseline``."""
+    # Imported here, not with the package: the encoding, the stages and the hints import
+    # CP-SAT, whose Python wrapper pulls in pandas (0.3 CPU-s with bytecode cached). A round the
+    # cheap bounds prove (greedy's plan, the slot placer's) never reaches this step.
+    from gangopt.solvers.cpsat.encoding import cut, encode
+    from gangopt.solvers.cpsat.hints import COMPLETION_SECONDS, warm_start
+    from gangopt.solvers.cpsat.stages import plan_stages, proven_bounds, run_stages
+
     deadline, search = timing.deadline, timing.search
     estimate = estimated_variables(pre)
     budget = build_budget(search)  # from the round, not the clock: the same model on a loaded machine
