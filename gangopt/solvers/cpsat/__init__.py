@@ -111,16 +111,36 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     )
     # 2. Candidates; the answer already if the cheap bounds prove one.
     early = peers_first(rnd, pre)
-    baseline, baseline_score, proven = _best_greedy(rnd, pre, wall, with_peers=early)
+    makers = _candidates()
+    baseline, baseline_score, proven = _best_greedy(rnd, pre, wall, makers[:1])
     candidates_took = time.perf_counter() - wall
     # Steps 1 and 2 run on one thread: how much slower than CPU time they ran scales the
     # time kept for finishing (the search's threads and the child would blur the measure).
     slow = slowdown(wall, cpu)
     if proven is not None:
         return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
-    limit = rnd.policy.time_limit
-    # 2a. The slot placer: the integer slot model's choice, placed by the greedy engine.
-    if not rnd.queues and time.perf_counter() - start <= PLACER_SHARE * limit:
+    # 2a. The slot placer: the integer slot model's choice, placed by the greedy engine. Then
+    # the other candidates: greedy with deferred growth and, on a round whose model is too
+    # large to build whole, the peer emulations (after the placer: at M 0.75 its plan is
+    # proven, and the 0.1 and 0.5 CPU-s they cost are saved); the placer again from one that
+    # beat its plan.
+    others = makers[1:] if early else makers[1:2]
+    if not any(g.elastic for g in rnd.pending):
+        del others[0]  # deferred growth differs from eager growth only for pending elastic gangs
+    seen: set[str] = set()
+    for again in (False, True):
+        if again:
+            if not others or reaches_ceilings(tier_values(baseline_score), tier_ceilings(pre)):
+                break  # no candidate can do better on a tier (and none was tried here before)
+            before = baseline
+            baseline, baseline_score, proven = _best_greedy(rnd, pre, wall, others, (baseline, baseline_score))
+            if proven is not None:
+                return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
+            if baseline is before:
+                break
+        if rnd.queues or baseline.solver in seen or time.perf_counter() - start > PLACER_SHARE * rnd.policy.time_limit:
+            continue
+        seen.add(baseline.solver)
         slot, proven = place_choices(
             rnd, pre, baseline, baseline_score, lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s)
         )
@@ -128,6 +148,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             plan = proven.model_copy(update={"message": f"{slot.plan.message}; {proven.message}"})
             return Result(plan=plan, stats=stats, pre=pre, score=slot.score, slowdown=slow)
         baseline, baseline_score = slot.plan, slot.score
+    limit = rnd.policy.time_limit
     timing = _timing(rnd, start, baseline, slow)
     # 2b. Large-neighbourhood search over victim sets, from the best candidate. On a round
     # whose model would be restricted, it replaces that model and has the search's time.
@@ -372,26 +393,28 @@ def _fallback(baseline: Candidate, stats: Stats, pre: Prefiltered, message: str)
     return Result(plan=plan, stats=stats, pre=pre, score=baseline.score)
 
 
-def _best_greedy(rnd: Round, pre: Prefiltered, start: float, *, with_peers: bool) -> tuple[Plan, Score, Plan | None]:
-    """The best candidate plan (by the objective) with its score, and that plan marked as the
-    answer when the cheap bounds already prove it within ``policy.gap_limit`` (else None).
+def _best_greedy(
+    rnd: Round,
+    pre: Prefiltered,
+    start: float,
+    makers: list[Callable[[Round], Plan]],
+    seed: tuple[Plan, Score] | None = None,
+) -> tuple[Plan, Score, Plan | None]:
+    """The best of ``seed`` and the plans of ``makers`` (by the objective) with its score, and
+    that plan marked as the answer when the cheap bounds already prove it within
+    ``policy.gap_limit`` (else None).
 
     The best candidate is CP-SAT's warm start and fallback: starting from it is what makes
-    CP-SAT's plan never worse than greedy's. Candidates, cheapest first, stopping as soon as
-    one is proven good enough or reaches every tier's ceiling: greedy with eager growth;
-    greedy with deferred growth; then, ``with_peers``, each peer emulation (step 8 tries them
-    after the search otherwise). No candidate after the first starts once
-    :data:`CANDIDATE_SHARE` of the time limit since ``start`` is spent (``start``: after
-    CP-SAT's import, which a process pays once, so that the same round gets the same
-    candidates in a fresh process as in a long-lived one where it can)."""
+    CP-SAT's plan never worse than greedy's. Candidates, cheapest first (:func:`_candidates`),
+    stopping as soon as one is proven good enough or reaches every tier's ceiling: greedy with
+    eager growth; after the slot placer, greedy with deferred growth and (on a round whose
+    model is too large to build whole) each peer emulation; step 8 tries the peers after the
+    search otherwise. No candidate after the first starts once :data:`CANDIDATE_SHARE` of the
+    time limit since ``start`` is spent (``start``: after CP-SAT's import, which a process pays
+    once, so that the same round gets the same candidates in a fresh process as in a
+    long-lived one where it can)."""
     ceilings = tier_ceilings(pre)
-    best: tuple[Plan, Score] | None = None
-    makers = _candidates()
-    if not with_peers:
-        makers = makers[:2]
-    if not any(g.elastic for g in rnd.pending):
-        # Deferred growth differs from eager growth only for pending elastic gangs.
-        del makers[1]
+    best: tuple[Plan, Score] | None = seed
     for make in makers:
         if best is not None and time.perf_counter() - start > CANDIDATE_SHARE * rnd.policy.time_limit:
             break
