@@ -765,18 +765,18 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
 
     When ``values`` are the lexicographic optimum's tiers (a plan reaches every tier's proven
     bound), every plan at least as good lexicographically is such a plan, so this bounds the
-    optimum's secondary terms: the second lexicographic stage of the slot model, its LP. The
-    tier model of that lowest tier (:func:`_tier_model`), its own value held at ``values`` too,
-    maximizes what the candidates and the pending gangs can add to the secondary sum: a kept
-    candidate's members above its minimum and the pods an elastic one loses (growth, removal
-    cost), an evicted one's eviction cost, a started pending gang's largest growth; the rest
-    is counted at its best (running gangs that cannot lose pods, candidates below that tier,
-    every member a running gang may add, the guarantee term's ceiling; spread and opened nodes
-    at 0). The growth bound of :mod:`gangopt.bounds` assumes no eviction at all and every
-    member added wherever the total room allows.
+    optimum's secondary terms: the second lexicographic stage of the slot model, as an LP. The
+    tier model of the lowest tier with pending gangs or candidates (:func:`_tier_model`, every
+    candidate a column), its own value held at ``values`` too, maximizes what the candidates
+    and the pending gangs add to the secondary sum: a kept candidate's members above its
+    minimum and the pods an elastic one sheds (growth, removal cost), an evicted one's
+    eviction cost, a started pending gang's largest growth. The rest is counted at its best:
+    running gangs that cannot lose pods, every member a running gang may add, the guarantee
+    term's ceiling; spread and opened nodes at 0. The growth bound of :mod:`gangopt.bounds`
+    assumes no eviction at all and every member added wherever the total room allows.
 
     Measured on the fragmented M round at busy 0.75 (docs/benchmarks.md, "M end to end and the
-    secondary gap"): 62.2 GPU-eq against 512.2 from the growth bound, for a plan at -26.7
+    secondary gap"): 62.1 GPU-eq against 512.2 from the growth bound, for a plan at -26.7
     whose tiers are all at their bounds (reported gap 1.8 % to 0.3 %); 0.08 CPU-s."""
     key = ("slot-secondary", tuple(sorted(values.items())))
     if key not in pre.derived:
@@ -794,7 +794,7 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     shared = _shared(pre)
     if not shared.pending.any():
         return None
-    prio = int(shared.prio[shared.pending].min())
+    prio = int(shared.prio.min())  # the lowest tier with pending gangs or candidates: every candidate a column
     floors = [(p, v) for p, v in sorted(values.items(), reverse=True) if p > prio]
     model, var, gvar = _tier_model(shared, prio, floors)
     own = np.flatnonzero((var >= 0) & (shared.prio == prio))
