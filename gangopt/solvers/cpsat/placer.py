@@ -30,7 +30,9 @@ Deterministic: no clock, no randomness (the model's solution is SCIP's under a n
 Measured (docs/benchmarks.md, "The slot placer"): at M 0.75 (1,024 nodes) every tier reaches
 its bound (priority 0: 12,916.0 GPU-eq; greedy 12,176.0, the large-neighbourhood search
 12,346.0) and CP-SAT's whole solve costs 1.5 CPU-s instead of 5.0; at M 0.6 priority 0 goes
-from 4,288.8 to 5,878.8 of its 6,138.8 bound. One placement pass is 0.05-0.1 CPU-s.
+from 4,288.8 to 5,878.8 of its 6,138.8 bound, and to the bound with a second pass that sets
+the chosen gangs' preferred levels aside (:meth:`SlotPlacer.place`; docs/benchmarks.md, "M end
+to end and the secondary gap"). One placement pass is 0.05-0.15 CPU-s.
 Node order alone did not matter at M 0.6 (five orders of the keys below, the same gang left
 out); gang order did: most constrained (fewest eligible nodes) before largest placed every
 chosen gang at M 0.75, priority-then-largest left one 8-GPU fabric-selector gang out.
