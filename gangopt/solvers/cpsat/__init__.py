@@ -135,8 +135,10 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         if again:
             if not others or reaches_ceilings(tier_values(baseline_score), tier_ceilings(pre)):
                 break  # no candidate can do better on a tier (and none was tried here before)
-            before = baseline
+            before, began = baseline, time.perf_counter()
             baseline, baseline_score, proven = _best_greedy(rnd, pre, wall, others, (baseline, baseline_score))
+            candidates_took += time.perf_counter() - began
+            slow = slowdown(wall, cpu)
             if proven is not None:
                 return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
             if baseline is before:
@@ -152,6 +154,8 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             return Result(plan=plan, stats=stats, pre=pre, score=slot.score, slowdown=slow)
         baseline, baseline_score = slot.plan, slot.score
     limit = rnd.policy.time_limit
+    # ``slow`` and ``candidates_took`` cover every candidate tried, as before the placer went
+    # first (the reserve and the floor's first estimate are read from them).
     timing = _timing(rnd, start, baseline, slow)
     # 2b. Large-neighbourhood search over victim sets, from the best candidate. On a round
     # whose model would be restricted, it replaces that model and has the search's time.
