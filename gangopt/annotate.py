@@ -24,7 +24,7 @@ from gangopt.reasons import UNCHECKED, waiting_reasons
 from gangopt.result import ProvenBounds, Result
 from gangopt.schema import Plan, Round, Score, TierScore, Waiting
 from gangopt.scope import Scope
-from gangopt.slots import slot_tier_bounds
+from gangopt.slots import secondary_bound_at, slot_tier_bounds
 
 
 def annotate(
@@ -129,9 +129,17 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True) -> Che
     tiers = {p: min(v, packed.get(p, v)) for p, v in bounds.tiers.items()}
     if not lp:
         return CheapBounds(tiers=tiers, secondary=bounds.secondary)
-    slots = slot_tier_bounds(pre, {p: round(v * SCALE) for p, v in values.items()}, tiers)
+    units = {p: round(v * SCALE) for p, v in values.items()}
+    slots = slot_tier_bounds(pre, units, tiers)
     tiers = {p: min(v, slots.get(p, v)) for p, v in tiers.items()}
-    return CheapBounds(tiers=tiers, secondary=bounds.secondary)
+    secondary = bounds.secondary
+    if all(units.get(p, 0) >= v for p, v in tiers.items()):
+        # Every tier at its bound: these are the optimum's tiers, and the slot model's second
+        # stage bounds the secondary terms of every plan that reaches them (M 0.75: 62.1
+        # GPU-eq instead of 512.2, gap 1.8 % to 0.3 %).
+        at_optimum = secondary_bound_at(pre, units)
+        secondary = secondary if at_optimum is None else min(secondary, at_optimum)
+    return CheapBounds(tiers=tiers, secondary=secondary)
 
 
 def combined_bounds(proven: ProvenBounds, cheap: CheapBounds) -> tuple[dict[int, float], float]:

@@ -62,6 +62,7 @@ those are the optima. Cost: 7-15 ms at 128 nodes, 0.1-0.4 CPU-s at 1,024 (was 30
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,7 @@ import numpy as np
 from gangopt import arrays
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, request_vector
+from gangopt.schema import PendingGang, RunningGang
 
 if TYPE_CHECKING:
     from ortools.linear_solver import linear_solver_pb2
@@ -755,3 +757,111 @@ def _row(model: linear_solver_pb2.MPModelProto, idx: np.ndarray, coeff: np.ndarr
     ct.upper_bound = rhs / scale
     ct.var_index.extend(idx.tolist())
     ct.coefficient.extend((coeff / scale).tolist())
+
+
+def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
+    """A bound on the secondary terms of every plan whose tiers, from the lowest with pending
+    gangs up, are at least ``values`` (objective units); None when there is none to give.
+
+    When ``values`` are the lexicographic optimum's tiers (a plan reaches every tier's proven
+    bound), every plan at least as good lexicographically is such a plan, so this bounds the
+    optimum's secondary terms: the second lexicographic stage of the slot model, as an LP. The
+    tier model of the lowest tier with pending gangs or candidates (:func:`_tier_model`, every
+    candidate a column), its own value held at ``values`` too, maximizes what the candidates
+    and the pending gangs add to the secondary sum: a kept candidate's members above its
+    minimum and the pods an elastic one sheds (growth, removal cost), an evicted one's
+    eviction cost, a started pending gang's largest growth. The rest is counted at its best:
+    running gangs that cannot lose pods, every member a running gang may add, the guarantee
+    term's ceiling; spread and opened nodes at 0. The growth bound of :mod:`gangopt.bounds`
+    assumes no eviction at all and every member added wherever the total room allows.
+
+    Measured on the fragmented M round at busy 0.75 (docs/benchmarks.md, "M end to end and the
+    secondary gap"): 62.1 GPU-eq against 512.2 from the growth bound, for a plan at -26.7
+    whose tiers are all at their bounds (reported gap 1.8 % to 0.3 %); 0.08 CPU-s."""
+    key = ("slot-secondary", tuple(sorted(values.items())))
+    if key not in pre.derived:
+        pre.derived[key] = _secondary_bound_at(pre, values)
+    hit = pre.derived[key]
+    assert hit is None or isinstance(hit, int)
+    return hit
+
+
+def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
+    from ortools.linear_solver import pywraplp
+
+    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+        return None
+    shared = _shared(pre)
+    if not shared.pending.any():
+        return None
+    prio = int(shared.prio.min())  # the lowest tier with pending gangs or candidates: every candidate a column
+    floors = [(p, v) for p, v in sorted(values.items(), reverse=True) if p > prio]
+    model, var, gvar = _tier_model(shared, prio, floors)
+    own = np.flatnonzero((var >= 0) & (shared.prio == prio))
+    rhs = values.get(prio, 0) - shared.fixed_value.get(prio, 0) - 0.5
+    if rhs > 0:
+        _row(model, var[own], -shared.value[own].astype(float), -rhs)
+    objective, constant = _secondary_terms(pre, shared, var, gvar, len(model.variable))
+    for v, c in zip(model.variable, objective.tolist(), strict=True):
+        v.objective_coefficient = c
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    relaxed = float(solver.Objective().Value())
+    # Secondary values are whole objective units: the optimum is at most the bound rounded down.
+    return constant + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+
+
+def _secondary_terms(
+    pre: Prefiltered, shared: _Slots, var: np.ndarray, gvar: np.ndarray, size: int
+) -> tuple[np.ndarray, int]:
+    """The secondary sum as the tier model's objective (per variable) plus a constant.
+
+    A candidate v kept (``k``) with pods kept (``p_i``, elastic ones) adds ``growth(v) -
+    removal(v)``, evicted it costs ``e_v``: ``-e_v + (e_v + surplus_v) k`` for a rigid one;
+    ``-e_v + Σ_i (g_i + c_v) p_i + (e_v - Σ_r g_r min_r - c_v n_v) k`` for an elastic one
+    (``g``: growth value, ``c``: removal cost per pod, ``n``: its pods)."""
+    rnd = pre.rnd
+    terms = ObjectiveTerms.of(rnd)
+    growers = set(pre.growers)
+    objective = np.zeros(size, dtype=float)
+    constant = terms.guarantee_ceiling
+
+    def surplus(gang: PendingGang | RunningGang, members: dict[str, int]) -> int:
+        minimum = terms.min_pods(gang)
+        return sum(terms.growth_value(r) * (members.get(r.name, 0) - minimum.get(r.name, 0)) for r in gang.roles)
+
+    def added(gi: int, run: RunningGang, current: Counter[str]) -> int:
+        """The most a running gang's new members can add (0 unless it may grow)."""
+        if gi not in growers:
+            return 0
+        return sum(max(0, terms.growth_value(r)) * max(0, r.replicas - current[r.name]) for r in run.roles)
+
+    for c in np.flatnonzero(shared.pending & (var >= 0)).tolist():
+        gang = rnd.pending[int(shared.gang[c])]
+        objective[var[c]] += max(0, surplus(gang, {r.name: r.replicas for r in gang.roles}))
+    columns = {int(shared.running[c]): c for c in np.flatnonzero(~shared.pending).tolist()}
+    flex = np.flatnonzero(shared.flex)
+    pods_of: dict[int, list[int]] = {}
+    for g, c in zip(flex.tolist(), shared.gcol[flex].tolist(), strict=True):
+        pods_of.setdefault(c, []).append(g)
+    for gi, run in enumerate(rnd.running):
+        current = Counter(p.role for p in run.pods)
+        kept = surplus(run, current) + added(gi, run, current)
+        col = columns.get(gi)
+        if col is None or var[col] < 0:  # cannot lose pods, or a candidate the model leaves out: at its best
+            constant += kept if col is None else max(kept, -terms.eviction_cost(run))
+            continue
+        evict = terms.eviction_cost(run)
+        constant -= evict
+        pods = pods_of.get(col, [])
+        if not pods:
+            objective[var[col]] += evict + kept
+            continue
+        roles = {r.name: r for r in run.roles}
+        removal = terms.pod_removal_cost(run)
+        for g in pods:
+            objective[gvar[g]] += terms.growth_value(roles[run.pods[int(shared.gpod[g])].role]) + removal
+        floor = sum(terms.growth_value(roles[n]) * m for n, m in terms.min_pods(run).items())
+        objective[var[col]] += evict - floor - removal * len(run.pods) + added(gi, run, current)
+    return objective, constant

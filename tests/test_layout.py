@@ -153,3 +153,30 @@ def test_commands_that_do_not_search_never_import_ortools_or_networkx(tmp_path: 
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_cpsat_imports_cp_sat_only_when_it_builds_a_model(tmp_path: Path) -> None:
+    """CP-SAT's Python wrapper pulls in pandas: 0.3 CPU-s of the fragmented M round's 1.5 end to
+    end (issue 13). A round whose answer the cheap bounds prove (here greedy's plan, no model)
+    must not pay for it; the linear solver the bounds use is enough."""
+    import subprocess
+    import sys
+
+    from bench.rounds import fragmented_text
+
+    round_file = tmp_path / "round.json"
+    round_file.write_text(fragmented_text("S", 0.75))
+    script = (
+        "import sys, contextlib, io, json\n"
+        "from gangopt.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    assert main(['solve', {str(round_file)!r}]) == 0\n"
+        "plan = json.loads(out.getvalue())\n"
+        "assert 'no model' in plan['message'], plan['message']\n"
+        "assert 'ortools.linear_solver.pywraplp' in sys.modules\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('ortools.sat', 'pandas')))\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

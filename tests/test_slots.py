@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 import gangopt
 from bench.rounds import fragmented_spec
-from gangopt.bounds import packed_tier_bounds, tier_ceilings
+from gangopt.bounds import cheap_bounds, packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
 from gangopt.replay.generate import generate
 from gangopt.schema import Round, Status, Weights
-from gangopt.slots import slot_tier_bounds
+from gangopt.scope import Scope
+from gangopt.slots import secondary_bound_at, slot_tier_bounds
 from tests.builders import cluster, make_round, pending, running
 from tests.reference import reference_optimum
 from tests.strategies import examples, rounds
@@ -317,3 +318,62 @@ def test_slot_bounds_hold_for_the_reference_on_random_fragmented_rounds(
     for values in (units({t.priority: t.value for t in score(rnd, greedy_plan).tiers}), ref.tiers):
         for prio, bound in slot_tier_bounds(pre, values, tier_ceilings(pre)).items():
             assert ref.tiers.get(prio, 0) <= bound, (prio, bound, ref.tiers, values)
+
+
+def test_the_secondary_bound_at_the_optimum_charges_the_cheapest_eviction() -> None:
+    # Each node runs one 8-GPU priority-0 gang; the priority-10 whole-node gang must evict one
+    # of them in every optimal plan, at best the cheaper (2 GPU-h against 5). The growth bound
+    # says 0 (nothing evicted); at the tiers' optimum the second stage says -2.0, the optimum.
+    rnd = make_round(
+        cluster(2),
+        running=[running("a", ["n0"], gpu=8, preemption_cost=2.0), running("b", ["n1"], gpu=8, preemption_cost=5.0)],
+        pending=[pending("top", 1, gpu=8, priority=10)],
+        weights=FLAT,
+    )
+    pre = prefilter(rnd)
+    values = {10: 80, 0: 80}
+    assert secondary_bound_at(pre, values) == -20
+    assert secondary_bound_at(pre, {10: 0, 0: 160}) == 0  # nothing evicted when the top tier does not run
+    best = gangopt.solve(rnd)
+    assert units({t.priority: t.value for t in best.score.tiers}) == values
+    assert (best.score.secondary, best.score.secondary_bound, best.gap) == (-2.0, -2.0, 0.0)
+
+
+def test_the_secondary_bound_counts_an_elastic_victims_kept_members() -> None:
+    # An elastic priority-0 gang holds both nodes with 8 one-GPU pods each (minimum 8); the
+    # priority-10 gang needs 8 GPUs: the victim sheds the 8 pods of one node. Its growth term
+    # falls from 8.0 to 0 and it pays 8 pods' removal cost (-8.0 in all). The LP keeps a
+    # fraction of a pod (-7.9); the growth bound, which sees no shrink, says +8.0.
+    rnd = make_round(
+        cluster(2),
+        running=[running("el", ["n0"] * 8 + ["n1"] * 8, gpu=1, min_replicas=8, preemption_cost=16.0)],
+        pending=[pending("top", 1, gpu=8, priority=10)],
+        weights=FLAT,
+    )
+    pre = prefilter(rnd)
+    best = gangopt.solve(rnd)
+    values = units({t.priority: t.value for t in best.score.tiers})
+    assert best.admitted == ["top"] and best.status == Status.OPTIMAL
+    assert round(best.score.secondary * SCALE) == -80
+    assert secondary_bound_at(pre, values) in (-80, -79)
+    assert cheap_bounds(pre, tiers_at_ceiling=False).secondary >= 80
+
+
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rounds())
+def test_the_secondary_bound_at_the_optimum_holds(rnd: Round) -> None:
+    """At the proven optimum's tier values, no plan that reaches them (CP-SAT's proven one, or
+    any solver's with the same tiers) has secondary terms above the bound."""
+    assume(not Scope(rnd).beyond_priority)  # the slot model assumes strictly lower victims
+    best = gangopt.solve(rnd)
+    assume(best.status == Status.OPTIMAL and best.gap == 0)
+    pre = prefilter(rnd)
+    optimum = units({t.priority: t.value for t in best.score.tiers})
+    bound = secondary_bound_at(pre, optimum)
+    assume(bound is not None)
+    assert bound is not None
+    assert round(best.score.secondary * SCALE) <= bound, (bound, best.score.secondary)
+    for solver in ("greedy", "koordinator_like", "volcano_like", "kueue_like"):
+        s = score(rnd, gangopt.solve(rnd, solver=solver, annotate=False))  # type: ignore[arg-type]
+        if units({t.priority: t.value for t in s.tiers}) == optimum:
+            assert round(s.secondary * SCALE) <= bound, (solver, bound, s.secondary)

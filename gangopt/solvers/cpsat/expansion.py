@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,7 +20,9 @@ from gangopt.prefilter import Prefiltered, RoleKey, request_vector, role_named
 from gangopt.quota_tree import quota_rows, row_bounds
 from gangopt.schema import GangSpec, Placement, Preemption, Resize, Round, RunningGang
 from gangopt.scope import After, Scope
-from gangopt.solvers.cpsat.encoding import ClassModel
+
+if TYPE_CHECKING:  # the encoding imports CP-SAT (0.3 CPU-s with pandas): the LNS and the placer do without
+    from gangopt.solvers.cpsat.encoding import ClassModel
 
 
 @dataclass
