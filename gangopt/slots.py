@@ -80,10 +80,19 @@ the amount row covers the smaller ones."""
 
 
 MAX_COLUMNS = 1500
-"""Rounds with more kept pending and candidate running gangs than this get no slot bounds: the
-LP grows with them (measured on a loaded 2-core machine: 1,024-node rounds, 485-612 columns,
-60-90 ms; 4,096-node rounds, 1,777-3,994 columns, 0.5-1.0 s, which CP-SAT's search on the
-4,096-node contention round needs more: it ran to 9.6 s of its 10 s limit before)."""
+"""Rounds with up to this many kept pending and candidate running gangs get the slot bounds
+whatever their time limit, solved as below (:data:`SCIP_SETTINGS`). The LP grows with them
+(measured on a loaded 2-core machine: 1,024-node rounds, 485-612 columns, 60-90 ms)."""
+
+GANGS_PER_SECOND = 500
+"""Rounds with more than :data:`MAX_COLUMNS` pending and candidate gangs get the slot bounds
+when they have at most this many per second of ``policy.time_limit`` (a rule on the round and its policy, not
+on the clock, so that a bound, and whether a plan is returned proven, repeats on a loaded
+machine), solved with SCIP's presolve (:data:`LARGE_SCIP_SETTINGS`). The fragmented 4,096-node
+round (busy 0.75: 1,000 pending, 1,727 candidates, 3,994 columns with one per allowed domain)
+gets them at a 10 s limit (2,727 gangs: 0.5 CPU-s to build and solve both tiers' LPs, 1.0 CPU-s
+for SCIP), not at 3 s; the 16,384-node round (7,060 gangs, 27,275 columns) does not: its lowest
+tier's LP alone took 6.9 CPU-s."""
 
 INTEGER_NODES = 200
 """Branch-and-bound nodes the integer slot model may use (a deterministic limit: the bound,
@@ -95,6 +104,14 @@ SCIP_SETTINGS = (
 )
 """No presolve and no cutting planes: on a 1,024-node busy-0.6 round they took SCIP from
 0.10 to 0.33-0.56 CPU-s for the same bound (6,208.8; GLOP's LP: 6,278.1 in 9 ms)."""
+
+LARGE_SCIP_SETTINGS = "limits/nodes = 10\n"
+"""SCIP with its presolve and cuts, for models over :data:`MAX_COLUMNS` columns. On the
+fragmented 4,096-node round's lowest tier (11,013 variables, 13,794 rows, 13 fractional in the
+LP) SCIP without presolve spent 3.0 CPU-s in its root LP and 5.6 CPU-s for 27 nodes (whole
+solution 468,636, bound 468,640.5); with it, 1.0 CPU-s at the root for the same whole solution
+and the LP's bound (468,642.5). At 1,024 nodes the presolve costs more than it saves
+(:data:`SCIP_SETTINGS`). A node limit, not a time limit: deterministic."""
 
 DOMAIN_THRESHOLDS = 2
 """Slot rows per required domain and level (largest sizes, first resource only)."""
@@ -435,7 +452,7 @@ def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
     units) leaves open, once :func:`slot_tier_bounds` has bounded that plan (it solves the
     model; this reads its solution). None when the bounds proved every tier, were not computed
     for these values, or the model found no whole solution."""
-    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+    if _scip_settings(pre) is None:
         return None
     shared = _shared(pre)
     opened = shared.open_tier.get(tuple(sorted(values.items())))
@@ -471,8 +488,54 @@ def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
     )
 
 
+def _scip_settings(pre: Prefiltered) -> str | None:
+    """How the round's integer slot models are solved (:data:`SCIP_SETTINGS` or
+    :data:`LARGE_SCIP_SETTINGS`), or None when the round is too large for slot bounds within
+    its time limit (:data:`MAX_COLUMNS`, :data:`GANGS_PER_SECOND`)."""
+    gangs = len(pre.pending) + len(pre.candidates)
+    if gangs <= MAX_COLUMNS:
+        return SCIP_SETTINGS
+    if large_affordable(pre) and pre.derived.get(LARGE_KEY) is True:
+        return LARGE_SCIP_SETTINGS
+    return None
+
+
+LARGE_KEY = "slots-large"
+"""Key in ``pre.derived`` of the caller's leave to solve a large round's slot models
+(:func:`allow_large`)."""
+
+LARGE_SECONDS_PER_GANG = 7.5e-4
+"""Estimated CPU seconds of a large round's slot bounds per pending and candidate gang (both
+tiers' models, GLOP and SCIP): 1.6-2.0 CPU-s for the 2,727 gangs of the fragmented 4,096-node
+round, busy 0.75 (load 2-4)."""
+
+
+def large_affordable(pre: Prefiltered) -> bool:
+    """Whether the round's size allows its slot bounds within its time limit at all
+    (:data:`MAX_COLUMNS`, :data:`GANGS_PER_SECOND`): a rule on the round, not the clock."""
+    gangs = len(pre.pending) + len(pre.candidates)
+    return gangs <= max(MAX_COLUMNS, GANGS_PER_SECOND * pre.rnd.policy.time_limit)
+
+
+def large_estimate(pre: Prefiltered) -> float:
+    """Estimated CPU seconds of the slot bounds of a round over :data:`MAX_COLUMNS` (0 below)."""
+    gangs = len(pre.pending) + len(pre.candidates)
+    return 0.0 if gangs <= MAX_COLUMNS else LARGE_SECONDS_PER_GANG * gangs
+
+
+def allow_large(pre: Prefiltered, allowed: bool) -> None:
+    """Give (or refuse) leave to solve the slot models of a round over :data:`MAX_COLUMNS`
+    pending and candidate gangs. Without leave such a round gets no slot bounds: their 1.6-2.0
+    CPU-s at 4,096 nodes are more than a solver that has not budgeted for them can afford (the
+    finisher, greedy's ``--lp-bounds``); CP-SAT gives it when its clock leaves the time
+    (:func:`gangopt.solvers.cpsat.solve_cpsat`). Set it before the first bound is asked for:
+    the bounds are kept per prefiltered round."""
+    pre.derived[LARGE_KEY] = allowed
+
+
 def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int]) -> dict[int, int]:
-    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+    settings = _scip_settings(pre)
+    if settings is None:
         return {}
     shared = _shared(pre)
     with_pending = {int(p) for p in shared.prio[shared.pending]}
@@ -487,7 +550,7 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
             # above share it (and a tier the plan already proves needs none).
             key = (prio, tuple(floors))
             if key not in shared.lps:
-                shared.lps[key] = _tier_lp(shared, prio, floors)
+                shared.lps[key] = _tier_lp(shared, prio, floors, settings)
             lp = shared.lps[key]
             if lp is not None:
                 bound = lp if bound is None else min(bound, lp)
@@ -500,11 +563,11 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
     return out
 
 
-def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | None:
+def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]], settings: str = SCIP_SETTINGS) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
     (objective units); None if GLOP does not report an optimum."""
     model, var, gvar = _tier_model(shared, prio, floors)
-    solved = _integer_bound(model)
+    solved = _integer_bound(model, settings)
     if solved is None:
         return None
     relaxed, x = solved
@@ -579,7 +642,9 @@ def _tier_model(
     return model, var, gvar
 
 
-def _integer_bound(model: linear_solver_pb2.MPModelProto) -> tuple[float, np.ndarray | None] | None:
+def _integer_bound(
+    model: linear_solver_pb2.MPModelProto, settings: str = SCIP_SETTINGS
+) -> tuple[float, np.ndarray | None] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
     :data:`INTEGER_NODES` branch-and-bound nodes: it holds however early SCIP stops), never
@@ -610,7 +675,7 @@ def _integer_bound(model: linear_solver_pb2.MPModelProto) -> tuple[float, np.nda
     if scip is None or scip.LoadModelFromProto(integer):
         return lp, None
     scip.SetNumThreads(1)
-    if not scip.SetSolverSpecificParametersAsString(SCIP_SETTINGS):
+    if not scip.SetSolverSpecificParametersAsString(settings):
         raise RuntimeError("SCIP refused its settings")
     status = scip.Solve()
     if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE, pywraplp.Solver.NOT_SOLVED):

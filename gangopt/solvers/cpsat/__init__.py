@@ -54,6 +54,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
+from gangopt import slots
 from gangopt.annotate import cheap_bounds_for, finish_reserve, plan_gap, slowdown, tier_gap, tier_values
 from gangopt.bounds import reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
@@ -114,7 +115,9 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     )
     # 2. Candidates; the answer already if the cheap bounds prove one.
     early = peers_first(rnd, pre)
-    baseline, baseline_score, proven = _best_greedy(rnd, pre, wall, with_peers=early)
+    baseline, baseline_score, proven = _best_greedy(
+        rnd, pre, wall, with_peers=early, slots_by=(start + PLACER_SHARE * rnd.policy.time_limit, wall, cpu)
+    )
     candidates_took = time.perf_counter() - wall
     # Steps 1 and 2 run on one thread: how much slower than CPU time they ran scales the
     # time kept for finishing (the search's threads and the child would blur the measure).
@@ -364,7 +367,14 @@ def _fallback(baseline: Candidate, stats: Stats, pre: Prefiltered, message: str)
     return Result(plan=plan, stats=stats, pre=pre, score=baseline.score)
 
 
-def _best_greedy(rnd: Round, pre: Prefiltered, start: float, *, with_peers: bool) -> tuple[Plan, Score, Plan | None]:
+def _best_greedy(
+    rnd: Round,
+    pre: Prefiltered,
+    start: float,
+    *,
+    with_peers: bool,
+    slots_by: tuple[float, float, float] | None = None,
+) -> tuple[Plan, Score, Plan | None]:
     """The best candidate plan (by the objective) with its score, and that plan marked as the
     answer when the cheap bounds already prove it within ``policy.gap_limit`` (else None).
 
@@ -389,6 +399,8 @@ def _best_greedy(rnd: Round, pre: Prefiltered, start: float, *, with_peers: bool
             break
         plan = make(rnd)
         plan_score = score(rnd, plan)
+        if best is None and slots_by is not None:
+            _allow_large_slots(pre, *slots_by)
         if best is not None and lexicographic_key(plan_score) <= lexicographic_key(best[1]):
             continue
         best = (plan, plan_score)
@@ -397,6 +409,18 @@ def _best_greedy(rnd: Round, pre: Prefiltered, start: float, *, with_peers: bool
             return plan, plan_score, proven
     assert best is not None
     return best[0], best[1], None
+
+
+def _allow_large_slots(pre: Prefiltered, by: float, wall: float, cpu: float) -> None:
+    """Give the slot bounds of a round over :data:`gangopt.slots.MAX_COLUMNS` gangs leave to run
+    when their estimated cost, scaled by how much slower than CPU time the solve has run since
+    ``wall`` and ``cpu``, ends before ``by`` (when the slot placer must start; the placer reads
+    their integer model's choice). Otherwise the round keeps the bounds it had before: on the
+    fragmented 4,096-node round at load 4-5 the bounds took the solve from 10 to 16 s of wall
+    time (4.1 CPU-s) for a 10 s limit."""
+    estimate = slots.large_estimate(pre)
+    if estimate > 0 and slots.large_affordable(pre):
+        slots.allow_large(pre, time.perf_counter() + estimate * slowdown(wall, cpu) <= by)
 
 
 LNS_SHARE = 0.3
