@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 import gangopt
 from bench.rounds import fragmented_spec
+from gangopt import slots
 from gangopt.bounds import packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
 from gangopt.replay.generate import generate
 from gangopt.schema import Round, Status, Weights
-from gangopt.slots import slot_tier_bounds
+from gangopt.slots import slot_choice, slot_tier_bounds
 from tests.builders import cluster, make_round, pending, running
 from tests.reference import reference_optimum
 from tests.strategies import examples, rounds
@@ -317,3 +318,40 @@ def test_slot_bounds_hold_for_the_reference_on_random_fragmented_rounds(
     for values in (units({t.priority: t.value for t in score(rnd, greedy_plan).tiers}), ref.tiers):
         for prio, bound in slot_tier_bounds(pre, values, tier_ceilings(pre)).items():
             assert ref.tiers.get(prio, 0) <= bound, (prio, bound, ref.tiers, values)
+
+
+@pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (64, 20, 5)])
+def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
+    monkeypatch: pytest.MonkeyPatch, nodes: int, gangs: int, seed: int
+) -> None:
+    """Over MAX_COLUMNS gangs the slot models are solved only with the caller's leave
+    (``allow_large``) and within GANGS_PER_SECOND of the time limit; SCIP with its presolve
+    then gives the same bound and the same choice's value as without it."""
+    rnd = _fragmented(nodes, gangs, seed)
+    pre = prefilter(rnd)
+    values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
+    small = slot_tier_bounds(pre, values, tier_ceilings(pre))
+    choice = slot_choice(pre, values)
+    assert small and choice is not None  # these rounds leave a tier open
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    refused = prefilter(rnd)
+    assert slot_tier_bounds(refused, values, tier_ceilings(refused)) == {}
+    assert slot_choice(refused, values) is None
+    allowed = prefilter(rnd)
+    slots.allow_large(allowed, True)
+    assert slot_tier_bounds(allowed, values, tier_ceilings(allowed)) == small
+    large_choice = slot_choice(allowed, values)
+    assert large_choice is not None and large_choice.value == choice.value and large_choice.bound == choice.bound
+    monkeypatch.setattr(slots, "GANGS_PER_SECOND", 0)
+    too_large = prefilter(rnd)
+    slots.allow_large(too_large, True)
+    assert slot_tier_bounds(too_large, values, tier_ceilings(too_large)) == {}
+
+
+def test_the_large_estimate_counts_gangs_over_max_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    pre = prefilter(_fragmented(32, 12, 0))
+    gangs = len(pre.pending) + len(pre.candidates)
+    assert slots.large_estimate(pre) == 0.0
+    monkeypatch.setattr(slots, "MAX_COLUMNS", gangs - 1)
+    assert slots.large_estimate(pre) == pytest.approx(slots.LARGE_SECONDS_PER_GANG * gangs)
+    assert slots.large_affordable(pre)  # 5 s limit, 500 gangs per second
