@@ -504,9 +504,9 @@ LARGE_KEY = "slots-large"
 """Key in ``pre.derived`` of the caller's leave to solve a large round's slot models
 (:func:`allow_large`)."""
 
-LARGE_SECONDS_PER_GANG = 7.5e-4
+LARGE_SECONDS_PER_GANG = 9e-4
 """Estimated CPU seconds of a large round's slot bounds per pending and candidate gang (both
-tiers' models, GLOP and SCIP): 1.6-2.0 CPU-s for the 2,727 gangs of the fragmented 4,096-node
+tiers' models, GLOP and SCIP): 1.6-2.4 CPU-s for the 2,727 gangs of the fragmented 4,096-node
 round, busy 0.75 (load 2-4)."""
 
 
@@ -550,7 +550,7 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
             # above share it (and a tier the plan already proves needs none).
             key = (prio, tuple(floors))
             if key not in shared.lps:
-                shared.lps[key] = _tier_lp(shared, prio, floors, settings)
+                shared.lps[key] = _tier_lp(shared, prio, floors, settings, value)
             lp = shared.lps[key]
             if lp is not None:
                 bound = lp if bound is None else min(bound, lp)
@@ -563,19 +563,32 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
     return out
 
 
-def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]], settings: str = SCIP_SETTINGS) -> int | None:
+def _tier_lp(
+    shared: _Slots, prio: int, floors: list[tuple[int, int]], settings: str = SCIP_SETTINGS, value: int | None = None
+) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
-    (objective units); None if GLOP does not report an optimum."""
+    (objective units); None if GLOP does not report an optimum. On a large round
+    (:data:`LARGE_SCIP_SETTINGS`) the integer model is not solved when the LP's bound already
+    proves the plan's ``value``: the fragmented 4,096-node round's priority 5 (greedy's plan at
+    its LP bound, one fractional variable)."""
     model, var, gvar = _tier_model(shared, prio, floors)
-    solved = _integer_bound(model, settings)
+    enough = None
+    if settings == LARGE_SCIP_SETTINGS and value is not None:
+        enough = value - shared.fixed_value.get(prio, 0)
+    solved = _integer_bound(model, settings, enough)
     if solved is None:
         return None
     relaxed, x = solved
     if x is not None:
         shared.solutions[(prio, tuple(floors))] = _Solution(x=x, var=var, gvar=gvar)
-    # Tier values are whole objective units, so the optimum is at most the bound rounded down;
-    # the solvers work in floating point, so their answer first gets a margin for tolerances.
-    return shared.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+    return shared.fixed_value.get(prio, 0) + _rounded(relaxed)
+
+
+def _rounded(relaxed: float) -> int:
+    """A bound in whole objective units from a solver's value: tier values are whole units, so
+    the optimum is at most the bound rounded down; the solvers work in floating point, so their
+    answer first gets a margin for tolerances."""
+    return math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
 
 
 def _tier_model(
@@ -643,13 +656,14 @@ def _tier_model(
 
 
 def _integer_bound(
-    model: linear_solver_pb2.MPModelProto, settings: str = SCIP_SETTINGS
+    model: linear_solver_pb2.MPModelProto, settings: str = SCIP_SETTINGS, enough: int | None = None
 ) -> tuple[float, np.ndarray | None] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
     :data:`INTEGER_NODES` branch-and-bound nodes: it holds however early SCIP stops), never
     above the LP's. None if GLOP reports no optimum. With the bound, the best whole solution
-    found (GLOP's, or SCIP's incumbent; None if there is none): :func:`slot_choice` reads it.
+    found (GLOP's, or SCIP's incumbent; None if there is none, or if GLOP's bound is already
+    at most ``enough``, when SCIP is not run): :func:`slot_choice` reads it.
 
     Every variable is 0 or 1 in a real plan (a gang starts or not, a candidate is kept or
     not, a node has a kept or an evicted candidate or not), so the integer model is still a
@@ -667,6 +681,8 @@ def _integer_bound(
     values = np.fromiter((v.solution_value() for v in solver.variables()), dtype=float, count=len(model.variable))
     if np.all(np.abs(values - np.round(values)) <= 1e-6):
         return lp, np.round(values)
+    if enough is not None and _rounded(lp) <= enough:
+        return lp, None  # the LP proves a plan at ``enough``: no choice is asked of this tier
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:

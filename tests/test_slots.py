@@ -355,3 +355,20 @@ def test_the_large_estimate_counts_gangs_over_max_columns(monkeypatch: pytest.Mo
     monkeypatch.setattr(slots, "MAX_COLUMNS", gangs - 1)
     assert slots.large_estimate(pre) == pytest.approx(slots.LARGE_SECONDS_PER_GANG * gangs)
     assert slots.large_affordable(pre)  # 5 s limit, 500 gangs per second
+
+
+def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -> None:
+    """max x + y, 2x + 2y <= 3 over [0, 1]: the LP says 1.5 (fractional), whole variables 1."""
+    from ortools.linear_solver import linear_solver_pb2
+
+    model = linear_solver_pb2.MPModelProto(maximize=True)
+    for _ in range(2):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=1.0)
+    model.constraint.add(var_index=[0, 1], coefficient=[2.0, 2.0], lower_bound=-float("inf"), upper_bound=3.0)
+    solved = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS)
+    assert solved is not None and solved[0] == pytest.approx(1.0) and solved[1] is not None
+    assert solved[1].sum() == 1
+    skipped = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=1)
+    assert skipped is not None and skipped[0] == pytest.approx(1.5) and skipped[1] is None
+    needed = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0)  # 1.5 rounds to 1 > 0
+    assert needed is not None and needed[0] == pytest.approx(1.0) and needed[1] is not None

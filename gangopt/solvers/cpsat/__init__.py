@@ -128,7 +128,12 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     # 2a. The slot placer: the integer slot model's choice, placed by the greedy engine.
     if not rnd.queues and time.perf_counter() - start <= PLACER_SHARE * limit:
         slot, proven = place_choices(
-            rnd, pre, baseline, baseline_score, lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s)
+            rnd,
+            pre,
+            baseline,
+            baseline_score,
+            lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s),
+            until=_timing(rnd, start, baseline, slow).deadline,
         )
         if proven is not None:
             plan = proven.model_copy(update={"message": f"{slot.plan.message}; {proven.message}"})
@@ -397,10 +402,11 @@ def _best_greedy(
     for make in makers:
         if best is not None and time.perf_counter() - start > CANDIDATE_SHARE * rnd.policy.time_limit:
             break
+        began = time.perf_counter()
         plan = make(rnd)
         plan_score = score(rnd, plan)
         if best is None and slots_by is not None:
-            _allow_large_slots(pre, *slots_by)
+            _allow_large_slots(pre, *slots_by, placing=time.perf_counter() - began)
         if best is not None and lexicographic_key(plan_score) <= lexicographic_key(best[1]):
             continue
         best = (plan, plan_score)
@@ -411,16 +417,17 @@ def _best_greedy(
     return best[0], best[1], None
 
 
-def _allow_large_slots(pre: Prefiltered, by: float, wall: float, cpu: float) -> None:
+def _allow_large_slots(pre: Prefiltered, by: float, wall: float, cpu: float, placing: float = 0.0) -> None:
     """Give the slot bounds of a round over :data:`gangopt.slots.MAX_COLUMNS` gangs leave to run
     when their estimated cost, scaled by how much slower than CPU time the solve has run since
-    ``wall`` and ``cpu``, ends before ``by`` (when the slot placer must start; the placer reads
-    their integer model's choice). Otherwise the round keeps the bounds it had before: on the
+    ``wall`` and ``cpu``, and one pass of the slot placer (``placing`` seconds: as long as the
+    greedy candidate took) end before ``by`` (when the slot placer must start: it reads their
+    integer model's choice). Otherwise the round keeps the bounds it had before: on the
     fragmented 4,096-node round at load 4-5 the bounds took the solve from 10 to 16 s of wall
     time (4.1 CPU-s) for a 10 s limit."""
     estimate = slots.large_estimate(pre)
     if estimate > 0 and slots.large_affordable(pre):
-        slots.allow_large(pre, time.perf_counter() + estimate * slowdown(wall, cpu) <= by)
+        slots.allow_large(pre, time.perf_counter() + estimate * slowdown(wall, cpu) + placing <= by)
 
 
 LNS_SHARE = 0.3

@@ -38,6 +38,7 @@ chosen gang at M 0.75, priority-then-largest left one 8-GPU fabric-selector gang
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -190,7 +191,7 @@ class SlotPlacer(GreedyEngine):
         return ordered
 
 
-def placed(rnd: Round, choice: SlotChoice) -> tuple[Plan, Score]:
+def placed(rnd: Round, choice: SlotChoice, until: float | None = None) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
 
@@ -200,18 +201,26 @@ def placed(rnd: Round, choice: SlotChoice) -> tuple[Plan, Score]:
     first pass places every chosen gang (0.05-0.1 CPU-s). On the fragmented 4,096-node round
     (busy 0.75) the first pass placed every chosen gang but evicted 4 kept priority-0
     candidates for them (priority 0: 46,348.6 GPU-eq of the model's 46,863.6); the second,
-    with those gangs first, reached 46,738.6 (0.85 CPU-s per pass there)."""
+    with those gangs first, reached 46,738.6 (0.85 CPU-s per pass there). With ``until`` (a
+    :func:`time.perf_counter` instant) a further pass starts only when a pass as long as the
+    last one would end before it: then a loaded machine may try fewer passes (the plan
+    repeats whenever the passes end in time)."""
     chosen = {rnd.pending[i].name for i in choice.started}
     first: frozenset[str] = frozenset()
     best: tuple[Plan, Score] | None = None
     tried = 0
+    took = 0.0
     while tried < PASSES:
+        if tried and until is not None and time.perf_counter() + took > until:
+            break
         tried += 1
+        began = time.perf_counter()
         placer = SlotPlacer(rnd, choice, first)
         plan = placer.run()
         plan_score = score(rnd, plan)
         if best is None or lexicographic_key(plan_score) > lexicographic_key(best[1]):
             best = (plan, plan_score)
+        took = time.perf_counter() - began
         missed = (chosen - set(plan.admitted)) | placer.widened
         if not missed or missed <= first:
             break
@@ -240,25 +249,33 @@ def place_choices(
     seed: Plan,
     seed_score: Score,
     proven: Callable[[Plan, Score], Plan | None],
+    until: float | None = None,
 ) -> tuple[Placed, Plan | None]:
     """From ``seed`` (scored ``seed_score``, already judged by ``proven``, which computed its
     slot bounds): place the slot model's choice for the first tier it leaves open; keep the
     plan when it validates and is lexicographically better (as the door chooses among its
     candidates: a higher tier gained may cost a lower one, which is what the model's choice
     does); go on down the tiers while that improves. Returns the best plan and, when ``proven`` (the cheap
-    bounds within the gap limit) holds for it, that plan marked as the answer."""
+    bounds within the gap limit) holds for it, that plan marked as the answer. With ``until``
+    (a :func:`time.perf_counter` instant) no pass nor choice starts that would end after it,
+    each taken to last as long as the last one (:func:`placed`)."""
     from gangopt.validation import validate  # judges a plan; no cycle (validation imports no solver)
 
     out = Placed(plan=seed, score=seed_score)
     tried: list[SlotChoice] = []
+    took = 0.0
     while out.tried < MAX_CHOICES:
+        if out.tried and until is not None and time.perf_counter() + took > until:
+            break
+        began = time.perf_counter()
         values = {t.priority: round(t.value * SCALE) for t in out.score.tiers}
         choice = slot_choice(pre, values)
         if choice is None or choice.value <= values.get(choice.priority, 0) or _seen(choice, tried):
             break
         tried.append(choice)
         out.tried += 1
-        plan, plan_score = placed(rnd, choice)
+        plan, plan_score = placed(rnd, choice, until)
+        took = time.perf_counter() - began
         if validate(rnd, plan):
             break  # never seen: the engine keeps every rule; the plan stays as it was
         if lexicographic_key(plan_score) <= lexicographic_key(out.score):
