@@ -181,7 +181,9 @@ def test_a_child_that_keeps_the_greedy_plan_answers_with_the_fallback_finished_m
     def no_second_finish(*args: object, **kwargs: object) -> None:
         raise AssertionError("the door annotated the plan again")
 
-    def no_placer(rnd: Round, pre: object, seed: Plan, seed_score: Score, *rest: object) -> tuple[Placed, None]:
+    def no_placer(
+        rnd: Round, pre: object, seed: Plan, seed_score: Score, *rest: object, **named: object
+    ) -> tuple[Placed, None]:
         return Placed(plan=seed, score=seed_score), None  # the warm start stays greedy's plan
 
     monkeypatch.setattr(solving, "_search", kept)
@@ -234,9 +236,9 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     solved: list[str] = []
     integer_bound = slots._integer_bound
 
-    def spy(model: Any, settings: str = slots.SCIP_SETTINGS) -> Any:
+    def spy(model: Any, settings: str = slots.SCIP_SETTINGS, enough: int | None = None) -> Any:
         solved.append(settings)
-        return integer_bound(model, settings)
+        return integer_bound(model, settings, enough)
 
     monkeypatch.setattr(slots, "_integer_bound", spy)
     allowed = gangopt.solve(rnd)
