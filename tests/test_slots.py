@@ -372,3 +372,16 @@ def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -
     assert skipped is not None and skipped[0] == pytest.approx(1.5) and skipped[1] is None
     needed = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0)  # 1.5 rounds to 1 > 0
     assert needed is not None and needed[0] == pytest.approx(1.0) and needed[1] is not None
+
+
+def test_greedy_asking_for_lp_bounds_gets_a_large_rounds_slot_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finisher gives leave to the plans of solvers that hand over no prefiltered round
+    when they ask for the LP bounds (as the fragmented table does), and only then."""
+    rnd = _fragmented(64, 20, 5)
+    small = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    large = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    assert [t.bound for t in large.score.tiers] == [t.bound for t in small.score.tiers]
+    monkeypatch.setattr(slots, "GANGS_PER_SECOND", 0)  # too large for its time limit
+    refused = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    assert sum(t.bound for t in refused.score.tiers) > sum(t.bound for t in small.score.tiers)
