@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -502,9 +502,15 @@ def _scip_settings(pre: Prefiltered) -> str | None:
     gangs = len(pre.pending) + len(pre.candidates)
     if gangs <= MAX_COLUMNS:
         return SCIP_SETTINGS
-    if large_affordable(pre) and pre.derived.get(LARGE_KEY) is True:
-        return LARGE_SCIP_SETTINGS
-    return None
+    leave = pre.derived.get(LARGE_KEY, False)
+    if not leave or not large_affordable(pre):
+        return None
+    return LARGE_SCIP_SETTINGS if leave is True else LP_ONLY
+
+
+LP_ONLY = "lp only"
+"""In place of SCIP's settings: the LP's bound only, no integer model (:func:`allow_large`
+with ``"lp"``)."""
 
 
 LARGE_KEY = "slots-large"
@@ -516,6 +522,9 @@ LARGE_SECONDS_PER_GANG = 9e-4
 tiers' models, GLOP and SCIP): 1.6-2.4 CPU-s for the 2,727 gangs of the fragmented 4,096-node
 round, busy 0.75 (load 2-4)."""
 
+LARGE_LP_SECONDS_PER_GANG = 4e-4
+"""The same for the LPs alone (:data:`LP_ONLY`): 0.5-0.9 CPU-s on that round."""
+
 
 def large_affordable(pre: Prefiltered) -> bool:
     """Whether the round's size allows its slot bounds within its time limit at all
@@ -524,19 +533,23 @@ def large_affordable(pre: Prefiltered) -> bool:
     return gangs <= max(MAX_COLUMNS, GANGS_PER_SECOND * pre.rnd.policy.time_limit)
 
 
-def large_estimate(pre: Prefiltered) -> float:
-    """Estimated CPU seconds of the slot bounds of a round over :data:`MAX_COLUMNS` (0 below)."""
+def large_estimate(pre: Prefiltered, lp_only: bool = False) -> float:
+    """Estimated CPU seconds of the slot bounds of a round over :data:`MAX_COLUMNS` (0 below),
+    or of their LPs alone."""
     gangs = len(pre.pending) + len(pre.candidates)
-    return 0.0 if gangs <= MAX_COLUMNS else LARGE_SECONDS_PER_GANG * gangs
+    per_gang = LARGE_LP_SECONDS_PER_GANG if lp_only else LARGE_SECONDS_PER_GANG
+    return 0.0 if gangs <= MAX_COLUMNS else per_gang * gangs
 
 
-def allow_large(pre: Prefiltered, allowed: bool) -> None:
+def allow_large(pre: Prefiltered, allowed: bool | Literal["lp"]) -> None:
     """Give (or refuse) leave to solve the slot models of a round over :data:`MAX_COLUMNS`
-    pending and candidate gangs. Without leave such a round gets no slot bounds: their 1.6-2.0
-    CPU-s at 4,096 nodes are more than a solver that has not budgeted for them can afford (the
-    finisher, greedy's ``--lp-bounds``); CP-SAT gives it when its clock leaves the time
-    (:func:`gangopt.solvers.cpsat.solve_cpsat`). Set it before the first bound is asked for:
-    the bounds are kept per prefiltered round."""
+    pending and candidate gangs; ``"lp"``: their LPs only (looser bounds, no integer choice for
+    the slot placer unless an LP's solution is whole). Without leave such a round gets no slot
+    bounds: their 1.6-2.4 CPU-s at 4,096 nodes are more than a solver that has not budgeted for
+    them can afford; CP-SAT gives it when its clock leaves the time
+    (:func:`gangopt.solvers.cpsat.solve_cpsat`), the finisher to greedy and the peers when they
+    ask for the LP bounds. Set it before the first bound is asked for: the bounds are kept per
+    prefiltered round."""
     pre.derived[LARGE_KEY] = allowed
 
 
@@ -580,7 +593,7 @@ def _tier_lp(
     its LP bound, one fractional variable)."""
     model, var, gvar = _tier_model(shared, prio, floors)
     enough = None
-    if settings == LARGE_SCIP_SETTINGS and value is not None:
+    if settings != SCIP_SETTINGS and value is not None:
         enough = value - shared.fixed_value.get(prio, 0)
     solved = _integer_bound(model, settings, enough)
     if solved is None:
@@ -688,8 +701,8 @@ def _integer_bound(
     values = np.fromiter((v.solution_value() for v in solver.variables()), dtype=float, count=len(model.variable))
     if np.all(np.abs(values - np.round(values)) <= 1e-6):
         return lp, np.round(values)
-    if enough is not None and _rounded(lp) <= enough:
-        return lp, None  # the LP proves a plan at ``enough``: no choice is asked of this tier
+    if settings == LP_ONLY or (enough is not None and _rounded(lp) <= enough):
+        return lp, None  # the LP only; or it proves a plan at ``enough``: no choice is asked of this tier
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:

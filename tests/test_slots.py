@@ -342,6 +342,10 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     assert slot_tier_bounds(allowed, values, tier_ceilings(allowed)) == small
     large_choice = slot_choice(allowed, values)
     assert large_choice is not None and large_choice.value == choice.value and large_choice.bound == choice.bound
+    lp_only = prefilter(rnd)
+    slots.allow_large(lp_only, "lp")  # the LPs alone: bounds no tighter than the integer model's
+    relaxed = slot_tier_bounds(lp_only, values, tier_ceilings(lp_only))
+    assert relaxed.keys() == small.keys() and all(relaxed[p] >= small[p] for p in small)
     monkeypatch.setattr(slots, "GANGS_PER_SECOND", 0)
     too_large = prefilter(rnd)
     slots.allow_large(too_large, True)

@@ -233,6 +233,11 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     assert pre.derived[slots.LARGE_KEY] is True
     _allow_large_slots(pre, now, now, cpu)  # the estimate ends after ``by``
     assert pre.derived[slots.LARGE_KEY] is False
+    with monkeypatch.context() as patch:  # only the LPs fit
+        patch.setattr(slots, "LARGE_SECONDS_PER_GANG", 1000.0)
+        patch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 0.0)
+        _allow_large_slots(pre, time.perf_counter() + 1.0, now, cpu)
+        assert pre.derived[slots.LARGE_KEY] == "lp"
     solved: list[str] = []
     integer_bound = slots._integer_bound
 
@@ -245,9 +250,13 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     assert solved and set(solved) == {slots.LARGE_SCIP_SETTINGS}
     solved.clear()
     monkeypatch.setattr(slots, "LARGE_SECONDS_PER_GANG", 1000.0)
+    lp_only = gangopt.solve(rnd)
+    assert solved and set(solved) == {slots.LP_ONLY}
+    solved.clear()
+    monkeypatch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 1000.0)
     refused = gangopt.solve(rnd)
     assert solved == []
-    for plan in (allowed, refused):
+    for plan in (allowed, lp_only, refused):
         assert gangopt.validate(rnd, plan) == []
         assert lexicographic_key(score(rnd, plan)) >= greedy_key
     # with leave: the same bounds and plan as below MAX_COLUMNS

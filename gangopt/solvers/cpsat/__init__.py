@@ -422,12 +422,17 @@ def _allow_large_slots(pre: Prefiltered, by: float, wall: float, cpu: float, pla
     when their estimated cost, scaled by how much slower than CPU time the solve has run since
     ``wall`` and ``cpu``, and one pass of the slot placer (``placing`` seconds: as long as the
     greedy candidate took) end before ``by`` (when the slot placer must start: it reads their
-    integer model's choice). Otherwise the round keeps the bounds it had before: on the
-    fragmented 4,096-node round at load 4-5 the bounds took the solve from 10 to 16 s of wall
-    time (4.1 CPU-s) for a 10 s limit."""
+    integer model's choice); else the LPs alone (:data:`gangopt.slots.LP_ONLY`: the bounds, no
+    choice) when they end before ``by``. Otherwise the round keeps the bounds it had before: on
+    the fragmented 4,096-node round at load 4-5 the bounds took the solve from 10 to 16 s of
+    wall time (4.1 CPU-s) for a 10 s limit."""
     estimate = slots.large_estimate(pre)
     if estimate > 0 and slots.large_affordable(pre):
-        slots.allow_large(pre, time.perf_counter() + estimate * slowdown(wall, cpu) + placing <= by)
+        slow, now = slowdown(wall, cpu), time.perf_counter()
+        if now + estimate * slow + placing <= by:
+            slots.allow_large(pre, True)
+        else:  # the LPs alone: the bounds, not the placer's choice
+            slots.allow_large(pre, "lp" if now + slots.large_estimate(pre, lp_only=True) * slow <= by else False)
 
 
 LNS_SHARE = 0.3
