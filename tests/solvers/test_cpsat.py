@@ -212,7 +212,6 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     assert (plan.gap > 0) == bool(open_tiers) or plan.score.secondary_bound != plan.score.secondary
 
 
-
 def _fragmented_round(nodes: int, gangs: int, seed: int) -> Round:
     return generate(replace(fragmented_spec(nodes, gangs, 0.75, seed), time_limit=5.0))[0]
 
