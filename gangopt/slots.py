@@ -57,6 +57,13 @@ reached"), the lowest tier's bound at 1,024 nodes went from 13,256.3 to 12,916.0
 6,583.0 to 6,138.8 (0.6) and 15,922.3 to 15,817.3 (0.9), and at 512 nodes from 5,745.7 to
 5,438.6; each is reached by a plan the validator accepts (``python -m bench.bound_truth``), so
 those are the optima. Cost: 7-15 ms at 128 nodes, 0.1-0.4 CPU-s at 1,024 (was 30-70 ms).
+
+Rounds over :data:`MAX_COLUMNS` pending and candidate gangs (docs/benchmarks.md, "Slot bounds
+and placer at L and XL"): with the caller's leave (:func:`allow_large`) and within
+:data:`GANGS_PER_SECOND` of the time limit, SCIP runs with its presolve. On the fragmented
+4,096-node round (busy 0.75) the lowest tier's bound goes from 55,043.7 GPU-eq (the packed
+bound) to 46,864.2, against greedy's 42,958.6; the integer model's whole solution is at
+46,863.6, and the slot placer's plan at 46,738.6, so that 9 % is real and 0.3 % is left.
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -82,10 +89,19 @@ the amount row covers the smaller ones."""
 
 
 MAX_COLUMNS = 1500
-"""Rounds with more kept pending and candidate running gangs than this get no slot bounds: the
-LP grows with them (measured on a loaded 2-core machine: 1,024-node rounds, 485-612 columns,
-60-90 ms; 4,096-node rounds, 1,777-3,994 columns, 0.5-1.0 s, which CP-SAT's search on the
-4,096-node contention round needs more: it ran to 9.6 s of its 10 s limit before)."""
+"""Rounds with up to this many kept pending and candidate running gangs get the slot bounds
+whatever their time limit, solved as below (:data:`SCIP_SETTINGS`). The LP grows with them
+(measured on a loaded 2-core machine: 1,024-node rounds, 485-612 columns, 60-90 ms)."""
+
+GANGS_PER_SECOND = 500
+"""Rounds with more than :data:`MAX_COLUMNS` pending and candidate gangs get the slot bounds
+when they have at most this many per second of ``policy.time_limit`` (a rule on the round and its policy, not
+on the clock, so that a bound, and whether a plan is returned proven, repeats on a loaded
+machine), solved with SCIP's presolve (:data:`LARGE_SCIP_SETTINGS`). The fragmented 4,096-node
+round (busy 0.75: 1,000 pending, 1,727 candidates, 3,994 columns with one per allowed domain)
+gets them at a 10 s limit (2,727 gangs: 0.5 CPU-s to build and solve both tiers' LPs, 1.0 CPU-s
+for SCIP), not at 3 s; the 16,384-node round (7,060 gangs, 27,275 columns) does not: its lowest
+tier's LP alone took 6.9 CPU-s."""
 
 INTEGER_NODES = 200
 """Branch-and-bound nodes the integer slot model may use (a deterministic limit: the bound,
@@ -97,6 +113,14 @@ SCIP_SETTINGS = (
 )
 """No presolve and no cutting planes: on a 1,024-node busy-0.6 round they took SCIP from
 0.10 to 0.33-0.56 CPU-s for the same bound (6,208.8; GLOP's LP: 6,278.1 in 9 ms)."""
+
+LARGE_SCIP_SETTINGS = "limits/nodes = 10\n"
+"""SCIP with its presolve and cuts, for models over :data:`MAX_COLUMNS` columns. On the
+fragmented 4,096-node round's lowest tier (11,013 variables, 13,794 rows, 13 fractional in the
+LP) SCIP without presolve spent 3.0 CPU-s in its root LP and 5.6 CPU-s for 27 nodes (whole
+solution 468,636, bound 468,640.5); with it, 1.0 CPU-s at the root for the same whole solution
+and the LP's bound (468,642.5). At 1,024 nodes the presolve costs more than it saves
+(:data:`SCIP_SETTINGS`). A node limit, not a time limit: deterministic."""
 
 DOMAIN_THRESHOLDS = 2
 """Slot rows per required domain and level (largest sizes, first resource only)."""
@@ -437,7 +461,7 @@ def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
     units) leaves open, once :func:`slot_tier_bounds` has bounded that plan (it solves the
     model; this reads its solution). None when the bounds proved every tier, were not computed
     for these values, or the model found no whole solution."""
-    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+    if _scip_settings(pre) is None:
         return None
     shared = _shared(pre)
     opened = shared.open_tier.get(tuple(sorted(values.items())))
@@ -473,8 +497,67 @@ def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
     )
 
 
+def _scip_settings(pre: Prefiltered) -> str | None:
+    """How the round's integer slot models are solved (:data:`SCIP_SETTINGS` or
+    :data:`LARGE_SCIP_SETTINGS`), or None when the round is too large for slot bounds within
+    its time limit (:data:`MAX_COLUMNS`, :data:`GANGS_PER_SECOND`)."""
+    gangs = len(pre.pending) + len(pre.candidates)
+    if gangs <= MAX_COLUMNS:
+        return SCIP_SETTINGS
+    leave = pre.derived.get(LARGE_KEY, False)
+    if not leave or not large_affordable(pre):
+        return None
+    return LARGE_SCIP_SETTINGS if leave is True else LP_ONLY
+
+
+LP_ONLY = "lp only"
+"""In place of SCIP's settings: the LP's bound only, no integer model (:func:`allow_large`
+with ``"lp"``)."""
+
+
+LARGE_KEY = "slots-large"
+"""Key in ``pre.derived`` of the caller's leave to solve a large round's slot models
+(:func:`allow_large`)."""
+
+LARGE_SECONDS_PER_GANG = 9e-4
+"""Estimated CPU seconds of a large round's slot bounds per pending and candidate gang (both
+tiers' models, GLOP and SCIP): 1.6-2.4 CPU-s for the 2,727 gangs of the fragmented 4,096-node
+round, busy 0.75 (load 2-4)."""
+
+LARGE_LP_SECONDS_PER_GANG = 4e-4
+"""The same for the LPs alone (:data:`LP_ONLY`): 0.5-0.9 CPU-s on that round."""
+
+
+def large_affordable(pre: Prefiltered) -> bool:
+    """Whether the round's size allows its slot bounds within its time limit at all
+    (:data:`MAX_COLUMNS`, :data:`GANGS_PER_SECOND`): a rule on the round, not the clock."""
+    gangs = len(pre.pending) + len(pre.candidates)
+    return gangs <= max(MAX_COLUMNS, GANGS_PER_SECOND * pre.rnd.policy.time_limit)
+
+
+def large_estimate(pre: Prefiltered, lp_only: bool = False) -> float:
+    """Estimated CPU seconds of the slot bounds of a round over :data:`MAX_COLUMNS` (0 below),
+    or of their LPs alone."""
+    gangs = len(pre.pending) + len(pre.candidates)
+    per_gang = LARGE_LP_SECONDS_PER_GANG if lp_only else LARGE_SECONDS_PER_GANG
+    return 0.0 if gangs <= MAX_COLUMNS else per_gang * gangs
+
+
+def allow_large(pre: Prefiltered, allowed: bool | Literal["lp"]) -> None:
+    """Give (or refuse) leave to solve the slot models of a round over :data:`MAX_COLUMNS`
+    pending and candidate gangs; ``"lp"``: their LPs only (looser bounds, no integer choice for
+    the slot placer unless an LP's solution is whole). Without leave such a round gets no slot
+    bounds: their 1.6-2.4 CPU-s at 4,096 nodes are more than a solver that has not budgeted for
+    them can afford; CP-SAT gives it when its clock leaves the time
+    (:func:`gangopt.solvers.cpsat.solve_cpsat`), the finisher to greedy and the peers when they
+    ask for the LP bounds. Set it before the first bound is asked for: the bounds are kept per
+    prefiltered round."""
+    pre.derived[LARGE_KEY] = allowed
+
+
 def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int]) -> dict[int, int]:
-    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+    settings = _scip_settings(pre)
+    if settings is None:
         return {}
     shared = _shared(pre)
     with_pending = {int(p) for p in shared.prio[shared.pending]}
@@ -489,7 +572,7 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
             # above share it (and a tier the plan already proves needs none).
             key = (prio, tuple(floors))
             if key not in shared.lps:
-                shared.lps[key] = _tier_lp(shared, prio, floors)
+                shared.lps[key] = _tier_lp(shared, prio, floors, settings, value)
             lp = shared.lps[key]
             if lp is not None:
                 bound = lp if bound is None else min(bound, lp)
@@ -502,19 +585,32 @@ def _slot_tier_bounds(pre: Prefiltered, values: dict[int, int], known: dict[int,
     return out
 
 
-def _tier_lp(shared: _Slots, prio: int, floors: list[tuple[int, int]]) -> int | None:
+def _tier_lp(
+    shared: _Slots, prio: int, floors: list[tuple[int, int]], settings: str = SCIP_SETTINGS, value: int | None = None
+) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
-    (objective units); None if GLOP does not report an optimum."""
+    (objective units); None if GLOP does not report an optimum. On a large round
+    (:data:`LARGE_SCIP_SETTINGS`) the integer model is not solved when the LP's bound already
+    proves the plan's ``value``: the fragmented 4,096-node round's priority 5 (greedy's plan at
+    its LP bound, one fractional variable)."""
     model, var, gvar = _tier_model(shared, prio, floors)
-    solved = _integer_bound(model)
+    enough = None
+    if settings != SCIP_SETTINGS and value is not None:
+        enough = value - shared.fixed_value.get(prio, 0)
+    solved = _integer_bound(model, settings, enough)
     if solved is None:
         return None
     relaxed, x = solved
     if x is not None:
         shared.solutions[(prio, tuple(floors))] = _Solution(x=x, var=var, gvar=gvar)
-    # Tier values are whole objective units, so the optimum is at most the bound rounded down;
-    # the solvers work in floating point, so their answer first gets a margin for tolerances.
-    return shared.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+    return shared.fixed_value.get(prio, 0) + _rounded(relaxed)
+
+
+def _rounded(relaxed: float) -> int:
+    """A bound in whole objective units from a solver's value: tier values are whole units, so
+    the optimum is at most the bound rounded down; the solvers work in floating point, so their
+    answer first gets a margin for tolerances."""
+    return math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
 
 
 def _tier_model(
@@ -581,12 +677,15 @@ def _tier_model(
     return model, var, gvar
 
 
-def _integer_bound(model: linear_solver_pb2.MPModelProto) -> tuple[float, np.ndarray | None] | None:
+def _integer_bound(
+    model: linear_solver_pb2.MPModelProto, settings: str = SCIP_SETTINGS, enough: int | None = None
+) -> tuple[float, np.ndarray | None] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
     :data:`INTEGER_NODES` branch-and-bound nodes: it holds however early SCIP stops), never
     above the LP's. None if GLOP reports no optimum. With the bound, the best whole solution
-    found (GLOP's, or SCIP's incumbent; None if there is none): :func:`slot_choice` reads it.
+    found (GLOP's, or SCIP's incumbent; None if there is none, or if GLOP's bound is already
+    at most ``enough``, when SCIP is not run): :func:`slot_choice` reads it.
 
     Every variable is 0 or 1 in a real plan (a gang starts or not, a candidate is kept or
     not, a node has a kept or an evicted candidate or not), so the integer model is still a
@@ -604,6 +703,8 @@ def _integer_bound(model: linear_solver_pb2.MPModelProto) -> tuple[float, np.nda
     values = np.fromiter((v.solution_value() for v in solver.variables()), dtype=float, count=len(model.variable))
     if np.all(np.abs(values - np.round(values)) <= 1e-6):
         return lp, np.round(values)
+    if settings == LP_ONLY or (enough is not None and _rounded(lp) <= enough):
+        return lp, None  # the LP only; or it proves a plan at ``enough``: no choice is asked of this tier
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:
@@ -612,7 +713,7 @@ def _integer_bound(model: linear_solver_pb2.MPModelProto) -> tuple[float, np.nda
     if scip is None or scip.LoadModelFromProto(integer):
         return lp, None
     scip.SetNumThreads(1)
-    if not scip.SetSolverSpecificParametersAsString(SCIP_SETTINGS):
+    if not scip.SetSolverSpecificParametersAsString(settings):
         raise RuntimeError("SCIP refused its settings")
     status = scip.Solve()
     if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE, pywraplp.Solver.NOT_SOLVED):

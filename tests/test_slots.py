@@ -17,13 +17,14 @@ from hypothesis import strategies as st
 
 import gangopt
 from bench.rounds import fragmented_spec
+from gangopt import slots
 from gangopt.bounds import cheap_bounds, packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
 from gangopt.replay.generate import generate
 from gangopt.schema import Round, Status, Weights
 from gangopt.scope import Scope
-from gangopt.slots import secondary_bound_at, slot_tier_bounds
+from gangopt.slots import secondary_bound_at, slot_choice, slot_tier_bounds
 from tests.builders import cluster, make_round, pending, running
 from tests.reference import reference_optimum
 from tests.strategies import examples, rounds
@@ -377,3 +378,74 @@ def test_the_secondary_bound_at_the_optimum_holds(rnd: Round) -> None:
         s = score(rnd, gangopt.solve(rnd, solver=solver, annotate=False))  # type: ignore[arg-type]
         if units({t.priority: t.value for t in s.tiers}) == optimum:
             assert round(s.secondary * SCALE) <= bound, (solver, bound, s.secondary)
+
+
+@pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (64, 20, 5)])
+def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
+    monkeypatch: pytest.MonkeyPatch, nodes: int, gangs: int, seed: int
+) -> None:
+    """Over MAX_COLUMNS gangs the slot models are solved only with the caller's leave
+    (``allow_large``) and within GANGS_PER_SECOND of the time limit; SCIP with its presolve
+    then gives the same bound and the same choice's value as without it."""
+    rnd = _fragmented(nodes, gangs, seed)
+    pre = prefilter(rnd)
+    values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
+    small = slot_tier_bounds(pre, values, tier_ceilings(pre))
+    choice = slot_choice(pre, values)
+    assert small and choice is not None  # these rounds leave a tier open
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    refused = prefilter(rnd)
+    assert slot_tier_bounds(refused, values, tier_ceilings(refused)) == {}
+    assert slot_choice(refused, values) is None
+    allowed = prefilter(rnd)
+    slots.allow_large(allowed, True)
+    assert slot_tier_bounds(allowed, values, tier_ceilings(allowed)) == small
+    large_choice = slot_choice(allowed, values)
+    assert large_choice is not None and large_choice.value == choice.value and large_choice.bound == choice.bound
+    lp_only = prefilter(rnd)
+    slots.allow_large(lp_only, "lp")  # the LPs alone: bounds no tighter than the integer model's
+    relaxed = slot_tier_bounds(lp_only, values, tier_ceilings(lp_only))
+    assert relaxed.keys() == small.keys() and all(relaxed[p] >= small[p] for p in small)
+    monkeypatch.setattr(slots, "GANGS_PER_SECOND", 0)
+    too_large = prefilter(rnd)
+    slots.allow_large(too_large, True)
+    assert slot_tier_bounds(too_large, values, tier_ceilings(too_large)) == {}
+
+
+def test_the_large_estimate_counts_gangs_over_max_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    pre = prefilter(_fragmented(32, 12, 0))
+    gangs = len(pre.pending) + len(pre.candidates)
+    assert slots.large_estimate(pre) == 0.0
+    monkeypatch.setattr(slots, "MAX_COLUMNS", gangs - 1)
+    assert slots.large_estimate(pre) == pytest.approx(slots.LARGE_SECONDS_PER_GANG * gangs)
+    assert slots.large_affordable(pre)  # 5 s limit, 500 gangs per second
+
+
+def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -> None:
+    """max x + y, 2x + 2y <= 3 over [0, 1]: the LP says 1.5 (fractional), whole variables 1."""
+    from ortools.linear_solver import linear_solver_pb2
+
+    model = linear_solver_pb2.MPModelProto(maximize=True)
+    for _ in range(2):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=1.0)
+    model.constraint.add(var_index=[0, 1], coefficient=[2.0, 2.0], lower_bound=-float("inf"), upper_bound=3.0)
+    solved = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS)
+    assert solved is not None and solved[0] == pytest.approx(1.0) and solved[1] is not None
+    assert solved[1].sum() == 1
+    skipped = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=1)
+    assert skipped is not None and skipped[0] == pytest.approx(1.5) and skipped[1] is None
+    needed = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0)  # 1.5 rounds to 1 > 0
+    assert needed is not None and needed[0] == pytest.approx(1.0) and needed[1] is not None
+
+
+def test_greedy_asking_for_lp_bounds_gets_a_large_rounds_slot_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finisher gives leave to the plans of solvers that hand over no prefiltered round
+    when they ask for the LP bounds (as the fragmented table does), and only then."""
+    rnd = _fragmented(64, 20, 5)
+    small = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    large = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    assert [t.bound for t in large.score.tiers] == [t.bound for t in small.score.tiers]
+    monkeypatch.setattr(slots, "GANGS_PER_SECOND", 0)  # too large for its time limit
+    refused = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    assert sum(t.bound for t in refused.score.tiers) > sum(t.bound for t in small.score.tiers)

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import random
 import sys
+import time
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
+from bench.rounds import fragmented_spec
+from gangopt import slots
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
+from gangopt.replay.generate import generate
 from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Score, Status
 from gangopt.solvers import SOLVERS, SolverName
-from gangopt.solvers.cpsat import peers_first, portfolio_floor
+from gangopt.solvers.cpsat import _allow_large_slots, peers_first, portfolio_floor
 from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
 from gangopt.solvers.cpsat.placer import Placed
@@ -175,7 +181,9 @@ def test_a_child_that_keeps_the_greedy_plan_answers_with_the_fallback_finished_m
     def no_second_finish(*args: object, **kwargs: object) -> None:
         raise AssertionError("the door annotated the plan again")
 
-    def no_placer(rnd: Round, pre: object, seed: Plan, seed_score: Score, *rest: object) -> tuple[Placed, None]:
+    def no_placer(
+        rnd: Round, pre: object, seed: Plan, seed_score: Score, *rest: object, **named: object
+    ) -> tuple[Placed, None]:
         return Placed(plan=seed, score=seed_score), None  # the warm start stays greedy's plan
 
     monkeypatch.setattr(solving, "_search", kept)
@@ -202,6 +210,57 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     open_tiers = [t for t in plan.score.tiers if t.value < t.bound]
     assert plan.gap is not None
     assert (plan.gap > 0) == bool(open_tiers) or plan.score.secondary_bound != plan.score.secondary
+
+
+def _fragmented_round(nodes: int, gangs: int, seed: int) -> Round:
+    return generate(replace(fragmented_spec(nodes, gangs, 0.75, seed), time_limit=5.0))[0]
+
+
+def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A round over slots.MAX_COLUMNS gangs (here: 1) gets the slot bounds and the slot placer
+    when their estimated cost ends before the placer's start, else the bounds it had without
+    them; either way the plan is valid and never worse than greedy's."""
+    rnd = _fragmented_round(64, 20, 5)
+    greedy_key = lexicographic_key(score(rnd, greedy(rnd)))
+    small = gangopt.solve(rnd)
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    pre = prefilter(rnd)
+    now, cpu = time.perf_counter(), time.process_time()
+    _allow_large_slots(pre, now + 1000.0, now, cpu)
+    assert pre.derived[slots.LARGE_KEY] is True
+    _allow_large_slots(pre, now, now, cpu)  # the estimate ends after ``by``
+    assert pre.derived[slots.LARGE_KEY] is False
+    with monkeypatch.context() as patch:  # only the LPs fit
+        patch.setattr(slots, "LARGE_SECONDS_PER_GANG", 1000.0)
+        patch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 0.0)
+        _allow_large_slots(pre, time.perf_counter() + 1.0, now, cpu)
+        assert pre.derived[slots.LARGE_KEY] == "lp"
+    solved: list[str] = []
+    integer_bound = slots._integer_bound
+
+    def spy(model: Any, settings: str = slots.SCIP_SETTINGS, enough: int | None = None) -> Any:
+        solved.append(settings)
+        return integer_bound(model, settings, enough)
+
+    monkeypatch.setattr(slots, "_integer_bound", spy)
+    allowed = gangopt.solve(rnd)
+    assert solved and set(solved) == {slots.LARGE_SCIP_SETTINGS}
+    solved.clear()
+    monkeypatch.setattr(slots, "LARGE_SECONDS_PER_GANG", 1000.0)
+    lp_only = gangopt.solve(rnd)
+    assert solved and set(solved) == {slots.LP_ONLY}
+    solved.clear()
+    monkeypatch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 1000.0)
+    refused = gangopt.solve(rnd)
+    assert solved == []
+    for plan in (allowed, lp_only, refused):
+        assert gangopt.validate(rnd, plan) == []
+        assert lexicographic_key(score(rnd, plan)) >= greedy_key
+    # with leave: the same bounds and plan as below MAX_COLUMNS
+    assert [t.bound for t in allowed.score.tiers] == [t.bound for t in small.score.tiers]
+    assert allowed.admitted == small.admitted
 
 
 ALL_SOLVERS = list(SOLVERS)

@@ -57,6 +57,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
+from gangopt import slots
 from gangopt.annotate import cheap_bounds_for, finish_reserve, plan_gap, slowdown, tier_gap, tier_values
 from gangopt.bounds import reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
@@ -115,7 +116,9 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     # 2. Candidates; the answer already if the cheap bounds prove one.
     early = peers_first(rnd, pre)
     makers = _candidates()
-    baseline, baseline_score, proven = _best_greedy(rnd, pre, wall, makers[:1])
+    baseline, baseline_score, proven = _best_greedy(
+        rnd, pre, wall, makers[:1], slots_by=(start + PLACER_SHARE * rnd.policy.time_limit, wall, cpu)
+    )
     candidates_took = time.perf_counter() - wall
     # Steps 1 and 2 run on one thread: how much slower than CPU time they ran scales the
     # time kept for finishing (the search's threads and the child would blur the measure).
@@ -147,7 +150,12 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             continue
         seen.add(baseline.solver)
         slot, proven = place_choices(
-            rnd, pre, baseline, baseline_score, lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s)
+            rnd,
+            pre,
+            baseline,
+            baseline_score,
+            lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s),
+            until=_timing(rnd, start, baseline, slow).deadline,
         )
         if proven is not None:
             plan = proven.model_copy(update={"message": f"{slot.plan.message}; {proven.message}"})
@@ -406,10 +414,13 @@ def _best_greedy(
     start: float,
     makers: list[Callable[[Round], Plan]],
     seed: tuple[Plan, Score] | None = None,
+    slots_by: tuple[float, float, float] | None = None,
 ) -> tuple[Plan, Score, Plan | None]:
     """The best of ``seed`` and the plans of ``makers`` (by the objective) with its score, and
     that plan marked as the answer when the cheap bounds already prove it within
-    ``policy.gap_limit`` (else None).
+    ``policy.gap_limit`` (else None). ``slots_by`` (the placer's start, wall and CPU clocks at
+    the solve's start): after the first plan, whether a large round's slot bounds get leave
+    (:func:`_allow_large_slots`).
 
     The best candidate is CP-SAT's warm start and fallback: starting from it is what makes
     CP-SAT's plan never worse than greedy's. Candidates, cheapest first (:func:`_candidates`),
@@ -425,8 +436,11 @@ def _best_greedy(
     for make in makers:
         if best is not None and time.perf_counter() - start > CANDIDATE_SHARE * rnd.policy.time_limit:
             break
+        began = time.perf_counter()
         plan = make(rnd)
         plan_score = score(rnd, plan)
+        if best is None and slots_by is not None:
+            _allow_large_slots(pre, *slots_by, placing=time.perf_counter() - began)
         if best is not None and lexicographic_key(plan_score) <= lexicographic_key(best[1]):
             continue
         best = (plan, plan_score)
@@ -435,6 +449,24 @@ def _best_greedy(
             return plan, plan_score, proven
     assert best is not None
     return best[0], best[1], None
+
+
+def _allow_large_slots(pre: Prefiltered, by: float, wall: float, cpu: float, placing: float = 0.0) -> None:
+    """Give the slot bounds of a round over :data:`gangopt.slots.MAX_COLUMNS` gangs leave to run
+    when their estimated cost, scaled by how much slower than CPU time the solve has run since
+    ``wall`` and ``cpu``, and one pass of the slot placer (``placing`` seconds: as long as the
+    greedy candidate took) end before ``by`` (when the slot placer must start: it reads their
+    integer model's choice); else the LPs alone (:data:`gangopt.slots.LP_ONLY`: the bounds, no
+    choice) when they end before ``by``. Otherwise the round keeps the bounds it had before: on
+    the fragmented 4,096-node round at load 4-5 the bounds took the solve from 10 to 16 s of
+    wall time (4.1 CPU-s) for a 10 s limit."""
+    estimate = slots.large_estimate(pre)
+    if estimate > 0 and slots.large_affordable(pre):
+        slow, now = slowdown(wall, cpu), time.perf_counter()
+        if now + estimate * slow + placing <= by:
+            slots.allow_large(pre, True)
+        else:  # the LPs alone: the bounds, not the placer's choice
+            slots.allow_large(pre, "lp" if now + slots.large_estimate(pre, lp_only=True) * slow <= by else False)
 
 
 LNS_SHARE = 0.3
