@@ -526,10 +526,15 @@ def _candidates() -> list[Callable[[Round], Plan]]:
     from gangopt.solvers.fifo import fifo_first_fit
     from gangopt.solvers.peers import koordinator_like, kueue_like, slurm_backfill_like, volcano_like
 
-    def deferred(rnd: Round) -> Plan:
-        return greedy(rnd, growth="deferred")
+    # The greedy candidates leave their waiting gangs unexplained: the finisher explains the
+    # plan CP-SAT returns (:attr:`~gangopt.solvers.greedy.engine.GreedyEngine.explain`).
+    def greedy_plan(rnd: Round) -> Plan:
+        return greedy(rnd, explain=False)
 
-    return [greedy, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
+    def deferred(rnd: Round) -> Plan:
+        return greedy(rnd, growth="deferred", explain=False)
+
+    return [greedy_plan, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
 
 
 def _tiers_at_cheap_bounds(pre: Prefiltered, unbounded: Score) -> bool:

@@ -65,6 +65,9 @@ class SlotPlacer(GreedyEngine):
     node_keys: tuple[str, ...] = ("wanted", "slots", "room", "floor")
     gang_keys: tuple[str, ...] = ("priority", "failed", "nodes", "largest")
 
+    explain = False
+    """Its plan is one of CP-SAT's candidates: the finisher explains the answer."""
+
     def __init__(self, rnd: Round, choice: SlotChoice, first: frozenset[str] = frozenset()) -> None:
         super().__init__(rnd, "deferred")
         self.choice = choice
