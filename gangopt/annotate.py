@@ -107,9 +107,7 @@ def unchecked_note(message: str, waiting: list[Waiting]) -> str:
     return f"{message}; {note}" if message else note
 
 
-def cheap_bounds_for(
-    pre: Prefiltered, unbounded: Score, lp: bool = True, enough: float | None = None
-) -> CheapBounds:
+def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough: float | None = None) -> CheapBounds:
     """The cheap bounds, tight on the secondary terms when a plan scoring ``unbounded``
     shows that every tier's ceiling can be reached (every optimal plan then runs every kept
     gang); when it shows that only the top tiers can, the first tier below them is bounded by
