@@ -626,7 +626,7 @@ SAT_SETTINGS = "num_workers: 1\nmax_deterministic_time: 1.0\n"
 """CP-SAT on a slot model whose bound only is needed (:func:`_integer_bound`): one worker and
 a deterministic limit, so the bound does not depend on the machine's load. On the 218
 fractional slot models of the Philly b436b2 replay's first 400 rounds it proved the same
-optimum as SCIP on every one, at 5.3 ms a model against SCIP's 18."""
+optimum as SCIP on every one, at 5.6 ms a model against SCIP's 18."""
 
 
 def _integer_bound(
