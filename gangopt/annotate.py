@@ -113,7 +113,7 @@ def unchecked_note(message: str, waiting: list[Waiting]) -> str:
     return f"{message}; {note}" if message else note
 
 
-def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True) -> CheapBounds:
+def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough: float | None = None) -> CheapBounds:
     """The cheap bounds, tight on the secondary terms when a plan scoring ``unbounded``
     shows that every tier's ceiling can be reached (every optimal plan then runs every kept
     gang); when it shows that only the top tiers can, the first tier below them is bounded by
@@ -123,7 +123,11 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True) -> Che
     ``lp=False`` leaves out both LPs (slots and growth): they need OR-Tools' linear solver,
     which greedy and the peer emulations otherwise never import. The bounds stay valid, only
     looser: greedy's gap on the fragmented S round at busy 0.75 is 0.3 % with them, 11.3 %
-    without (M: 9.8 % and 16.4 %), for 0.05 CPU-s more (plus the import)."""
+    without (M: 9.8 % and 16.4 %), for 0.05 CPU-s more (plus the import).
+
+    ``enough`` (a relative gap) is for a caller asking only whether every tier is within it
+    (:func:`~gangopt.slots.slot_tier_bounds`): the tiers below the first one that is not keep
+    their looser bounds."""
     values, ceilings = tier_values(unbounded), tier_ceilings(pre)
     bounds = cheap_bounds(pre, reaches_ceilings(values, ceilings), lp)
     reached = {p: values.get(p, 0.0) >= v / SCALE - 1e-9 for p, v in ceilings.items()}
@@ -136,7 +140,7 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True) -> Che
     if not lp:
         return CheapBounds(tiers=tiers, secondary=bounds.secondary)
     units = {p: round(v * SCALE) for p, v in values.items()}
-    slots = slot_tier_bounds(pre, units, tiers)
+    slots = slot_tier_bounds(pre, units, tiers, enough=enough)
     tiers = {p: min(v, slots.get(p, v)) for p, v in tiers.items()}
     secondary = bounds.secondary
     if all(units.get(p, 0) >= v for p, v in tiers.items()):

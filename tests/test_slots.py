@@ -145,6 +145,9 @@ def test_room_taken_by_a_higher_tier_costs_the_tier_it_evicts() -> None:
     assert slot_tier_bounds(pre, {10: 80, 5: 80}, tier_ceilings(pre)) == {5: 80}
     # Without knowing that tier 10 runs, tier 5 could keep both and start nothing more.
     assert slot_tier_bounds(pre, {10: 0, 5: 80}, tier_ceilings(pre))[5] == 160
+    # A proof within 1 % stops at tier 10 (bound 80 against 0): no LP for tier 5.
+    assert slot_tier_bounds(pre, {10: 0, 5: 80}, tier_ceilings(pre), enough=0.01) == {10: 80}
+    assert slot_tier_bounds(pre, {10: 80, 5: 80}, tier_ceilings(pre), enough=0.01) == {5: 80}
 
 
 def test_a_node_a_victim_left_serves_only_higher_priorities() -> None:
@@ -234,6 +237,36 @@ def test_slot_bounds_are_computed_once_per_plan_values() -> None:
     again = slot_tier_bounds(pre, {0: 0}, tier_ceilings(pre))
     assert first == again and first is not again
     assert sum(1 for key in pre.derived if isinstance(key, tuple) and key[0] == "slot-bounds") == 1
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    nodes=st.integers(8, 32),
+    gangs=st.integers(6, 16),
+    busy=st.sampled_from([0.6, 0.75, 0.9]),
+    seed=st.integers(0, 10_000),
+    limit=st.sampled_from([0.0, 0.01, 0.05]),
+)
+def test_a_proof_asks_for_the_same_bounds_down_to_its_first_failing_tier(
+    nodes: int, gangs: int, busy: float, seed: int, limit: float
+) -> None:
+    """``enough`` (a proof's gap limit) leaves out only tiers below one outside the limit;
+    each tier it bounds has the bound of the full computation (the integer model's optimum
+    from CP-SAT or the LP where no whole solution is read, SCIP's otherwise), and the first
+    open tier keeps the whole solution the slot placer reads."""
+    rnd = generate(replace(fragmented_spec(nodes, gangs, busy, seed), time_limit=5.0))[0]
+    plan = gangopt.solve(rnd, solver="greedy")
+    values = units({t.priority: t.value for t in score(rnd, plan).tiers})
+    proof, full = prefilter(rnd), prefilter(rnd)
+    known = tier_ceilings(full)
+    lean = slot_tier_bounds(proof, values, known, enough=limit)
+    whole = slot_tier_bounds(full, values, known)
+    order = sorted(whole, reverse=True)
+    assert list(lean) == order[: len(lean)]
+    assert all(lean[p] == whole[p] for p in lean)
+    failing = [p for p in order if whole[p] - values.get(p, 0) > limit * max(1, abs(values.get(p, 0))) + 1]
+    assert len(lean) == (order.index(failing[0]) + 1 if failing else len(order))
+    assert slot_choice(proof, values) == slot_choice(full, values)
 
 
 def test_reference_refuses_what_it_does_not_model() -> None:

@@ -240,9 +240,11 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     solved: list[str] = []
     integer_bound = slots._integer_bound
 
-    def spy(model: Any, settings: str = slots.SCIP_SETTINGS, enough: int | None = None) -> Any:
+    def spy(
+        model: Any, settings: str = slots.SCIP_SETTINGS, enough: float | None = None, solution: bool = True
+    ) -> Any:
         solved.append(settings)
-        return integer_bound(model, settings, enough)
+        return integer_bound(model, settings, enough, solution)
 
     monkeypatch.setattr(slots, "_integer_bound", spy)
     allowed = gangopt.solve(rnd)

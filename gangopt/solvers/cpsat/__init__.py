@@ -598,15 +598,22 @@ def _candidates() -> list[Callable[[Round], Plan]]:
     from gangopt.solvers.fifo import fifo_first_fit
     from gangopt.solvers.peers import koordinator_like, kueue_like, slurm_backfill_like, volcano_like
 
-    def deferred(rnd: Round) -> Plan:
-        return greedy(rnd, growth="deferred")
+    # The greedy candidates leave their waiting gangs unexplained: the finisher explains the
+    # plan CP-SAT returns (:attr:`~gangopt.solvers.greedy.engine.GreedyEngine.explain`).
+    def greedy_plan(rnd: Round) -> Plan:
+        return greedy(rnd, explain=False)
 
-    return [greedy, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
+    def deferred(rnd: Round) -> Plan:
+        return greedy(rnd, growth="deferred", explain=False)
+
+    return [greedy_plan, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
 
 
 def _tiers_at_cheap_bounds(pre: Prefiltered, unbounded: Score) -> bool:
-    """Whether every tier of a plan scoring ``unbounded`` is at its cheap bound."""
-    bounds = cheap_bounds_for(pre, unbounded).tiers_in_units()
+    """Whether every tier of a plan scoring ``unbounded`` is at its cheap bound. The bounds are
+    those :func:`_proven_by_cheap_bounds` asked for (below a tier outside the gap limit, which
+    is not at its bound either, none are computed)."""
+    bounds = cheap_bounds_for(pre, unbounded, enough=pre.rnd.policy.gap_limit).tiers_in_units()
     return all(t.value >= bounds.get(t.priority, math.inf) - 1e-9 for t in unbounded.tiers)
 
 
@@ -617,9 +624,10 @@ def _proven_by_cheap_bounds(rnd: Round, pre: Prefiltered, plan: Plan, unbounded:
 
     Checking every tier, not just the total, keeps the limit from hiding a high-priority gang
     that could have started: at 16,384 nodes one 1,024-GPU gang is under 1 % of the total but
-    several percent of its tier."""
+    several percent of its tier. So no slot LP is solved below the first tier outside the limit
+    (``enough``): no bound there could prove the plan."""
     limit = rnd.policy.gap_limit
-    bounds = cheap_bounds_for(pre, unbounded)
+    bounds = cheap_bounds_for(pre, unbounded, enough=limit)
     s = with_bounds(unbounded, bounds.tiers_in_units(), bounds.secondary / SCALE)
     gap = plan_gap(s)
     if gap is None or gap > limit or any(tier_gap(t) > limit for t in s.tiers):

@@ -68,6 +68,9 @@ class SlotPlacer(GreedyEngine):
     node_keys: tuple[str, ...] = ("wanted", "slots", "room", "floor")
     gang_keys: tuple[str, ...] = ("priority", "failed", "nodes", "largest")
 
+    explain = False
+    """Its plan is one of CP-SAT's candidates: the finisher explains the answer."""
+
     def __init__(
         self, rnd: Round, choice: SlotChoice, first: frozenset[str] = frozenset(), *, spread: bool = True
     ) -> None:
