@@ -722,6 +722,13 @@ a deterministic limit, so the bound does not depend on the machine's load. On th
 fractional slot models of the Philly b436b2 replay's first 400 rounds it proved the same
 optimum as SCIP on every one, at 5.6 ms a model against SCIP's 18."""
 
+SAT_MAX_VARIABLES = 500
+"""CP-SAT is tried (:data:`SAT_SETTINGS`) only on slot models of at most this many variables:
+the replays' rounds (2 to 14 nodes) are far below it. On the fragmented 1,024-node round (busy
+0.75) the lowest tier's model has 2,332 variables: CP-SAT ran to its deterministic limit (2.4
+CPU-s) without closing the tier and SCIP then took 0.13 s, so CP-SAT's solve went from 0.56 to
+2.96 CPU-s; above this size SCIP alone, as before."""
+
 
 def _integer_bound(
     model: linear_solver_pb2.MPModelProto,
@@ -747,7 +754,8 @@ def _integer_bound(
     With ``enough`` (model units: a valid plan's value), the answer of a model whose whole
     solution is not needed (``solution`` False, or the bound at most ``enough``) carries
     :data:`_BOUND_ONLY` and no solution: a fractional LP whose rounded bound is at most
-    ``enough`` is returned as it is, and otherwise CP-SAT's optimum (:data:`SAT_SETTINGS`)
+    ``enough`` is returned as it is, and otherwise (on a model of at most
+    :data:`SAT_MAX_VARIABLES` variables) CP-SAT's optimum (:data:`SAT_SETTINGS`)
     is the bound unless ``solution`` and it stays above ``enough`` (then SCIP, as without)."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
 
@@ -766,7 +774,7 @@ def _integer_bound(
     integer.CopyFrom(model)
     for v in integer.variable:
         v.is_integer = True
-    if enough is not None and settings == SCIP_SETTINGS:  # not tried on large rounds' models
+    if enough is not None and settings == SCIP_SETTINGS and len(model.variable) <= SAT_MAX_VARIABLES:
         sat = pywraplp.Solver.CreateSolver("CP_SAT")
         if sat is not None and not sat.LoadModelFromProto(integer):
             if not sat.SetSolverSpecificParametersAsString(SAT_SETTINGS):
