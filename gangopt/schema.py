@@ -666,6 +666,24 @@ class LookAhead(_Model):
         "hours to minutes on every seed, and the contention test keeps it from holding long jobs on "
         "the lightly loaded Philly slice).",
     )
+    escalate_after: StrictFloat | None = Field(
+        None,
+        gt=0,
+        le=MAX_SECONDS,
+        description="Aging: a pending gang that has waited this many seconds is escalated: commit_hours no "
+        "longer holds it, it gets a reservation before every gang not escalated (oldest first, whatever "
+        "its priority), and its reservation keeps gangs of every priority off its nodes unless they end "
+        "before it starts. null: no escalation.",
+    )
+    urgent_priority: StrictInt | None = Field(
+        None,
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="Pending gangs of this priority or higher do not wait for first_run_seconds: in a round "
+        "where one of them is blocked (its minimum does not fit the free room), running gangs of lower "
+        "priority on their first run are evictable however young. min_run_seconds still protects gangs "
+        "that restarted after an eviction. null: the floor holds for every priority.",
+    )
 
 
 DETERMINISTIC_SHARE = 0.3

@@ -168,6 +168,53 @@ def test_protection(started_at: float | None, evictions: int, lookahead: dict[st
     assert "high" in greedy_plan.admitted
 
 
+def urgent_round(old_elsewhere: bool, **lookahead: Any) -> Round:
+    """n0 runs a young (100 s) first-run priority-0 gang on all 8 GPUs; a priority-5 gang of 8
+    GPUs waits. With ``old_elsewhere`` n1 runs an hour-old priority-0 gang of 8 GPUs (already
+    evictable), else n1 is cordoned off by a priority-9 gang no one may evict."""
+    other = running("old", ["n1"], gpu=8, priority=0) if old_elsewhere else running("top", ["n1"], gpu=8, priority=9)
+    return make_round(
+        cluster(2),
+        running=[
+            timed(running("young", ["n0"], gpu=8, priority=0), started_at=NOW - 100, evictions=0),
+            timed(other, started_at=NOW - 3600, evictions=0),
+        ],
+        pending=[pending("urgent", gpu=8, priority=5)],
+        now=NOW,
+        lookahead=LookAhead(**lookahead),
+    )
+
+
+@pytest.mark.parametrize(
+    ("old_elsewhere", "urgent_priority", "protected"),
+    [
+        (False, None, ["young"]),  # no urgent tier: the floor holds
+        (False, 5, []),  # only young work can make room for the urgent gang: the floor yields
+        (False, 6, ["young"]),  # the waiting gang is below the urgent tier
+        (True, 5, ["young"]),  # an evictable old gang can make room: the floor stands
+    ],
+)
+def test_first_run_floor_yields_to_urgent_work_only_when_nothing_else_makes_room(
+    old_elsewhere: bool, urgent_priority: int | None, protected: list[str]
+) -> None:
+    rnd = urgent_round(old_elsewhere, urgent_priority=urgent_priority)
+    assert look_ahead(rnd).protected == protected
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    started = "urgent" in plan.admitted
+    # the urgent gang starts unless the floor protects the only gang it could evict
+    assert started is (old_elsewhere or not protected)
+    if started and old_elsewhere:
+        assert {p.gang for p in plan.preemptions} == {"old"}
+
+
+def test_the_floor_after_an_eviction_never_yields() -> None:
+    rnd = urgent_round(False, urgent_priority=5)
+    young = timed(rnd.running[0], evictions=1)
+    rnd = rnd.model_copy(update={"running": [young, rnd.running[1]]})
+    assert look_ahead(rnd).protected == ["young"]
+
+
 # ----------------------------------------------------------------------------- the view is a restriction
 
 
