@@ -306,7 +306,7 @@ def _over_budget(rnd: Round, now: float, escalated: set[str]) -> dict[str, float
     for g in rnd.pending:
         tier = committed.get(g.priority, 0.0)
         if g.expected_duration is None or tier <= 0 or g.name in escalated:
-            continue
+            continue  # (an escalated gang is no longer held: aging)
         mine = _min_gpus(g, terms) * g.expected_duration
         if mine >= budget / 2 and tier + mine > budget:
             out[g.name] = (tier + mine) / 3600.0

@@ -132,6 +132,65 @@ def test_required_domain_reservation_stays_in_one_domain() -> None:
     assert (r.nodes, r.start) == (("n2", "n3"), NOW + 500)
 
 
+# ----------------------------------------------------------------------------- aging
+
+
+def aging_round(**lookahead: Any) -> Round:
+    """Two 8-GPU nodes. n0 runs a 1-GPU priority-0 gang until now+3600; n1 is idle. Waiting,
+    all priority 0: two whole-node gangs that arrived long ago (``old-long``: 10 h,
+    ``old-short``: 1 h), a 2-GPU gang of 2 h that arrived at the same time and a 2-GPU gang
+    of 2 h that arrived just now."""
+    return make_round(
+        cluster(2),
+        running=[timed(running("r0", ["n0"], gpu=1, priority=0), expected_end=NOW + 3600, started_at=0.0)],
+        pending=[
+            lasting(pending("old-long", gpu=8, submit_time=1.0), 36_000),
+            lasting(pending("old-short", gpu=8, submit_time=2.0), 3600),
+            lasting(pending("old-small", gpu=2, submit_time=1.0), 7200),
+            lasting(pending("new-small", gpu=2, submit_time=NOW - 10), 7200),
+        ],
+        now=NOW,
+        lookahead=LookAhead(**lookahead),
+    )
+
+
+@pytest.mark.parametrize(
+    ("after", "escalated"),
+    [
+        (None, []),  # no aging (the default)
+        (5000.0, ["old-short", "old-long"]),  # waited 9,998 s: whole-node gangs only, shortest first
+        (20_000.0, []),  # not waited long enough
+    ],
+)
+def test_aging_escalates_starving_whole_node_gangs(after: float | None, escalated: list[str]) -> None:
+    view = look_ahead(aging_round(escalate_after=after, reserve_after=0.0))
+    assert [r.gang for r in view.reservations if r.escalated] == escalated
+    if escalated:
+        first, second = view.reservations
+        # the shortest escalated gang keeps the idle n1 now (it fits now); the other waits for n0
+        assert (first.nodes, first.start) == (("n1",), NOW)
+        assert (second.nodes, second.start) == (("n0",), NOW + 3600)
+        # every priority-0 gang that would still run then keeps off both nodes
+        assert sorted(view.held_off) == ["new-small", "old-long", "old-small"]
+
+
+def test_without_aging_a_gang_that_fits_now_gets_no_reservation() -> None:
+    # the round decides it: the small gangs of equal value may take the idle node first
+    assert look_ahead(aging_round(reserve_after=0.0)).reservations == []
+
+
+def test_an_escalated_gang_is_no_longer_held_by_the_budget() -> None:
+    rnd = aging_round(commit_hours=0.5, reserve_after=0.0)
+    assert sorted(look_ahead(rnd).over_budget) == ["old-long", "old-short"]
+    rnd = aging_round(commit_hours=0.5, reserve_after=0.0, escalate_after=5000.0)
+    view = look_ahead(rnd)
+    assert view.over_budget == {}
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert nodes_of(plan, "old-short") == {"n1"}
+    assert "old-small" not in plan.admitted and "new-small" not in plan.admitted
+
+
 # ----------------------------------------------------------------------------- protection
 
 
