@@ -305,10 +305,8 @@ def _over_budget(rnd: Round, now: float, escalated: set[str]) -> dict[str, float
     out: dict[str, float] = {}
     for g in rnd.pending:
         tier = committed.get(g.priority, 0.0)
-        if g.expected_duration is None or tier <= 0:
-            continue
-        if g.name in escalated and now - g.submit_time >= g.expected_duration:
-            continue  # aging: escalated, and held as long as it will run
+        if g.expected_duration is None or tier <= 0 or g.name in escalated:
+            continue  # an escalated gang is no longer held (aging)
         mine = _min_gpus(g, terms) * g.expected_duration
         if mine >= budget / 2 and tier + mine > budget:
             out[g.name] = (tier + mine) / 3600.0

@@ -667,7 +667,7 @@ class LookAhead(_Model):
         "the lightly loaded Philly slice).",
     )
     escalate_after: StrictFloat | None = Field(
-        None,
+        259_200.0,
         gt=0,
         le=MAX_SECONDS,
         description="Aging: a pending gang that has waited this many seconds is escalated: commit_hours no "
@@ -676,7 +676,7 @@ class LookAhead(_Model):
         "before it starts. null: no escalation.",
     )
     urgent_priority: StrictInt | None = Field(
-        None,
+        2,
         ge=-(2**31),
         le=2**31 - 1,
         description="Pending gangs of this priority or higher do not wait for first_run_seconds: in a round "

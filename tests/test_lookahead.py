@@ -179,19 +179,18 @@ def test_without_aging_a_gang_that_fits_now_gets_no_reservation() -> None:
     assert look_ahead(aging_round(reserve_after=0.0)).reservations == []
 
 
-def test_the_budget_holds_an_escalated_gang_at_most_as_long_as_it_runs() -> None:
-    rnd = aging_round(commit_hours=0.5, reserve_after=0.0)
+def test_an_escalated_gang_is_no_longer_held_by_the_budget() -> None:
+    rnd = aging_round(commit_hours=0.5, reserve_after=0.0, escalate_after=None)
     assert sorted(look_ahead(rnd).over_budget) == ["old-long", "old-short"]
-    # both waited 9,998 s: old-short (1 h) is let go, old-long (10 h) is still held
     rnd = aging_round(commit_hours=0.5, reserve_after=0.0, escalate_after=5000.0)
     view = look_ahead(rnd)
-    assert sorted(view.over_budget) == ["old-long"]
-    assert [r.gang for r in view.reservations] == ["old-short"]
+    assert view.over_budget == {}
+    assert [r.gang for r in view.reservations] == ["old-short", "old-long"]
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     assert nodes_of(plan, "old-short") == {"n1"}
-    # n0 is no one's: the small gangs start there, off the reserved n1
-    assert nodes_of(plan, "old-small") | nodes_of(plan, "new-small") == {"n0"}
+    # n0 is reserved for old-long from now+3600: the small gangs would still run then
+    assert "old-small" not in plan.admitted and "new-small" not in plan.admitted
 
 
 # ----------------------------------------------------------------------------- protection
@@ -202,7 +201,9 @@ def test_the_budget_holds_an_escalated_gang_at_most_as_long_as_it_runs() -> None
     [
         (NOW - 600, 1, {}, True),  # restarted less than the default 900 s ago
         (NOW - 600, 0, {}, False),  # a first run: its floor is 300 s
-        (NOW - 100, 0, {}, True),
+        (NOW - 100, 0, {"urgent_priority": None}, True),
+        (NOW - 100, 0, {}, False),  # default urgent tier 2: only young work can make room, the floor yields
+        (NOW - 100, 0, {"urgent_priority": 6}, True),
         (NOW - 100, 0, {"first_run_seconds": 0}, False),
         (NOW - 1000, 1, {}, False),
         (NOW - 100, 1, {"min_run_seconds": 0}, False),
