@@ -11,7 +11,9 @@ then decides as usual:
 
 1. **Protection.** A running gang that restarted after an eviction less than
    ``min_run_seconds`` ago (on its first run: ``first_run_seconds``), or was evicted
-   ``max_evictions`` times already, is not preemptible in the view.
+   ``max_evictions`` times already, is not preemptible in the view. The first-run floor yields
+   to blocked gangs of ``urgent_priority`` or higher when nothing but young work could make
+   room for them (:func:`_yielding`; b436b2's priority-2 p95 wait 399 s -> 56 s).
 2. **Reservations** (Slurm's backfill, in the round). The blocked gangs, highest priority
    first, then longest waiting, get the whole nodes on which they fit earliest, from the
    running gangs' expected ends, up to ``reservations`` gangs a round.
@@ -41,6 +43,13 @@ then decides as usual:
    and all seven policies (``python -m bench.replay_table --seeds 3``), gangopt passes 13 of
    issue 12's 18 targets on every seed (8 with ``commit_hours`` null): openb mean wait 68 ->
    32 min, p95 4.6 h -> 13 min; b436b2 mean wait 5.7 -> 4.5 h; the slice unchanged.
+
+5. **Aging** (``escalate_after``, default 72 h). A gang that needs whole nodes and has waited
+   that long is escalated (:func:`_escalated`): the budget no longer holds it, and it is
+   reserved first (shortest first), also when it fits now. On the openb window the budget had
+   held its two longest-waiting 8-GPU pods 336-345 h; escalated, the largest class's p95 wait
+   is 155 h instead of 340 h (slurm_backfill_like: 204 h), at a price on b436b2 (p95 wait
+   3.15 -> 4.55 h): docs/objective.md, look-ahead step 5.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
