@@ -219,14 +219,14 @@ def _protect(rnd: Round, now: float) -> tuple[list[RunningGang], list[str]]:
         spent = settings.max_evictions is not None and g.evictions >= settings.max_evictions
         if g.preemptible and (spent or (g.started_at is not None and now - g.started_at < floor)):
             young.add(g.name)
-    young -= _yielding(rnd, now, young)
+    young -= _yielding(rnd, young)
     if not young:
         return rnd.running, []
     out = [g.model_copy(update={"preemptible": False}) if g.name in young else g for g in rnd.running]
     return out, [g.name for g in rnd.running if g.name in young]
 
 
-def _yielding(rnd: Round, now: float, protected: set[str]) -> set[str]:
+def _yielding(rnd: Round, protected: set[str]) -> set[str]:
     """The gangs of ``protected`` that lose the first-run floor (``urgent_priority``): first
     runs below that priority, in a round where the pending gangs at or above it that do not fit
     the free room need more GPUs (their minimums) than the free GPUs and the GPUs of the
