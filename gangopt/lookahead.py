@@ -11,7 +11,9 @@ then decides as usual:
 
 1. **Protection.** A running gang that restarted after an eviction less than
    ``min_run_seconds`` ago (on its first run: ``first_run_seconds``), or was evicted
-   ``max_evictions`` times already, is not preemptible in the view.
+   ``max_evictions`` times already, is not preemptible in the view. The first-run floor yields
+   to blocked gangs of ``urgent_priority`` or higher when nothing but young work could make
+   room for them (:func:`_yielding`; b436b2's priority-2 p95 wait 399 s -> 56 s).
 2. **Reservations** (Slurm's backfill, in the round). The blocked gangs, highest priority
    first, then longest waiting, get the whole nodes on which they fit earliest, from the
    running gangs' expected ends, up to ``reservations`` gangs a round.
@@ -41,6 +43,13 @@ then decides as usual:
    and all seven policies (``python -m bench.replay_table --seeds 3``), gangopt passes 13 of
    issue 12's 18 targets on every seed (8 with ``commit_hours`` null): openb mean wait 68 ->
    32 min, p95 4.6 h -> 13 min; b436b2 mean wait 5.7 -> 4.5 h; the slice unchanged.
+
+5. **Aging** (``escalate_after``, default 72 h). A gang that needs whole nodes and has waited
+   that long is escalated (:func:`_escalated`): the budget no longer holds it, and it is
+   reserved first (shortest first), also when it fits now. On the openb window the budget had
+   held its two longest-waiting 8-GPU pods 336-345 h; escalated, the largest class's p95 wait
+   is 155 h instead of 340 h (slurm_backfill_like: 204 h), at a price on b436b2 (p95 wait
+   3.15 -> 4.55 h): docs/objective.md, look-ahead step 5.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
@@ -93,6 +102,8 @@ class Reservation:
     priority: int
     start: float
     nodes: tuple[str, ...]
+    escalated: bool = False
+    """Made by aging (``escalate_after``): reserved before the others, also when it fits now."""
 
 
 @dataclass(frozen=True)
@@ -170,8 +181,9 @@ def look_ahead(rnd: Round) -> View:
     settings = rnd.policy.lookahead
     now = rnd.now
     running, protected = _protect(rnd, now)
-    over = _over_budget(rnd, now)
-    reservations = _reserve(rnd, now, over) if settings.reservations > 0 else []
+    escalated = _escalated(rnd)
+    over = _over_budget(rnd, now, escalated)
+    reservations = _reserve(rnd, now, over, escalated) if settings.reservations > 0 else []
     if not protected and not reservations and not over:
         return View(round=rnd)
     cluster = rnd.cluster
@@ -201,16 +213,77 @@ def _protect(rnd: Round, now: float) -> tuple[list[RunningGang], list[str]]:
     settings = rnd.policy.lookahead
     if not rnd.policy.preemption:
         return rnd.running, []
-    out, protected = [], []
+    young: set[str] = set()
     for g in rnd.running:
         floor = settings.min_run_seconds if g.evictions > 0 else settings.first_run_seconds
-        young = g.started_at is not None and now - g.started_at < floor
         spent = settings.max_evictions is not None and g.evictions >= settings.max_evictions
-        if g.preemptible and (young or spent):
-            g = g.model_copy(update={"preemptible": False})
-            protected.append(g.name)
-        out.append(g)
-    return (out, protected) if protected else (rnd.running, [])
+        if g.preemptible and (spent or (g.started_at is not None and now - g.started_at < floor)):
+            young.add(g.name)
+    young -= _yielding(rnd, young)
+    if not young:
+        return rnd.running, []
+    out = [g.model_copy(update={"preemptible": False}) if g.name in young else g for g in rnd.running]
+    return out, [g.name for g in rnd.running if g.name in young]
+
+
+def _yielding(rnd: Round, protected: set[str]) -> set[str]:
+    """The gangs of ``protected`` that lose the first-run floor (``urgent_priority``): first
+    runs below that priority, in a round where the pending gangs at or above it that do not fit
+    the free room need more GPUs (their minimums) than the free GPUs and the GPUs of the
+    lower-priority gangs already evictable hold. Then nothing but young work can make room for
+    urgent work, and the floor would make it wait up to ``first_run_seconds``; otherwise the
+    floor stands (yielding it whenever urgent work waited made the churn it prevents: see
+    docs/objective.md)."""
+    urgent = rnd.policy.lookahead.urgent_priority
+    settings = rnd.policy.lookahead
+    if urgent is None or not protected:
+        return set()
+    first = {
+        g.name
+        for g in rnd.running
+        if g.name in protected
+        and g.priority < urgent
+        and g.evictions == 0
+        and (settings.max_evictions is None or g.evictions < settings.max_evictions)
+    }
+    candidates = [g for g in rnd.pending if g.priority >= urgent]
+    if not first or not candidates:
+        return set()
+    resources = resource_names(rnd)
+    if "gpu" not in resources:
+        return set()
+    elig = Eligibility(rnd)
+    free = _free(rnd, resources, elig.schedulable)
+    terms = ObjectiveTerms.of(rnd)
+    everywhere = np.ones(len(free), dtype=np.bool_)
+    need = sum(
+        _min_gpus(g, terms)
+        for g in candidates
+        if _place(rnd, g, _demand(g, terms.min_pods(g), resources, elig), free, everywhere) is None
+    )
+    if need <= 0:
+        return set()
+    room = float(free[:, resources.index("gpu")].sum()) / MILLI
+    for g in rnd.running:
+        if g.preemptible and g.priority < urgent and g.name not in protected:
+            gpus = {r.name: r.requests.get("gpu", 0) / MILLI for r in g.roles}
+            room += sum(gpus[p.role] for p in g.pods)
+    return first if need > room else set()
+
+
+def _escalated(rnd: Round) -> set[str]:
+    """The pending gangs escalated by aging: waited ``escalate_after`` and need whole nodes
+    (their minimum asks at least the GPUs of the cluster's largest node). A small gang needs no
+    escalation: any node that frees a few GPUs takes it."""
+    after = rnd.policy.lookahead.escalate_after
+    if after is None:
+        return set()
+    old = [g for g in rnd.pending if rnd.now - g.submit_time >= after]
+    if not old:
+        return set()
+    node_gpus = max((n.capacity.get("gpu", 0) for n in rnd.cluster.nodes if n.schedulable), default=0) / MILLI
+    terms = ObjectiveTerms.of(rnd)
+    return {g.name for g in old if node_gpus > 0 and _min_gpus(g, terms) >= node_gpus}
 
 
 def _held_off(g: PendingGang, r: Reservation, now: float) -> bool:
@@ -221,7 +294,7 @@ def _held_off(g: PendingGang, r: Reservation, now: float) -> bool:
     return g.expected_duration is None or now + g.expected_duration > r.start
 
 
-def _over_budget(rnd: Round, now: float) -> dict[str, float]:
+def _over_budget(rnd: Round, now: float, escalated: set[str]) -> dict[str, float]:
     """The pending gangs ``commit_hours`` holds back (step 4 of the module docstring), each with
     its tier's committed GPU-hours had it started. Each gang is judged against the running
     gangs alone (not against others starting in the same round): the view is built before the
@@ -241,8 +314,8 @@ def _over_budget(rnd: Round, now: float) -> dict[str, float]:
     out: dict[str, float] = {}
     for g in rnd.pending:
         tier = committed.get(g.priority, 0.0)
-        if g.expected_duration is None or tier <= 0:
-            continue
+        if g.expected_duration is None or tier <= 0 or g.name in escalated:
+            continue  # an escalated gang is no longer held (aging)
         mine = _min_gpus(g, terms) * g.expected_duration
         if mine >= budget / 2 and tier + mine > budget:
             out[g.name] = (tier + mine) / 3600.0
@@ -309,7 +382,9 @@ def _avoiding(g: PendingGang, holders: Sequence[str]) -> PendingGang:
 # ----------------------------------------------------------------------------- reservations
 
 
-def _reserve(rnd: Round, now: float, over: dict[str, float] | None = None) -> list[Reservation]:
+def _reserve(
+    rnd: Round, now: float, over: dict[str, float] | None = None, escalated: set[str] | None = None
+) -> list[Reservation]:
     """Reservations for the blocked gangs, highest priority then longest waiting first (none
     for a gang the committed GPU-time budget holds back: ``over``)."""
     settings = rnd.policy.lookahead
@@ -323,8 +398,15 @@ def _reserve(rnd: Round, now: float, over: dict[str, float] | None = None) -> li
     timeline = _Timeline.of(releases)
     held = np.zeros(len(rnd.cluster.nodes), dtype=np.bool_)
     out: list[Reservation] = []
-    order = sorted(rnd.pending, key=lambda g: (-g.priority, g.submit_time, g.name))
-    for g in order:
+    up = escalated or set()
+
+    def key(g: PendingGang) -> tuple[bool, int, float, float, str]:
+        if g.name in up:  # escalated: before the rest, shortest first, then oldest
+            inf = float("inf")
+            return (False, 0, inf if g.expected_duration is None else g.expected_duration, g.submit_time, g.name)
+        return (True, -g.priority, 0.0, g.submit_time, g.name)
+
+    for g in sorted(rnd.pending, key=key):
         if len(out) >= settings.reservations:
             break
         if over and g.name in over:
@@ -335,14 +417,18 @@ def _reserve(rnd: Round, now: float, over: dict[str, float] | None = None) -> li
             continue
         demand = _demand(g, terms.min_pods(g), resources, elig)
         open_ = ~held
-        if _place(rnd, g, demand, free, open_) is not None:
+        rows_now = _place(rnd, g, demand, free, open_)
+        if rows_now is not None and g.name not in up:
             continue  # fits now: the round decides it
-        found = _earliest(rnd, g, demand, free, open_, timeline)
+        # an escalated gang that fits now keeps that room: otherwise same-tier work of equal
+        # value takes it in the very round it frees up
+        found = (now, rows_now) if rows_now is not None else _earliest(rnd, g, demand, free, open_, timeline)
         if found is not None:
             t, rows_used = found
             held[rows_used] = True
             names = tuple(rnd.cluster.nodes[i].name for i in rows_used.tolist())
-            out.append(Reservation(gang=g.name, priority=g.priority, start=max(t, now), nodes=names))
+            start = max(t, now)
+            out.append(Reservation(g.name, g.priority, start, names, escalated=g.name in up))
     return out
 
 

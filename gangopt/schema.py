@@ -666,6 +666,27 @@ class LookAhead(_Model):
         "hours to minutes on every seed, and the contention test keeps it from holding long jobs on "
         "the lightly loaded Philly slice).",
     )
+    escalate_after: StrictFloat | None = Field(
+        259_200.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="Aging: a pending gang that needs whole nodes (its minimum asks at least the GPUs of "
+        "the largest node) and has waited this many seconds is escalated: commit_hours no longer holds "
+        "it, and it gets a reservation before every gang not escalated (escalated ones shortest "
+        "expected_duration first), also when it fits now. Default 72 h (docs/objective.md, look-ahead "
+        "step 5: on the openb window the largest class's p95 wait went from 340 h to 155 h). null: off.",
+    )
+    urgent_priority: StrictInt | None = Field(
+        2,
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="The first_run_seconds floor yields to pending gangs of this priority or higher when "
+        "nothing else can make room for them: when those that do not fit the free room need more GPUs "
+        "than the free ones plus those of already evictable lower-priority gangs, first runs below this "
+        "priority are evictable however young (min_run_seconds still holds). Default 2, the replays' top "
+        "tier (docs/objective.md, look-ahead step 1: b436b2's priority-2 p95 wait 399 s -> 56 s); set "
+        "it to your latency-sensitive PriorityClass value. null: the floor holds for every priority.",
+    )
 
 
 DETERMINISTIC_SHARE = 0.3

@@ -132,6 +132,67 @@ def test_required_domain_reservation_stays_in_one_domain() -> None:
     assert (r.nodes, r.start) == (("n2", "n3"), NOW + 500)
 
 
+# ----------------------------------------------------------------------------- aging
+
+
+def aging_round(**lookahead: Any) -> Round:
+    """Two 8-GPU nodes. n0 runs a 1-GPU priority-0 gang until now+3600; n1 is idle. Waiting,
+    all priority 0: two whole-node gangs that arrived long ago (``old-long``: 10 h,
+    ``old-short``: 1 h), a 2-GPU gang of 2 h that arrived at the same time and a 2-GPU gang
+    of 2 h that arrived just now."""
+    return make_round(
+        cluster(2),
+        running=[timed(running("r0", ["n0"], gpu=1, priority=0), expected_end=NOW + 3600, started_at=0.0)],
+        pending=[
+            lasting(pending("old-long", gpu=8, submit_time=1.0), 36_000),
+            lasting(pending("old-short", gpu=8, submit_time=2.0), 3600),
+            lasting(pending("old-small", gpu=2, submit_time=1.0), 7200),
+            lasting(pending("new-small", gpu=2, submit_time=NOW - 10), 7200),
+        ],
+        now=NOW,
+        lookahead=LookAhead(**lookahead),
+    )
+
+
+@pytest.mark.parametrize(
+    ("after", "escalated"),
+    [
+        (None, []),  # no aging (the default)
+        (5000.0, ["old-short", "old-long"]),  # waited 9,998 s: whole-node gangs only, shortest first
+        (20_000.0, []),  # not waited long enough
+    ],
+)
+def test_aging_escalates_starving_whole_node_gangs(after: float | None, escalated: list[str]) -> None:
+    view = look_ahead(aging_round(escalate_after=after, reserve_after=0.0))
+    assert [r.gang for r in view.reservations if r.escalated] == escalated
+    if escalated:
+        first, second = view.reservations
+        # the shortest escalated gang keeps the idle n1 now (it fits now); the other waits for n0
+        assert (first.nodes, first.start) == (("n1",), NOW)
+        assert (second.nodes, second.start) == (("n0",), NOW + 3600)
+        # every priority-0 gang that would still run then keeps off both nodes
+        assert sorted(view.held_off) == ["new-small", "old-long", "old-small"]
+
+
+def test_without_aging_a_gang_that_fits_now_gets_no_reservation() -> None:
+    # the round decides it: the small gangs of equal value may take the idle node first
+    assert look_ahead(aging_round(reserve_after=0.0)).reservations == []
+
+
+def test_an_escalated_gang_is_no_longer_held_by_the_budget() -> None:
+    rnd = aging_round(commit_hours=0.5, reserve_after=0.0, escalate_after=None)
+    assert sorted(look_ahead(rnd).over_budget) == ["old-long", "old-short"]
+    rnd = aging_round(commit_hours=0.5, reserve_after=0.0, escalate_after=5000.0)
+    view = look_ahead(rnd)
+    assert view.over_budget == {}
+    assert [r.gang for r in view.reservations] == ["old-short", "old-long"]
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert nodes_of(plan, "old-short") == {"n1"}
+    # n0 is reserved for old-long from now+3600: the small gangs would still run then
+    assert "old-small" not in plan.admitted and "new-small" not in plan.admitted
+
+
 # ----------------------------------------------------------------------------- protection
 
 
@@ -140,7 +201,9 @@ def test_required_domain_reservation_stays_in_one_domain() -> None:
     [
         (NOW - 600, 1, {}, True),  # restarted less than the default 900 s ago
         (NOW - 600, 0, {}, False),  # a first run: its floor is 300 s
-        (NOW - 100, 0, {}, True),
+        (NOW - 100, 0, {"urgent_priority": None}, True),
+        (NOW - 100, 0, {}, False),  # default urgent tier 2: only young work can make room, the floor yields
+        (NOW - 100, 0, {"urgent_priority": 6}, True),
         (NOW - 100, 0, {"first_run_seconds": 0}, False),
         (NOW - 1000, 1, {}, False),
         (NOW - 100, 1, {"min_run_seconds": 0}, False),
@@ -166,6 +229,53 @@ def test_protection(started_at: float | None, evictions: int, lookahead: dict[st
     greedy_plan = greedy(rnd)
     assert gangopt.validate(rnd, greedy_plan) == []
     assert "high" in greedy_plan.admitted
+
+
+def urgent_round(old_elsewhere: bool, **lookahead: Any) -> Round:
+    """n0 runs a young (100 s) first-run priority-0 gang on all 8 GPUs; a priority-5 gang of 8
+    GPUs waits. With ``old_elsewhere`` n1 runs an hour-old priority-0 gang of 8 GPUs (already
+    evictable), else n1 is cordoned off by a priority-9 gang no one may evict."""
+    other = running("old", ["n1"], gpu=8, priority=0) if old_elsewhere else running("top", ["n1"], gpu=8, priority=9)
+    return make_round(
+        cluster(2),
+        running=[
+            timed(running("young", ["n0"], gpu=8, priority=0), started_at=NOW - 100, evictions=0),
+            timed(other, started_at=NOW - 3600, evictions=0),
+        ],
+        pending=[pending("urgent", gpu=8, priority=5)],
+        now=NOW,
+        lookahead=LookAhead(**lookahead),
+    )
+
+
+@pytest.mark.parametrize(
+    ("old_elsewhere", "urgent_priority", "protected"),
+    [
+        (False, None, ["young"]),  # no urgent tier: the floor holds
+        (False, 5, []),  # only young work can make room for the urgent gang: the floor yields
+        (False, 6, ["young"]),  # the waiting gang is below the urgent tier
+        (True, 5, ["young"]),  # an evictable old gang can make room: the floor stands
+    ],
+)
+def test_first_run_floor_yields_to_urgent_work_only_when_nothing_else_makes_room(
+    old_elsewhere: bool, urgent_priority: int | None, protected: list[str]
+) -> None:
+    rnd = urgent_round(old_elsewhere, urgent_priority=urgent_priority)
+    assert look_ahead(rnd).protected == protected
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    started = "urgent" in plan.admitted
+    # the urgent gang starts unless the floor protects the only gang it could evict
+    assert started is (old_elsewhere or not protected)
+    if started and old_elsewhere:
+        assert {p.gang for p in plan.preemptions} == {"old"}
+
+
+def test_the_floor_after_an_eviction_never_yields() -> None:
+    rnd = urgent_round(False, urgent_priority=5)
+    young = timed(rnd.running[0], evictions=1)
+    rnd = rnd.model_copy(update={"running": [young, rnd.running[1]]})
+    assert look_ahead(rnd).protected == ["young"]
 
 
 # ----------------------------------------------------------------------------- the view is a restriction
