@@ -301,6 +301,17 @@ def make_round(
 # ----------------------------------------------------------------------------- plans
 
 
+def fragmented_round(nodes: int, gangs: int, busy: float = 0.75, seed: int = 0, time_limit: float = 5.0) -> Round:
+    """Issue 13's fragmented round (``bench.rounds.fragmented_spec``: running gangs where they
+    happened to land, preemption on) of a size, with a test's time limit."""
+    from dataclasses import replace
+
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    return generate(replace(fragmented_spec(nodes, gangs, busy, seed), time_limit=time_limit))[0]
+
+
 def _by_role(nodes: Placed, default_role: str) -> dict[str, list[str]]:
     if isinstance(nodes, Mapping):
         return {r: list(ns) for r, ns in nodes.items()}

@@ -232,6 +232,21 @@ POLICIES = st.builds(
 
 
 @st.composite
+def fragmented_rounds(draw: st.DrawFn, nodes: tuple[int, int], gangs: tuple[int, int]) -> Round:
+    """A fragmented round (:func:`tests.builders.fragmented_round`) of a drawn size within
+    ``nodes`` and ``gangs`` (inclusive), busy 0.6, 0.75 or 0.9, and seed: larger than
+    :func:`rounds`, for the slot bounds and the slot placer."""
+    from tests.builders import fragmented_round
+
+    return fragmented_round(
+        draw(st.integers(*nodes)),
+        draw(st.integers(*gangs)),
+        draw(st.sampled_from([0.6, 0.75, 0.9])),
+        draw(st.integers(0, 10_000)),
+    )
+
+
+@st.composite
 def cohort_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 4, cohort_quotas: bool = False) -> Round:
     """A full small cluster shared by two or three queues of one cohort with small nominals and
     random preemption policies (:data:`POLICIES`): running gangs of one to three 2-, 4- or

@@ -8,7 +8,6 @@ tests/reference.py on small rounds of issue 13's fragmented family.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,18 +15,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import gangopt
-from bench.rounds import fragmented_spec
 from gangopt import slots
 from gangopt.bounds import cheap_bounds, packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
-from gangopt.replay.generate import generate
 from gangopt.schema import Round, Status, Weights
 from gangopt.scope import Scope
 from gangopt.slots import secondary_bound_at, slot_choice, slot_tier_bounds
-from tests.builders import cluster, make_round, pending, running
+from tests.builders import cluster, fragmented_round, make_round, pending, running
 from tests.reference import reference_optimum
-from tests.strategies import examples, rounds
+from tests.strategies import examples, fragmented_rounds, rounds
 
 FLAT = Weights(aging_cap=0.0, short_first=0.0, deadline_boost=0.0)
 """Weights under which waiting and running work both count at urgency 1, so that the hand
@@ -62,7 +59,7 @@ def test_slot_bounds_hold_for_the_optimum(rnd: Round) -> None:
 
 
 def _fragmented(nodes: int, gangs: int, seed: int) -> Round:
-    return generate(replace(fragmented_spec(nodes, gangs, 0.75, seed), time_limit=5.0))[0]
+    return fragmented_round(nodes, gangs, 0.75, seed)
 
 
 @pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (32, 12, 2), (24, 10, 3), (48, 14, 4)])
@@ -240,21 +237,12 @@ def test_slot_bounds_are_computed_once_per_plan_values() -> None:
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    nodes=st.integers(8, 32),
-    gangs=st.integers(6, 16),
-    busy=st.sampled_from([0.6, 0.75, 0.9]),
-    seed=st.integers(0, 10_000),
-    limit=st.sampled_from([0.0, 0.01, 0.05]),
-)
-def test_a_proof_asks_for_the_same_bounds_down_to_its_first_failing_tier(
-    nodes: int, gangs: int, busy: float, seed: int, limit: float
-) -> None:
+@given(rnd=fragmented_rounds(nodes=(8, 32), gangs=(6, 16)), limit=st.sampled_from([0.0, 0.01, 0.05]))
+def test_a_proof_asks_for_the_same_bounds_down_to_its_first_failing_tier(rnd: Round, limit: float) -> None:
     """``enough`` (a proof's gap limit) leaves out only tiers below one outside the limit;
     each tier it bounds has the bound of the full computation (the integer model's optimum
     from CP-SAT or the LP where no whole solution is read, SCIP's otherwise), and the first
     open tier keeps the whole solution the slot placer reads."""
-    rnd = generate(replace(fragmented_spec(nodes, gangs, busy, seed), time_limit=5.0))[0]
     plan = gangopt.solve(rnd, solver="greedy")
     values = units({t.priority: t.value for t in score(rnd, plan).tiers})
     proof, full = prefilter(rnd), prefilter(rnd)
@@ -333,18 +321,10 @@ def test_slot_bound_is_tight_where_the_old_one_was_loose(build: Any, optimum: di
 
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    nodes=st.integers(16, 40),
-    gangs=st.integers(6, 16),
-    busy=st.sampled_from([0.6, 0.75, 0.9]),
-    seed=st.integers(0, 10_000),
-)
-def test_slot_bounds_hold_for_the_reference_on_random_fragmented_rounds(
-    nodes: int, gangs: int, busy: float, seed: int
-) -> None:
+@given(rnd=fragmented_rounds(nodes=(16, 40), gangs=(6, 16)))
+def test_slot_bounds_hold_for_the_reference_on_random_fragmented_rounds(rnd: Round) -> None:
     """Whichever plan supplies the floors (greedy's, or the optimum's own values), no tier
     bound falls below the independent reference's proven optimum."""
-    rnd = generate(replace(fragmented_spec(nodes, gangs, busy, seed), time_limit=5.0))[0]
     ref = reference_optimum(rnd, seconds_per_tier=10.0)
     assume(ref.proven)
     pre = prefilter(rnd)

@@ -5,18 +5,15 @@ from __future__ import annotations
 import random
 import sys
 import time
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
-from bench.rounds import fragmented_spec
 from gangopt import slots
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
-from gangopt.replay.generate import generate
 from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Score, Status
 from gangopt.solvers import SOLVERS, SolverName
@@ -25,7 +22,7 @@ from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
 from gangopt.solvers.cpsat.placer import Placed
 from gangopt.solvers.greedy.engine import greedy
-from tests.builders import cluster, make_round, pending, queue, running
+from tests.builders import cluster, fragmented_round, make_round, pending, queue, running
 from tests.strategies import cohort_rounds, examples, rounds
 
 
@@ -213,7 +210,7 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
 
 
 def _fragmented_round(nodes: int, gangs: int, seed: int) -> Round:
-    return generate(replace(fragmented_spec(nodes, gangs, 0.75, seed), time_limit=5.0))[0]
+    return fragmented_round(nodes, gangs, 0.75, seed)
 
 
 def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_time(
@@ -240,9 +237,7 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     solved: list[str] = []
     integer_bound = slots._integer_bound
 
-    def spy(
-        model: Any, settings: str = slots.SCIP_SETTINGS, enough: float | None = None, solution: bool = True
-    ) -> Any:
+    def spy(model: Any, settings: str = slots.SCIP_SETTINGS, enough: float | None = None, solution: bool = True) -> Any:
         solved.append(settings)
         return integer_bound(model, settings, enough, solution)
 

@@ -7,10 +7,8 @@ keep rule 5 on a node a chosen victim left (a hand-built round), and repeat exac
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 import gangopt
 from bench.rounds import fragmented_spec
@@ -22,8 +20,8 @@ from gangopt.schema import Plan, Round, Score
 from gangopt.slots import SlotChoice, slot_choice
 from gangopt.solvers.cpsat.placer import SlotPlacer, placed
 from gangopt.solvers.greedy import greedy
-from tests.builders import cluster, make_round, pending, running
-from tests.strategies import examples
+from tests.builders import cluster, fragmented_round, make_round, pending, running
+from tests.strategies import examples, fragmented_rounds
 
 
 def _choice_after_greedy(rnd: Round) -> SlotChoice | None:
@@ -43,16 +41,8 @@ def _signature(plan: Plan) -> tuple[object, ...]:
 
 
 @settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    nodes=st.integers(16, 64),
-    gangs=st.integers(6, 24),
-    busy=st.sampled_from([0.6, 0.75, 0.9]),
-    seed=st.integers(0, 10_000),
-)
-def test_placed_plans_validate_and_repeat_on_random_fragmented_rounds(
-    nodes: int, gangs: int, busy: float, seed: int
-) -> None:
-    rnd = generate(replace(fragmented_spec(nodes, gangs, busy, seed), time_limit=5.0))[0]
+@given(rnd=fragmented_rounds(nodes=(16, 64), gangs=(6, 24)))
+def test_placed_plans_validate_and_repeat_on_random_fragmented_rounds(rnd: Round) -> None:
     choice = _choice_after_greedy(rnd)
     assume(choice is not None)
     assert choice is not None
@@ -117,7 +107,7 @@ def test_a_node_a_chosen_victim_left_receives_only_higher_pods() -> None:
 def test_the_door_returns_the_placed_plan_proven_when_it_meets_the_bound() -> None:
     # 128 nodes, 50 gangs, busy 0.6 (seed 0): greedy leaves 20 GPU-eq of priority 0 below the
     # slot bound; the placed choice reaches it and is returned with no CP-SAT model.
-    rnd = generate(replace(fragmented_spec(128, 50, 0.6, 0), time_limit=10.0))[0]
+    rnd = fragmented_round(128, 50, 0.6, 0, time_limit=10.0)
     plain = score(rnd, greedy(rnd))
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
@@ -168,7 +158,7 @@ def test_a_chosen_gang_placed_only_by_evicting_a_kept_candidate_goes_first_in_th
     evicting a candidate the model kept; the second, placing it first, keeps that candidate
     (priority 0: 586.7 then 591.7 GPU-eq). At the fragmented 4,096-node round the same took
     priority 0 from 46,348.6 to 46,738.6 of its 46,864.2 bound."""
-    rnd = generate(replace(fragmented_spec(96, 32, 0.6, 3), time_limit=5.0))[0]
+    rnd = fragmented_round(96, 32, 0.6, 3)
     choice = _choice_after_greedy(rnd)
     assert choice is not None
     first = SlotPlacer(rnd, choice)
