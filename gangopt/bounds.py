@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -59,11 +59,7 @@ def tier_ceilings(pre: Prefiltered) -> dict[int, int]:
     stayed: a bound any plan respects. Computed once per prefiltered round and kept on it (a
     CP-SAT solve asks four times: a pass over every gang each, 13 % of the CPU profile of the
     Philly b436b2 replay's rounds before)."""
-    hit = pre.derived.get("tier-ceilings")
-    if hit is None:
-        hit = pre.derived["tier-ceilings"] = _tier_ceilings(pre)
-    assert isinstance(hit, dict)
-    return dict(hit)
+    return dict(pre.kept("tier-ceilings", lambda: _tier_ceilings(pre)))
 
 
 def _tier_ceilings(pre: Prefiltered) -> dict[int, int]:
@@ -84,12 +80,7 @@ def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool = True) -> C
     secondary bound is then much tighter. Computed once per prefiltered round (a solve asks
     for the greedy plan's, then the answer's) and kept on it. ``lp=False`` leaves out the
     growth LP (OR-Tools' GLOP): the growth term is then bounded by every member added."""
-    key = ("cheap-bounds", tiers_at_ceiling, lp)
-    hit = pre.derived.get(key)
-    if hit is None:
-        hit = pre.derived[key] = _cheap_bounds(pre, tiers_at_ceiling, lp)
-    assert isinstance(hit, CheapBounds)
-    return hit
+    return pre.kept(("cheap-bounds", tiers_at_ceiling, lp), lambda: _cheap_bounds(pre, tiers_at_ceiling, lp))
 
 
 def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool) -> CheapBounds:
@@ -141,16 +132,17 @@ def _packing(pre: Prefiltered) -> tuple[list[int], dict[int, list[tuple[int, lis
     """What :func:`packed_tier_bounds` packs, whatever the plan: the room per resource, the
     items per tier and each tier's value that never moves. Computed once per prefiltered round
     (each candidate plan asks; the caller must not modify them)."""
-    hit = pre.derived.get("packing")
-    if hit is None:
+
+    def build() -> tuple[list[int], dict[int, list[tuple[int, list[int]]]], Counter[int]]:
         free = _free_after_fixed(pre, False)
         room = [int(free[:, k].astype(object).sum()) for k in range(len(pre.resources))]
         items = _tier_items(pre, ObjectiveTerms.of(pre.rnd))
         constant = Counter({p: v for p, v in tier_ceilings(pre).items()})
         for prio, tier_items in items.items():
             constant[prio] -= sum(v for v, _ in tier_items)
-        hit = pre.derived["packing"] = (room, items, constant)
-    return cast(tuple[list[int], dict[int, list[tuple[int, list[int]]]], Counter[int]], hit)
+        return room, items, constant
+
+    return pre.kept("packing", build)
 
 
 def _tier_items(pre: Prefiltered, terms: ObjectiveTerms) -> dict[int, list[tuple[int, list[int]]]]:
@@ -332,10 +324,10 @@ def _free_after_fixed(pre: Prefiltered, must_run: bool) -> np.ndarray:
     """Per node and resource: capacity less the pods of running gangs that cannot lose any
     (with ``must_run``, every running gang stays, so those that cannot shrink too). Both
     bounds of a round ask for it: computed once per prefiltered round."""
-    key = ("free-after-fixed", must_run)
-    hit = pre.derived.get(key)
-    if hit is not None:
-        return cast(np.ndarray, hit)
+    return pre.kept(("free-after-fixed", must_run), lambda: _fixed_free(pre, must_run))
+
+
+def _fixed_free(pre: Prefiltered, must_run: bool) -> np.ndarray:
     rnd = pre.rnd
     index = pre.topo.node_index
     free = cluster_capacity(rnd, pre.resources).copy()
@@ -346,8 +338,7 @@ def _free_after_fixed(pre: Prefiltered, must_run: bool) -> np.ndarray:
         reqs = {r.name: request_vector(r, pre.resources) for r in run.roles}
         for pod in run.pods:
             free[index[pod.node]] -= reqs[pod.role]
-    free = pre.derived[key] = np.maximum(free, 0)
-    return free
+    return np.maximum(free, 0)
 
 
 # ----------------------------------------------------------------------------- opened nodes

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from operator import attrgetter, itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from gangopt.quota_tree import quota_rows, row_bounds
 from gangopt.schema import NODE_LEVEL, GangSpec, PendingGang, Role, Round, RunningGang, WaitingCode
 from gangopt.scope import Scope
 from gangopt.topology import Topology
+
+T = TypeVar("T")
 
 BIG = 1 << 30
 """Pods of a role that requests nothing fit without bound; capped by replicas later."""
@@ -99,11 +101,19 @@ class Prefiltered:
     stranded: dict[int, dict[str, int]] = field(default_factory=dict)
     """Candidate gang -> pods per role on nodes left out of the model (kept iff the gang stays)."""
     domain_index: dict[str, tuple[list[str], np.ndarray]] = field(default_factory=dict)
-    derived: dict[Hashable, object] = field(default_factory=dict)
-    """Values later stages derive from this prefiltered round once (the cheap bounds' inputs)."""
     """Per level: domain names and each class's domain (valid until classes change)."""
+    derived: dict[Hashable, object] = field(default_factory=dict)
+    """Values later stages derive from this prefiltered round once (:meth:`kept`)."""
     nodes_pruned: int = 0
     seconds: float = 0.0
+
+    def kept(self, key: Hashable, build: Callable[[], T]) -> T:
+        """``build()`` once per prefiltered round and ``key``, then the same value: what every
+        candidate plan of a solve and the finisher ask for again (tier ceilings, cheap and
+        slot bounds, the slot models)."""
+        if key not in self.derived:
+            self.derived[key] = build()
+        return cast(T, self.derived[key])
 
     def gang(self, kind: str, index: int) -> PendingGang | RunningGang:
         return self.rnd.pending[index] if kind == "pending" else self.rnd.running[index]

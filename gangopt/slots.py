@@ -266,11 +266,7 @@ class _Slots:
 def _shared(pre: Prefiltered) -> _Slots:
     """The round's columns and groups, built once per prefiltered round (every candidate plan
     and the finisher ask for bounds)."""
-    hit = pre.derived.get("slots")
-    if hit is None:
-        hit = pre.derived["slots"] = _build(pre)
-    assert isinstance(hit, _Slots)
-    return hit
+    return pre.kept("slots", lambda: _build(pre))
 
 
 def _build(pre: Prefiltered) -> _Slots:
@@ -441,11 +437,7 @@ def slot_tier_bounds(
     (:func:`slot_choice`) is at or above that one, so it is bounded either way. On the
     Philly b436b2 replay the LPs below such a tier were a fifth of the slot bounds' CPU."""
     key = ("slot-bounds", tuple(sorted(values.items())), tuple(sorted(known.items())), enough)
-    hit = pre.derived.get(key)
-    if hit is None:
-        hit = pre.derived[key] = _slot_tier_bounds(pre, values, known, enough)
-    assert isinstance(hit, dict)
-    return dict(hit)
+    return dict(pre.kept(key, lambda: _slot_tier_bounds(pre, values, known, enough)))
 
 
 @dataclass(frozen=True)
@@ -953,12 +945,7 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     Measured on the fragmented M round at busy 0.75 (docs/benchmarks.md, "M end to end and the
     secondary gap"): 62.1 GPU-eq against 512.2 from the growth bound, for a plan at -26.7
     whose tiers are all at their bounds (reported gap 1.8 % to 0.3 %); 0.08 CPU-s."""
-    key = ("slot-secondary", tuple(sorted(values.items())))
-    if key not in pre.derived:
-        pre.derived[key] = _secondary_bound_at(pre, values)
-    hit = pre.derived[key]
-    assert hit is None or isinstance(hit, int)
-    return hit
+    return pre.kept(("slot-secondary", tuple(sorted(values.items()))), lambda: _secondary_bound_at(pre, values))
 
 
 def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
