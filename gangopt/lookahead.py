@@ -264,10 +264,7 @@ def _yielding(rnd: Round, protected: set[str]) -> set[str]:
     if need <= 0:
         return set()
     room = float(free[:, resources.index("gpu")].sum()) / MILLI
-    for g in rnd.running:
-        if g.preemptible and g.priority < urgent and g.name not in protected:
-            gpus = {r.name: r.requests.get("gpu", 0) / MILLI for r in g.roles}
-            room += sum(gpus[p.role] for p in g.pods)
+    room += sum(_held_gpus(g) for g in rnd.running if g.preemptible and g.priority < urgent and g.name not in protected)
     return first if need > room else set()
 
 
@@ -308,8 +305,7 @@ def _over_budget(rnd: Round, now: float, escalated: set[str]) -> dict[str, float
     committed: dict[int, float] = defaultdict(float)
     for run in rnd.running:
         if run.expected_end is not None and run.expected_end > now:
-            gpus = {r.name: r.requests.get("gpu", 0) / MILLI for r in run.roles}
-            committed[run.priority] += sum(gpus[p.role] for p in run.pods) * (run.expected_end - now)
+            committed[run.priority] += _held_gpus(run) * (run.expected_end - now)
     terms = ObjectiveTerms.of(rnd)
     out: dict[str, float] = {}
     for g in rnd.pending:
@@ -320,6 +316,12 @@ def _over_budget(rnd: Round, now: float, escalated: set[str]) -> dict[str, float
         if mine >= budget / 2 and tier + mine > budget:
             out[g.name] = (tier + mine) / 3600.0
     return _contended(rnd, out, terms, cluster_gpus) if out else out
+
+
+def _held_gpus(g: RunningGang) -> float:
+    """GPUs the running gang's pods hold."""
+    per_pod = {r.name: r.requests.get("gpu", 0) / MILLI for r in g.roles}
+    return sum(per_pod[p.role] for p in g.pods)
 
 
 def _min_gpus(g: PendingGang, terms: ObjectiveTerms) -> float:
