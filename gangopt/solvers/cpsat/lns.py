@@ -76,6 +76,13 @@ TOP_SINGLES = 8
 improving single movers were the 7th and 8th, and the block where greedy packed most pending
 pods gave the next +100 GPU-eq after 20 more single movers that found nothing (5.7 s, beyond
 the search's share of a 10 s limit)."""
+STALL_AFTER_PLACER = 8
+"""Neighbourhoods in a row without an improvement after which a search seeded by the slot
+placer's plan stops (``stall`` in :func:`improve`). The placer's victims are the integer slot
+model's choice; what the search can still gain is a placement the engine lost. On the
+fragmented 4,096-node round (busy 0.75) the first neighbourhood after the placer gained
+priority 0 +30 GPU-eq (46,748.6 to 46,778.6) and the next 39 found nothing: 8.1 CPU-s (a 30 s
+limit; to the search's deadline at 10 s) for no change."""
 DOMAIN_NODES = 160
 """Domain neighbourhoods use the broadest topology level whose domains average at most this
 many nodes (blocks of 128 at M)."""
@@ -93,10 +100,18 @@ class Outcome:
     clock: bool = False
     """Whether the wall-clock deadline ended the search (then a loaded machine may see fewer
     neighbourhoods: the only non-deterministic exit)."""
+    stalled: bool = False
+    """Whether ``stall`` neighbourhoods in a row without an improvement ended the search."""
 
     def summary(self) -> str:
         """The plan's message: what the search did (and whether the clock ended it)."""
-        end = "stopped by the time limit" if self.clock else "converged or at its cap"
+        end = (
+            "stopped by the time limit"
+            if self.clock
+            else "stopped: no improvement in the last neighbourhoods"
+            if self.stalled
+            else "converged or at its cap"
+        )
         return (
             f"large-neighbourhood search: {self.improvements} improvement(s) of the {self.seed_solver} plan in "
             f"{self.neighbourhoods} neighbourhoods ({end})"
@@ -108,9 +123,13 @@ def applicable(rnd: Round, pre: Prefiltered) -> bool:
     return bool(rnd.policy.preemption and pre.candidates and not rnd.queues)
 
 
-def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadline: float) -> Outcome:
+def improve(
+    rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadline: float, stall: int | None = None
+) -> Outcome:
     """The best plan the neighbourhoods find from ``seed`` (scored ``seed_score``) before
-    ``deadline`` (:func:`time.perf_counter`); ``seed`` itself when none is better."""
+    ``deadline`` (:func:`time.perf_counter`); ``seed`` itself when none is better. With
+    ``stall``, the search also ends after that many neighbourhoods in a row improved nothing
+    (a count, not the clock: the same round gives the same plan; :data:`STALL_AFTER_PLACER`)."""
     out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver)
     if not applicable(rnd, pre) or not any(p.kind == "evict" for p in seed.preemptions):
         # Nothing evicted whole: every free victim is kept already and no sub-model can do
@@ -127,15 +146,20 @@ def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadlin
     best_key = lexicographic_key(seed_score)
     floor = {t.priority: t.value for t in seed_score.tiers}
     rng = np.random.default_rng(rnd.policy.seed)
+    since = 0  # neighbourhoods since the last improvement
     while out.neighbourhoods < MAX_NEIGHBOURHOODS:
         improved = False
         for hood in _neighbourhoods(ctx, state, rng):
             if out.neighbourhoods >= MAX_NEIGHBOURHOODS:
                 break
+            if stall is not None and since >= stall:
+                out.stalled = True
+                return out
             if time.perf_counter() >= deadline:
                 out.clock = True
                 return out
             out.neighbourhoods += 1
+            since += 1
             answer = _solve_neighbourhood(ctx, state, hood, deadline)
             if time.perf_counter() >= deadline:
                 out.clock = True  # the sub-solve may have been cut by the clock: not repeatable
@@ -154,6 +178,7 @@ def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadlin
             state = _State.of_decision(decision)
             out.plan, out.score = plan, plan_score
             out.improvements += 1
+            since = 0
             improved = True  # the rest of the pass runs on the new plan; the next is drawn from it
         if not improved:
             return out
@@ -562,4 +587,12 @@ def _weights(ctx: _Context, free: list[str]) -> dict[str, int]:
     return out
 
 
-__all__ = ["MAX_NEIGHBOURHOODS", "WORK_PER_NEIGHBOURHOOD", "Outcome", "applicable", "best_victims", "improve"]
+__all__ = [
+    "MAX_NEIGHBOURHOODS",
+    "STALL_AFTER_PLACER",
+    "WORK_PER_NEIGHBOURHOOD",
+    "Outcome",
+    "applicable",
+    "best_victims",
+    "improve",
+]

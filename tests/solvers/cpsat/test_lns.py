@@ -125,3 +125,21 @@ def test_a_round_too_large_to_model_whole_gets_the_search_instead_of_a_restricte
     assert "instead of a restricted model" in plan.message
     assert plan.status == gangopt.Status.FEASIBLE
     assert [p.gang for p in plan.preemptions] == ["small"]
+
+
+def test_a_stalled_search_stops_after_that_many_neighbourhoods_without_a_gain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stall``: neighbourhoods that improve nothing end the search by count, not by the clock
+    (the search after the slot placer, STALL_AFTER_PLACER)."""
+    import gangopt.solvers.cpsat.lns as lns
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=3))  # greedy evicts 9 gangs whole
+    seed = greedy(rnd)
+    monkeypatch.setattr(lns, "_solve_neighbourhood", lambda *a, **k: None)  # no neighbourhood gains
+    free = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 60)
+    assert free.neighbourhoods > 3 and not free.stalled  # the pass runs on without ``stall``
+    out = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 60, stall=3)
+    assert out.stalled and not out.clock
+    assert out.neighbourhoods == 3 and out.plan is seed
+    assert "no improvement in the last neighbourhoods" in out.summary()
