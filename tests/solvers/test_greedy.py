@@ -711,3 +711,30 @@ def test_growth_modes_agree_without_pending_elastic_gangs(rnd: Round) -> None:
     rnd = rnd.model_copy(update={"pending": rigid})
     assume(not any(g.elastic for g in rnd.pending))
     assert decide(rnd, "deferred").model_dump() == decide(rnd, "eager").model_dump()
+
+
+def test_the_settle_caches_agree_with_a_fresh_reading() -> None:
+    """The rows :meth:`GreedyEngine._served_rows` reads from its per-settle cache of the new
+    pods by priority, and the reserved rows :meth:`GreedyEngine._reserved` keeps per priority,
+    are those a fresh scan of the plan gives (default policies, fragmented round with
+    evictions)."""
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+    from gangopt.solvers.greedy.engine import RESERVED, GreedyEngine
+
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=3))
+    engine = GreedyEngine(rnd, "eager")
+    engine.run()
+    assert engine.scope.plain and engine.victim_order  # greedy evicted: the caches are read
+    cache: dict[int, np.ndarray] = {}
+    for gi in range(len(engine.running)):
+        cached = engine._served_rows(gi, {}, cache)
+        assert cache  # filled on first use
+        assert np.array_equal(cached, engine._served_rows(gi, {}))
+    for priority in sorted({g.spec.priority for g in engine.pending}):
+        work = engine.free.copy()
+        with engine._reserved(work, [g for g in engine.pending if g.spec.priority == priority][:1]):
+            marked = np.flatnonzero((work < engine.free).any(axis=1))
+        expected = np.flatnonzero(engine.floor >= priority) if priority <= engine.floor_max else []
+        assert np.array_equal(marked, expected)
+        assert (engine.free - work)[marked].max(initial=RESERVED) == RESERVED

@@ -280,6 +280,10 @@ class GreedyEngine:
         """Per node, the highest priority of a gang that lost pods there: only gangs of strictly
         higher priority may get new pods on it (rule 5 of docs/plan-semantics.md)."""
         self.floor_max = int(np.iinfo(np.int64).min)
+        self._floor_rows: dict[int, IndexArray] = {}
+        """Per priority, the rows of :attr:`floor` at or above it (:meth:`_reserved`), until the
+        floor next changes: one scan of the nodes per priority and commit, not per attempt
+        (the fragmented XL round: 7,834 attempts, 0.41 CPU-s of 3.2 in the scans)."""
         self.lowest_new = np.full(len(self.free), np.iinfo(np.int64).max, dtype=np.int64)
         """Per node, the lowest priority of a gang that got new pods there: running gangs of
         that priority or higher may no longer lose pods on it (rule 5, seen from the victim)."""
@@ -471,6 +475,7 @@ class GreedyEngine:
         for pods in result.removed:
             self.kept[pods] = False
             np.maximum.at(self.floor, self.rp_node[pods], self.rp_priority[pods])
+            self._floor_rows.clear()
             if pods.size:
                 self.floor_max = max(self.floor_max, int(self.rp_priority[pods].max()))
             if not self.scope.plain:
@@ -682,7 +687,9 @@ class GreedyEngine:
             if priority > self.floor_max:
                 yield  # nothing was preempted for this priority: the common case, no scan
                 return
-            rows = np.flatnonzero(self.floor >= priority)
+            rows = self._floor_rows.get(priority)
+            if rows is None:
+                rows = self._floor_rows[priority] = np.flatnonzero(self.floor >= priority)
         else:
             usage = self.queue_now() if self.reclaim and self.lost_on else None
             rows = np.asarray(
@@ -1258,6 +1265,7 @@ class GreedyEngine:
         first, until nothing more fits: evicted gangs whole, shrunk gangs pod by pod, the pods
         on nodes where no gang that may preempt the victim landed first (``extra``: new pods
         not in :attr:`allocs` yet). A pod left removed there would be preempted for no gang."""
+        new_rows: dict[int, IndexArray] = {}  # filled on first need: the new pods do not change here
         changed = True
         while changed:
             changed = False
@@ -1273,7 +1281,7 @@ class GreedyEngine:
                         changed = True
                     continue
                 if lost.size > 1:
-                    served = self._served_rows(gi, extra)
+                    served = self._served_rows(gi, extra, new_rows)
                     lost = lost[np.argsort(served[self.rp_node[lost]], kind="stable")]
                 for p in lost.tolist():
                     if self.put_back(free, used, np.asarray([p], dtype=np.intp)):
@@ -1282,11 +1290,21 @@ class GreedyEngine:
 
     def _new_pods(self, extra: dict[str, tuple[GangView, Alloc]]) -> Iterator[tuple[GangView, Alloc]]:
         """Every gang with new pods so far (and those of ``extra``), with its pods."""
-        views = {g.name: g for g in [*self.pending, *self.running]}
+        views = self._views()
         for name, alloc in self.allocs.items():
             if name not in extra:
                 yield views[name], alloc
         yield from extra.values()
+
+    def _views(self) -> dict[str, GangView]:
+        """Every gang's view by name, built once per pair of gang lists (a peer replaces them
+        after the engine's setup): on the fragmented XL round (57 k running gangs) building it
+        per reprieve check was 0.35 of greedy's 3.2 CPU-s."""
+        cached: tuple[list[GangView], list[GangView], dict[str, GangView]] | None = getattr(self, "_views_of", None)
+        if cached is None or cached[0] is not self.pending or cached[1] is not self.running:
+            cached = (self.pending, self.running, {g.name: g for g in [*self.pending, *self.running]})
+            self._views_of = cached
+        return cached[2]
 
     def _may_use(
         self, g: GangView, gi: int, usage: dict[str, dict[str, int]] | None, memo: dict[_LicenceKey, bool] | None = None
@@ -1312,9 +1330,26 @@ class GreedyEngine:
             hit = memo[key] = self.may_preempt(g, gi, usage=usage)
         return hit
 
-    def _served_rows(self, gi: int, extra: dict[str, tuple[GangView, Alloc]]) -> BoolArray:
-        """Per node row, whether a gang that may preempt ``gi`` got new pods there."""
+    def _served_rows(
+        self, gi: int, extra: dict[str, tuple[GangView, Alloc]], new_rows: dict[int, IndexArray] | None = None
+    ) -> BoolArray:
+        """Per node row, whether a gang that may preempt ``gi`` got new pods there.
+        ``new_rows`` (default policies: whom a gang may preempt is its priority): the caller's
+        cache of the new pods' rows by their gang's priority, filled here on first use, for
+        callers whose new pods do not change between calls (:meth:`_settle`)."""
         served = np.zeros(len(self.free), dtype=np.bool_)
+        if self.scope.plain and new_rows is not None:
+            if not new_rows:
+                by: dict[int, list[int]] = {}
+                for g, alloc in self._new_pods(extra):
+                    by.setdefault(g.spec.priority, []).extend(node for _, node, _ in alloc)
+                new_rows.update({p: np.asarray(v, dtype=np.intp) for p, v in by.items()})
+                new_rows.setdefault(np.iinfo(np.int64).min, np.zeros(0, dtype=np.intp))  # filled, maybe empty
+            below = self.running[gi].spec.priority
+            for p, rows in new_rows.items():
+                if p > below:
+                    served[rows] = True
+            return served
         usage = None if self.scope.plain else self.queue_now()
         memo: dict[_LicenceKey, bool] = {}
         for g, alloc in self._new_pods(extra):
