@@ -944,14 +944,21 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
 
     Measured on the fragmented M round at busy 0.75 (docs/benchmarks.md, "M end to end and the
     secondary gap"): 62.1 GPU-eq against 512.2 from the growth bound, for a plan at -26.7
-    whose tiers are all at their bounds (reported gap 1.8 % to 0.3 %); 0.08 CPU-s."""
+    whose tiers are all at their bounds (reported gap 1.8 % to 0.3 %); 0.08 CPU-s.
+
+    When only the lowest tier is open, ``values`` are the plan's own tiers: every plan at least
+    as good lexicographically has each tier at least as high, so this bounds the optimum's
+    secondary terms too (:func:`gangopt.annotate.cheap_bounds_for`). On the fragmented L round
+    (busy 0.75; priority 0 at 46,748.6 of 46,864.2) 176.6 GPU-eq against 2,172.2, reported gap
+    2.2 % to 0.50 %, in 0.7-1.0 CPU-s (2,727 columns: a round over :data:`MAX_COLUMNS` gets it
+    with the leave its slot bounds have, :func:`allow_large`)."""
     return pre.kept(("slot-secondary", tuple(sorted(values.items()))), lambda: _secondary_bound_at(pre, values))
 
 
 def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     from ortools.linear_solver import pywraplp
 
-    if len(pre.pending) + len(pre.candidates) > MAX_COLUMNS:
+    if _scip_settings(pre) is None:  # a large round without leave for its slot models (:func:`allow_large`)
         return None
     shared = _shared(pre)
     if not shared.pending.any():

@@ -393,6 +393,50 @@ def test_the_secondary_bound_at_the_optimum_holds(rnd: Round) -> None:
             assert round(s.secondary * SCALE) <= bound, (solver, bound, s.secondary)
 
 
+def test_the_secondary_bound_at_a_plans_tiers_when_only_the_lowest_is_open() -> None:
+    """Greedy on this fragmented round reaches the bounds of priorities 10 and 5 and is short
+    on priority 0: the finisher's secondary bound is the second stage at greedy's tiers, far
+    below the growth bound and above greedy's own secondary terms; asked with ``enough`` (the
+    gap limit) it is computed only when every tier is within it."""
+    from gangopt.annotate import cheap_bounds_for
+
+    rnd = fragmented_round(64, 24, seed=3)
+    pre = prefilter(rnd)
+    plan = gangopt.solve(rnd, solver="greedy", annotate=False)
+    s = score(rnd, plan)
+    values = units({t.priority: t.value for t in s.tiers})
+    bounds = cheap_bounds_for(pre, s)
+    assert [values[p] >= bounds.tiers[p] for p in (10, 5, 0)] == [True, True, False]
+    at_plan = secondary_bound_at(pre, values)
+    assert at_plan is not None and round(s.secondary * SCALE) <= at_plan
+    assert bounds.secondary == at_plan < cheap_bounds(pre, tiers_at_ceiling=False).secondary
+    short = (bounds.tiers[0] - values[0]) / values[0]
+    loose = cheap_bounds_for(prefilter(rnd), s, enough=short / 2)  # priority 0 outside ``enough``
+    assert loose.secondary == cheap_bounds(pre, tiers_at_ceiling=False).secondary
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rounds())
+def test_the_secondary_bound_at_a_plans_tiers_holds_for_every_better_plan(rnd: Round) -> None:
+    """At a plan's tier values, no plan at least as good on every tier (the proven optimum, or
+    a peer's) has secondary terms above the bound: the premise of the finisher's bound when
+    only the lowest tier is open (:func:`gangopt.annotate.cheap_bounds_for`)."""
+    assume(not Scope(rnd).beyond_priority)  # the slot model assumes strictly lower victims
+    best = gangopt.solve(rnd)
+    assume(best.status == Status.OPTIMAL and best.gap == 0)
+    pre = prefilter(rnd)
+    scores = [score(rnd, gangopt.solve(rnd, solver=name, annotate=False)) for name in ("greedy", "kueue_like")]  # type: ignore[arg-type]
+    top = units({t.priority: t.value for t in best.score.tiers})
+    for s in scores:
+        values = units({t.priority: t.value for t in s.tiers})
+        bound = secondary_bound_at(pre, values)
+        if bound is None:
+            continue
+        assert round(s.secondary * SCALE) <= bound, (values, bound, s.secondary)
+        if all(top.get(p, 0) >= v for p, v in values.items()):
+            assert round(best.score.secondary * SCALE) <= bound, (values, bound, best.score.secondary)
+
+
 @pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (64, 20, 5)])
 def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     monkeypatch: pytest.MonkeyPatch, nodes: int, gangs: int, seed: int
