@@ -397,10 +397,11 @@ def test_the_secondary_bound_at_a_plans_tiers_when_only_the_lowest_is_open() -> 
     """Greedy on this fragmented round reaches the bounds of priorities 10 and 5 and is short
     on priority 0: the finisher's secondary bound is the second stage at greedy's tiers, far
     below the growth bound and above greedy's own secondary terms; asked with ``enough`` (the
-    gap limit) it is computed only when every tier is within it."""
+    gap limit) it is computed only when every tier is within it, without it only within
+    :data:`gangopt.annotate.AT_PLAN_GAP`."""
     from gangopt.annotate import cheap_bounds_for
 
-    rnd = fragmented_round(64, 24, seed=3)
+    rnd = fragmented_round(128, 50, seed=2)  # priority 0: 0.4 % short, within AT_PLAN_GAP
     pre = prefilter(rnd)
     plan = gangopt.solve(rnd, solver="greedy", annotate=False)
     s = score(rnd, plan)
@@ -413,6 +414,9 @@ def test_the_secondary_bound_at_a_plans_tiers_when_only_the_lowest_is_open() -> 
     short = (bounds.tiers[0] - values[0]) / values[0]
     loose = cheap_bounds_for(prefilter(rnd), s, enough=short / 2)  # priority 0 outside ``enough``
     assert loose.secondary == cheap_bounds(pre, tiers_at_ceiling=False).secondary
+    far = fragmented_round(64, 24, seed=3)  # greedy's priority 0 21 % short of its bound
+    far_score = score(far, gangopt.solve(far, solver="greedy", annotate=False))
+    assert cheap_bounds_for(prefilter(far), far_score).secondary == cheap_bounds(prefilter(far), False).secondary
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
