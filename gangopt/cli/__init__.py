@@ -47,15 +47,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; separate from :func:`main` so docs and tests can inspect it.
 
     With ``command`` one of :data:`ROUND_COMMANDS` only those commands are registered (what
-    ``main`` does for them: their modules are imported only when they run); otherwise all are."""
+    ``main`` does for them: their modules are imported only when they run; ``generate`` only
+    when it is the command); otherwise all are."""
     from gangopt.cli.solve import add_parsers as add_round_parsers
 
     parser = _Parser(prog="gangopt", description="Optimal gang placement for GPU clusters, one round at a time.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
-    add_round_parsers(sub)
-    if command in ROUND_COMMANDS:
+    alone = command in ROUND_COMMANDS
+    add_round_parsers(sub, command if alone else None)
+    if alone:
         return parser
     from gangopt.cli.capacity import add_parsers as add_capacity
     from gangopt.cli.k8s import add_parsers as add_k8s
