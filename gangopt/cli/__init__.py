@@ -89,10 +89,12 @@ def run() -> NoReturn:
     Freeing every module and object one by one at exit is 4 % of a whole ``gangopt solve`` of
     the fragmented S round (86 M of 1,949 M instructions, valgrind; issue 13) and changes
     nothing the caller sees: the output is written (``-o`` renamed into place) or flushed
-    here first. A process with another thread or a child process still alive exits the
-    ordinary way, so their atexit handlers (joining children) run."""
+    here first. Only the one-round commands do this, and only with no other thread or child
+    process alive; the replays, the importers and the service (worker pools, their atexit
+    handlers) exit the ordinary way."""
     code = main()
-    if not _alone():
+    one_round = not sys.argv[1:] or sys.argv[1] in ROUND_COMMANDS
+    if not (one_round and _alone()):
         sys.exit(code)
     try:
         sys.stdout.flush()
