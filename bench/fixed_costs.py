@@ -12,7 +12,9 @@ of the process, from ``wait4``) and wall, run round-robin so that every row sees
 Bytecode is compiled first and the children run without ``PYTHONDONTWRITEBYTECODE`` (installed
 packages have their bytecode; without it every import compiles gangopt from source). With
 ``--baseline DIR`` (a ``git archive`` copy of another commit) every row is also run on that
-code, interleaved, through ``PYTHONPATH``::
+code, interleaved (who goes first alternates), through ``PYTHONPATH``, and the median of the
+run-by-run differences is printed: at load 5-7 a process's CPU seconds vary by ±20 %, far more
+than the change between two commits, and the pairs see the same load::
 
     python -m bench.fixed_costs                      # S and M, every solver, 7 runs
     python -m bench.fixed_costs --runs 9 --baseline /tmp/main-copy
@@ -95,9 +97,9 @@ def main() -> None:
     began = time.strftime("%H:%M", time.gmtime())
     cpu: dict[tuple[str, str, str], list[float]] = {}
     wall: dict[tuple[str, str, str], list[float]] = {}
-    for _ in range(args.runs):
+    for run in range(args.runs):
         for (what, solver), argv in rows.items():
-            for code, env in envs.items():
+            for code, env in sorted(envs.items(), reverse=run % 2 == 1):  # who goes first alternates
                 c, w, out = measure(argv, env)
                 if what.endswith("parse"):  # the parse alone, as the child timed it
                     c, w = (float(x) for x in out.split())
@@ -105,13 +107,17 @@ def main() -> None:
                 wall.setdefault((what, solver, code), []).append(w)
     print(f"{began}-{time.strftime('%H:%M', time.gmtime())} UTC, load {load:.1f}-{os.getloadavg()[0]:.1f}, "
           f"{args.runs} runs, medians [min-max]")
-    print("| what | solver | code | CPU s | wall s |")
-    print("|---|---|---|---:|---:|")
+    print("| what | solver | code | CPU s | wall s | CPU s vs base, paired |")
+    print("|---|---|---|---:|---:|---:|")
     for key in cpu:
         c, w = cpu[key], wall[key]
+        paired = ""
+        if key[2] != "base" and (key[0], key[1], "base") in cpu:  # run by run, same load
+            diff = [x - y for x, y in zip(c, cpu[(key[0], key[1], "base")], strict=True)]
+            paired = f"{statistics.median(diff):+.3f} [{min(diff):+.2f}, {max(diff):+.2f}]"
         print(
             f"| {key[0]} | {key[1]} | {key[2]} | {statistics.median(c):.3f} [{min(c):.2f}-{max(c):.2f}] "
-            f"| {statistics.median(w):.3f} [{min(w):.2f}-{max(w):.2f}] |"
+            f"| {statistics.median(w):.3f} [{min(w):.2f}-{max(w):.2f}] | {paired} |"
         )
 
 
