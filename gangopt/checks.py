@@ -190,15 +190,14 @@ def _check_names(rnd: Round) -> list[Problem]:
                 out.append((f"$.{kind}[{i}].name", f"duplicate gang name {gang.name!r} (also {seen[gang.name]})"))
             else:
                 seen[gang.name] = f"$.{kind}[{i}]"
-    pods: dict[str, str] = {}
+    pods: dict[str, tuple[int, int]] = {}  # a pod's path is spelled out only for a duplicate
     for i, gang in enumerate(rnd.running):
         for j, pod in enumerate(gang.pods):
             if pod.name in pods:
-                out.append(
-                    (f"$.running[{i}].pods[{j}].name", f"duplicate pod name {pod.name!r} (also {pods[pod.name]})")
-                )
+                first = "$.running[{}].pods[{}]".format(*pods[pod.name])
+                out.append((f"$.running[{i}].pods[{j}].name", f"duplicate pod name {pod.name!r} (also {first})"))
             else:
-                pods[pod.name] = f"$.running[{i}].pods[{j}]"
+                pods[pod.name] = (i, j)
     return out
 
 
@@ -279,17 +278,20 @@ def _check_running_pods(rnd: Round) -> list[Problem]:
     for i, gang in enumerate(rnd.running):
         roles = {r.name: r for r in gang.roles}
         per_role: Counter[str] = Counter()
+        # Each pod's path is only spelled out when it has a problem: formatting it for every
+        # pod was a fifth of these checks at XL (27,877 pods).
         for j, pod in enumerate(gang.pods):
-            path = f"$.running[{i}].pods[{j}]"
             if pod.node not in nodes:
-                out.append((f"{path}.node", f"pod {pod.name!r} is bound to node {pod.node!r}, which does not exist"))
+                message = f"pod {pod.name!r} is bound to node {pod.node!r}, which does not exist"
+                out.append((f"$.running[{i}].pods[{j}].node", message))
                 continue
             if pod.role not in roles:
-                out.append((f"{path}.role", f"unknown role {pod.role!r} (roles: {sorted(roles)})"))
+                out.append((f"$.running[{i}].pods[{j}].role", f"unknown role {pod.role!r} (roles: {sorted(roles)})"))
                 continue
             per_role[pod.role] += 1
+            on_node = used[pod.node]
             for res, amount in roles[pod.role].requests.items():
-                used[pod.node][res] += amount
+                on_node[res] += amount
         for j, role in enumerate(gang.roles):
             if per_role[role.name] > role.replicas:
                 out.append(

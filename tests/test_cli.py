@@ -7,6 +7,7 @@ its JSON path, *nothing* on stdout (and no ``-o`` file); other failures -> 1 wit
 from __future__ import annotations
 
 import copy
+import gc
 import io
 import json
 import os
@@ -499,3 +500,21 @@ def test_python_m_gangopt_solve(round_file: str) -> None:
     result = _run("solve", round_file, "--time-limit", "5")
     assert result.returncode == 0, result.stderr
     _check_plan(result.stdout, small_round())
+
+
+def test_python_m_gangopt_writes_plan_and_summary_before_its_fast_exit(round_file: str) -> None:
+    """``run`` ends the process with ``os._exit`` (no interpreter teardown): stdout and stderr
+    are flushed first, so a pipe gets the whole plan and the summary."""
+    result = _run("solve", round_file, "--explain")
+    assert result.returncode == 0, result.stderr
+    _check_plan(result.stdout, small_round())
+    assert "status:" in result.stderr
+
+
+def test_main_restores_the_collectors_thresholds(round_file: str, capsys: pytest.CaptureFixture[str]) -> None:
+    before = gc.get_threshold()
+    assert main(["solve", round_file]) == 0
+    assert gc.get_threshold() == before
+    assert main(["solve", "missing.json"]) == 2
+    assert gc.get_threshold() == before
+

@@ -54,7 +54,6 @@ The finisher (:mod:`gangopt.annotate`) and the validator run after, in the door
 from __future__ import annotations
 
 import math
-import multiprocessing
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -68,7 +67,6 @@ from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.result import Result
 from gangopt.schema import Plan, Round, Score, Stats, Status, Waiting
 from gangopt.scope import reclaims_hold
-from gangopt.solvers.cpsat.child import search_in_child
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
 from gangopt.solvers.cpsat.guard import (
     BUILD_SECONDS_PER_VARIABLE,
@@ -232,9 +230,14 @@ def _guarded_search(
             "a model; greedy plan returned"
         )
         return replace(_fallback(candidate, stats, pre, message), slowdown=slow)
+    # The child's modules (multiprocessing, subprocess, signal: 32 M instructions, 2 % of the
+    # S round's CLI solve) are imported only by a solve that reaches the search (issue 13).
     # CP-SAT imported here, in this process, before a child is forked: a long-lived process
     # (a replay, the service) pays for the import once, not once per searched round.
+    import multiprocessing
+
     import gangopt.solvers.cpsat.stages  # noqa: F401
+    from gangopt.solvers.cpsat.child import search_in_child
 
     forkable = "fork" in multiprocessing.get_all_start_methods()
     if rnd.policy.hard_limit and forkable and estimated_variables(pre) >= IN_PROCESS_VARIABLES:
