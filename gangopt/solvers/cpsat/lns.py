@@ -39,7 +39,9 @@ improved plan, while one improves. Each sub-solve stops on CP-SAT's deterministi
 neighbourhoods is capped (:data:`MAX_NEIGHBOURHOODS`), so the same round and seed give the same
 plan whenever the search ends before its wall-clock deadline (it converged or hit the cap);
 when the clock ends it first, the plan's message says so (a loaded machine can then stop it
-after fewer neighbourhoods).
+after fewer neighbourhoods). Under ``policy.deterministic`` the search is also given a budget
+of deterministic work (the sub-solves' CP-SAT deterministic time, summed) and ends on it, so it
+repeats whatever the load; its deadline is then only the wall-clock safety net.
 
 Rounds with quotas (declared queues) or cohort reclaims are left alone: moving pods and keeping
 victims changes queue usage, which the sub-model does not see.
@@ -60,6 +62,7 @@ from gangopt.prefilter import Prefiltered, request_vector
 from gangopt.schema import GangSpec, PendingGang, Plan, Round, RunningGang, Score, Status, Waiting
 from gangopt.scope import Scope
 from gangopt.solvers.cpsat.expansion import Decision, reprieve, to_plan_parts
+from gangopt.solvers.cpsat.guard import SAFETY_NET
 
 WORK_PER_NEIGHBOURHOOD = 1.0
 """CP-SAT deterministic work units per sub-solve (one worker)."""
@@ -93,10 +96,17 @@ class Outcome:
     clock: bool = False
     """Whether the wall-clock deadline ended the search (then a loaded machine may see fewer
     neighbourhoods: the only non-deterministic exit)."""
+    work: float | None = None
+    """The search's budget of deterministic work (``policy.deterministic``), None without one."""
+    spent: float = 0.0
+    """Deterministic work the sub-solves spent (CP-SAT's deterministic time, summed)."""
 
     def summary(self) -> str:
         """The plan's message: what the search did (and whether the clock ended it)."""
-        end = "stopped by the time limit" if self.clock else "converged or at its cap"
+        if self.clock:
+            end = f"stopped by the time limit ({SAFETY_NET})" if self.work is not None else "stopped by the time limit"
+        else:
+            end = "converged or at its cap"
         return (
             f"large-neighbourhood search: {self.improvements} improvement(s) of the {self.seed_solver} plan in "
             f"{self.neighbourhoods} neighbourhoods ({end})"
@@ -108,10 +118,14 @@ def applicable(rnd: Round, pre: Prefiltered) -> bool:
     return bool(rnd.policy.preemption and pre.candidates and not rnd.queues)
 
 
-def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadline: float) -> Outcome:
+def improve(
+    rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadline: float, work: float | None = None
+) -> Outcome:
     """The best plan the neighbourhoods find from ``seed`` (scored ``seed_score``) before
-    ``deadline`` (:func:`time.perf_counter`); ``seed`` itself when none is better."""
-    out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver)
+    ``deadline`` (:func:`time.perf_counter`); ``seed`` itself when none is better. With
+    ``work`` (deterministic units), no neighbourhood starts once the sub-solves have spent it:
+    the exit that repeats whatever the load (``policy.deterministic``)."""
+    out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver, work=work)
     if not applicable(rnd, pre) or not any(p.kind == "evict" for p in seed.preemptions):
         # Nothing evicted whole: every free victim is kept already and no sub-model can do
         # better. Replays mostly evict nothing: without this check the quick replays of
@@ -130,13 +144,15 @@ def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadlin
     while out.neighbourhoods < MAX_NEIGHBOURHOODS:
         improved = False
         for hood in _neighbourhoods(ctx, state, rng):
-            if out.neighbourhoods >= MAX_NEIGHBOURHOODS:
+            if out.neighbourhoods >= MAX_NEIGHBOURHOODS or (work is not None and out.spent >= work):
                 break
             if time.perf_counter() >= deadline:
                 out.clock = True
                 return out
             out.neighbourhoods += 1
-            answer = _solve_neighbourhood(ctx, state, hood, deadline)
+            spent: list[float] = []
+            answer = _solve_neighbourhood(ctx, state, hood, deadline, spent=spent)
+            out.spent += sum(spent)
             if time.perf_counter() >= deadline:
                 out.clock = True  # the sub-solve may have been cut by the clock: not repeatable
                 return out
@@ -155,7 +171,7 @@ def improve(rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadlin
             out.plan, out.score = plan, plan_score
             out.improvements += 1
             improved = True  # the rest of the pass runs on the new plan; the next is drawn from it
-        if not improved:
+        if not improved or (work is not None and out.spent >= work):
             return out
     return out
 
@@ -383,9 +399,10 @@ def _solve_neighbourhood(
     deadline: float,
     work: float | None = None,
     status_out: list[str] | None = None,
+    spent: list[float] | None = None,
 ) -> _Answer | None:
     """The sub-model of one neighbourhood solved; None unless it keeps more victim value than
-    the plan (see the module docstring)."""
+    the plan (see the module docstring). ``spent`` gets the sub-solve's deterministic time."""
     movers, region = hood.movers, hood.region
     from ortools.sat.python import cp_model
 
@@ -528,6 +545,8 @@ def _solve_neighbourhood(
     status = solver.solve(model)
     if status_out is not None:
         status_out.append(solver.status_name(status))
+    if spent is not None:
+        spent.append(solver.deterministic_time)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.objective_value <= seed_value + 0.5:
         return None
     moved: list[tuple[str, str, str]] = []
