@@ -22,7 +22,7 @@ from gangopt.objective import SCALE, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import UNCHECKED, waiting_reasons
 from gangopt.result import ProvenBounds, Result
-from gangopt.schema import Plan, Round, Score, TierScore, Waiting
+from gangopt.schema import SAFETY_NET, Plan, Round, Score, TierScore, Waiting
 from gangopt.scope import Scope
 from gangopt.slots import allow_large, secondary_bound_at, slot_tier_bounds
 
@@ -62,7 +62,8 @@ def annotate(
     if explain_waiting:
         by = None if deadline is None else deadline - validation_reserve(rnd, plan) * slowdown
         waiting = waiting_reasons(rnd, plan, pre, deadline=by)
-        plan = plan.model_copy(update={"waiting": waiting, "message": unchecked_note(plan.message, waiting)})
+        note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
+        plan = plan.model_copy(update={"waiting": waiting, "message": note})
     return plan.model_copy(update={"score": bounded, "gap": plan_gap(bounded), "stats": result.stats})
 
 
@@ -104,12 +105,14 @@ def finish_reserve(rnd: Round, plan: Plan) -> float:
     return validation_reserve(rnd, plan) + REASONS_SECONDS_PER_GANG_NODE * waiting * len(rnd.cluster.nodes)
 
 
-def unchecked_note(message: str, waiting: list[Waiting]) -> str:
-    """``message`` with a note of how many of ``waiting`` the time limit left unchecked."""
+def unchecked_note(message: str, waiting: list[Waiting], deterministic: bool = False) -> str:
+    """``message`` with a note of how many of ``waiting`` the time limit left unchecked (under
+    ``policy.deterministic`` the limit is the :data:`~gangopt.schema.SAFETY_NET`)."""
     unchecked = sum(1 for w in waiting if w.reasons and w.reasons[-1] == UNCHECKED)
     if not unchecked:
         return message
-    note = f"reasons of {unchecked} of {len(waiting)} waiting gangs not checked against the plan (time limit)"
+    why = SAFETY_NET if deterministic else "time limit"
+    note = f"reasons of {unchecked} of {len(waiting)} waiting gangs not checked against the plan ({why})"
     return f"{message}; {note}" if message else note
 
 

@@ -696,6 +696,11 @@ here, a second of wall time buys 0.3 to 0.5 deterministic units, so the determin
 normally binds first and the wall-clock limit is the safety net."""
 
 
+SAFETY_NET = "wall-clock safety net"
+"""What a plan's message says when the wall clock cut a solve under ``Policy.deterministic``
+(where the clock gates nothing else): that round may not repeat on a rerun."""
+
+
 class Policy(_Model):
     """How to solve this round."""
 

@@ -29,8 +29,7 @@ from gangopt.replay.simulation import (
     simulate,
 )
 from gangopt.replay.workload import Job, Workload, dump_workload, load_workload
-from gangopt.schema import DETERMINISTIC_SHARE, Plan, Policy, Round
-from gangopt.solvers.cpsat.guard import SAFETY_NET
+from gangopt.schema import DETERMINISTIC_SHARE, SAFETY_NET, Plan, Policy, Round
 from gangopt.solvers.fifo import fifo_first_fit
 from gangopt.validation import validate
 

@@ -57,7 +57,7 @@ candidate runs, the placer is bounded by its pass and choice caps, the search by
 deterministic time (``policy.work``), the large-neighbourhood search by its sub-solves'
 deterministic time (:data:`LNS_SHARE` of ``policy.work``), the build guard by the model's
 estimated size against the round's search seconds; the clock only stops a solve past the
-limit, and a plan it cut says :data:`~gangopt.solvers.cpsat.guard.SAFETY_NET` in its message.
+limit, and a plan it cut says :data:`~gangopt.schema.SAFETY_NET` in its message.
 Measured: a replay of the Philly slice's first 150 jobs (6 nodes, 0.1 s budget) with the clock
 running 5x faster: before, other plans from round 33 on, 48 rounds instead of 46, other
 metrics; now the same plans and metrics (tests/replay/test_simulation.py).
@@ -78,7 +78,7 @@ from gangopt.bounds import reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.result import Result
-from gangopt.schema import Plan, Round, Score, Stats, Status, Waiting
+from gangopt.schema import SAFETY_NET, Plan, Round, Score, Stats, Status, Waiting
 from gangopt.scope import reclaims_hold
 from gangopt.solvers.cpsat.child import search_in_child
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
@@ -86,7 +86,6 @@ from gangopt.solvers.cpsat.guard import (
     BUILD_SECONDS_PER_VARIABLE,
     IN_PROCESS_VARIABLES,
     RESTRICTED_SHARE,
-    SAFETY_NET,
     build_budget,
     estimated_variables,
 )

@@ -19,9 +19,6 @@ BUILD_SHARE = 0.5
 RESTRICTED_SHARE = 4
 """A restricted model aims at this fraction (1/n) of the build budget: its classes split into
 single nodes more often, so it builds more variables per candidate placement."""
-SAFETY_NET = "wall-clock safety net"
-"""What a plan's message says when the wall clock cut a solve under ``policy.deterministic``
-(where the clock gates nothing else): that round may not repeat on a rerun."""
 IN_PROCESS_VARIABLES = 5_000
 """Models estimated below this many variables are searched in-process even with
 ``policy.hard_limit``: CP-SAT keeps its own limits on models this small (the overruns the

@@ -59,10 +59,9 @@ import numpy as np
 from gangopt import arrays
 from gangopt.objective import ObjectiveTerms, lexicographic_key, score
 from gangopt.prefilter import Prefiltered, request_vector
-from gangopt.schema import GangSpec, PendingGang, Plan, Round, RunningGang, Score, Status, Waiting
+from gangopt.schema import SAFETY_NET, GangSpec, PendingGang, Plan, Round, RunningGang, Score, Status, Waiting
 from gangopt.scope import Scope
 from gangopt.solvers.cpsat.expansion import Decision, reprieve, to_plan_parts
-from gangopt.solvers.cpsat.guard import SAFETY_NET
 
 WORK_PER_NEIGHBOURHOOD = 1.0
 """CP-SAT deterministic work units per sub-solve (one worker)."""

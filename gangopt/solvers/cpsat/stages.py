@@ -18,10 +18,9 @@ from ortools.sat.python import cp_model
 
 from gangopt.objective import SCALE
 from gangopt.result import ProvenBounds
-from gangopt.schema import Policy, Status
+from gangopt.schema import SAFETY_NET, Policy, Status
 from gangopt.solvers.cpsat.encoding import Encoding
 from gangopt.solvers.cpsat.expansion import ClassValues
-from gangopt.solvers.cpsat.guard import SAFETY_NET
 
 STAGE_LIMIT = 1 << 24
 """Largest weighted objective range one CP-SAT stage may carry. Small on purpose: measured on
