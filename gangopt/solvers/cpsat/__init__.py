@@ -354,7 +354,9 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
         )
         t1 = time.perf_counter()
         stages = plan_stages(enc)
-        start_solution = warm_start(enc, baseline.plan, min(COMPLETION_SECONDS, 0.1 * rnd.policy.time_limit))
+        # Under policy.deterministic the completion stops on its work, the clock only at the deadline.
+        hard = None if clocked else max(0.05, deadline - time.perf_counter())
+        start_solution = warm_start(enc, baseline.plan, min(COMPLETION_SECONDS, 0.1 * rnd.policy.time_limit), hard)
         values, stage_status, message = run_stages(enc, stages, deadline, start_solution)
         solved = time.perf_counter() - t1
         stats = stats.model_copy(
