@@ -698,6 +698,11 @@ here, a second of wall time buys 0.3 to 0.5 deterministic units, so the determin
 normally binds first and the wall-clock limit is the safety net."""
 
 
+SAFETY_NET = "wall-clock safety net"
+"""What a plan's message says when the wall clock cut a solve under ``Policy.deterministic``
+(where the clock gates nothing else): that round may not repeat on a rerun."""
+
+
 class Policy(_Model):
     """How to solve this round."""
 
@@ -708,6 +713,15 @@ class Policy(_Model):
         le=1e9,
         description="CP-SAT deterministic work units for all stages (default: 0.3 x time_limit). "
         "A solve that stops on work rather than on the wall clock gives the same plan on every run.",
+    )
+    deterministic: StrictBool = Field(
+        False,
+        description="Every gate of the cpsat solver counts deterministic work (CP-SAT's deterministic "
+        "time, slot-placer passes, candidates, large-neighbourhood sub-solves, explained gangs), never "
+        "the wall clock: the same round and seed give the same plan whatever the machine's load. "
+        "time_limit is then only a far safety net; a plan it cut says 'wall-clock safety net' in its "
+        "message. Replays set it (with work_limit = 0.3 x the round's budget and time_limit = 4 x). "
+        "false: time_limit is held end to end (CLI, service), and a loaded machine may try less.",
     )
     seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
     workers: StrictInt = Field(1, ge=1, le=64, description="CP-SAT workers; 1 is deterministic and fastest on 2 cores.")
@@ -733,6 +747,12 @@ class Policy(_Model):
     )
     weights: Weights = Field(default_factory=Weights)
     lookahead: LookAhead = Field(default_factory=LookAhead)
+
+    @property
+    def work(self) -> float:
+        """CP-SAT deterministic work units the solve may spend: ``work_limit``, by default
+        :data:`DETERMINISTIC_SHARE` x ``time_limit``."""
+        return self.work_limit if self.work_limit is not None else DETERMINISTIC_SHARE * self.time_limit
 
 
 class Round(_WithDerived):

@@ -747,8 +747,10 @@ def _integer_bound(
     solution is not needed (``solution`` False, or the bound at most ``enough``) carries
     :data:`_BOUND_ONLY` and no solution: a fractional LP whose rounded bound is at most
     ``enough`` is returned as it is, and otherwise (on a model of at most
-    :data:`SAT_MAX_VARIABLES` variables) CP-SAT's optimum (:data:`SAT_SETTINGS`)
-    is the bound unless ``solution`` and it stays above ``enough`` (then SCIP, as without)."""
+    :data:`SAT_MAX_VARIABLES` variables) CP-SAT's optimum (:data:`SAT_SETTINGS`) is the
+    bound when no ``solution`` is sought; with ``solution``, SCIP at once: on the Philly
+    6-node slice CP-SAT first closed 8 of 33 such models and left 25 to SCIP anyway, its
+    5 ms each spent for nothing (0.12 of the replay's 2.2 CPU-s; the same plans)."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
 
     solver = pywraplp.Solver.CreateSolver("GLOP")
@@ -766,15 +768,13 @@ def _integer_bound(
     integer.CopyFrom(model)
     for v in integer.variable:
         v.is_integer = True
-    if enough is not None and settings == SCIP_SETTINGS and len(model.variable) <= SAT_MAX_VARIABLES:
+    if enough is not None and not solution and settings == SCIP_SETTINGS and len(model.variable) <= SAT_MAX_VARIABLES:
         sat = pywraplp.Solver.CreateSolver("CP_SAT")
         if sat is not None and not sat.LoadModelFromProto(integer):
             if not sat.SetSolverSpecificParametersAsString(SAT_SETTINGS):
                 raise RuntimeError("CP-SAT refused its settings")
             if sat.Solve() == pywraplp.Solver.OPTIMAL:
-                bound = min(lp, float(sat.Objective().BestBound()))
-                if not solution or _rounded(bound) <= enough:
-                    return bound, None, _BOUND_ONLY
+                return min(lp, float(sat.Objective().BestBound())), None, _BOUND_ONLY
     scip = pywraplp.Solver.CreateSolver("SCIP")
     if scip is None or scip.LoadModelFromProto(integer):
         return lp, None

@@ -83,6 +83,7 @@ def run(
     wall, own = time.perf_counter(), time.process_time()
     result = decide(decided)
     slow = result.slowdown if result.slowdown is not None else slowdown(wall, own)
+    slow = 1.0 if rnd.policy.deterministic else slow  # no reserve read from the load (policy.deterministic)
     lp = spec.lp_bounds if lp_bounds is None else lp_bounds
     plan = _finished(decided, spec, result, annotate, deadline, slow, lp)
     if view is not None:

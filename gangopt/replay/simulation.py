@@ -105,8 +105,10 @@ class SimConfig:
     time_limit: float = 1.0
     """CP-SAT's budget per round, in seconds of this project's reference machine: every round
     gets ``policy.work_limit = DETERMINISTIC_SHARE * time_limit`` (deterministic work units) and
-    a wall-clock cap of ``WALL_SLACK * time_limit``, so the work limit binds and a replay
-    repeats exactly, on a loaded machine too (a wall-clock stop would make reruns differ)."""
+    a wall-clock cap of ``WALL_SLACK * time_limit``, and ``policy.deterministic``: every gate of
+    the solve counts work, not the clock, so a replay repeats exactly, on a loaded machine too
+    (a wall-clock gate would make reruns differ; the cap only stops a round far past its
+    budget, and that round's plan message says so)."""
     seed: int = 0
     """``policy.seed`` of every round."""
     preemption: bool = True
@@ -482,6 +484,7 @@ class Simulator:
         policy_fields: dict[str, object] = {
             "time_limit": cfg.time_limit * WALL_SLACK,
             "work_limit": DETERMINISTIC_SHARE * cfg.time_limit,
+            "deterministic": True,  # every gate counts work; the wall cap is only the safety net
             "seed": cfg.seed,
             "workers": cfg.workers,
             "preemption": cfg.preemption,

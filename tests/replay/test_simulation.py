@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -26,10 +28,12 @@ from gangopt.replay.simulation import (
     _Bar,
     simulate,
 )
-from gangopt.replay.workload import Job, Workload, dump_workload
-from gangopt.schema import DETERMINISTIC_SHARE, Plan, Policy, Round
+from gangopt.replay.workload import Job, Workload, dump_workload, load_workload
+from gangopt.schema import DETERMINISTIC_SHARE, SAFETY_NET, Plan, Policy, Round
 from gangopt.solvers.fifo import fifo_first_fit
 from gangopt.validation import validate
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def job(name: str, arrival: float, duration: float, gpus: int = 8, pods: int = 1, **kw: object) -> Job:
@@ -238,6 +242,57 @@ def test_gangopt_replays_repeat_exactly() -> None:
     assert seen and all(p.work_limit == DETERMINISTIC_SHARE * 0.5 and p.time_limit == WALL_SLACK * 0.5 for p in seen)
     first, second = ([dataclasses.astuple(j) for j in r.jobs] for r in runs)
     assert first == second
+
+
+WALL_METRICS = {"wall_seconds", "solver_seconds", "solver_seconds_total", "jobs_per_second", "cpu_seconds"}
+"""The metrics that measure the machine, not the replay."""
+LOAD = 5.0
+"""The disturbed clock runs this many times faster than the real one: what every wall-clock
+reading looks like to a process sharing 2 cores with 9 others (load 5 per core)."""
+
+
+def _replay(wl: Workload, config: SimConfig, clock_factor: float = 1.0) -> tuple[list[str], str, list[str]]:
+    """Digest of every round's plan (all but its stats), of the metrics (but the wall ones), and
+    every round's message, of ``gangopt`` replaying ``wl`` on 6 nodes; with ``clock_factor``,
+    :func:`time.perf_counter` (which every module reads as ``time.perf_counter``) runs that
+    many times faster than real time."""
+    plans: list[Plan] = []
+    inner = make_policy("gangopt")
+
+    def policy(rnd: Round) -> Plan:
+        assert rnd.policy.deterministic
+        plan = inner(rnd)
+        plans.append(plan)
+        return plan
+
+    real = time.perf_counter
+    origin = real()
+    with pytest.MonkeyPatch.context() as mp:
+        if clock_factor != 1.0:
+            mp.setattr(time, "perf_counter", lambda: origin + clock_factor * (real() - origin))
+        result = simulate(wl, parametric_cluster(6), policy, config)
+    digests = [hashlib.sha256(p.model_dump_json(exclude={"stats"}).encode()).hexdigest() for p in plans]
+    metrics = compute_metrics(result).model_dump_json(exclude=WALL_METRICS)
+    return digests, hashlib.sha256(metrics.encode()).hexdigest(), [p.message for p in plans]
+
+
+def test_gangopt_replays_repeat_whatever_the_load() -> None:
+    """The first 150 jobs of the Philly slice on 6 nodes with a 0.1 s budget per round (so that
+    the solver's wall-clock shares would bind on a loaded machine), replayed with the real clock
+    and with a clock running 5 times faster: the same plan in every round, the same metrics.
+    Before ``policy.deterministic`` (the slot placer's and candidates' shares of the limit, the
+    placer's passes and the reserves read the clock) the plans differed from round 33 on, the
+    loaded replay took 48 rounds instead of 46, and the metrics differed."""
+    jobs = sorted(load_workload(ROOT / "instances/workloads/philly-6214e9.json").jobs, key=lambda j: j.arrival)
+    wl = Workload(jobs=jobs[:150])
+    config = SimConfig(time_limit=0.1)
+    quiet = _replay(wl, config)
+    loaded = _replay(wl, config, clock_factor=LOAD)
+    assert len(quiet[0]) > 40  # a contended replay: many rounds
+    assert not any(SAFETY_NET in m for m in quiet[2] + loaded[2])  # decided by work, not the net
+    first = next((i for i, (a, b) in enumerate(zip(quiet[0], loaded[0], strict=False)) if a != b), None)
+    assert quiet[0] == loaded[0], f"{len(quiet[0])} vs {len(loaded[0])} rounds; plans differ from round {first}"
+    assert quiet[1] == loaded[1]
 
 
 def test_a_rule_breaking_policy_is_caught() -> None:

@@ -491,3 +491,30 @@ def test_the_floor_starts_no_peer_that_would_end_after_its_deadline() -> None:
     floored = portfolio_floor(rnd, result, deadline=time.perf_counter() + 60.0, estimate=0.0)
     assert floored.plan.solver == "volcano_like" and "not tried" not in floored.plan.message
     assert gangopt.validate(rnd, floored.plan) == []
+
+
+def test_a_deterministic_solve_repeats_whatever_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``policy.deterministic``: the same plan with a clock running 5 times too fast (the
+    candidates', placer's and search's gates count work); the clock is only the safety net."""
+    rnd = busy_round(nodes=48, gangs=30, seed=1, time_limit=120.0)
+    policy = rnd.policy.model_copy(update={"work_limit": 1.0, "deterministic": True})
+    rnd = rnd.model_copy(update={"policy": policy})
+    quiet = gangopt.solve(rnd)
+    real = time.perf_counter
+    origin = real()
+    monkeypatch.setattr(time, "perf_counter", lambda: origin + 5.0 * (real() - origin))
+    loaded = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, loaded) == []
+    assert quiet.model_dump(exclude={"stats"}) == loaded.model_dump(exclude={"stats"})
+
+
+def test_a_deterministic_solve_cut_by_the_clock_says_so() -> None:
+    """With the wall-clock limit far too short for the work, the safety net stops the solve and
+    the plan's message names it (only such a plan may differ on a rerun)."""
+    from gangopt.schema import SAFETY_NET
+
+    rnd = busy_round(nodes=32, gangs=20, time_limit=0.001)
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"work_limit": 1.0, "deterministic": True})})
+    plan = gangopt.solve(rnd)
+    assert SAFETY_NET in plan.message
+    assert gangopt.validate(rnd, plan) == []

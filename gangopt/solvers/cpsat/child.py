@@ -59,7 +59,9 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
                     plan = finished.plan.model_copy(
                         update={
                             "status": payload.plan.status,
-                            "message": unchecked_note(payload.plan.message, finished.plan.waiting),
+                            "message": unchecked_note(
+                                payload.plan.message, finished.plan.waiting, rnd.policy.deterministic
+                            ),
                         }
                     )
                     return replace(finished, plan=plan, stats=payload.stats)

@@ -69,8 +69,13 @@ def trivial_values(enc: Encoding) -> dict[int, int]:
     return values
 
 
-def complete(enc: Encoding, values: dict[int, int], seconds: float, seed: int) -> list[int] | None:
-    """Every variable's value for a solution that agrees with ``values``, or None."""
+def complete(
+    enc: Encoding, values: dict[int, int], seconds: float, seed: int, hard: float | None = None
+) -> list[int] | None:
+    """Every variable's value for a solution that agrees with ``values``, or None. It stops on
+    ``seconds / 4`` deterministic units or ``seconds`` of wall time; with ``hard``
+    (``policy.deterministic``: the search's safety net) on the work alone, unless ``hard``
+    seconds pass."""
     model = enc.model.clone()
     model.clear_objective()  # type: ignore[no-untyped-call]
     model.clear_hints()  # type: ignore[no-untyped-call]
@@ -79,7 +84,7 @@ def complete(enc: Encoding, values: dict[int, int], seconds: float, seed: int) -
     hint.values.extend(list(values.values()))
     solver = cp_model.CpSolver()
     solver.parameters.fix_variables_to_their_hinted_value = True
-    solver.parameters.max_time_in_seconds = max(0.05, seconds)
+    solver.parameters.max_time_in_seconds = max(0.05, seconds if hard is None else hard)
     solver.parameters.max_deterministic_time = max(0.02, seconds / 4)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
@@ -89,13 +94,14 @@ def complete(enc: Encoding, values: dict[int, int], seconds: float, seed: int) -
     return list(solver.response_proto.solution)
 
 
-def warm_start(enc: Encoding, plan: Plan | None, seconds: float) -> list[int] | None:
+def warm_start(enc: Encoding, plan: Plan | None, seconds: float, hard: float | None = None) -> list[int] | None:
     """Hint the model with the completed ``plan`` (else the trivial plan) and return that
-    solution, which is also the incumbent should CP-SAT find nothing better in time."""
+    solution, which is also the incumbent should CP-SAT find nothing better in time
+    (``hard``: see :func:`complete`)."""
     seed = enc.pre.rnd.policy.seed
-    solution = complete(enc, plan_values(enc, plan), seconds, seed) if plan is not None else None
+    solution = complete(enc, plan_values(enc, plan), seconds, seed, hard) if plan is not None else None
     if solution is None:
-        solution = complete(enc, trivial_values(enc), seconds, seed)
+        solution = complete(enc, trivial_values(enc), seconds, seed, hard)
     if solution is None:
         return None
     enc.model.clear_hints()  # type: ignore[no-untyped-call]

@@ -39,7 +39,9 @@ improved plan, while one improves. Each sub-solve stops on CP-SAT's deterministi
 neighbourhoods is capped (:data:`MAX_NEIGHBOURHOODS`), so the same round and seed give the same
 plan whenever the search ends before its wall-clock deadline (it converged or hit the cap);
 when the clock ends it first, the plan's message says so (a loaded machine can then stop it
-after fewer neighbourhoods).
+after fewer neighbourhoods). Under ``policy.deterministic`` the search is also given a budget
+of deterministic work (the sub-solves' CP-SAT deterministic time, summed) and ends on it, so it
+repeats whatever the load; its deadline is then only the wall-clock safety net.
 
 Rounds with quotas (declared queues) or cohort reclaims are left alone: moving pods and keeping
 victims changes queue usage, which the sub-model does not see.
@@ -57,7 +59,7 @@ import numpy as np
 from gangopt import arrays
 from gangopt.objective import ObjectiveTerms, lexicographic_key, score
 from gangopt.prefilter import Prefiltered, request_vector
-from gangopt.schema import GangSpec, PendingGang, Plan, Round, RunningGang, Score, Status, Waiting
+from gangopt.schema import SAFETY_NET, GangSpec, PendingGang, Plan, Round, RunningGang, Score, Status, Waiting
 from gangopt.scope import Scope
 from gangopt.solvers.cpsat.expansion import Decision, reprieve, to_plan_parts
 
@@ -102,16 +104,19 @@ class Outcome:
     neighbourhoods: the only non-deterministic exit)."""
     stalled: bool = False
     """Whether ``stall`` neighbourhoods in a row without an improvement ended the search."""
+    work: float | None = None
+    """The search's budget of deterministic work (``policy.deterministic``), None without one."""
+    spent: float = 0.0
+    """Deterministic work the sub-solves spent (CP-SAT's deterministic time, summed)."""
 
     def summary(self) -> str:
         """The plan's message: what the search did (and whether the clock ended it)."""
-        end = (
-            "stopped by the time limit"
-            if self.clock
-            else "stopped: no improvement in the last neighbourhoods"
-            if self.stalled
-            else "converged or at its cap"
-        )
+        if self.clock:
+            end = f"stopped by the time limit ({SAFETY_NET})" if self.work is not None else "stopped by the time limit"
+        elif self.stalled:
+            end = "stopped: no improvement in the last neighbourhoods"
+        else:
+            end = "converged or at its cap"
         return (
             f"large-neighbourhood search: {self.improvements} improvement(s) of the {self.seed_solver} plan in "
             f"{self.neighbourhoods} neighbourhoods ({end})"
@@ -124,13 +129,21 @@ def applicable(rnd: Round, pre: Prefiltered) -> bool:
 
 
 def improve(
-    rnd: Round, pre: Prefiltered, seed: Plan, seed_score: Score, deadline: float, stall: int | None = None
+    rnd: Round,
+    pre: Prefiltered,
+    seed: Plan,
+    seed_score: Score,
+    deadline: float,
+    stall: int | None = None,
+    work: float | None = None,
 ) -> Outcome:
     """The best plan the neighbourhoods find from ``seed`` (scored ``seed_score``) before
     ``deadline`` (:func:`time.perf_counter`); ``seed`` itself when none is better. With
     ``stall``, the search also ends after that many neighbourhoods in a row improved nothing
-    (a count, not the clock: the same round gives the same plan; :data:`STALL_AFTER_PLACER`)."""
-    out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver)
+    (a count, not the clock: the same round gives the same plan; :data:`STALL_AFTER_PLACER`).
+    With ``work`` (deterministic units), no neighbourhood starts once the sub-solves have spent
+    it: the exit that repeats whatever the load (``policy.deterministic``)."""
+    out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver, work=work)
     if not applicable(rnd, pre) or not any(p.kind == "evict" for p in seed.preemptions):
         # Nothing evicted whole: every free victim is kept already and no sub-model can do
         # better. Replays mostly evict nothing: without this check the quick replays of
@@ -150,7 +163,7 @@ def improve(
     while out.neighbourhoods < MAX_NEIGHBOURHOODS:
         improved = False
         for hood in _neighbourhoods(ctx, state, rng):
-            if out.neighbourhoods >= MAX_NEIGHBOURHOODS:
+            if out.neighbourhoods >= MAX_NEIGHBOURHOODS or (work is not None and out.spent >= work):
                 break
             if stall is not None and since >= stall:
                 out.stalled = True
@@ -160,7 +173,9 @@ def improve(
                 return out
             out.neighbourhoods += 1
             since += 1
-            answer = _solve_neighbourhood(ctx, state, hood, deadline)
+            spent: list[float] = []
+            answer = _solve_neighbourhood(ctx, state, hood, deadline, spent=spent)
+            out.spent += sum(spent)
             if time.perf_counter() >= deadline:
                 out.clock = True  # the sub-solve may have been cut by the clock: not repeatable
                 return out
@@ -180,7 +195,7 @@ def improve(
             out.improvements += 1
             since = 0
             improved = True  # the rest of the pass runs on the new plan; the next is drawn from it
-        if not improved:
+        if not improved or (work is not None and out.spent >= work):
             return out
     return out
 
@@ -408,9 +423,10 @@ def _solve_neighbourhood(
     deadline: float,
     work: float | None = None,
     status_out: list[str] | None = None,
+    spent: list[float] | None = None,
 ) -> _Answer | None:
     """The sub-model of one neighbourhood solved; None unless it keeps more victim value than
-    the plan (see the module docstring)."""
+    the plan (see the module docstring). ``spent`` gets the sub-solve's deterministic time."""
     movers, region = hood.movers, hood.region
     from ortools.sat.python import cp_model
 
@@ -553,6 +569,8 @@ def _solve_neighbourhood(
     status = solver.solve(model)
     if status_out is not None:
         status_out.append(solver.status_name(status))
+    if spent is not None:
+        spent.append(solver.deterministic_time)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.objective_value <= seed_value + 0.5:
         return None
     moved: list[tuple[str, str, str]] = []

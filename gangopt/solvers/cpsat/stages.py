@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 
 from gangopt.objective import SCALE
 from gangopt.result import ProvenBounds
-from gangopt.schema import DETERMINISTIC_SHARE, Policy, Status
+from gangopt.schema import SAFETY_NET, Policy, Status
 from gangopt.solvers.cpsat.encoding import Encoding
 from gangopt.solvers.cpsat.expansion import ClassValues
 
@@ -146,12 +146,14 @@ def run_stages(
     status, message = Status.OPTIMAL, ""
     wall_hit = False
     # Work budgets derive from the policy, never from the clock, so that reruns agree.
-    work = policy.work_limit if policy.work_limit is not None else DETERMINISTIC_SHARE * policy.time_limit
+    work = policy.work
     work_used = 0.0
     for i, stage in enumerate(stages):
         remaining = deadline - time.perf_counter()
         if remaining <= 0.01:
             status, message = Status.FEASIBLE, f"time limit reached before stage {i + 1} of {len(stages)}"
+            if policy.deterministic:
+                message = f"{SAFETY_NET}: {message} (a rerun may differ)"
             break
         vars_, coeffs = _stage_expr(enc, stage)
         incumbent = _best_in_pool(pool, fixed, vars_, coeffs)
@@ -206,7 +208,8 @@ def run_stages(
     if incumbent is None and not stages:
         return ClassValues(admitted=set(), alive={g: True for g in enc.alive}, x={}, kept={}, z={}), status, ""
     if wall_hit:
-        message += " (stopped by the wall clock, not the work limit: a rerun may differ)"
+        net = f"{SAFETY_NET}: " if policy.deterministic else ""
+        message += f" ({net}stopped by the wall clock, not the work limit: a rerun may differ)"
     values = _values_from(enc, incumbent) if incumbent is not None else None
     return values, status, message.strip()
 

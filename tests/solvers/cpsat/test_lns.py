@@ -143,3 +143,21 @@ def test_a_stalled_search_stops_after_that_many_neighbourhoods_without_a_gain(mo
     assert out.stalled and not out.clock
     assert out.neighbourhoods == 3 and out.plan is seed
     assert "no improvement in the last neighbourhoods" in out.summary()
+
+
+def test_a_work_budget_ends_the_search_after_the_work_it_names() -> None:
+    """``work`` (policy.deterministic): no neighbourhood starts once the sub-solves have spent
+    it, whatever the clock; a budget spent by the first sub-solve stops the search after it,
+    and the same budget gives the same search twice."""
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.9, seed=2))  # greedy evicts 2: 20 neighbourhoods
+    seed = greedy(rnd)
+    free = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 60)
+    assert free.neighbourhoods > 1 and not free.clock
+    tiny = [improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 60, work=1e-9) for _ in range(2)]
+    assert all(t.spent > 0 and not t.clock for t in tiny)
+    assert tiny[0].neighbourhoods < free.neighbourhoods
+    assert tiny[0].neighbourhoods == tiny[1].neighbourhoods and tiny[0].spent == tiny[1].spent
+    assert tiny[0].plan.model_dump() == tiny[1].plan.model_dump()
