@@ -81,7 +81,7 @@ from gangopt.arrays import (
 )
 from gangopt.objective import ObjectiveTerms
 from gangopt.quantities import MILLI
-from gangopt.schema import MatchExpression, PendingGang, Plan, Role, Round, RunningGang, Waiting
+from gangopt.schema import LookAhead, MatchExpression, PendingGang, Plan, Role, Round, RunningGang, Waiting
 
 RESERVED_LABEL = "gangopt.io/reserved-for"
 """Node label of the view: the gang a reserved node is held for. Only the view carries it."""
@@ -200,7 +200,7 @@ def look_ahead(rnd: Round) -> View:
         cluster = cluster.model_copy(update={"nodes": nodes})
         pending = []
         for g in [_held_back(g) if g.name in over else g for g in rnd.pending]:
-            avoid = [r.gang for r in reservations if _held_off(g, r, now)]
+            avoid = [r.gang for r in reservations if _held_off(g, r, now, settings)]
             if avoid:
                 held_off[g.name] = avoid
                 g = _avoiding(g, avoid)
@@ -283,12 +283,25 @@ def _escalated(rnd: Round) -> set[str]:
     return {g.name for g in old if node_gpus > 0 and _min_gpus(g, terms) >= node_gpus}
 
 
-def _held_off(g: PendingGang, r: Reservation, now: float) -> bool:
+def _held_off(g: PendingGang, r: Reservation, now: float, settings: LookAhead) -> bool:
     """Whether ``g`` must keep off the nodes of reservation ``r``: not the holder, not of a
-    higher priority, and not known to end before the reservation starts."""
-    if g.name == r.gang or g.priority > r.priority:
+    higher priority (unless ``r`` is escalated, ``escalated_holds_higher`` is set and ``g`` is
+    below ``urgent_priority``: :func:`_outranks`), and not known to end before the reservation
+    starts."""
+    if g.name == r.gang or (g.priority > r.priority and not _outranks(r, g, settings)):
         return False
     return g.expected_duration is None or now + g.expected_duration > r.start
+
+
+def _outranks(r: Reservation, g: PendingGang, settings: LookAhead) -> bool:
+    """Whether escalated reservation ``r`` keeps off ``g`` although ``g`` has a higher priority
+    (``escalated_holds_higher``): aging outranks every priority below the urgent tier. Measured
+    on b436b2 (6 nodes, seed 0, docs/objective.md look-ahead step 5): without it, priority-1
+    16-GPU gangs arriving up to 100 h later took the nodes held for three starving priority-0
+    ones, which waited 308-395 h (largest-class p95 wait 308 h, fifo_first_fit's 206 h)."""
+    if not (r.escalated and settings.escalated_holds_higher):
+        return False
+    return settings.urgent_priority is None or g.priority < settings.urgent_priority
 
 
 def _over_budget(rnd: Round, now: float, escalated: set[str]) -> dict[str, float]:
@@ -403,9 +416,8 @@ def _reserve(
     up = escalated or set()
 
     def key(g: PendingGang) -> tuple[bool, int, float, float, str]:
-        if g.name in up:  # escalated: before the rest, shortest first, then oldest
-            inf = float("inf")
-            return (False, 0, inf if g.expected_duration is None else g.expected_duration, g.submit_time, g.name)
+        if g.name in up:  # escalated: before the rest, in escalated_order, then oldest
+            return (False, 0, _escalated_rank(g, now, settings.escalated_order), g.submit_time, g.name)
         return (True, -g.priority, 0.0, g.submit_time, g.name)
 
     for g in sorted(rnd.pending, key=key):
@@ -432,6 +444,25 @@ def _reserve(
             start = max(t, now)
             out.append(Reservation(g.name, g.priority, start, names, escalated=g.name in up))
     return out
+
+
+def _escalated_rank(g: PendingGang, now: float, order: str) -> float:
+    """Sort key of an escalated gang in ``escalated_order`` (smaller first); a gang without an
+    ``expected_duration`` goes last under ``shortest`` and ``response_ratio``.
+
+    ``response_ratio`` is (wait + expected_duration) / expected_duration, highest first: the
+    shortest first among gangs that waited alike, but a long gang's ratio grows with its wait,
+    so a stream of shorter ones cannot pass it for ever. Measured on b436b2 (seed 0, with
+    ``escalated_holds_higher``; docs/objective.md look-ahead step 5): shortest first left a
+    91-hour 16-GPU gang waiting 395-424 h behind later, shorter ones (largest-class p95 wait
+    274 h); oldest first served it but made later arrivals wait 247-314 h (p95 247 h, overall
+    p95 wait 12.5 h); response ratio: p95 226 h, within 1.1 x fifo_first_fit's 206 h."""
+    if order == "oldest":
+        return g.submit_time
+    d = g.expected_duration
+    if d is None or d <= 0:
+        return float("inf") if d is None else float("-inf")
+    return d if order == "shortest" else -(now - g.submit_time + d) / d
 
 
 @dataclass(frozen=True)
