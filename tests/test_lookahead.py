@@ -223,10 +223,10 @@ def order_round(old_duration: float, order: str) -> Round:
     ],
 )
 def test_escalated_order(old_duration: float, order: str, first: str) -> None:
-    view = look_ahead(order_round(old_duration, order))
-    assert [r.gang for r in view.reservations][0] == first
-    # the first in order gets the nodes that free up first
-    assert [(r.gang, r.nodes, r.start) for r in view.reservations][0] == (first, ("n0",), NOW + 3600)
+    ahead, behind = look_ahead(order_round(old_duration, order)).reservations
+    # the first in order gets the node that frees up first, the other the next one
+    assert (ahead.gang, ahead.nodes, ahead.start) == (first, ("n0",), NOW + 3600)
+    assert (behind.gang, behind.nodes, behind.start) == (({"old", "young"} - {first}).pop(), ("n1",), NOW + 7200)
 
 
 def outrank_round(**lookahead: Any) -> Round:
