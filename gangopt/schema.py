@@ -684,7 +684,7 @@ class LookAhead(_Model):
         "cannot be passed for ever); shortest: shortest expected_duration first; oldest: longest waiting "
         "first. Default response_ratio (docs/objective.md, look-ahead step 5: with "
         "escalated_holds_higher, b436b2's largest-class p95 wait 308 h -> 226 h; shortest first let a "
-        "stream of shorter 16-GPU gangs pass a 91-hour one for 395 h; oldest first, 247 h).",
+        "stream of shorter 16-GPU gangs pass a 91-hour one for 395-424 h; oldest first, 247 h).",
     )
     escalated_holds_higher: StrictBool = Field(
         True,

@@ -235,9 +235,7 @@ def outrank_round(**lookahead: Any) -> Round:
     2), 2 GPUs for 2 h each, arrived just now and fit only n1 too."""
     return make_round(
         cluster(2),
-        running=[
-            timed(running("r0", ["n0"], gpu=7, preemptible=False), expected_end=NOW + 3600, started_at=0.0)
-        ],
+        running=[timed(running("r0", ["n0"], gpu=7, preemptible=False), expected_end=NOW + 3600, started_at=0.0)],
         pending=[
             lasting(pending("old", gpu=8, submit_time=1.0, priority=0), 3600),
             lasting(pending("hi", gpu=2, submit_time=NOW - 10, priority=1), 7200),
