@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangopt
+from gangopt.errors import InputError
 from gangopt.lookahead import IDLE_HEADROOM, OVER_BUDGET_LABEL, RESERVED_LABEL, look_ahead
+from gangopt.parsing import parse_model
 from gangopt.schema import LookAhead, PendingGang, Round, RunningGang
 from gangopt.solvers.greedy import greedy
 from tests.builders import cluster, make_round, pending, running
@@ -269,6 +271,17 @@ def test_an_escalated_gang_is_not_passed_by_higher_priorities_in_the_plan(holds_
     assert gangopt.validate(rnd, plan) == []
     assert nodes_of(plan, started) == {"n1"}
     assert {"old", "hi"} - set(plan.admitted) == {"old", "hi"} - {started}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("escalated_order", "fifo"), ("escalated_holds_higher", "yes"), ("escalated_holds_higher", 1)]
+)
+def test_a_bad_escalation_setting_is_refused_at_its_path(field: str, value: Any) -> None:
+    data = outrank_round().model_dump(mode="json")
+    data["policy"]["lookahead"][field] = value
+    with pytest.raises(InputError) as caught:
+        parse_model(Round, data)
+    assert [p.path for p in caught.value.problems] == [f"$.policy.lookahead.{field}"]
 
 
 # ----------------------------------------------------------------------------- protection
