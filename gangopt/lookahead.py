@@ -421,7 +421,7 @@ def _reserve(
 
     def key(g: PendingGang) -> tuple[bool, int, float, float, str]:
         if g.name in up:  # escalated: before the rest, in escalated_order, then oldest
-            return (False, 0, _escalated_rank(g, now, settings.escalated_order), g.submit_time, g.name)
+            return (False, 0, _escalated_rank(g, now, settings), g.submit_time, g.name)
         return (True, -g.priority, 0.0, g.submit_time, g.name)
 
     for g in sorted(rnd.pending, key=key):
@@ -450,23 +450,31 @@ def _reserve(
     return out
 
 
-def _escalated_rank(g: PendingGang, now: float, order: str) -> float:
+def _escalated_rank(g: PendingGang, now: float, settings: LookAhead) -> float:
     """Sort key of an escalated gang in ``escalated_order`` (smaller first); a gang without an
     ``expected_duration`` goes last under ``shortest`` and ``response_ratio``.
 
-    ``response_ratio`` is (wait + expected_duration) / expected_duration, highest first: the
-    shortest first among gangs that waited alike, but a long gang's ratio grows with its wait,
-    so a stream of shorter ones cannot pass it for ever. Measured on b436b2 (seed 0, with
+    ``response_ratio`` is (wait + d) / d, highest first, with d the ``expected_duration``
+    capped at ``escalated_ratio_cap``: the shortest first among gangs that waited alike, but a
+    long gang's ratio grows with its wait, so a stream of shorter ones cannot pass it for ever;
+    the cap makes it grow at least 1 per cap of wait, and among gangs that would all run longer
+    than the cap the oldest goes first. Measured on b436b2 (seed 0, with
     ``escalated_holds_higher``; docs/objective.md look-ahead step 5): shortest first left a
-    91-hour 16-GPU gang waiting 395-424 h behind later, shorter ones (largest-class p95 wait
-    274 h); oldest first served it but made later arrivals wait 247-314 h (p95 247 h, overall
-    p95 wait 12.5 h); response ratio: p95 226 h, within 1.1 x fifo_first_fit's 206 h."""
-    if order == "oldest":
+    91-hour 16-GPU gang waiting 424 h behind later, shorter ones (largest-class p95 wait 274 h);
+    oldest first served it but made later arrivals wait 247-314 h (p95 247 h, overall p95 wait
+    12.5 h); response ratio uncapped: 226 h, but a 475-hour gang waited 226 h behind a 320-hour
+    one that arrived 11 h after it (overall p95 wait 6.3 h); capped at 120 h: 215 h (p95 wait
+    3.2 h)."""
+    if settings.escalated_order == "oldest":
         return g.submit_time
     d = g.expected_duration
     if d is None or d <= 0:
         return float("inf") if d is None else float("-inf")
-    return d if order == "shortest" else -(now - g.submit_time + d) / d
+    if settings.escalated_order == "shortest":
+        return d
+    if settings.escalated_ratio_cap is not None:
+        d = min(d, settings.escalated_ratio_cap)
+    return -(now - g.submit_time + d) / d
 
 
 @dataclass(frozen=True)

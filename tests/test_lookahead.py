@@ -195,7 +195,7 @@ def test_an_escalated_gang_is_no_longer_held_by_the_budget() -> None:
     assert "old-small" not in plan.admitted and "new-small" not in plan.admitted
 
 
-def order_round(old_duration: float, order: str) -> Round:
+def order_round(old_duration: float, order: str, cap: float | None = None) -> Round:
     """Two 8-GPU nodes, each running a 1-GPU gang (n0 until now+3600, n1 until now+7200). Two
     escalated whole-node gangs wait: ``old`` (waited 9,999 s, ``old_duration``) and ``young``
     (waited 6,000 s, 1,800 s: response ratio 4.33)."""
@@ -210,22 +210,25 @@ def order_round(old_duration: float, order: str) -> Round:
             lasting(pending("young", gpu=8, submit_time=NOW - 6000), 1800),
         ],
         now=NOW,
-        lookahead=LookAhead(escalate_after=5000.0, escalated_order=order),  # type: ignore[arg-type]
+        lookahead=LookAhead(escalate_after=5000.0, escalated_order=order, escalated_ratio_cap=cap),  # type: ignore[arg-type]
     )
 
 
 @pytest.mark.parametrize(
-    ("old_duration", "order", "first"),
+    ("old_duration", "order", "cap", "first"),
     [
-        (2400, "shortest", "young"),
-        (2400, "oldest", "old"),
-        (2400, "response_ratio", "old"),  # (9,999 + 2,400) / 2,400 = 5.17 > 4.33: its wait outweighs
-        (36_000, "response_ratio", "young"),  # (9,999 + 36,000) / 36,000 = 1.28: still too long
-        (36_000, "oldest", "old"),
+        (2400, "shortest", None, "young"),
+        (2400, "oldest", None, "old"),
+        (2400, "response_ratio", None, "old"),  # (9,999 + 2,400) / 2,400 = 5.17 > 4.33: its wait outweighs
+        (36_000, "response_ratio", None, "young"),  # (9,999 + 36,000) / 36,000 = 1.28: still too long
+        (36_000, "response_ratio", 432_000.0, "young"),  # the default cap is far above both
+        (36_000, "response_ratio", 2400.0, "old"),  # counted as 2,400 s long: 5.17 again
+        (36_000, "response_ratio", 1200.0, "old"),  # both capped: (9,999 + 1,200) / 1,200 > (6,000 + 1,200) / 1,200
+        (36_000, "oldest", None, "old"),
     ],
 )
-def test_escalated_order(old_duration: float, order: str, first: str) -> None:
-    ahead, behind = look_ahead(order_round(old_duration, order)).reservations
+def test_escalated_order(old_duration: float, order: str, cap: float | None, first: str) -> None:
+    ahead, behind = look_ahead(order_round(old_duration, order, cap)).reservations
     # the first in order gets the node that frees up first, the other the next one
     assert (ahead.gang, ahead.nodes, ahead.start) == (first, ("n0",), NOW + 3600)
     assert (behind.gang, behind.nodes, behind.start) == (({"old", "young"} - {first}).pop(), ("n1",), NOW + 7200)
@@ -274,7 +277,14 @@ def test_an_escalated_gang_is_not_passed_by_higher_priorities_in_the_plan(holds_
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("escalated_order", "fifo"), ("escalated_holds_higher", "yes"), ("escalated_holds_higher", 1)]
+    ("field", "value"),
+    [
+        ("escalated_order", "fifo"),
+        ("escalated_holds_higher", "yes"),
+        ("escalated_holds_higher", 1),
+        ("escalated_ratio_cap", 0),
+        ("escalated_ratio_cap", "120h"),
+    ],
 )
 def test_a_bad_escalation_setting_is_refused_at_its_path(field: str, value: Any) -> None:
     data = outrank_round().model_dump(mode="json")
