@@ -46,14 +46,15 @@ then decides as usual:
 
 5. **Aging** (``escalate_after``, default 72 h). A gang that needs whole nodes and has waited
    that long is escalated (:func:`_escalated`): the budget no longer holds it, and it is
-   reserved first (``escalated_order``, default highest response ratio first:
-   :func:`_escalated_rank`), also when it fits now; its reservation also keeps off gangs of a
-   higher priority below ``urgent_priority`` (``escalated_holds_higher``: :func:`_outranks`).
-   On the openb window the budget had held its two longest-waiting 8-GPU pods 336-345 h;
-   escalated, the largest class's p95 wait is 155 h instead of 340 h (slurm_backfill_like:
-   204 h). On b436b2, where later priority-1 16-GPU gangs passed starving priority-0 ones,
-   the two settings take it from 308 h to 226 h (fifo_first_fit: 206 h), at a price in its
-   p95 wait (3.2 -> 6.3 h): docs/objective.md, look-ahead step 5.
+   reserved first (``escalated_order``, default highest response ratio first, durations
+   capped at ``escalated_ratio_cap``: :func:`_escalated_rank`), also when it fits now; its
+   reservation also keeps off gangs of a higher priority below ``urgent_priority``
+   (``escalated_holds_higher``: :func:`_outranks`). On the openb window the budget had held
+   its two longest-waiting 8-GPU pods 336-345 h; escalated, the largest class's p95 wait is
+   155 h instead of 340 h (slurm_backfill_like: 204 h). On b436b2, where later priority-1
+   16-GPU gangs passed starving priority-0 ones, the order and the rank take it from 308 h to
+   215 h (fifo_first_fit: 206 h), at a price in its p99 wait (145 -> 170 h):
+   docs/objective.md, look-ahead step 5.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
