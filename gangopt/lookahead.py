@@ -46,10 +46,15 @@ then decides as usual:
 
 5. **Aging** (``escalate_after``, default 72 h). A gang that needs whole nodes and has waited
    that long is escalated (:func:`_escalated`): the budget no longer holds it, and it is
-   reserved first (shortest first), also when it fits now. On the openb window the budget had
-   held its two longest-waiting 8-GPU pods 336-345 h; escalated, the largest class's p95 wait
-   is 155 h instead of 340 h (slurm_backfill_like: 204 h), at a price on b436b2 (p95 wait
-   3.15 -> 4.55 h): docs/objective.md, look-ahead step 5.
+   reserved first (``escalated_order``, default highest response ratio first, durations
+   capped at ``escalated_ratio_cap``: :func:`_escalated_rank`), also when it fits now; its
+   reservation also keeps off gangs of a higher priority below ``urgent_priority``
+   (``escalated_holds_higher``: :func:`_outranks`). On the openb window the budget had held
+   its two longest-waiting 8-GPU pods 336-345 h; escalated, the largest class's p95 wait is
+   155 h instead of 340 h (slurm_backfill_like: 204 h). On b436b2, where later priority-1
+   16-GPU gangs passed starving priority-0 ones, the order and the rank take it from 308 h to
+   215 h (fifo_first_fit: 206 h), at a price in its p99 wait (145 -> 170 h):
+   docs/objective.md, look-ahead step 5.
 
 The view only removes options, so every plan valid for the view is valid for the round; the
 door (:mod:`gangopt.solve`) still validates the plan against the original round. These are the
@@ -81,7 +86,7 @@ from gangopt.arrays import (
 )
 from gangopt.objective import ObjectiveTerms
 from gangopt.quantities import MILLI
-from gangopt.schema import MatchExpression, PendingGang, Plan, Role, Round, RunningGang, Waiting
+from gangopt.schema import LookAhead, MatchExpression, PendingGang, Plan, Role, Round, RunningGang, Waiting
 
 RESERVED_LABEL = "gangopt.io/reserved-for"
 """Node label of the view: the gang a reserved node is held for. Only the view carries it."""
@@ -200,7 +205,7 @@ def look_ahead(rnd: Round) -> View:
         cluster = cluster.model_copy(update={"nodes": nodes})
         pending = []
         for g in [_held_back(g) if g.name in over else g for g in rnd.pending]:
-            avoid = [r.gang for r in reservations if _held_off(g, r, now)]
+            avoid = [r.gang for r in reservations if _held_off(g, r, now, settings)]
             if avoid:
                 held_off[g.name] = avoid
                 g = _avoiding(g, avoid)
@@ -283,12 +288,25 @@ def _escalated(rnd: Round) -> set[str]:
     return {g.name for g in old if node_gpus > 0 and _min_gpus(g, terms) >= node_gpus}
 
 
-def _held_off(g: PendingGang, r: Reservation, now: float) -> bool:
+def _held_off(g: PendingGang, r: Reservation, now: float, settings: LookAhead) -> bool:
     """Whether ``g`` must keep off the nodes of reservation ``r``: not the holder, not of a
-    higher priority, and not known to end before the reservation starts."""
-    if g.name == r.gang or g.priority > r.priority:
+    higher priority (unless ``r`` is escalated, ``escalated_holds_higher`` is set and ``g`` is
+    below ``urgent_priority``: :func:`_outranks`), and not known to end before the reservation
+    starts."""
+    if g.name == r.gang or (g.priority > r.priority and not _outranks(r, g, settings)):
         return False
     return g.expected_duration is None or now + g.expected_duration > r.start
+
+
+def _outranks(r: Reservation, g: PendingGang, settings: LookAhead) -> bool:
+    """Whether escalated reservation ``r`` keeps off ``g`` although ``g`` has a higher priority
+    (``escalated_holds_higher``): aging outranks every priority below the urgent tier. Measured
+    on b436b2 (6 nodes, seed 0, docs/objective.md look-ahead step 5): without it, priority-1
+    16-GPU gangs arriving up to 100 h later took the nodes held for three starving priority-0
+    ones, which waited 308-395 h (largest-class p95 wait 308 h, fifo_first_fit's 206 h)."""
+    if not (r.escalated and settings.escalated_holds_higher):
+        return False
+    return settings.urgent_priority is None or g.priority < settings.urgent_priority
 
 
 def _over_budget(rnd: Round, now: float, escalated: set[str]) -> dict[str, float]:
@@ -403,9 +421,8 @@ def _reserve(
     up = escalated or set()
 
     def key(g: PendingGang) -> tuple[bool, int, float, float, str]:
-        if g.name in up:  # escalated: before the rest, shortest first, then oldest
-            inf = float("inf")
-            return (False, 0, inf if g.expected_duration is None else g.expected_duration, g.submit_time, g.name)
+        if g.name in up:  # escalated: before the rest, in escalated_order, then oldest
+            return (False, 0, _escalated_rank(g, now, settings), g.submit_time, g.name)
         return (True, -g.priority, 0.0, g.submit_time, g.name)
 
     for g in sorted(rnd.pending, key=key):
@@ -432,6 +449,33 @@ def _reserve(
             start = max(t, now)
             out.append(Reservation(g.name, g.priority, start, names, escalated=g.name in up))
     return out
+
+
+def _escalated_rank(g: PendingGang, now: float, settings: LookAhead) -> float:
+    """Sort key of an escalated gang in ``escalated_order`` (smaller first); a gang without an
+    ``expected_duration`` goes last under ``shortest`` and ``response_ratio``.
+
+    ``response_ratio`` is (wait + d) / d, highest first, with d the ``expected_duration``
+    capped at ``escalated_ratio_cap``: the shortest first among gangs that waited alike, but a
+    long gang's ratio grows with its wait, so a stream of shorter ones cannot pass it for ever;
+    the cap makes it grow at least 1 per cap of wait, and among gangs that would all run longer
+    than the cap the oldest goes first. Measured on b436b2 (seed 0, with
+    ``escalated_holds_higher``; docs/objective.md look-ahead step 5): shortest first left a
+    91-hour 16-GPU gang waiting 424 h behind later, shorter ones (largest-class p95 wait 274 h);
+    oldest first served it but made later arrivals wait 247-314 h (p95 247 h, overall p95 wait
+    12.5 h); response ratio uncapped: 226 h, but a 475-hour gang waited 226 h behind a 320-hour
+    one that arrived 11 h after it (overall p95 wait 6.3 h); capped at 120 h: 215 h (p95 wait
+    3.2 h)."""
+    if settings.escalated_order == "oldest":
+        return g.submit_time
+    d = g.expected_duration
+    if d is None or d <= 0:
+        return float("inf") if d is None else float("-inf")
+    if settings.escalated_order == "shortest":
+        return d
+    if settings.escalated_ratio_cap is not None:
+        d = min(d, settings.escalated_ratio_cap)
+    return -(now - g.submit_time + d) / d
 
 
 @dataclass(frozen=True)

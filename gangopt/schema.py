@@ -678,6 +678,37 @@ class LookAhead(_Model):
         "expected_duration first), also when it fits now. Default 72 h (docs/objective.md, look-ahead "
         "step 5: on the openb window the largest class's p95 wait went from 340 h to 155 h). null: off.",
     )
+    escalated_order: Literal["response_ratio", "shortest", "oldest"] = Field(
+        "response_ratio",
+        description="The order in which escalated gangs (escalate_after) get their reservations. "
+        "response_ratio: highest (wait + expected_duration) / expected_duration first (Brinch Hansen's "
+        "highest response ratio next: short gangs first, but a long one's ratio grows as it waits, so it "
+        "cannot be passed for ever); shortest: shortest expected_duration first; oldest: longest waiting "
+        "first. Default response_ratio (docs/objective.md, look-ahead step 5: with "
+        "escalated_holds_higher and escalated_ratio_cap, b436b2's largest-class p95 wait 308 h -> 215 h; "
+        "shortest first let a stream of shorter 16-GPU gangs pass a 91-hour one for 395-424 h; oldest "
+        "first, 247 h).",
+    )
+    escalated_ratio_cap: StrictFloat | None = Field(
+        432_000.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="Seconds: escalated_order response_ratio counts a longer expected_duration as this "
+        "long, so every escalated gang's ratio grows by at least 1 per this many seconds of wait, and "
+        "among gangs that would all run longer, the oldest goes first (uncapped, a 475-hour gang's ratio "
+        "never caught up with a 320-hour one's). Default 120 h (docs/objective.md, look-ahead step 5: "
+        "b436b2's largest-class p95 wait 226 h uncapped, 215 h at 120-168 h, 235 h at 72 h, where it "
+        "also caps the 91-hour gangs). null: no cap.",
+    )
+    escalated_holds_higher: StrictBool = Field(
+        True,
+        description="Whether the reservation of an escalated gang also keeps off gangs of a higher "
+        "priority (below urgent_priority; every priority when that is null) that would not end before it "
+        "starts, as it keeps off its own and lower priorities: aging then outranks priority below the "
+        "urgent tier. Default true (docs/objective.md, look-ahead step 5: on b436b2, priority-1 16-GPU "
+        "gangs arriving later took the nodes held for starving priority-0 ones, which waited 308-395 h; "
+        "the price is b436b2's p95 wait, 3.2 h -> 6.3 h). false: only its own and lower priorities.",
+    )
     urgent_priority: StrictInt | None = Field(
         2,
         ge=-(2**31),

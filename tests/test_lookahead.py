@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangopt
+from gangopt.errors import InputError
 from gangopt.lookahead import IDLE_HEADROOM, OVER_BUDGET_LABEL, RESERVED_LABEL, look_ahead
+from gangopt.parsing import parse_model
 from gangopt.schema import LookAhead, PendingGang, Round, RunningGang
 from gangopt.solvers.greedy import greedy
 from tests.builders import cluster, make_round, pending, running
@@ -191,6 +193,105 @@ def test_an_escalated_gang_is_no_longer_held_by_the_budget() -> None:
     assert nodes_of(plan, "old-short") == {"n1"}
     # n0 is reserved for old-long from now+3600: the small gangs would still run then
     assert "old-small" not in plan.admitted and "new-small" not in plan.admitted
+
+
+def order_round(old_duration: float, order: str, cap: float | None = None) -> Round:
+    """Two 8-GPU nodes, each running a 1-GPU gang (n0 until now+3600, n1 until now+7200). Two
+    escalated whole-node gangs wait: ``old`` (waited 9,999 s, ``old_duration``) and ``young``
+    (waited 6,000 s, 1,800 s: response ratio 4.33)."""
+    return make_round(
+        cluster(2),
+        running=[
+            timed(running("r0", ["n0"], gpu=1, priority=0), expected_end=NOW + 3600, started_at=0.0),
+            timed(running("r1", ["n1"], gpu=1, priority=0), expected_end=NOW + 7200, started_at=0.0),
+        ],
+        pending=[
+            lasting(pending("old", gpu=8, submit_time=1.0), old_duration),
+            lasting(pending("young", gpu=8, submit_time=NOW - 6000), 1800),
+        ],
+        now=NOW,
+        lookahead=LookAhead(escalate_after=5000.0, escalated_order=order, escalated_ratio_cap=cap),  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(
+    ("old_duration", "order", "cap", "first"),
+    [
+        (2400, "shortest", None, "young"),
+        (2400, "oldest", None, "old"),
+        (2400, "response_ratio", None, "old"),  # (9,999 + 2,400) / 2,400 = 5.17 > 4.33: its wait outweighs
+        (36_000, "response_ratio", None, "young"),  # (9,999 + 36,000) / 36,000 = 1.28: still too long
+        (36_000, "response_ratio", 432_000.0, "young"),  # the default cap is far above both
+        (36_000, "response_ratio", 2400.0, "old"),  # counted as 2,400 s long: 5.17 again
+        (36_000, "response_ratio", 1200.0, "old"),  # both capped: (9,999 + 1,200) / 1,200 > (6,000 + 1,200) / 1,200
+        (36_000, "oldest", None, "old"),
+    ],
+)
+def test_escalated_order(old_duration: float, order: str, cap: float | None, first: str) -> None:
+    ahead, behind = look_ahead(order_round(old_duration, order, cap)).reservations
+    # the first in order gets the node that frees up first, the other the next one
+    assert (ahead.gang, ahead.nodes, ahead.start) == (first, ("n0",), NOW + 3600)
+    assert (behind.gang, behind.nodes, behind.start) == (({"old", "young"} - {first}).pop(), ("n1",), NOW + 7200)
+
+
+def outrank_round(**lookahead: Any) -> Round:
+    """Two 8-GPU nodes: n0 has 7 GPUs busy until now+3600 (not preemptible), n1 is idle. ``old`` (priority 0,
+    8 GPUs) has waited 9,999 s and fits only n1; ``hi`` (priority 1) and ``urgent`` (priority
+    2), 2 GPUs for 2 h each, arrived just now and fit only n1 too."""
+    return make_round(
+        cluster(2),
+        running=[timed(running("r0", ["n0"], gpu=7, preemptible=False), expected_end=NOW + 3600, started_at=0.0)],
+        pending=[
+            lasting(pending("old", gpu=8, submit_time=1.0, priority=0), 3600),
+            lasting(pending("hi", gpu=2, submit_time=NOW - 10, priority=1), 7200),
+            lasting(pending("urgent", gpu=2, submit_time=NOW - 10, priority=2), 7200),
+        ],
+        now=NOW,
+        lookahead=LookAhead(**{"escalate_after": 5000.0, **lookahead}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("lookahead", "held"),
+    [
+        ({}, ["hi"]),  # the default: aging outranks priority 1, not the urgent tier
+        ({"urgent_priority": None}, ["hi", "urgent"]),  # no urgent tier: every priority
+        ({"escalated_holds_higher": False}, []),  # only its own and lower priorities
+        ({"escalate_after": None}, []),  # not escalated: no reservation (it fits now)
+    ],
+)
+def test_an_escalated_reservation_keeps_higher_priorities_off(lookahead: dict[str, Any], held: list[str]) -> None:
+    view = look_ahead(outrank_round(**lookahead))
+    assert sorted(view.held_off) == held
+    for gang in held:
+        assert view.held_off[gang] == ["old"]
+
+
+@pytest.mark.parametrize(("holds_higher", "started"), [(True, "old"), (False, "hi")])
+def test_an_escalated_gang_is_not_passed_by_higher_priorities_in_the_plan(holds_higher: bool, started: str) -> None:
+    rnd = outrank_round(escalated_holds_higher=holds_higher, urgent_priority=None)
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert nodes_of(plan, started) == {"n1"}
+    assert {"old", "hi"} - set(plan.admitted) == {"old", "hi"} - {started}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("escalated_order", "fifo"),
+        ("escalated_holds_higher", "yes"),
+        ("escalated_holds_higher", 1),
+        ("escalated_ratio_cap", 0),
+        ("escalated_ratio_cap", "120h"),
+    ],
+)
+def test_a_bad_escalation_setting_is_refused_at_its_path(field: str, value: Any) -> None:
+    data = outrank_round().model_dump(mode="json")
+    data["policy"]["lookahead"][field] = value
+    with pytest.raises(InputError) as caught:
+        parse_model(Round, data)
+    assert [p.path for p in caught.value.problems] == [f"$.policy.lookahead.{field}"]
 
 
 # ----------------------------------------------------------------------------- protection
