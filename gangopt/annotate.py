@@ -22,7 +22,7 @@ from gangopt.objective import SCALE, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import UNCHECKED, waiting_reasons
 from gangopt.result import ProvenBounds, Result
-from gangopt.schema import SAFETY_NET, Plan, Round, Score, TierScore, Waiting
+from gangopt.schema import SAFETY_NET, Plan, Round, Score, Status, TierScore, Waiting
 from gangopt.scope import Scope
 from gangopt.slots import allow_large, secondary_bound_at, slot_tier_bounds
 
@@ -64,7 +64,12 @@ def annotate(
         waiting = waiting_reasons(rnd, plan, pre, deadline=by)
         note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
         plan = plan.model_copy(update={"waiting": waiting, "message": note})
-    return plan.model_copy(update={"score": bounded, "gap": plan_gap(bounded), "stats": result.stats})
+    gap = plan_gap(bounded)
+    closed = gap == 0 and all(tier_gap(t) == 0 for t in bounded.tiers)
+    if result.bounds_decide and plan.status == Status.FEASIBLE and closed:
+        note = f"{plan.message}; optimal by the finisher's bounds"
+        plan = plan.model_copy(update={"status": Status.OPTIMAL, "message": note})
+    return plan.model_copy(update={"score": bounded, "gap": gap, "stats": result.stats})
 
 
 VALIDATION_SECONDS_PER_POD = 6e-5

@@ -44,6 +44,11 @@ class Result:
     (:func:`gangopt.annotate.slowdown`), when the solver measured it: the door scales its
     reserve for validation by it. None: the door measures the whole call (right for solvers
     that neither wait for a child nor run threads)."""
+    bounds_decide: bool = False
+    """The plan's status rests on bounds alone (a plan the cheap bounds proved within
+    ``policy.gap_limit``, no search cut short): the finisher, whose bounds are tighter (no gap
+    limit stops them), marks it ``optimal`` when they close the gap. The fragmented S round
+    (gap limit 0.5 %): proven within 0.072 % by the looser bound, 0 by the finisher's."""
     finished: bool = False
     """The plan is already annotated and validated (the CP-SAT fallback prepared before a
     hard deadline, so that killing the search costs no time after it)."""

@@ -518,3 +518,18 @@ def test_a_deterministic_solve_cut_by_the_clock_says_so() -> None:
     plan = gangopt.solve(rnd)
     assert SAFETY_NET in plan.message
     assert gangopt.validate(rnd, plan) == []
+
+
+def test_a_plan_proven_within_the_gap_limit_is_optimal_when_the_finishers_bounds_close_the_gap() -> None:
+    """The proof stops at ``gap_limit`` (the looser bound: 0.072 % on the fragmented S round);
+    the finisher's tighter bounds close it, and the plan says ``optimal``, not ``feasible``
+    with a gap of 0. Greedy's status does not rest on bounds: it stays ``feasible``, as
+    the plan it chose."""
+    rnd = fragmented_round(128, 50)
+    assert rnd.policy.gap_limit > 0
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.gap == 0 and plan.status == Status.OPTIMAL
+    assert "no model needed; optimal by the finisher's bounds" in plan.message
+    heuristic = gangopt.solve(rnd, solver="greedy")
+    assert heuristic.status == Status.FEASIBLE and heuristic.placements == plan.placements

@@ -141,7 +141,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     # time kept for finishing (the search's threads and the child would blur the measure).
     slow = _slowdown(rnd, wall, cpu)
     if proven is not None:
-        return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
+        return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow, bounds_decide=True)
     # 2a. The slot placer: the integer slot model's choice, placed by the greedy engine. Then
     # the other candidates: greedy with deferred growth and, on a round whose model is too
     # large to build whole, the peer emulations (after the placer: at M 0.75 its plan is
@@ -161,7 +161,9 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             candidates_took += time.perf_counter() - began
             slow = _slowdown(rnd, wall, cpu)
             if proven is not None:
-                return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow)
+                return Result(
+                    plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow, bounds_decide=True
+                )
             if baseline is before:
                 break
             placed = False
@@ -179,7 +181,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         )
         if proven is not None:
             plan = proven.model_copy(update={"message": f"{slot.plan.message}; {proven.message}"})
-            return Result(plan=plan, stats=stats, pre=pre, score=slot.score, slowdown=slow)
+            return Result(plan=plan, stats=stats, pre=pre, score=slot.score, slowdown=slow, bounds_decide=True)
         placed = placed or slot.improved > 0
         baseline, baseline_score = slot.plan, slot.score
     limit = rnd.policy.time_limit
