@@ -234,6 +234,14 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
         patch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 0.0)
         _allow_large_slots(pre, time.perf_counter() + 1.0, now, cpu)
         assert pre.derived[slots.LARGE_KEY] == "lp"
+    # policy.deterministic (no ``by``): the estimate alone against the placer's share of the limit
+    for whole, lp, leave in ((1e-9, 1e-9, True), (1000.0, 1e-9, "lp"), (1000.0, 1000.0, False)):
+        with monkeypatch.context() as patch:
+            patch.setattr(slots, "LARGE_SECONDS_PER_GANG", whole)
+            patch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", lp)
+            fresh = prefilter(rnd)
+            _allow_large_slots(fresh)
+            assert fresh.derived[slots.LARGE_KEY] == leave, (whole, lp)
     solved: list[str] = []
     integer_bound = slots._integer_bound
 

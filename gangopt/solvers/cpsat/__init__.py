@@ -498,7 +498,7 @@ def _best_greedy(
             if clocked:
                 _allow_large_slots(pre, *slots_by, placing=time.perf_counter() - began)
             else:
-                _allow_large_slots_by_size(pre)
+                _allow_large_slots(pre)
         if best is not None and lexicographic_key(plan_score) <= lexicographic_key(best[1]):
             continue
         best = (plan, plan_score)
@@ -509,7 +509,9 @@ def _best_greedy(
     return best[0], best[1], None
 
 
-def _allow_large_slots(pre: Prefiltered, by: float, wall: float, cpu: float, placing: float = 0.0) -> None:
+def _allow_large_slots(
+    pre: Prefiltered, by: float | None = None, wall: float = 0.0, cpu: float = 0.0, placing: float = 0.0
+) -> None:
     """Give the slot bounds of a round over :data:`gangopt.slots.MAX_COLUMNS` gangs leave to run
     when their estimated cost, scaled by how much slower than CPU time the solve has run since
     ``wall`` and ``cpu``, and one pass of the slot placer (``placing`` seconds: as long as the
@@ -517,25 +519,22 @@ def _allow_large_slots(pre: Prefiltered, by: float, wall: float, cpu: float, pla
     integer model's choice); else the LPs alone (:data:`gangopt.slots.LP_ONLY`: the bounds, no
     choice) when they end before ``by``. Otherwise the round keeps the bounds it had before: on
     the fragmented 4,096-node round at load 4-5 the bounds took the solve from 10 to 16 s of
-    wall time (4.1 CPU-s) for a 10 s limit."""
-    estimate = slots.large_estimate(pre)
-    if estimate > 0 and slots.large_affordable(pre):
-        slow, now = slowdown(wall, cpu), time.perf_counter()
-        if now + estimate * slow + placing <= by:
-            slots.allow_large(pre, True)
-        else:  # the LPs alone: the bounds, not the placer's choice
-            slots.allow_large(pre, "lp" if now + slots.large_estimate(pre, lp_only=True) * slow <= by else False)
+    wall time (4.1 CPU-s) for a 10 s limit.
 
-
-def _allow_large_slots_by_size(pre: Prefiltered) -> None:
-    """:func:`_allow_large_slots` under ``policy.deterministic``: the same leave, from the
-    estimated cost alone against :data:`PLACER_SHARE` of the time limit (no clock, no slowdown,
-    the greedy pass not counted), so that a round gets the same slot bounds whatever the load."""
+    Without ``by`` (``policy.deterministic``) the same leave from the estimated cost alone
+    against :data:`PLACER_SHARE` of the time limit (no clock, no slowdown, the greedy pass not
+    counted), so that a round gets the same slot bounds whatever the load."""
     estimate = slots.large_estimate(pre)
-    if estimate > 0 and slots.large_affordable(pre):
-        by = PLACER_SHARE * pre.rnd.policy.time_limit
-        lp = slots.large_estimate(pre, lp_only=True) <= by
-        slots.allow_large(pre, True if estimate <= by else "lp" if lp else False)
+    if estimate <= 0 or not slots.large_affordable(pre):
+        return
+    if by is None:
+        now, slow, by, placing = 0.0, 1.0, PLACER_SHARE * pre.rnd.policy.time_limit, 0.0
+    else:
+        now, slow = time.perf_counter(), slowdown(wall, cpu)
+    if now + estimate * slow + placing <= by:
+        slots.allow_large(pre, True)
+    else:  # the LPs alone: the bounds, not the placer's choice
+        slots.allow_large(pre, "lp" if now + slots.large_estimate(pre, lp_only=True) * slow <= by else False)
 
 
 def _slowdown(rnd: Round, wall: float, cpu: float) -> float:
