@@ -284,6 +284,8 @@ class GreedyEngine:
         """Per priority, the rows of :attr:`floor` at or above it (:meth:`_reserved`), until the
         floor next changes: one scan of the nodes per priority and commit, not per attempt
         (the fragmented XL round: 7,834 attempts, 0.41 CPU-s of 3.2 in the scans)."""
+        self._views_of: tuple[list[GangView], list[GangView], dict[str, GangView]] | None = None
+        """:meth:`_views`' cache: the gang lists it was built from and the views by name."""
         self.lowest_new = np.full(len(self.free), np.iinfo(np.int64).max, dtype=np.int64)
         """Per node, the lowest priority of a gang that got new pods there: running gangs of
         that priority or higher may no longer lose pods on it (rule 5, seen from the victim)."""
@@ -1300,7 +1302,7 @@ class GreedyEngine:
         """Every gang's view by name, built once per pair of gang lists (a peer replaces them
         after the engine's setup): on the fragmented XL round (57 k running gangs) building it
         per reprieve check was 0.35 of greedy's 3.2 CPU-s."""
-        cached: tuple[list[GangView], list[GangView], dict[str, GangView]] | None = getattr(self, "_views_of", None)
+        cached = self._views_of
         if cached is None or cached[0] is not self.pending or cached[1] is not self.running:
             cached = (self.pending, self.running, {g.name: g for g in [*self.pending, *self.running]})
             self._views_of = cached
