@@ -413,6 +413,7 @@ def test_the_secondary_bound_at_a_plans_tiers_when_only_the_lowest_is_open() -> 
     rnd = fragmented_round(128, 50, seed=2)  # priority 0: 0.4 % short, within AT_PLAN_GAP
     pre = prefilter(rnd)
     plan = gangopt.solve(rnd, solver="greedy", annotate=False)
+    assert gangopt.validate(rnd, plan) == []
     s = score(rnd, plan)
     values = units({t.priority: t.value for t in s.tiers})
     bounds = cheap_bounds_for(pre, s)
@@ -438,7 +439,10 @@ def test_the_secondary_bound_at_a_plans_tiers_holds_for_every_better_plan(rnd: R
     best = gangopt.solve(rnd)
     assume(best.status == Status.OPTIMAL and best.gap == 0)
     pre = prefilter(rnd)
-    scores = [score(rnd, gangopt.solve(rnd, solver=name, annotate=False)) for name in ("greedy", "kueue_like")]  # type: ignore[arg-type]
+    assert gangopt.validate(rnd, best) == []
+    plans = [gangopt.solve(rnd, solver=name, annotate=False) for name in ("greedy", "kueue_like")]  # type: ignore[arg-type]
+    assert all(gangopt.validate(rnd, p) == [] for p in plans)
+    scores = [score(rnd, p) for p in plans]
     top = units({t.priority: t.value for t in best.score.tiers})
     for s in scores:
         values = units({t.priority: t.value for t in s.tiers})

@@ -143,6 +143,7 @@ def test_a_stalled_search_stops_after_that_many_neighbourhoods_without_a_gain(mo
     assert out.stalled and not out.clock
     assert out.neighbourhoods == 3 and out.plan is seed
     assert "no improvement in the last neighbourhoods" in out.summary()
+    assert gangopt.validate(rnd, free.plan) == []
 
 
 def test_a_work_budget_ends_the_search_after_the_work_it_names() -> None:
@@ -161,3 +162,4 @@ def test_a_work_budget_ends_the_search_after_the_work_it_names() -> None:
     assert tiny[0].neighbourhoods < free.neighbourhoods
     assert tiny[0].neighbourhoods == tiny[1].neighbourhoods and tiny[0].spent == tiny[1].spent
     assert tiny[0].plan.model_dump() == tiny[1].plan.model_dump()
+    assert all(gangopt.validate(rnd, out.plan) == [] for out in (free, *tiny))
