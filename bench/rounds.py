@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import gangopt
 from gangopt.parsing import parse_json
@@ -32,8 +33,11 @@ def fragmented_text(size: str, busy: float = 0.75, seed: int = 0) -> str:
     return dump_round(generate(fragmented_spec(nodes, gangs, busy, seed))[0])
 
 
-def fragmented_spec(nodes: int, gangs: int, busy: float = 0.75, seed: int = 0) -> Spec:
-    """The :class:`Spec` of a fragmented round of any size (the tests' small ones too)."""
+def fragmented_spec(
+    nodes: int, gangs: int, busy: float = 0.75, seed: int = 0, running_mix: Literal["jobs", "tilted"] | None = None
+) -> Spec:
+    """The :class:`Spec` of a fragmented round of any size (the tests' small ones too);
+    ``running_mix`` as :attr:`Spec.running_mix` (default: issue 13's many small running gangs)."""
     elastic, required, preferred = FRAGMENTED_SHARES
     return Spec(
         nodes=nodes,
@@ -44,6 +48,7 @@ def fragmented_spec(nodes: int, gangs: int, busy: float = 0.75, seed: int = 0) -
         elastic_share=elastic,
         required_share=required,
         preferred_share=preferred,
+        running_mix=running_mix,
     )
 
 

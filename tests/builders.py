@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import count, islice
-from typing import Any
+from typing import Any, Literal
 
 from gangopt.schema import (
     BoundPod,
@@ -301,15 +301,24 @@ def make_round(
 # ----------------------------------------------------------------------------- plans
 
 
-def fragmented_round(nodes: int, gangs: int, busy: float = 0.75, seed: int = 0, time_limit: float = 5.0) -> Round:
+def fragmented_round(
+    nodes: int,
+    gangs: int,
+    busy: float = 0.75,
+    seed: int = 0,
+    time_limit: float = 5.0,
+    running_mix: Literal["jobs", "tilted"] = "tilted",
+) -> Round:
     """Issue 13's fragmented round (``bench.rounds.fragmented_spec``: running gangs where they
-    happened to land, preemption on) of a size, with a test's time limit."""
+    happened to land, preemption on) of a size, with a test's time limit. ``running_mix``
+    defaults to ``tilted`` (fewer, larger running gangs): the rounds the tests that name a seed
+    were written against; ``jobs`` is the benchmark family's (many single-GPU gangs)."""
     from dataclasses import replace
 
     from bench.rounds import fragmented_spec
     from gangopt.replay.generate import generate
 
-    return generate(replace(fragmented_spec(nodes, gangs, busy, seed), time_limit=time_limit))[0]
+    return generate(replace(fragmented_spec(nodes, gangs, busy, seed, running_mix), time_limit=time_limit))[0]
 
 
 def _by_role(nodes: Placed, default_role: str) -> dict[str, list[str]]:

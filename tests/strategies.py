@@ -234,8 +234,9 @@ POLICIES = st.builds(
 @st.composite
 def fragmented_rounds(draw: st.DrawFn, nodes: tuple[int, int], gangs: tuple[int, int]) -> Round:
     """A fragmented round (:func:`tests.builders.fragmented_round`) of a drawn size within
-    ``nodes`` and ``gangs`` (inclusive), busy 0.6, 0.75 or 0.9, and seed: larger than
-    :func:`rounds`, for the slot bounds and the slot placer."""
+    ``nodes`` and ``gangs`` (inclusive), busy 0.6, 0.75 or 0.9, seed and running mix (few
+    large running gangs, or many single-GPU ones): larger than :func:`rounds`, for the slot
+    bounds and the slot placer."""
     from tests.builders import fragmented_round
 
     return fragmented_round(
@@ -243,6 +244,7 @@ def fragmented_rounds(draw: st.DrawFn, nodes: tuple[int, int], gangs: tuple[int,
         draw(st.integers(*gangs)),
         draw(st.sampled_from([0.6, 0.75, 0.9])),
         draw(st.integers(0, 10_000)),
+        running_mix=draw(st.sampled_from(["tilted", "jobs"])),
     )
 
 

@@ -92,8 +92,12 @@ def test_the_package_reads_as_the_pipeline() -> None:
         if inside(module, ("gangopt.solvers",)):
             assert not [m for m in graph.successors(module) if inside(m, outer)], module
     for contract in ("gangopt.schema", "gangopt.checks", "gangopt.quantities", "gangopt.errors"):
-        assert set(graph.successors(contract)) <= {"gangopt.schema", "gangopt.checks", "gangopt.quantities",
-                                                   "gangopt.errors"}, contract
+        assert set(graph.successors(contract)) <= {
+            "gangopt.schema",
+            "gangopt.checks",
+            "gangopt.quantities",
+            "gangopt.errors",
+        }, contract
 
 
 def test_the_registry_types_and_aliases_agree() -> None:
@@ -128,7 +132,7 @@ def test_commands_that_do_not_search_never_import_ortools_or_networkx(tmp_path: 
     from bench.rounds import fragmented_spec
     from gangopt.replay.generate import generate
 
-    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=3))
+    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=3, running_mix="tilted"))
     round_file = tmp_path / "round.json"
     round_file.write_text(rnd.model_dump_json())
     plan = gangopt.solve(rnd, solver="greedy", annotate=False)

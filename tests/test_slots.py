@@ -8,7 +8,7 @@ tests/reference.py on small rounds of issue 13's fragmented family.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -58,15 +58,19 @@ def test_slot_bounds_hold_for_the_optimum(rnd: Round) -> None:
             assert optimum.get(prio, 0) <= bound, (solver, prio, bound, optimum, values)
 
 
-def _fragmented(nodes: int, gangs: int, seed: int) -> Round:
-    return fragmented_round(nodes, gangs, 0.75, seed)
+def _fragmented(nodes: int, gangs: int, seed: int, running_mix: Literal["jobs", "tilted"] = "tilted") -> Round:
+    return fragmented_round(nodes, gangs, 0.75, seed, running_mix=running_mix)
 
 
+@pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
 @pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (32, 12, 2), (24, 10, 3), (48, 14, 4)])
-def test_bounds_and_plans_against_the_reference_on_fragmented_rounds(nodes: int, gangs: int, seed: int) -> None:
+def test_bounds_and_plans_against_the_reference_on_fragmented_rounds(
+    nodes: int, gangs: int, seed: int, running_mix: Literal["jobs", "tilted"]
+) -> None:
     """(a) every tier bound any plan reports is at least the reference optimum; (b) a plan
-    CP-SAT calls optimal has exactly the reference's tier values."""
-    rnd = _fragmented(nodes, gangs, seed)
+    CP-SAT calls optimal has exactly the reference's tier values. Both running mixes: few
+    large running gangs, and issue 13's many single-GPU ones."""
+    rnd = _fragmented(nodes, gangs, seed, running_mix)
     ref = reference_optimum(rnd, seconds_per_tier=20.0)
     assert ref.proven
     for solver in ("greedy", "cpsat", "volcano_like"):

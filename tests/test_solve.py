@@ -182,9 +182,7 @@ def test_a_cpsat_child_that_dies_early_is_reported_as_died_not_as_timed_out(monk
     assert gangopt.validate(rnd, plan) == []
 
 
-def test_the_cpsat_child_closes_the_descriptors_it_inherited(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_cpsat_child_closes_the_descriptors_it_inherited(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A server's sockets must not stay open in the search child (issue 14)."""
     import os
     import socket
@@ -244,7 +242,7 @@ def test_lp_bounds_are_asked_for_greedy_and_only_tighten() -> None:
     from bench.rounds import fragmented_spec
     from gangopt.replay.generate import generate
 
-    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=3))
+    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=3, running_mix="tilted"))
     plain = gangopt.solve(rnd, solver="greedy")
     tight = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     assert tight.admitted == plain.admitted and tight.placements == plain.placements

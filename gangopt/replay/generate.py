@@ -45,7 +45,7 @@ import random
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -83,7 +83,16 @@ class Spec:
     fragmented: bool = False
     """Running gangs where they happened to land (random nodes, not bin-packed): free GPUs
     scattered 1-7 per node, no node wholly free; 30 % of the pending gangs select a fabric
-    label. :data:`FRAGMENTED_SHARES` are the issue-13 mix of the other shares."""
+    label. :data:`FRAGMENTED_SHARES` are the issue-13 mix of the other shares. The running
+    gangs follow Philly's job-count mix untilted (:attr:`running_mix`), as issue 13's rounds
+    do: 68,536 running gangs at 16,384 nodes busy 0.75 (the issue: about 57 k), where the
+    pending mix's tilt gave 6,382 (stop 26's rounds; the fragmented figures before stop 27 are
+    on those)."""
+    running_mix: Literal["jobs", "tilted"] | None = None
+    """How the running gangs' sizes are drawn: ``jobs``, Philly's job-count mix untilted (93 %
+    single-GPU: a busy cluster of many small jobs); ``tilted``, Philly's GPU-hour mix tilted
+    like the pending queue (fewer, larger gangs). Default: ``jobs`` for fragmented rounds,
+    else ``tilted``."""
     busy: float | None = None
     """Share of GPUs running before the round (default: uniform 0.6-0.9, contention 0.8-0.9)."""
     demand: float | None = None
@@ -323,7 +332,9 @@ def generate(spec: Spec) -> tuple[Round, Summary]:
     # the tilt is fitted for the free capacity the busy share leaves
     alpha = fit_alpha(demand * total * (1 - busy) / max(1, spec.gangs), cap)
     state = _Cluster(spec.nodes, rack_size, scatter=spec.fragmented)
-    runs = _fill(rng, state, busy, spec.contention, _Sampler(size_mix(alpha, cap, running=True)))
+    by_jobs = (spec.running_mix or ("jobs" if spec.fragmented else "tilted")) == "jobs"
+    running_mix = size_mix(0.0, cap) if by_jobs else size_mix(alpha, cap, running=True)
+    runs = _fill(rng, state, busy, spec.contention, _Sampler(running_mix))
     if spec.fragmented:
         runs += _occupy_free_nodes(rng, state)
         cluster = _with_fabric_labels(cluster, rack_size)

@@ -134,8 +134,14 @@ def test_fragmented_rounds_scatter_the_free_gpus(busy: float) -> None:
 
     elastic, required, preferred = FRAGMENTED_SHARES
     spec = Spec(
-        nodes=256, gangs=100, seed=3, fragmented=True, busy=busy,
-        elastic_share=elastic, required_share=required, preferred_share=preferred,
+        nodes=256,
+        gangs=100,
+        seed=3,
+        fragmented=True,
+        busy=busy,
+        elastic_share=elastic,
+        required_share=required,
+        preferred_share=preferred,
     )
     rnd, info = generate(spec)
     assert greedy_plan_validates(rnd)
@@ -149,6 +155,22 @@ def test_fragmented_rounds_scatter_the_free_gpus(busy: float) -> None:
     assert 15 <= selected <= 45
     assert generate(spec)[0] == rnd
     assert "fragmented" in info.line()
+
+
+def test_fragmented_rounds_run_many_small_gangs_like_the_issues() -> None:
+    """Issue 13's rounds run about 57 k gangs on 16,384 nodes (3.5 per node; 68,536 here): Philly's job-count
+    mix, mostly single-GPU. The default fragmented mix is that one (here 256 nodes); the tilted
+    mix (``running_mix="tilted"``) runs fewer, larger gangs on the same busy share."""
+    from dataclasses import replace
+
+    spec = Spec(nodes=256, gangs=100, seed=3, fragmented=True, busy=0.75)
+    many, info = generate(spec)
+    few, _ = generate(replace(spec, running_mix="tilted"))
+    assert len(many.running) >= 2 * 256  # 2.5 per node here (the mix has a 1,024-GPU tail)
+    assert len(many.running) > 2 * len(few.running)
+    single = sum(1 for g in many.running if len(g.pods) == 1 and g.roles[0].requests["gpu"] <= 1000)
+    assert single >= 0.6 * len(many.running)
+    assert abs(info.busy_gpus / info.gpus - 0.75) < 0.06
 
 
 def greedy_plan_validates(rnd: Round) -> bool:

@@ -722,7 +722,7 @@ def test_the_settle_caches_agree_with_a_fresh_reading() -> None:
     from gangopt.replay.generate import generate
     from gangopt.solvers.greedy.engine import RESERVED, GreedyEngine
 
-    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=3))
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=3, running_mix="tilted"))
     engine = GreedyEngine(rnd, "eager")
     engine.run()
     assert engine.scope.plain and engine.victim_order  # greedy evicted: the caches are read

@@ -75,7 +75,7 @@ def test_same_round_and_seed_give_the_same_plan() -> None:
     from bench.rounds import fragmented_spec
     from gangopt.replay.generate import generate
 
-    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=5))
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=5, running_mix="tilted"))
     seed = greedy(rnd)
     runs = [improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 60) for _ in range(2)]
     assert not any(r.clock for r in runs)
@@ -134,7 +134,7 @@ def test_a_stalled_search_stops_after_that_many_neighbourhoods_without_a_gain(mo
     from bench.rounds import fragmented_spec
     from gangopt.replay.generate import generate
 
-    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=3))  # greedy evicts 9 gangs whole
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=3, running_mix="tilted"))  # greedy evicts 9 gangs whole
     seed = greedy(rnd)
     monkeypatch.setattr(lns, "_solve_neighbourhood", lambda *a, **k: None)  # no neighbourhood gains
     free = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 60)
@@ -153,7 +153,8 @@ def test_a_work_budget_ends_the_search_after_the_work_it_names() -> None:
     from bench.rounds import fragmented_spec
     from gangopt.replay.generate import generate
 
-    rnd, _ = generate(fragmented_spec(64, 24, busy=0.9, seed=2))  # greedy evicts 2: 20 neighbourhoods
+    # greedy evicts 2: 20 neighbourhoods
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.9, seed=2, running_mix="tilted"))
     seed = greedy(rnd)
     free = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 60)
     assert free.neighbourhoods > 1 and not free.clock

@@ -122,7 +122,7 @@ def test_a_pass_without_preferred_levels_reaches_the_models_value() -> None:
     # 128 nodes, 50 gangs, busy 0.6, seed 3: greedy's way for a chosen gang with a preferred
     # rack (into one rack) leaves priority 0 at 1,908.7 of the model's 2,448.7; placed by best
     # fit over every node instead, every chosen gang fits among the model's victims.
-    rnd = generate(fragmented_spec(128, 50, 0.6, 3))[0]
+    rnd = generate(fragmented_spec(128, 50, 0.6, 3, running_mix="tilted"))[0]
     choice = _choice_after_greedy(rnd)
     assert choice is not None
 
@@ -145,7 +145,7 @@ def test_the_pass_without_preferred_levels_repeats_the_best_passs_order() -> Non
     priority 0, the third with 11 gangs first; set aside after that order the preferred levels
     gave 6,098.8 and the search then ran to its limit (8.7 CPU-s); after the best (first)
     pass's order they reach the model's 6,138.8, the bound."""
-    rnd = generate(fragmented_spec(1024, 200, 0.6, 0))[0]
+    rnd = generate(fragmented_spec(1024, 200, 0.6, 0, running_mix="tilted"))[0]
     choice = _choice_after_greedy(rnd)
     assert choice is not None and choice.priority == 0
     plan, plan_score = placed(rnd, choice)
