@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
@@ -424,6 +424,7 @@ class _PlanView:
         self._rank: IntArray | None = None
         self._victim_sets: dict[tuple[int, str], frozenset[str]] = {}
         self._victim_masks: dict[tuple[int, str], BoolArray] = {}
+        self._reserved: dict[tuple[int, str], tuple[BoolArray, list[str]]] = {}
 
     def holders(self, usable: BoolArray) -> IndexArray:
         """Gangs with usage after the plan on the nodes ``usable``: strictly higher priorities
@@ -432,9 +433,10 @@ class _PlanView:
             order = sorted(range(len(self.owners)), key=lambda k: self._order_key(self.owners[k]))
             self._rank = np.empty(len(self.owners), dtype=np.int64)
             self._rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
-        owners = np.unique(self.pair_owner[usable[self.pair_row]])
-        owners = owners[np.argsort(self._rank[owners], kind="stable")]
-        return owners
+            self._by_rank: IndexArray = np.asarray(order, dtype=np.intp)
+        present = np.zeros(len(self.owners), dtype=bool)
+        present[self.pair_owner[usable[self.pair_row]]] = True
+        return self._by_rank[present[self._by_rank]]
 
     def victim_mask(self, gang: GangSpec) -> BoolArray:
         """Per gang of :attr:`owners`, whether ``gang`` may preempt it."""
@@ -452,12 +454,17 @@ class _PlanView:
 
     def reserved(self, gang: GangSpec) -> tuple[BoolArray, list[str]]:
         """Nodes ``gang`` may not use after this plan (rule 5: a node where a gang lost pods
-        takes new pods only of gangs that may preempt it), and those gangs."""
-        mask = np.zeros(self.capacity.shape[0], dtype=bool)
-        names = [v for v in self.lost if not self.scope.static(gang, self.running[v])]
-        for v in names:
-            mask[self.lost[v]] = True
-        return mask, names
+        takes new pods only of gangs that may preempt it), and those gangs; kept per priority
+        and queue (read only)."""
+        key = (gang.priority, gang.queue)
+        hit = self._reserved.get(key)
+        if hit is None:
+            mask = np.zeros(self.capacity.shape[0], dtype=bool)
+            names = [v for v in self.lost if not self.scope.static(gang, self.running[v])]
+            for v in names:
+                mask[self.lost[v]] = True
+            hit = self._reserved[key] = (mask, names)
+        return hit
 
     def may_preempt(self, gang: PendingGang, victim: str) -> bool:
         """Rule 5 for one pair: preemption on, the victim running, preemptible, and ``gang``
@@ -599,7 +606,7 @@ def _room_checks(view: _PlanView, g: _Gang) -> list[Check]:
         return [_capacity_never(view, g, free)]  # its fix adds room beside the plan's: enough
     domains = _domains(view, level)
     checks: list[Check] = []
-    if level is not None and not any(_fits(view, g, view.capacity, rows) for _, rows in domains):
+    if level is not None and not any(_domain_fits(view, g, view.capacity, domains)):
         checks.append(_topology_never(view, g, level, domains))
         level = None  # the rest as if the level were dropped (its fix)
     reserved, holders = view.reserved(gang)
@@ -634,7 +641,7 @@ def _fits_after(
     :func:`_room_waits_checks` finds no failing check, without looking for one."""
     if level is None:
         return _fits(view, g, free, np.arange(len(view.rnd.cluster.nodes), dtype=np.intp))
-    return any(_fits(view, g, free, rows) for _, rows in domains)
+    return any(_domain_fits(view, g, free, domains))
 
 
 def _room_waits_checks(
@@ -677,7 +684,8 @@ def _best_domain(
     """The domain whose room the fewest gangs hold (then the fewest of higher priority, then
     the first): the one the text names, and those gangs (:func:`_blockers`)."""
     j = view.resources.index(_short_resource(view, g, free, np.arange(len(g.usable), dtype=np.intp))[0])
-    able = [(k, d) for k, d in enumerate(domains) if _fits(view, g, view.capacity, d[1])]
+    fitting = _domain_fits(view, g, view.capacity, domains)
+    able = [(k, d) for k, (d, fits) in enumerate(zip(domains, fitting, strict=True)) if fits]
     able = able or list(enumerate(domains))  # none even empty on the nodes rule 5 leaves it
     # The roomiest few after the plan: a 4,096-node round has 128 racks per waiting gang.
     able.sort(key=lambda kd: (-_usable_sum(g, free, kd[1][1], j), kd[0]))
@@ -1168,6 +1176,30 @@ def _fits(view: _PlanView, g: _Gang, room: IntArray, rows: IndexArray) -> bool:
     level = _slice_level(g.spec)
     slices = arrays.domain_codes(view.rnd, level)[0] if level else None
     return _fits_masks(g, room, g.masks, rows, slices)
+
+
+def _domain_fits(view: _PlanView, g: _Gang, room: IntArray, domains: list[tuple[str, IndexArray]]) -> Iterator[bool]:
+    """:func:`_fits` in each of ``domains`` (their rows), in order: the per-role room counts of
+    every domain at once, then :func:`_fits` itself only where they cannot decide (several
+    roles placed, or slices), when asked. A waiting gang of the fragmented XL round (16,384
+    nodes, 512 racks) asked it rack by rack: 61,864 calls, 3.1 of the reasons' 21 s (profiled)."""
+    gang = g.spec
+    if not domains:
+        return
+    order = np.concatenate([rows for _, rows in domains])
+    ends = np.cumsum([len(rows) for _, rows in domains])
+    starts = ends - np.asarray([len(rows) for _, rows in domains])
+    counts = []
+    for role, mask, req in zip(gang.roles, g.masks, g.requests, strict=True):
+        fit = arrays.fit_counts(room, req, cap=role.replicas) * mask
+        total = np.concatenate([[0], np.cumsum(fit[order])])
+        counts.append(np.minimum(total[ends] - total[starts], role.replicas))
+    per_role = np.stack(counts) if counts else np.zeros((0, len(domains)), dtype=np.int64)
+    lows = np.asarray([gang.role_minimum(r) for r in gang.roles], dtype=np.int64)
+    able = (per_role >= lows[:, None]).all(axis=0) & (per_role.sum(axis=0) >= gang.minimum)
+    single = ((per_role > 0).sum(axis=0) <= 1) & (_slice_level(gang) is None)
+    for k, (_, rows) in enumerate(domains):
+        yield bool(able[k]) and (bool(single[k]) or _fits(view, g, room, rows))
 
 
 def _slice_level(gang: PendingGang) -> str | None:
