@@ -49,9 +49,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -363,7 +362,7 @@ class _PlanView:
             k = seen.setdefault(p.gang, len(seen))
             pods.append((k, self.index[p.node], role_row[(p.gang, p.role)]))
         owners = list(seen)
-        pod_row = {p.name: self.index[p.node] for g in rnd.running for p in g.pods}
+        pod_row = {p.name: self.index[p.node] for g in _preempted(rnd, plan) for p in g.pods}
         self.lost: dict[str, IndexArray] = {}
         """Per running gang that loses pods in the plan, the nodes where it lost them."""
         self.preempted_for: dict[str, list[str]] = defaultdict(list)
@@ -389,28 +388,27 @@ class _PlanView:
         self.owners = owners
         cuts = np.flatnonzero(np.diff(self.pair_owner)) + 1
         bounds = [0, *cuts.tolist(), len(keys)]
-        self.use: dict[str, _Use] = {
-            owners[int(self.pair_owner[a])]: _Use(self.pair_row[a:b], sums[a:b]) for a, b in pairwise(bounds) if b > a
-        }
-        """Per gang with pods after the plan, its usage per node."""
         self.pair_amounts: IntArray = sums
         self.pair_start: IndexArray = np.asarray(bounds, dtype=np.intp)
         """Per gang of :attr:`owners` (its number ``k``), its pairs: ``pair_start[k]`` to
         ``pair_start[k + 1] - 1`` (every owner has pods, so pairs)."""
+        self.use = _Uses(seen, self.pair_row, sums, self.pair_start)
+        """Per gang with pods after the plan, its usage per node."""
         queues = self.limits.queues
         row = {q: i for i, q in enumerate(queues)}
         per_queue = np.zeros((len(queues), m), dtype=np.int64)
         self.gang_queue_use: dict[str, IntArray] = {}
-        for gang, use in self.use.items():
+        totals = np.add.reduceat(sums, self.pair_start[:-1], axis=0) if len(keys) else sums
+        for gang, k in seen.items() if row else ():
             q = queue_of[gang]
             if q in row:
-                amount = use.amounts.sum(axis=0)
+                amount = totals[k]
                 per_queue[row[q]] += amount
                 self.gang_queue_use[gang] = self.limits.usage(_one_queue(len(queues), row[q], amount))
         self.quota_after = self.limits.usage(per_queue)
         self.lost_quota: dict[str, IntArray] = {}
         """Per running gang that loses pods in the plan, what those pods held of each limit."""
-        pod_role = {p.name: (g.name, p.role) for g in rnd.running for p in g.pods}
+        pod_role = {p.name: (g.name, p.role) for g in _preempted(rnd, plan) for p in g.pods}
         for pre in plan.preemptions:
             q = queue_of[pre.gang]
             if q in row:
@@ -496,9 +494,17 @@ class _PlanView:
         key = (gang.priority, gang.queue)
         hit = self._victims.get(key)
         if hit is None:
-            hit = self._victims[key] = [
-                g.name for g in self.rnd.running if g.name in self.use and self._preemptible_by(g, gang)
-            ]
+            # Rule 5 reads the victim's priority, queue and preemptible flag only: asked once
+            # per kind of running gang (the fragmented XL round: 4 kinds, 68,536 gangs).
+            verdict: dict[tuple[int, str, bool], bool] = {}
+            hit = self._victims[key] = []
+            for g in self.rnd.running:
+                kind = (g.priority, g.queue, g.preemptible)
+                ok = verdict.get(kind)
+                if ok is None:
+                    ok = verdict[kind] = self._preemptible_by(g, gang)
+                if ok and g.name in self.use:
+                    hit.append(g.name)
         return hit
 
     def victim_set(self, gang: GangSpec) -> frozenset[str]:
@@ -525,6 +531,37 @@ class _PlanView:
                     quota += self.gang_queue_use[name]
             hit = self._freeable[key] = (room, quota, names)
         return hit[0], hit[1]
+
+
+def _preempted(rnd: Round, plan: Plan) -> list[RunningGang]:
+    """The running gangs whose pods ``plan``'s preemptions can name: those it preempts, or
+    every running gang when an entry names a pod of another (a plan not yet validated)."""
+    named = {p.gang for p in plan.preemptions}
+    some = [g for g in rnd.running if g.name in named]
+    pods = {pod.name for g in some for pod in g.pods}
+    return some if all(pod in pods for p in plan.preemptions for pod in p.pods) else list(rnd.running)
+
+
+class _Uses(Mapping[str, "_Use"]):
+    """Per gang with pods after the plan, its :class:`_Use`, made when asked (the fragmented
+    XL round has 68,536 running gangs; a waiting gang's checks ask for a few)."""
+
+    def __init__(self, number: dict[str, int], rows: IndexArray, amounts: IntArray, start: IndexArray) -> None:
+        self.number, self.rows, self.amounts, self.start = number, rows, amounts, start
+
+    def __getitem__(self, gang: str) -> _Use:
+        k = self.number[gang]
+        a, b = int(self.start[k]), int(self.start[k + 1])
+        return _Use(self.rows[a:b], self.amounts[a:b])
+
+    def __contains__(self, gang: object) -> bool:
+        return gang in self.number
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.number)
+
+    def __len__(self) -> int:
+        return len(self.number)
 
 
 @dataclass(frozen=True)
@@ -864,6 +901,12 @@ class _Holders:
             pairs += np.repeat(self.first[a:b] - self.offset[a:b], np.diff(self.offset[a : b + 1]))
             self.room.add(view.pair_row[pairs], view.pair_amounts[pairs], sign, unique=False)
 
+    def without(self, a: int) -> bool | None:
+        """:meth:`_Room.fits_without` holder ``a``."""
+        lo = int(self.first[a])
+        hi = lo + int(self.offset[a + 1] - self.offset[a])
+        return self.room.fits_without(self.view.pair_row[lo:hi], self.view.pair_amounts[lo:hi])
+
     def smallest(self) -> list[int]:
         """The holders, in order, of :func:`_blockers`' set: the shortest prefix that lets the
         gang fit, then from its last holder back to its first each one left out whose removal
@@ -885,7 +928,7 @@ class _Holders:
             if room.fits():
                 break
             if hi == n:
-                return self.held.tolist()  # no prefix fits, so no holder can be left out
+                return [int(k) for k in self.held]  # no prefix fits, so no holder can be left out
             lo, step = hi, 2 * step
         while hi - lo > 1:  # prefix ``hi`` fits and is in the room
             mid = (lo + hi) // 2
@@ -898,6 +941,10 @@ class _Holders:
         kept: list[int] = []
         top = hi  # holders below ``top``: undecided, in the room, which fits
         while top > 0:
+            if self.without(top - 1) is False:  # holder ``top - 1`` is kept, as below
+                kept.append(top - 1)
+                top -= 1
+                continue
             good, step = top, 1  # leaving out ``good`` to ``top - 1`` fits; they are out
             bad = -1
             while good > 0:
@@ -920,7 +967,7 @@ class _Holders:
             self.shift(bad, good, 1)  # holder ``bad`` is kept
             kept.append(bad)
             top = bad
-        return self.held[kept[::-1]].tolist()
+        return [int(self.held[k]) for k in reversed(kept)]
 
 
 class _Room:
@@ -975,15 +1022,37 @@ class _Room:
                 self.fit[ri][sub] = new
 
     def fits(self) -> bool:
+        said = self._counted(self.count)
+        return _fits(self.view, self.g, self.room, self.rows) if said is None else said
+
+    def fits_without(self, rows: IndexArray, amounts: IntArray) -> bool | None:
+        """:meth:`fits` with ``amounts`` taken away on ``rows`` (one holder's: unique, at most
+        :data:`FEW_NODES`), the room left as it is; None when only the exact fit could say. A
+        holder the backward pass of :meth:`_Holders.smallest` keeps is then neither taken
+        away nor put back (the fragmented XL round keeps thousands)."""
+        if len(rows) > FEW_NODES:
+            return None
+        count = list(self.count)
+        for r, amount in zip(rows.tolist(), amounts, strict=True):
+            values = (self.room[r] - amount).tolist()
+            for ri, role in enumerate(self.g.spec.roles):
+                if self.active[ri][r]:
+                    fit = min((values[j] // q for j, q in self.divisors[ri]), default=arrays.UNBOUNDED)
+                    count[ri] += min(max(fit, 0), role.replicas) - int(self.fit[ri][r])
+        return self._counted(count)
+
+    def _counted(self, count: list[int]) -> bool | None:
+        """What the per-role pod counts ``count`` decide: whether its minimum fits, None when
+        they cannot (several roles placed, or slices: the exact fit decides)."""
         gang = self.g.spec
-        counts = [min(c, r.replicas) for c, r in zip(self.count, gang.roles, strict=True)]
+        counts = [min(c, r.replicas) for c, r in zip(count, gang.roles, strict=True)]
         if any(c < gang.role_minimum(r) for c, r in zip(counts, gang.roles, strict=True)):
             return False
         if sum(counts) < gang.minimum:
             return False
         if sum(c > 0 for c in counts) <= 1 and _slice_level(gang) is None:
             return True
-        return _fits(self.view, self.g, self.room, self.rows)
+        return None
 
 
 def _capacity_never(view: _PlanView, g: _Gang, free: IntArray) -> Check:
