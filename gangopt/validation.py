@@ -16,15 +16,14 @@ debugged from the message alone.
 from __future__ import annotations
 
 import functools
-import gc
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations, islice
 from typing import NamedTuple
 
+from gangopt.gcpause import fewer_collections
 from gangopt.quantities import format_quantity
 from gangopt.schema import (
     NODE_LEVEL,
@@ -83,27 +82,19 @@ def validate(rnd: Round, plan: Plan) -> list[Violation]:
 
     Checks run in the order of :data:`RULES`; each reports every problem it finds rather
     than stopping at the first, so one run lists all of a solver's mistakes.
+
+    The garbage collector runs less often meanwhile (:mod:`gangopt.gcpause`, as the CLI does
+    around everything): the checks build many small containers and no cycles, and outside
+    the CLI (a library caller, the benchmarks) they set off one full collection per
+    validation of the fragmented XL round, 0.58 of its 1.7 CPU-s, walking every object of the
+    round.
     """
-    with _no_collection():
+    with fewer_collections():
         ctx = _Context(rnd, plan)
         out: list[Violation] = []
         for check in _CHECKS:
             out.extend(check(ctx))
         return out
-
-
-@contextmanager
-def _no_collection() -> Iterator[None]:
-    """Python's cyclic garbage collector paused (when it runs): the checks build many small
-    containers and no cycles, and the collections they set off walk every object of the round
-    (on the fragmented XL round one full collection per validation: 0.58 of its 1.7 CPU-s)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _qty(milli: int, resource: str) -> str:
