@@ -1005,7 +1005,8 @@ def _check_quota(ctx: _Context) -> list[Violation]:
 def _check_stability(ctx: _Context) -> list[Violation]:
     """Running pods that are not preempted stay on their node under their name: no new pod
     reuses a kept pod's name, and no role of a running gang loses pods and gains others."""
-    kept = {pod.name: (gang.name, pod) for gang in ctx.rnd.running for pod in ctx.kept(gang)}
+    placed = {p.pod for p in ctx.plan.placements}  # only these names are looked up below
+    kept = {pod.name: (gang.name, pod) for gang in ctx.rnd.running for pod in ctx.kept(gang) if pod.name in placed}
     out: list[Violation] = []
     for p in ctx.plan.placements:
         if p.pod in kept:
