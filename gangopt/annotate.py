@@ -44,8 +44,8 @@ def annotate(
     without their LPs (:func:`cheap_bounds_for`).
 
     ``deadline`` (a :func:`time.perf_counter` instant: the end of the time limit) bounds the
-    waiting reasons, the one step here whose cost grows past the limit (7 s for 186 waiting
-    gangs at 16,384 nodes): they stop :func:`validation_reserve` (times ``slowdown``, see
+    waiting reasons, the one step here whose cost grows with the round (2.3 CPU-s for 207
+    waiting gangs at 16,384 nodes): they stop :func:`validation_reserve` (times ``slowdown``, see
     :func:`slowdown`) before it, the gangs not reached keep the solver's own reason
     (:data:`gangopt.reasons.UNCHECKED`), and the message says how many."""
     pre = result.pre

@@ -13,16 +13,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gangopt
 from bench.reasons_truth import apply_fix, current_fixes, measure, solve_exact
+from bench.rounds import fragmented_spec
 from gangopt import reasons, validation
 from gangopt.explain import summary
 from gangopt.objective import ObjectiveTerms
 from gangopt.quantities import human
 from gangopt.reasons import CHECK_ORDER, Check, waiting_checks, waiting_reasons
+from gangopt.replay.generate import generate
 from gangopt.schema import PendingGang, Plan, Round, Status
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.strategies import examples, rounds
@@ -420,3 +423,57 @@ def test_a_gang_that_loses_a_fair_share_tie_hears_so_and_starts_without_the_weig
     plan = solve_exact(urgent)
     assert plan.admitted == ["b"]
     assert not any(c.fix.no_fair_share for c in waiting_checks(urgent, plan)["a"])
+
+
+# ----------------------------------------------------------------------------- the blockers' search
+
+
+def _blockers_one_at_a_time(view: reasons._PlanView, g: reasons._Gang, free: np.ndarray, rows: np.ndarray) -> list[str]:
+    """The blockers as the search found them before it took runs of holders: each holder
+    added back in turn until the gang fits, then each taken away again, last first, when the
+    rest still lets it fit."""
+    within = np.zeros(len(g.usable), dtype=bool)
+    within[rows] = True
+    owners = view.holders(g.usable & within)
+    held = [view.owners[k] for k in owners[~view.victim_mask(g.spec)[owners]].tolist()]
+    room = reasons._Room(view, g, free, rows, within)
+    chosen: list[str] = []
+    for b in held:
+        if room.fits():
+            break
+        room.add(view.use[b].rows, view.use[b].amounts)
+        chosen.append(b)
+    for b in list(reversed(chosen)):
+        room.add(view.use[b].rows, view.use[b].amounts, -1)
+        if room.fits():
+            chosen.remove(b)
+        else:
+            room.add(view.use[b].rows, view.use[b].amounts)
+    attached = [v for b in chosen for v in view.preempted_for.get(b, []) if not view.may_preempt(g.spec, v)]
+    return list(dict.fromkeys([*chosen, *attached]))
+
+
+def test_the_blockers_taken_in_runs_are_those_taken_one_at_a_time() -> None:
+    """On small fragmented rounds (many small running gangs: dozens of holders per waiting
+    gang), the search that adds and takes away runs of holders finds the same irreducible set
+    as one holder at a time, wherever the gang does not fit: on the whole cluster and in each
+    rack, with and without the room its victims free."""
+    searched, largest, kept = 0, 0, 0
+    for seed in range(3):
+        rnd = generate(fragmented_spec(128, 50, 0.75, seed))[0]
+        plan = gangopt.solve(rnd, solver="greedy", annotate=False)
+        view = reasons._PlanView(rnd, plan)
+        everything = np.arange(len(rnd.cluster.nodes), dtype=np.intp)
+        for spec in rnd.pending:
+            if spec.name in view.admitted:
+                continue
+            g = reasons._gang(view, spec)
+            room, _ = view.freeable(spec)
+            for free in (view.free, view.free + room):
+                for rows in [everything, *(r for _, r in reasons._domains(view, "rack"))]:
+                    if reasons._fits(view, g, free, rows):
+                        continue
+                    fast = reasons._blockers(view, g, free, rows)
+                    assert fast == _blockers_one_at_a_time(view, g, free, rows), (seed, spec.name, rows)
+                    searched, largest, kept = searched + 1, max(largest, len(fast)), kept + len(fast)
+    assert searched >= 100 and largest >= 10 and kept >= searched, (searched, largest, kept)  # runs exercised

@@ -311,10 +311,10 @@ def place_choices(
         out.tried += 1
         plan, plan_score = placed(rnd, choice, until)
         took = time.perf_counter() - began
+        if lexicographic_key(plan_score) <= lexicographic_key(out.score):
+            break  # not taken, so not validated
         if validate(rnd, plan):
             break  # never seen: the engine keeps every rule; the plan stays as it was
-        if lexicographic_key(plan_score) <= lexicographic_key(out.score):
-            break
         out.plan, out.score = plan, plan_score
         out.improved += 1
         answer = proven(plan, plan_score)
