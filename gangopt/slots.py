@@ -1116,7 +1116,7 @@ def _growth_slots(pre: Prefiltered, shared: _Slots) -> _Slots:
         gang = rnd.pending[int(shared.gang[c])]
         if gang.minimum != sum(gang.role_minimum(r) for r in gang.roles) or gang.maximum != gang.total_replicas:
             continue
-        groups = []
+        groups: list[tuple[int, np.ndarray, int, int]] = []
         for role in gang.roles:
             extra = role.replicas - gang.role_minimum(role)
             if extra <= 0:
