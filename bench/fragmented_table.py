@@ -5,6 +5,7 @@ process and the CP-SAT child), status, the gap the bounds prove and the comparis
     python -m bench.fragmented_table S 0.75          # size S/M/L/XL, busy share
     python -m bench.fragmented_table S 0.75 --true   # also the true tier gaps (small rounds)
     python -m bench.fragmented_table 256/100 0.75    # any nodes/gangs (seed 0)
+    python -m bench.fragmented_table 256/100/1 0.6   # nodes/gangs/seed
 
 The "victims" column counts the plan's evictions and shrinks and the tier value the evicted
 gangs held (GPU-eq, every priority): issue 13's headroom at M is in which running gangs make
@@ -33,11 +34,12 @@ from gangopt.solvers import SOLVERS
 
 
 def round_text(size: str, busy: float) -> str:
-    """The fragmented round of a named size, or of ``nodes/gangs`` (seed 0)."""
+    """The fragmented round of a named size, or of ``nodes/gangs`` (seed 0) or
+    ``nodes/gangs/seed``."""
     if "/" not in size:
         return fragmented_text(size, busy)
-    nodes, gangs = (int(x) for x in size.split("/"))
-    return dump_round(generate(fragmented_spec(nodes, gangs, busy, 0))[0])
+    nodes, gangs, *seed = (int(x) for x in size.split("/"))
+    return dump_round(generate(fragmented_spec(nodes, gangs, busy, seed[0] if seed else 0))[0])
 
 
 def victims(rnd: Round, plan: Plan) -> str:
