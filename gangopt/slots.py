@@ -953,9 +953,10 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     candidate a column), its own value held at ``values`` too, maximizes what the candidates
     and the pending gangs add to the secondary sum: a kept candidate's members above its
     minimum and the pods an elastic one sheds (growth, removal cost), an evicted one's
-    eviction cost, a started pending gang's largest growth. The rest is counted at its best:
+    eviction cost, a started pending gang's growth (its pods above the minimum in the rows,
+    and a preferred-topology gang's spread: :func:`_with_growth`). The rest is counted at its best:
     running gangs that cannot lose pods, every member a running gang may add, the guarantee
-    term's ceiling; spread and opened nodes at 0. The growth bound of :mod:`gangopt.bounds`
+    term's ceiling; the other spread and opened nodes at 0. The growth bound of :mod:`gangopt.bounds`
     assumes no eviction at all and every member added wherever the total room allows.
 
     Measured on the fragmented M round at busy 0.75 (docs/benchmarks.md, "M end to end and the
