@@ -88,10 +88,22 @@ MAX_THRESHOLDS = 8
 the amount row covers the smaller ones."""
 
 
-MAX_COLUMNS = 1500
+MAX_COLUMNS = 5000
 """Rounds with up to this many kept pending and candidate running gangs get the slot bounds
-whatever their time limit, solved as below (:data:`SCIP_SETTINGS`). The LP grows with them
-(measured on a loaded 2-core machine: 1,024-node rounds, 485-612 columns, 60-90 ms)."""
+whatever their time limit and the clock, solved as below (:data:`SCIP_SETTINGS`). The LP grows
+with them (measured on a loaded 2-core machine: 1,024-node rounds of the old tilted running
+mix, 485-612 columns, 60-90 ms). Issue 13's benchmark family runs many small running gangs:
+its 1,024-node rounds have 2,962-4,370 (busy 0.6-0.9), over the 1,500 this was, so they got
+the bounds only with CP-SAT's clock-based leave (:func:`allow_large`), estimated at 3.4 s for
+the busy-0.75 round (3,761 gangs) where they take 0.19 CPU-s with these settings (0.25 with
+:data:`LARGE_SCIP_SETTINGS`): on a machine at load 4 the leave was refused, the round's
+proven-optimal greedy plan was reported 2.1 % short and CP-SAT searched to its 10 s limit.
+The 4,096-node round (14,101) stays above it."""
+
+WHOLE_SECONDARY_GANGS = 1500
+"""Rounds with up to this many pending and candidate gangs solve the secondary second stage
+(:func:`secondary_bound_at`) with whole variables: 10-25 ms at 128 nodes, but 0.34 CPU-s
+against the LP's 0.18 on the 1,024-node busy-0.75 round, whose plan the LP proves already."""
 
 GANGS_PER_SECOND = 500
 """Rounds with more than :data:`MAX_COLUMNS` pending and candidate gangs get the slot bounds
@@ -204,13 +216,17 @@ class _Slots:
     (the key of its LP in :attr:`lps`)."""
     rhs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
     grow: np.ndarray | None = None
+    """Per group, in the secondary model only (:func:`_with_growth`): the pods a *growth
+    group* may add (a started pending gang's pods of one role above its minimum; 0 for the
+    other groups, whose count is :attr:`gcount`); None in the tier models, which leave growth
+    out. A growth group's variable counts its pods (whole in the integer model), its
+    :attr:`gcount` is 1."""
+    grow_value: np.ndarray | None = None
+    """Per group, with :attr:`grow`: the secondary value of one of its pods."""
     spread: np.ndarray | None = None
     """Per column, in the secondary model only (:func:`_preferred_columns`): the least spread
     cost a started gang of that column pays (a preferred-topology gang's column that is in no
     single domain); None elsewhere."""
-    """Per group, in the secondary model only (:func:`_with_growth`): the secondary value of
-    a *growth group*, the pods a started pending gang may add above its minimum (0 for the
-    other groups); None in the tier models, which leave growth out."""
 
     def room(self, priority: int) -> np.ndarray:
         """``R_P``: capacity less fixed pods less candidate pods of priority >= P, per node."""
@@ -689,9 +705,9 @@ def _tier_model(
         # its gang, in the same rows as the gang's own pods.
         grown = np.flatnonzero(gact & (shared.grow > 0))
         gvar[grown] = np.arange(len(model.variable), len(model.variable) + len(grown))
-        for g in grown.tolist():
-            model.variable.add(lower_bound=0.0, upper_bound=1.0)
-            _row(model, np.array([gvar[g], var[shared.gcol[g]]]), np.array([1.0, -1.0]), 0.0)
+        for g, pods in zip(grown.tolist(), shared.grow[grown].tolist(), strict=True):
+            model.variable.add(lower_bound=0.0, upper_bound=float(pods))
+            _row(model, np.array([gvar[g], var[shared.gcol[g]]]), np.array([1.0, -float(pods)]), 0.0)
     for col in np.flatnonzero(active & (shared.minimum > 0)).tolist():
         pods = gvar[own[shared.gcol[own] == col]]
         _row(model, np.append(pods, var[col]), np.append(-np.ones(len(pods)), float(shared.minimum[col])), 0.0)
@@ -993,11 +1009,19 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     # Whole variables (SCIP at its node limit, when the LP is fractional) on the rounds whose
     # tier models get them: a gang starts or not, so a fraction of a preferred gang in one
     # domain does not escape its spread (fragmented S 0.75: 13.5 as an LP, 12.4 whole, the
-    # optimum; 10-25 ms). Larger rounds keep the LP (:data:`LARGE_SCIP_SETTINGS` costs seconds).
-    solved = _integer_bound(model, SCIP_SETTINGS if settings == SCIP_SETTINGS else LP_ONLY)
-    if solved is None:
-        return None
-    relaxed = solved[0]
+    # optimum; 10-25 ms). Larger rounds keep the LP (:data:`WHOLE_SECONDARY_GANGS`).
+    if settings == SCIP_SETTINGS and len(pre.pending) + len(pre.candidates) <= WHOLE_SECONDARY_GANGS:
+        solved = _integer_bound(model, SCIP_SETTINGS)
+        if solved is None:
+            return None
+        relaxed = solved[0]
+    else:
+        from ortools.linear_solver import pywraplp
+
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+            return None
+        relaxed = float(solver.Objective().Value())
     # Secondary values are whole objective units: the optimum is at most the bound rounded down.
     return constant + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
 
@@ -1128,7 +1152,7 @@ def _growth_slots(pre: Prefiltered, shared: _Slots) -> _Slots:
                 groups = []
                 break
             if value > 0:
-                groups.append((extra, request_vector(role, pre.resources), mask, value * extra))
+                groups.append((extra, request_vector(role, pre.resources), mask, value))
         for extra, request, mask, value in groups:
             cols.append(c)
             counts.append(extra)
@@ -1141,13 +1165,14 @@ def _growth_slots(pre: Prefiltered, shared: _Slots) -> _Slots:
     return replace(
         shared,
         gcol=np.concatenate([shared.gcol, np.asarray(cols, dtype=np.int64)]),
-        gcount=np.concatenate([shared.gcount, np.asarray(counts, dtype=np.int64)]),
+        gcount=np.concatenate([shared.gcount, np.ones(added, dtype=np.int64)]),
         greq=np.concatenate([shared.greq, np.stack(requests).astype(np.int64)]),
         gmask=np.concatenate([shared.gmask, np.asarray(masks, dtype=np.int64)]),
         gnode=np.concatenate([shared.gnode, np.full(added, -1, np.int64)]),
         flex=np.concatenate([shared.flex, np.zeros(added, dtype=bool)]),
         gpod=np.concatenate([shared.gpod, np.full(added, -1, np.int64)]),
-        grow=np.concatenate([np.zeros(len(shared.gcol), np.int64), np.asarray(worth, dtype=np.int64)]),
+        grow=np.concatenate([np.zeros(len(shared.gcol), np.int64), np.asarray(counts, dtype=np.int64)]),
+        grow_value=np.concatenate([np.zeros(len(shared.gcol), np.int64), np.asarray(worth, dtype=np.int64)]),
         ok=shared.fits_alone(),  # the columns' own minimums, as in the tier models
         member_cache={},
         lps={},
@@ -1183,9 +1208,9 @@ def _secondary_terms(
         return sum(max(0, terms.growth_value(r)) * max(0, r.replicas - current[r.name]) for r in run.roles)
 
     grown: set[int] = set()
-    if shared.grow is not None:
+    if shared.grow is not None and shared.grow_value is not None:
         for g in np.flatnonzero((shared.grow > 0) & (gvar >= 0)).tolist():
-            objective[gvar[g]] += float(shared.grow[g])
+            objective[gvar[g]] += float(shared.grow_value[g])
             grown.add(int(shared.gcol[g]))
     if shared.spread is not None:
         spread = np.flatnonzero((shared.spread > 0) & (var >= 0))
