@@ -1010,8 +1010,8 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     # tier models get them: a gang starts or not, so a fraction of a preferred gang in one
     # domain does not escape its spread (fragmented S 0.75: 13.5 as an LP, 12.4 whole, the
     # optimum; 10-25 ms). Larger rounds keep the LP (:data:`WHOLE_SECONDARY_GANGS`).
-    if settings == SCIP_SETTINGS and len(pre.pending) + len(pre.candidates) <= WHOLE_SECONDARY_GANGS:
-        solved = _integer_bound(model, SCIP_SETTINGS)
+    if settings != LP_ONLY and len(pre.pending) + len(pre.candidates) <= WHOLE_SECONDARY_GANGS:
+        solved = _integer_bound(model, settings)
         if solved is None:
             return None
         relaxed = solved[0]
