@@ -701,8 +701,10 @@ def _tier_model(
     for _ in range(len(own)):
         model.variable.add(lower_bound=0.0, upper_bound=1.0)
     if shared.grow is not None:
-        # Growth groups (the secondary model): a fraction of the pods each kept, only with
-        # its gang, in the same rows as the gang's own pods.
+        # Growth groups (the secondary model): how many of its pods a started gang adds (none
+        # unless it starts), in the same rows as its own pods. :func:`_row` drops a row whose
+        # coefficients sum to at most its bound, as if every variable were at most 1: with a
+        # growth group in it such a row may bind, so dropping it only loosens the bound.
         grown = np.flatnonzero(gact & (shared.grow > 0))
         gvar[grown] = np.arange(len(model.variable), len(model.variable) + len(grown))
         for g, pods in zip(grown.tolist(), shared.grow[grown].tolist(), strict=True):
