@@ -88,17 +88,15 @@ MAX_THRESHOLDS = 8
 the amount row covers the smaller ones."""
 
 
-MAX_COLUMNS = 5000
+MAX_COLUMNS = 1500
 """Rounds with up to this many kept pending and candidate running gangs get the slot bounds
-whatever their time limit and the clock, solved as below (:data:`SCIP_SETTINGS`). The LP grows
-with them (measured on a loaded 2-core machine: 1,024-node rounds of the old tilted running
-mix, 485-612 columns, 60-90 ms). Issue 13's benchmark family runs many small running gangs:
-its 1,024-node rounds have 2,962-4,370 (busy 0.6-0.9), over the 1,500 this was, so they got
-the bounds only with CP-SAT's clock-based leave (:func:`allow_large`), estimated at 3.4 s for
-the busy-0.75 round (3,761 gangs) where they take 0.19 CPU-s with these settings (0.25 with
-:data:`LARGE_SCIP_SETTINGS`): on a machine at load 4 the leave was refused, the round's
-proven-optimal greedy plan was reported 2.1 % short and CP-SAT searched to its 10 s limit.
-The 4,096-node round (14,101) stays above it."""
+whatever their time limit, solved as below (:data:`SCIP_SETTINGS`). The LP grows with them
+(measured on a loaded 2-core machine: 1,024-node rounds of the old tilted running mix, 485-612
+columns, 60-90 ms). The benchmark family's 1,024-node rounds (many small running gangs) have
+2,962-4,370 and get them with CP-SAT's clock-based leave (:func:`allow_large`): on a machine at
+load 4 the leave was refused and the busy-0.75 round's optimal greedy plan was reported 2.1 %
+short. Raised to 5,000 (no clock), the busy-0.75 seed-2 round spent 51 s of a 10 s limit
+(17.9 CPU-s) in these settings' SCIP before any search: kept at 1,500."""
 
 WHOLE_SECONDARY_GANGS = 1500
 """Rounds with up to this many pending and candidate gangs solve the secondary second stage
