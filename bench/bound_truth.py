@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import defaultdict
+from typing import Literal
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -32,11 +33,14 @@ from gangopt.solvers.cpsat.expansion import Decision, reprieve
 from gangopt.solvers.cpsat.lns import _plan
 
 
-def main(size: str, busy: float) -> tuple[Round, Plan | None, int] | None:
+def main(
+    size: str, busy: float, running_mix: Literal["jobs", "tilted"] | None = None
+) -> tuple[Round, Plan | None, int] | None:
     """Print the check; return the round, the plan made of the integer model's choice (None
     if it did not fit node by node) and the tier's bound (objective units), or None when
-    greedy's plan reaches every tier ceiling."""
-    rnd = parse_json(Round, round_text(size, busy), "round")
+    greedy's plan reaches every tier ceiling. ``running_mix``: as
+    :func:`bench.fragmented_table.round_text`."""
+    rnd = parse_json(Round, round_text(size, busy, running_mix), "round")
     seed = gangopt.solve(rnd, solver="greedy")
     values = {t.priority: round(t.value * SCALE) for t in score(rnd, seed).tiers}
     pre = prefilter(rnd)

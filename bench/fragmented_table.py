@@ -5,6 +5,7 @@ process and the CP-SAT child), status, the gap the bounds prove and the comparis
     python -m bench.fragmented_table S 0.75          # size S/M/L/XL, busy share
     python -m bench.fragmented_table S 0.75 --true   # also the true tier gaps (small rounds)
     python -m bench.fragmented_table 256/100 0.75    # any nodes/gangs (seed 0)
+    python -m bench.fragmented_table 256/100/1 0.6   # nodes/gangs/seed
 
 The "victims" column counts the plan's evictions and shrinks and the tier value the evicted
 gangs held (GPU-eq, every priority): issue 13's headroom at M is in which running gangs make
@@ -22,22 +23,26 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Literal
 
 import gangopt
 from bench.rounds import fragmented_spec, fragmented_text
 from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key
 from gangopt.parsing import parse_json
-from gangopt.replay.generate import dump_round, generate
+from gangopt.replay.generate import SIZES, dump_round, generate
 from gangopt.schema import Plan, Round
 from gangopt.solvers import SOLVERS
 
 
-def round_text(size: str, busy: float) -> str:
-    """The fragmented round of a named size, or of ``nodes/gangs`` (seed 0)."""
-    if "/" not in size:
+def round_text(size: str, busy: float, running_mix: Literal["jobs", "tilted"] | None = None) -> str:
+    """The fragmented round of a named size, or of ``nodes/gangs`` (seed 0) or
+    ``nodes/gangs/seed``; ``running_mix`` as :attr:`gangopt.replay.generate.Spec.running_mix`
+    (default: the benchmark family's)."""
+    if "/" not in size and running_mix is None:
         return fragmented_text(size, busy)
-    nodes, gangs = (int(x) for x in size.split("/"))
-    return dump_round(generate(fragmented_spec(nodes, gangs, busy, 0))[0])
+    nodes, gangs, *seed = (int(x) for x in size.split("/")) if "/" in size else (*SIZES[size], 0)
+    spec = fragmented_spec(nodes, gangs, busy, seed[0] if seed else 0, running_mix)
+    return dump_round(generate(spec)[0])
 
 
 def victims(rnd: Round, plan: Plan) -> str:

@@ -8,7 +8,9 @@ Free GPUs are scattered 1-7 per node and no node is wholly free (``gangopt gener
 the time, the CPU seconds (the machines are shared), the status and reported gap, the tier
 values, and how the plan compares with greedy's in the same run (lexicographically: better,
 equal or worse); CP-SAT's plan must be no worse than greedy's or any peer's (the portfolio
-floor). A gap is the cheap bounds' or CP-SAT's proof; it is not a true gap until an
+floor). The rounds are the benchmark family's (many small running gangs, checked once per
+round); ``python -m bench.peer_sweep`` checks the floor on more sizes, busy levels and seeds.
+A gap is the cheap bounds' or CP-SAT's proof; it is not a true gap until an
 exact reference confirms it: ``python -m bench.fragmented_table S 0.75 --true`` prints the true
 gaps against the independent per-node model of tests/reference.py.
 """
@@ -19,8 +21,10 @@ from typing import Any
 
 import pytest
 
-from bench.rounds import check_valid, end_to_end, fragmented_text
+from bench.rounds import check_valid, end_to_end, fragmented_spec, fragmented_text
 from gangopt.objective import lexicographic_key
+from gangopt.replay.generate import SIZES as GENERATED
+from gangopt.replay.generate import dump_round, generate
 from gangopt.solvers import SOLVERS
 
 SIZES = [pytest.param("S", id="S"), pytest.param("M", marks=[pytest.mark.slow], id="M")]
@@ -37,6 +41,9 @@ each peer whichever of CP-SAT and the peer ran first."""
 @pytest.mark.parametrize("solver", ["greedy", *[s for s in SOLVERS if s != "greedy"]])
 def test_fragmented_round(benchmark: Any, solver: str, size: str, busy: float) -> None:
     text = fragmented_text(size, busy)
+    if solver == "greedy":  # issue 13's family: many small running gangs (Philly's job-count mix)
+        nodes, gangs = GENERATED[size]
+        assert text == dump_round(generate(fragmented_spec(nodes, gangs, busy, 0, running_mix="jobs"))[0])
     benchmark.group = f"fragmented {size} busy {busy}"
     rounds = 3 if solver == "cpsat" else 5
     rnd, plan = benchmark.pedantic(end_to_end, args=(text, solver), rounds=rounds, iterations=1)

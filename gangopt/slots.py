@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -91,7 +91,17 @@ the amount row covers the smaller ones."""
 MAX_COLUMNS = 1500
 """Rounds with up to this many kept pending and candidate running gangs get the slot bounds
 whatever their time limit, solved as below (:data:`SCIP_SETTINGS`). The LP grows with them
-(measured on a loaded 2-core machine: 1,024-node rounds, 485-612 columns, 60-90 ms)."""
+(measured on a loaded 2-core machine: 1,024-node rounds of the old tilted running mix, 485-612
+columns, 60-90 ms). The benchmark family's 1,024-node rounds (many small running gangs) have
+2,962-4,370 and get them with CP-SAT's clock-based leave (:func:`allow_large`): on a machine at
+load 4 the leave was refused and the busy-0.75 round's optimal greedy plan was reported 2.1 %
+short. Raised to 5,000 (no clock), the busy-0.75 seed-2 round spent 51 s of a 10 s limit
+(17.9 CPU-s) in these settings' SCIP before any search: kept at 1,500."""
+
+WHOLE_SECONDARY_GANGS = 1500
+"""Rounds with up to this many pending and candidate gangs solve the secondary second stage
+(:func:`secondary_bound_at`) with whole variables: 10-25 ms at 128 nodes, but 0.34 CPU-s
+against the LP's 0.18 on the 1,024-node busy-0.75 round, whose plan the LP proves already."""
 
 GANGS_PER_SECOND = 500
 """Rounds with more than :data:`MAX_COLUMNS` pending and candidate gangs get the slot bounds
@@ -203,6 +213,18 @@ class _Slots:
     """Per plan's tier values: the first tier its bounds leave open, and the floors above it
     (the key of its LP in :attr:`lps`)."""
     rhs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+    grow: np.ndarray | None = None
+    """Per group, in the secondary model only (:func:`_with_growth`): the pods a *growth
+    group* may add (a started pending gang's pods of one role above its minimum; 0 for the
+    other groups, whose count is :attr:`gcount`); None in the tier models, which leave growth
+    out. A growth group's variable counts its pods (whole in the integer model), its
+    :attr:`gcount` is 1."""
+    grow_value: np.ndarray | None = None
+    """Per group, with :attr:`grow`: the secondary value of one of its pods."""
+    spread: np.ndarray | None = None
+    """Per column, in the secondary model only (:func:`_preferred_columns`): the least spread
+    cost a started gang of that column pays (a preferred-topology gang's column that is in no
+    single domain); None elsewhere."""
 
     def room(self, priority: int) -> np.ndarray:
         """``R_P``: capacity less fixed pods less candidate pods of priority >= P, per node."""
@@ -676,6 +698,16 @@ def _tier_model(
     gvar[own] = np.arange(len(model.variable), len(model.variable) + len(own))
     for _ in range(len(own)):
         model.variable.add(lower_bound=0.0, upper_bound=1.0)
+    if shared.grow is not None:
+        # Growth groups (the secondary model): how many of its pods a started gang adds (none
+        # unless it starts), in the same rows as its own pods. :func:`_row` drops a row whose
+        # coefficients sum to at most its bound, as if every variable were at most 1: with a
+        # growth group in it such a row may bind, so dropping it only loosens the bound.
+        grown = np.flatnonzero(gact & (shared.grow > 0))
+        gvar[grown] = np.arange(len(model.variable), len(model.variable) + len(grown))
+        for g, pods in zip(grown.tolist(), shared.grow[grown].tolist(), strict=True):
+            model.variable.add(lower_bound=0.0, upper_bound=float(pods))
+            _row(model, np.array([gvar[g], var[shared.gcol[g]]]), np.array([1.0, -float(pods)]), 0.0)
     for col in np.flatnonzero(active & (shared.minimum > 0)).tolist():
         pods = gvar[own[shared.gcol[own] == col]]
         _row(model, np.append(pods, var[col]), np.append(-np.ones(len(pods)), float(shared.minimum[col])), 0.0)
@@ -937,9 +969,10 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     candidate a column), its own value held at ``values`` too, maximizes what the candidates
     and the pending gangs add to the secondary sum: a kept candidate's members above its
     minimum and the pods an elastic one sheds (growth, removal cost), an evicted one's
-    eviction cost, a started pending gang's largest growth. The rest is counted at its best:
+    eviction cost, a started pending gang's growth (its pods above the minimum in the rows,
+    and a preferred-topology gang's spread: :func:`_with_growth`). The rest is counted at its best:
     running gangs that cannot lose pods, every member a running gang may add, the guarantee
-    term's ceiling; spread and opened nodes at 0. The growth bound of :mod:`gangopt.bounds`
+    term's ceiling; the other spread and opened nodes at 0. The growth bound of :mod:`gangopt.bounds`
     assumes no eviction at all and every member added wherever the total room allows.
 
     Measured on the fragmented M round at busy 0.75 (docs/benchmarks.md, "M end to end and the
@@ -956,15 +989,15 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
 
 
 def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
-    from ortools.linear_solver import pywraplp
-
-    if _scip_settings(pre) is None:  # a large round without leave for its slot models (:func:`allow_large`)
+    settings = _scip_settings(pre)
+    if settings is None:  # a large round without leave for its slot models (:func:`allow_large`)
         return None
     shared = _shared(pre)
     if not shared.pending.any():
         return None
     prio = int(shared.prio.min())  # the lowest tier with pending gangs or candidates: every candidate a column
     floors = [(p, v) for p, v in sorted(values.items(), reverse=True) if p > prio]
+    shared = _with_growth(pre, shared)
     model, var, gvar = _tier_model(shared, prio, floors)
     own = np.flatnonzero((var >= 0) & (shared.prio == prio))
     rhs = values.get(prio, 0) - shared.fixed_value.get(prio, 0) - 0.5
@@ -973,12 +1006,180 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     objective, constant = _secondary_terms(pre, shared, var, gvar, len(model.variable))
     for v, c in zip(model.variable, objective.tolist(), strict=True):
         v.objective_coefficient = c
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
-    relaxed = float(solver.Objective().Value())
+    # Whole variables (SCIP at its node limit, when the LP is fractional) on the rounds whose
+    # tier models get them: a gang starts or not, so a fraction of a preferred gang in one
+    # domain does not escape its spread (fragmented S 0.75: 13.5 as an LP, 12.4 whole, the
+    # optimum; 10-25 ms). Larger rounds keep the LP (:data:`WHOLE_SECONDARY_GANGS`).
+    if settings != LP_ONLY and len(pre.pending) + len(pre.candidates) <= WHOLE_SECONDARY_GANGS:
+        solved = _integer_bound(model, settings)
+        if solved is None:
+            return None
+        relaxed = solved[0]
+    else:
+        from ortools.linear_solver import pywraplp
+
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+            return None
+        relaxed = float(solver.Objective().Value())
     # Secondary values are whole objective units: the optimum is at most the bound rounded down.
     return constant + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+
+
+def _with_growth(pre: Prefiltered, shared: _Slots) -> _Slots:
+    """``shared`` for the secondary model: a column per domain of a preferred-topology gang
+    (:func:`_preferred_columns`), and a *growth group* per pending column and role that may
+    add pods above the gang's minimum: the pods a started gang adds take room and slots in the
+    rows of its role's mask (and its column's domain) like its minimum's, worth their growth
+    value (:func:`_secondary_terms`), instead of the largest growth counted for free.
+
+    On the fragmented S round (busy 0.75) the second stage counted a rack-preferring gang's
+    two more 8-GPU pods (16 GPU-eq) for free on a cluster where no node is wholly free, and no
+    spread: the secondary bound was 29.4 against an optimum of 12.4 (the full model, 120 s),
+    so greedy's optimal plan was reported 0.43 % short; with growth groups 13.4 (whole
+    variables), with the preferred columns too 12.4. A gang gets growth groups only when its
+    minimum is its role minimums (every plan's surplus is then a sum of non-negative pods per
+    role), its maximum all its replicas, no role's growth value is negative and each growing
+    role's mask is one of the rows' masks; the others keep the largest growth, as before."""
+    return pre.kept("slots-growth", lambda: _growth_slots(pre, _preferred_columns(pre, shared)))
+
+
+MAX_PREFERRED_COLUMNS = 2000
+"""Most columns :func:`_preferred_columns` adds (a column per gang and domain it fits in):
+above it the secondary model counts spread at 0, as before."""
+
+
+def _preferred_columns(pre: Prefiltered, shared: _Slots) -> _Slots:
+    """``shared`` with, per pending gang that prefers a topology level (and requires none),
+    a column per domain of that level where its minimum fits alone: a started gang either
+    lies in one domain (that column, its pods in the domain's rows) or spans two or more and
+    pays at least the preferred level's spread cost (its first column, :func:`_secondary_terms`
+    charges it there). The columns of one gang share its pending index, so at most one starts."""
+    rnd = pre.rnd
+    terms = ObjectiveTerms.of(rnd)
+    sets = list(shared.sets)
+    set_of = {np.packbits(x).tobytes(): i for i, x in enumerate(sets) if i >= shared.mask_sets}
+    pending = np.flatnonzero(shared.pending).tolist()
+    first = {int(shared.gang[c]): c for c in reversed(pending)}
+    added: list[tuple[int, int, tuple[str, int]]] = []  # column copied, domain set, place
+    for gi, c in first.items():
+        gang = rnd.pending[gi]
+        topo = gang.topology
+        if topo is None or topo.required is not None or not terms.spread_levels(gang) or gang.maximum < 2:
+            continue
+        codes, names = pre.topo.codes(str(topo.preferred))
+        for d in range(len(names)):
+            nodes = codes == d
+            key = np.packbits(nodes).tobytes()
+            if key not in set_of:
+                set_of[key] = len(sets)
+                sets.append(nodes)
+            added.append((c, set_of[key], (str(topo.preferred), d)))
+        if len(added) > MAX_PREFERRED_COLUMNS:
+            return shared
+    if not added:
+        return shared
+    base = len(shared.prio)
+    copied = np.asarray([c for c, _, _ in added], dtype=np.int64)
+    groups = np.flatnonzero(shared.gmask >= 0)  # pending groups: the minimums
+    extra_gcol: list[np.ndarray] = []
+    extra_groups: list[np.ndarray] = []
+    for i, c in enumerate(copied.tolist()):
+        own = groups[shared.gcol[groups] == c]
+        extra_gcol.append(np.full(len(own), base + i, dtype=np.int64))
+        extra_groups.append(own)
+    src = np.concatenate(extra_groups)
+    extended = replace(
+        shared,
+        prio=np.concatenate([shared.prio, shared.prio[copied]]),
+        value=np.concatenate([shared.value, shared.value[copied]]),
+        pending=np.concatenate([shared.pending, np.ones(len(copied), dtype=bool)]),
+        gang=np.concatenate([shared.gang, shared.gang[copied]]),
+        domain_set=np.concatenate([shared.domain_set, np.asarray([s for _, s, _ in added], dtype=np.int64)]),
+        minimum=np.concatenate([shared.minimum, np.zeros(len(copied), dtype=np.int64)]),
+        running=np.concatenate([shared.running, np.full(len(copied), -1, dtype=np.int64)]),
+        place=[*shared.place, *(p for _, _, p in added)],
+        gcol=np.concatenate([shared.gcol, *extra_gcol]),
+        gcount=np.concatenate([shared.gcount, shared.gcount[src]]),
+        greq=np.concatenate([shared.greq, shared.greq[src]]),
+        gmask=np.concatenate([shared.gmask, shared.gmask[src]]),
+        gnode=np.concatenate([shared.gnode, shared.gnode[src]]),
+        flex=np.concatenate([shared.flex, shared.flex[src]]),
+        gpod=np.concatenate([shared.gpod, shared.gpod[src]]),
+        sets=sets,
+        spread=np.zeros(base + len(copied), dtype=np.int64),
+        ok=None,
+        rooms=shared.rooms,
+        member_cache={},
+        lps={},
+        solutions={},
+        bound_only=set(),
+        open_tier={},
+        rhs={},
+    )
+    spread = extended.spread
+    assert spread is not None
+    for gi, c in first.items():
+        if (extended.gang[base:] == gi).any():
+            spread[c] = terms.spread_levels(rnd.pending[gi])[0][1]
+    extended.fits_alone()
+    return extended
+
+
+def _growth_slots(pre: Prefiltered, shared: _Slots) -> _Slots:
+    rnd = pre.rnd
+    terms = ObjectiveTerms.of(rnd)
+    elig = arrays.per_cluster(rnd.cluster, "eligibility", lambda: arrays.Eligibility(rnd))
+    mask_count = shared.subset.shape[0]
+    mask_of = {np.packbits(shared.sets[m]).tobytes(): m for m in range(mask_count)}
+    cols: list[int] = []
+    counts: list[int] = []
+    requests: list[np.ndarray] = []
+    masks: list[int] = []
+    worth: list[int] = []
+    for c in np.flatnonzero(shared.pending).tolist():
+        gang = rnd.pending[int(shared.gang[c])]
+        if gang.minimum != sum(gang.role_minimum(r) for r in gang.roles) or gang.maximum != gang.total_replicas:
+            continue
+        groups: list[tuple[int, np.ndarray, int, int]] = []
+        for role in gang.roles:
+            extra = role.replicas - gang.role_minimum(role)
+            if extra <= 0:
+                continue
+            value = terms.growth_value(role)
+            mask = mask_of.get(np.packbits(elig.mask(role)).tobytes())
+            if value < 0 or mask is None:
+                groups = []
+                break
+            if value > 0:
+                groups.append((extra, request_vector(role, pre.resources), mask, value))
+        for extra, request, mask, value in groups:
+            cols.append(c)
+            counts.append(extra)
+            requests.append(request)
+            masks.append(mask)
+            worth.append(value)
+    if not cols:
+        return shared
+    added = len(cols)
+    return replace(
+        shared,
+        gcol=np.concatenate([shared.gcol, np.asarray(cols, dtype=np.int64)]),
+        gcount=np.concatenate([shared.gcount, np.ones(added, dtype=np.int64)]),
+        greq=np.concatenate([shared.greq, np.stack(requests).astype(np.int64)]),
+        gmask=np.concatenate([shared.gmask, np.asarray(masks, dtype=np.int64)]),
+        gnode=np.concatenate([shared.gnode, np.full(added, -1, np.int64)]),
+        flex=np.concatenate([shared.flex, np.zeros(added, dtype=bool)]),
+        gpod=np.concatenate([shared.gpod, np.full(added, -1, np.int64)]),
+        grow=np.concatenate([np.zeros(len(shared.gcol), np.int64), np.asarray(counts, dtype=np.int64)]),
+        grow_value=np.concatenate([np.zeros(len(shared.gcol), np.int64), np.asarray(worth, dtype=np.int64)]),
+        ok=shared.fits_alone(),  # the columns' own minimums, as in the tier models
+        member_cache={},
+        lps={},
+        solutions={},
+        bound_only=set(),
+        open_tier={},
+    )
 
 
 def _secondary_terms(
@@ -1006,7 +1207,17 @@ def _secondary_terms(
             return 0
         return sum(max(0, terms.growth_value(r)) * max(0, r.replicas - current[r.name]) for r in run.roles)
 
+    grown: set[int] = set()
+    if shared.grow is not None and shared.grow_value is not None:
+        for g in np.flatnonzero((shared.grow > 0) & (gvar >= 0)).tolist():
+            objective[gvar[g]] += float(shared.grow_value[g])
+            grown.add(int(shared.gcol[g]))
+    if shared.spread is not None:
+        spread = np.flatnonzero((shared.spread > 0) & (var >= 0))
+        np.subtract.at(objective, var[spread], shared.spread[spread].astype(float))
     for c in np.flatnonzero(shared.pending & (var >= 0)).tolist():
+        if c in grown:  # its growth pods take room (:func:`_with_growth`)
+            continue
         gang = rnd.pending[int(shared.gang[c])]
         objective[var[c]] += max(0, surplus(gang, {r.name: r.replicas for r in gang.roles}))
     columns = {int(shared.running[c]): c for c in np.flatnonzero(~shared.pending).tolist()}
