@@ -230,15 +230,15 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     _allow_large_slots(pre, now, now, cpu)  # the estimate ends after ``by``
     assert pre.derived[slots.LARGE_KEY] is False
     with monkeypatch.context() as patch:  # only the LPs fit
-        patch.setattr(slots, "LARGE_SECONDS_PER_GANG", 1000.0)
-        patch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 0.0)
+        patch.setattr(slots, "LARGE_SECONDS_PER_COLUMN", 1000.0)
+        patch.setattr(slots, "LARGE_LP_SHARE", 0.0)
         _allow_large_slots(pre, time.perf_counter() + 1.0, now, cpu)
         assert pre.derived[slots.LARGE_KEY] == "lp"
     # policy.deterministic (no ``by``): the estimate alone against the placer's share of the limit
     for whole, lp, leave in ((1e-9, 1e-9, True), (1000.0, 1e-9, "lp"), (1000.0, 1000.0, False)):
         with monkeypatch.context() as patch:
-            patch.setattr(slots, "LARGE_SECONDS_PER_GANG", whole)
-            patch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", lp)
+            patch.setattr(slots, "LARGE_SECONDS_PER_COLUMN", whole)
+            patch.setattr(slots, "LARGE_LP_SHARE", lp)
             fresh = prefilter(rnd)
             _allow_large_slots(fresh)
             assert fresh.derived[slots.LARGE_KEY] == leave, (whole, lp)
@@ -253,11 +253,12 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     allowed = gangopt.solve(rnd)
     assert solved and set(solved) == {slots.LARGE_SCIP_SETTINGS}
     solved.clear()
-    monkeypatch.setattr(slots, "LARGE_SECONDS_PER_GANG", 1000.0)
+    monkeypatch.setattr(slots, "LARGE_SECONDS_PER_COLUMN", 1000.0)
+    monkeypatch.setattr(slots, "LARGE_LP_SHARE", 1e-9)  # the LPs alone fit
     lp_only = gangopt.solve(rnd)
     assert solved and set(solved) == {slots.LP_ONLY}
     solved.clear()
-    monkeypatch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 1000.0)
+    monkeypatch.setattr(slots, "LARGE_LP_SHARE", 1000.0)
     refused = gangopt.solve(rnd)
     assert solved == []
     for plan in (allowed, lp_only, refused):
