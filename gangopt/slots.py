@@ -558,22 +558,23 @@ def large_estimate(pre: Prefiltered, lp_only: bool = False) -> float:
     without building the model."""
     if len(pre.pending) + len(pre.candidates) <= MAX_COLUMNS:
         return 0.0
-    hit = pre.derived.get(_ESTIMATE_KEY)
-    if hit is None:
-        rnd = pre.rnd
-        columns = 0
-        for gi in pre.pending:
-            topology = rnd.pending[gi].topology
-            level = topology.required if topology is not None else None
-            columns += 1 if level is None else max(1, len(pre.required_domains.get(gi, pre.topo.codes(level)[1])))
-        pods = sum(len(rnd.running[gi].pods) for gi in pre.candidates)
-        hit = pre.derived[_ESTIMATE_KEY] = (columns, pods)
-    columns, pods = hit
+    columns, pods = pre.kept(_SIZE_KEY, lambda: _large_size(pre))
     seconds = LARGE_SECONDS_PER_COLUMN * columns + LARGE_SECONDS_PER_CANDIDATE_POD * pods
     return seconds * (LARGE_LP_SHARE if lp_only else 1.0)
 
 
-_ESTIMATE_KEY = "slots-large-size"
+def _large_size(pre: Prefiltered) -> tuple[int, int]:
+    """The round's pending columns (one per allowed required domain) and candidate pods."""
+    rnd = pre.rnd
+    columns = 0
+    for gi in pre.pending:
+        topology = rnd.pending[gi].topology
+        level = topology.required if topology is not None else None
+        columns += 1 if level is None else max(1, len(pre.required_domains.get(gi, pre.topo.codes(level)[1])))
+    return columns, sum(len(rnd.running[gi].pods) for gi in pre.candidates)
+
+
+_SIZE_KEY = "slots-large-size"
 """Key in ``pre.derived`` of the round's pending columns and candidate pods (:func:`large_estimate`)."""
 
 
