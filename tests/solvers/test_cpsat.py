@@ -269,6 +269,42 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     assert allowed.admitted == small.admitted
 
 
+def test_a_large_rounds_slot_placer_may_start_until_the_search_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slot placer starts until PLACER_SHARE of the limit; on a round whose model is too
+    large to build whole (the search after it would be the large-neighbourhood search) until
+    the search's deadline, and the slot bounds' leave then counts one placer pass before it.
+    Issue 13's 4,096-node round of many small gangs: 2.0 s into the solve, 2.0 s of bounds and
+    1.7 s of greedy were past 5 s of its 10 s limit, and greedy's plan (6.8 %) was returned
+    after the search ran to the limit; the placed plan is proven within 0.49 %."""
+    from gangopt.solvers import cpsat
+
+    rnd = _fragmented_round(64, 20, 5)
+    pre = prefilter(rnd)
+    plan = greedy(rnd)
+    start = time.perf_counter()
+    share = start + cpsat.PLACER_SHARE * rnd.policy.time_limit
+    assert cpsat._placer_by(rnd, pre, start, plan, 1.0) == pytest.approx(share)  # the model fits
+    monkeypatch.setattr(cpsat, "estimated_variables", lambda pre: 10**9)
+    deadline = cpsat._timing(rnd, start, plan, 1.0).deadline
+    assert deadline > share
+    assert cpsat._placer_by(rnd, pre, start, plan, 1.0) == pytest.approx(deadline)
+    # The whole solve, the round over MAX_COLUMNS: its slot bounds' leave reaches past the share.
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    seen: list[float] = []
+    allow = cpsat._allow_large_slots
+
+    def spy(pre: Any, by: float | None = None, wall: float = 0.0, cpu: float = 0.0) -> None:
+        assert by is not None
+        seen.append(by - wall)  # seconds after the solve's start (wall: its start)
+        allow(pre, by, wall, cpu)
+
+    monkeypatch.setattr(cpsat, "_allow_large_slots", spy)
+    solved = gangopt.solve(rnd)
+    assert seen and seen[0] > cpsat.PLACER_SHARE * rnd.policy.time_limit
+    assert gangopt.validate(rnd, solved) == []
+    assert lexicographic_key(score(rnd, solved)) >= lexicographic_key(score(rnd, plan))
+
+
 ALL_SOLVERS = list(SOLVERS)
 
 
