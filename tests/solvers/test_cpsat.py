@@ -293,10 +293,10 @@ def test_a_large_rounds_slot_placer_may_start_until_the_search_deadline(monkeypa
     seen: list[float] = []
     allow = cpsat._allow_large_slots
 
-    def spy(pre: Any, by: float | None = None, wall: float = 0.0, cpu: float = 0.0) -> None:
-        assert by is not None
+    def spy(pre: Any, by: float | None = None, wall: float = 0.0, cpu: float = 0.0, placing: float = 0.0) -> None:
+        assert by is not None and placing > 0  # a large round's placer must end by ``by``
         seen.append(by - wall)  # seconds after the solve's start (wall: its start)
-        allow(pre, by, wall, cpu)
+        allow(pre, by, wall, cpu, placing)
 
     monkeypatch.setattr(cpsat, "_allow_large_slots", spy)
     solved = gangopt.solve(rnd)

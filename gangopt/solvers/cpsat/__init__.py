@@ -498,9 +498,8 @@ def _best_greedy(
             if clocked:
                 solve_start, wall, cpu = slots_by
                 by = _placer_by(rnd, pre, solve_start, plan, slowdown(wall, cpu))
-                if by > solve_start + PLACER_SHARE * rnd.policy.time_limit:
-                    by -= time.perf_counter() - began  # a large round: the placer ends by it (a pass as long)
-                _allow_large_slots(pre, by, wall, cpu)
+                large = by > solve_start + PLACER_SHARE * rnd.policy.time_limit  # the placer ends by it
+                _allow_large_slots(pre, by, wall, cpu, placing=time.perf_counter() - began if large else 0.0)
             else:
                 _allow_large_slots(pre)
         if best is not None and lexicographic_key(plan_score) <= lexicographic_key(best[1]):
@@ -513,19 +512,21 @@ def _best_greedy(
     return best[0], best[1], None
 
 
-def _allow_large_slots(pre: Prefiltered, by: float | None = None, wall: float = 0.0, cpu: float = 0.0) -> None:
+def _allow_large_slots(
+    pre: Prefiltered, by: float | None = None, wall: float = 0.0, cpu: float = 0.0, placing: float = 0.0
+) -> None:
     """Give the slot bounds of a round over :data:`gangopt.slots.MAX_COLUMNS` gangs leave to run
     when their estimated cost, scaled by how much slower than CPU time the solve has run since
-    ``wall`` and ``cpu``, ends before ``by`` (when the slot placer must have started: it reads
-    their integer model's choice); else the LPs alone (:data:`gangopt.slots.LP_ONLY`: the
-    bounds, no choice) when they end before ``by``. Otherwise the round keeps the bounds it had
-    before: on the fragmented 4,096-node round at load 4-5 the bounds took the solve from 10 to
-    16 s of wall time (4.1 CPU-s) for a 10 s limit. Until stop 27 one pass of the slot placer
-    (as long as the greedy candidate took) was added to the estimate, which asked the placer
-    to *end* by ``by`` and refused the many-small-gangs 4,096-node round on a quiet machine (2.0 s
-    into the solve, 2.0 s of bounds, 1.7 s of greedy: 5.7 s against 5), whose placed plan is
-    then proven within 0.5 % (greedy's: 6.8 %, the search to the limit). The placer's passes
-    keep their own deadline (:func:`~gangopt.solvers.cpsat.placer.place_choices`).
+    ``wall`` and ``cpu``, and ``placing`` (one pass of the slot placer, as long as the greedy
+    candidate took, when the placer must *end* by ``by``; 0 when ``by`` is when it must start:
+    :func:`_placer_by`) end before ``by`` (the placer reads their integer model's choice); else
+    the LPs alone (:data:`gangopt.slots.LP_ONLY`: the bounds, no choice, no placer) when they
+    end before ``by``. Otherwise the round keeps the bounds it had before: on the fragmented
+    4,096-node round at load 4-5 the bounds took the solve from 10 to 16 s of wall time (4.1
+    CPU-s) for a 10 s limit. Until stop 27 the placer had to end by :data:`PLACER_SHARE` of the
+    limit on every round, which refused the many-small-gangs 4,096-node round on a quiet
+    machine (2.0 s into the solve, 2.0 s of bounds, 1.7 s of greedy: 5.7 s against 5), whose
+    placed plan is then proven within 0.5 % (greedy's: 6.8 %, after a search to the limit).
 
     Without ``by`` (``policy.deterministic``) the same leave from the estimated cost alone
     against :data:`PLACER_SHARE` of the time limit (no clock, no slowdown, the greedy pass not
@@ -537,10 +538,10 @@ def _allow_large_slots(pre: Prefiltered, by: float | None = None, wall: float = 
         slots.allow_large(pre, False)
         return
     if by is None:
-        now, slow, by = 0.0, 1.0, PLACER_SHARE * pre.rnd.policy.time_limit
+        now, slow, by, placing = 0.0, 1.0, PLACER_SHARE * pre.rnd.policy.time_limit, 0.0
     else:
         now, slow = time.perf_counter(), slowdown(wall, cpu)
-    if now + estimate * slow <= by:
+    if now + estimate * slow + placing <= by:
         slots.allow_large(pre, True)
     else:  # the LPs alone: the bounds, not the placer's choice
         slots.allow_large(pre, "lp" if now + slots.large_estimate(pre, lp_only=True) * slow <= by else False)
@@ -550,7 +551,7 @@ def _placer_by(rnd: Round, pre: Prefiltered, start: float, plan: Plan, slow: flo
     """When the slot placer must have started (a :func:`time.perf_counter` instant; clocked
     solves): :data:`PLACER_SHARE` of the time limit from the solve's ``start``; on a round whose
     model is too large to build whole in the search's time, the search's deadline (the placer
-    must then also *end* by it: :func:`_best_greedy` takes one pass off). On such a round the
+    must then also *end* by it: :func:`_allow_large_slots` counts one pass). On such a round the
     search after the placer is the large-neighbourhood search instead of a model, which on the
     many-small-gangs 4,096-node round (busy 0.75) ran 1-3 neighbourhoods to the limit for
     nothing (greedy's plan, 6.8 % reported) while the slot bounds and one placer pass prove a
