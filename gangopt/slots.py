@@ -81,7 +81,7 @@ from gangopt.prefilter import Prefiltered, request_vector
 from gangopt.schema import PendingGang, RunningGang
 
 if TYPE_CHECKING:
-    from ortools.linear_solver import linear_solver_pb2
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
 
 MAX_THRESHOLDS = 8
 """Slot rows per node set, level and resource (the largest request sizes of pending pods):
@@ -787,7 +787,7 @@ def _integer_bound(
     if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
         return None
     lp = float(solver.Objective().Value())
-    values = np.fromiter((v.solution_value() for v in solver.variables()), dtype=float, count=len(model.variable))
+    values = _values(solver, len(model.variable))
     if np.all(np.abs(values - np.round(values)) <= 1e-6):
         return lp, np.round(values)
     if settings == LP_ONLY:
@@ -816,10 +816,25 @@ def _integer_bound(
         return lp, None
     whole = None
     if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-        found = np.fromiter((v.solution_value() for v in scip.variables()), dtype=float, count=len(model.variable))
+        found = _values(scip, len(model.variable))
         whole = np.round(found)
     bound = float(scip.Objective().BestBound())
     return (min(lp, bound) if math.isfinite(bound) else lp), whole
+
+
+def _values(solver: pywraplp.Solver, count: int) -> np.ndarray:
+    """The solver's solution, one value per variable, read from its response proto in one
+    call: a Python call per variable (``solver.variables()``, ``solution_value()``) took
+    0.16 CPU-s per solve on the fragmented 4,096-node round's lowest tier (25,385
+    variables), the proto 0.006, the same values."""
+    from ortools.linear_solver import linear_solver_pb2
+
+    response = linear_solver_pb2.MPSolutionResponse()
+    solver.FillSolutionResponseProto(response)
+    values = np.asarray(response.variable_value, dtype=float)
+    if len(values) != count:
+        raise RuntimeError(f"internal: the solver returned {len(values)} values for {count} variables")
+    return values
 
 
 @dataclass

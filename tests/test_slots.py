@@ -532,6 +532,25 @@ def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -
     assert needed is not None and needed[0] == pytest.approx(1.0) and needed[1] is not None
 
 
+def test_the_solution_read_from_the_response_is_each_variables_value() -> None:
+    """:func:`slots._values` (one proto) against ``solution_value()`` per variable, on an LP
+    whose optimum is fractional and not symmetric, and for GLOP and SCIP alike."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    model = linear_solver_pb2.MPModelProto(maximize=True)
+    for c in (3.0, 2.0, 1.0):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=c)
+    model.constraint.add(var_index=[0, 1, 2], coefficient=[2.0, 2.0, 1.0], lower_bound=-float("inf"), upper_bound=3.0)
+    for name in ("GLOP", "SCIP"):
+        solver = pywraplp.Solver.CreateSolver(name)
+        assert not solver.LoadModelFromProto(model) and solver.Solve() == pywraplp.Solver.OPTIMAL
+        each = [v.solution_value() for v in solver.variables()]
+        assert slots._values(solver, 3).tolist() == each
+        assert sum(each) > 0
+        with pytest.raises(RuntimeError, match="3 values for 4 variables"):
+            slots._values(solver, 4)
+
+
 def test_greedy_asking_for_lp_bounds_gets_a_large_rounds_slot_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     """The finisher gives leave to the plans of solvers that hand over no prefiltered round
     when they ask for the LP bounds (as the fragmented table does), and only then."""
