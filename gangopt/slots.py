@@ -60,7 +60,7 @@ those are the optima. Cost: 7-15 ms at 128 nodes, 0.1-0.4 CPU-s at 1,024 (was 30
 
 Rounds over :data:`MAX_COLUMNS` pending and candidate gangs (docs/benchmarks.md, "Slot bounds
 and placer at L and XL"): with the caller's leave (:func:`allow_large`) and within
-:data:`GANGS_PER_SECOND` of the time limit, SCIP runs with its presolve. On the fragmented
+:data:`LARGE_SHARE` of the time limit, SCIP runs with its presolve. On the fragmented
 4,096-node round (busy 0.75) the lowest tier's bound goes from 55,043.7 GPU-eq (the packed
 bound) to 46,864.2, against greedy's 42,958.6; the integer model's whole solution is at
 46,863.6, and the slot placer's plan at 46,738.6, so that 9 % is real and 0.3 % is left.
@@ -81,7 +81,7 @@ from gangopt.prefilter import Prefiltered, request_vector
 from gangopt.schema import PendingGang, RunningGang
 
 if TYPE_CHECKING:
-    from ortools.linear_solver import linear_solver_pb2
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
 
 MAX_THRESHOLDS = 8
 """Slot rows per node set, level and resource (the largest request sizes of pending pods):
@@ -103,15 +103,19 @@ WHOLE_SECONDARY_GANGS = 1500
 (:func:`secondary_bound_at`) with whole variables: 10-25 ms at 128 nodes, but 0.34 CPU-s
 against the LP's 0.18 on the 1,024-node busy-0.75 round, whose plan the LP proves already."""
 
-GANGS_PER_SECOND = 500
+LARGE_SHARE = 0.25
 """Rounds with more than :data:`MAX_COLUMNS` pending and candidate gangs get the slot bounds
-when they have at most this many per second of ``policy.time_limit`` (a rule on the round and its policy, not
-on the clock, so that a bound, and whether a plan is returned proven, repeats on a loaded
-machine), solved with SCIP's presolve (:data:`LARGE_SCIP_SETTINGS`). The fragmented 4,096-node
-round (busy 0.75: 1,000 pending, 1,727 candidates, 3,994 columns with one per allowed domain)
-gets them at a 10 s limit (2,727 gangs: 0.5 CPU-s to build and solve both tiers' LPs, 1.0 CPU-s
-for SCIP), not at 3 s; the 16,384-node round (7,060 gangs, 27,275 columns) does not: its lowest
-tier's LP alone took 6.9 CPU-s."""
+when the estimated cost of their LPs (:func:`large_estimate`) is at most this share of
+``policy.time_limit`` (a rule on the round and its policy, not on the clock, so that a bound,
+and whether a plan is returned proven, repeats on a loaded machine), solved with SCIP's
+presolve (:data:`LARGE_SCIP_SETTINGS`). The fragmented 4,096-node round (busy 0.75, issue 13's
+many small running gangs: 998 pending gangs in 1,754 columns, 13,103 candidates with 14,326
+pods) gets them at a 10 s limit (estimate 0.9 s, 2.0 with the integer models; measured 1.0
+and 1.7-2.0 CPU-s), not at 3 s; the
+16,384-node rounds do not (22,215 pending columns on the tilted one: its lowest tier's LP
+alone took 6.9 CPU-s). Until stop 27 the rule counted gangs (500 per second of the limit):
+the 4,096-node round of many small gangs (14,101) got no slot bounds at all, and its plan
+stayed at greedy's (6.8 % reported; with them the slot placer's plan is proven within 0.5 %)."""
 
 INTEGER_NODES = 200
 """Branch-and-bound nodes the integer slot model may use (a deterministic limit: the bound,
@@ -527,7 +531,7 @@ def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
 def _scip_settings(pre: Prefiltered) -> str | None:
     """How the round's integer slot models are solved (:data:`SCIP_SETTINGS` or
     :data:`LARGE_SCIP_SETTINGS`), or None when the round is too large for slot bounds within
-    its time limit (:data:`MAX_COLUMNS`, :data:`GANGS_PER_SECOND`)."""
+    its time limit (:data:`MAX_COLUMNS`, :data:`LARGE_SHARE`)."""
     gangs = len(pre.pending) + len(pre.candidates)
     if gangs <= MAX_COLUMNS:
         return SCIP_SETTINGS
@@ -546,28 +550,54 @@ LARGE_KEY = "slots-large"
 """Key in ``pre.derived`` of the caller's leave to solve a large round's slot models
 (:func:`allow_large`)."""
 
-LARGE_SECONDS_PER_GANG = 9e-4
-"""Estimated CPU seconds of a large round's slot bounds per pending and candidate gang (both
-tiers' models, GLOP and SCIP): 1.6-2.4 CPU-s for the 2,727 gangs of the fragmented 4,096-node
-round, busy 0.75 (load 2-4)."""
+LARGE_SECONDS_PER_COLUMN = 9e-4
+"""Estimated CPU seconds of a large round's slot bounds (both tiers' models, GLOP and SCIP) per
+pending column (a pending gang in one of its allowed required domains, or anywhere): the
+pending gangs' rows and domain columns are what the models' size follows. 1.6-2.4 CPU-s for
+the 2,267 pending columns of the tilted fragmented 4,096-node round, 1.7-2.0 for the 1,754 of
+the many-small-gangs one (load 2-4)."""
 
-LARGE_LP_SECONDS_PER_GANG = 4e-4
-"""The same for the LPs alone (:data:`LP_ONLY`): 0.5-0.9 CPU-s on that round."""
+LARGE_SECONDS_PER_CANDIDATE_POD = 3e-5
+"""The same per pod of a candidate running gang (a pod group, a kept-or-evicted column, a
+node blocker): the 14,326 candidate pods of the many-small-gangs 4,096-node round add about
+0.4 CPU-s to what its 1,754 pending columns cost."""
+
+LARGE_LP_SHARE = 0.45
+"""The LPs alone (:data:`LP_ONLY`) as a share of :func:`large_estimate`: 0.5-0.9 CPU-s of
+1.6-2.4 on the tilted 4,096-node round, 1.0 of 2.0 on the many-small-gangs one."""
 
 
 def large_affordable(pre: Prefiltered) -> bool:
-    """Whether the round's size allows its slot bounds within its time limit at all
-    (:data:`MAX_COLUMNS`, :data:`GANGS_PER_SECOND`): a rule on the round, not the clock."""
-    gangs = len(pre.pending) + len(pre.candidates)
-    return gangs <= max(MAX_COLUMNS, GANGS_PER_SECOND * pre.rnd.policy.time_limit)
+    """Whether the round's size allows its slot bounds (their LPs at least) within its time
+    limit at all (:data:`MAX_COLUMNS`, :data:`LARGE_SHARE`): a rule on the round, not the clock."""
+    return large_estimate(pre, lp_only=True) <= LARGE_SHARE * pre.rnd.policy.time_limit
 
 
 def large_estimate(pre: Prefiltered, lp_only: bool = False) -> float:
-    """Estimated CPU seconds of the slot bounds of a round over :data:`MAX_COLUMNS` (0 below),
-    or of their LPs alone."""
-    gangs = len(pre.pending) + len(pre.candidates)
-    per_gang = LARGE_LP_SECONDS_PER_GANG if lp_only else LARGE_SECONDS_PER_GANG
-    return 0.0 if gangs <= MAX_COLUMNS else per_gang * gangs
+    """Estimated CPU seconds of the slot bounds of a round over :data:`MAX_COLUMNS` pending and
+    candidate gangs (0 below), or of their LPs alone: per pending column and candidate pod
+    (:data:`LARGE_SECONDS_PER_COLUMN`, :data:`LARGE_SECONDS_PER_CANDIDATE_POD`), counted
+    without building the model."""
+    if len(pre.pending) + len(pre.candidates) <= MAX_COLUMNS:
+        return 0.0
+    columns, pods = pre.kept(_SIZE_KEY, lambda: _large_size(pre))
+    seconds = LARGE_SECONDS_PER_COLUMN * columns + LARGE_SECONDS_PER_CANDIDATE_POD * pods
+    return seconds * (LARGE_LP_SHARE if lp_only else 1.0)
+
+
+def _large_size(pre: Prefiltered) -> tuple[int, int]:
+    """The round's pending columns (one per allowed required domain) and candidate pods."""
+    rnd = pre.rnd
+    columns = 0
+    for gi in pre.pending:
+        topology = rnd.pending[gi].topology
+        level = topology.required if topology is not None else None
+        columns += 1 if level is None else max(1, len(pre.required_domains.get(gi, pre.topo.codes(level)[1])))
+    return columns, sum(len(rnd.running[gi].pods) for gi in pre.candidates)
+
+
+_SIZE_KEY = "slots-large-size"
+"""Key in ``pre.derived`` of the round's pending columns and candidate pods (:func:`large_estimate`)."""
 
 
 def allow_large(pre: Prefiltered, allowed: bool | Literal["lp"]) -> None:
@@ -789,7 +819,7 @@ def _integer_bound(
     if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
         return None
     lp = float(solver.Objective().Value())
-    values = np.fromiter((v.solution_value() for v in solver.variables()), dtype=float, count=len(model.variable))
+    values = _values(solver, len(model.variable))
     if np.all(np.abs(values - np.round(values)) <= 1e-6):
         return lp, np.round(values)
     if settings == LP_ONLY:
@@ -818,10 +848,25 @@ def _integer_bound(
         return lp, None
     whole = None
     if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-        found = np.fromiter((v.solution_value() for v in scip.variables()), dtype=float, count=len(model.variable))
+        found = _values(scip, len(model.variable))
         whole = np.round(found)
     bound = float(scip.Objective().BestBound())
     return (min(lp, bound) if math.isfinite(bound) else lp), whole
+
+
+def _values(solver: pywraplp.Solver, count: int) -> np.ndarray:
+    """The solver's solution, one value per variable, read from its response proto in one
+    call: a Python call per variable (``solver.variables()``, ``solution_value()``) took
+    0.16 CPU-s per solve on the fragmented 4,096-node round's lowest tier (25,385
+    variables), the proto 0.006, the same values."""
+    from ortools.linear_solver import linear_solver_pb2
+
+    response = linear_solver_pb2.MPSolutionResponse()
+    solver.FillSolutionResponseProto(response)
+    values = np.asarray(response.variable_value, dtype=float)
+    if len(values) != count:
+        raise RuntimeError(f"internal: the solver returned {len(values)} values for {count} variables")
+    return values
 
 
 @dataclass

@@ -463,7 +463,7 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     monkeypatch: pytest.MonkeyPatch, nodes: int, gangs: int, seed: int
 ) -> None:
     """Over MAX_COLUMNS gangs the slot models are solved only with the caller's leave
-    (``allow_large``) and within GANGS_PER_SECOND of the time limit; SCIP with its presolve
+    (``allow_large``) and within LARGE_SHARE of the time limit; SCIP with its presolve
     then gives the same bound and the same choice's value as without it."""
     rnd = _fragmented(nodes, gangs, seed)
     pre = prefilter(rnd)
@@ -484,19 +484,35 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     slots.allow_large(lp_only, "lp")  # the LPs alone: bounds no tighter than the integer model's
     relaxed = slot_tier_bounds(lp_only, values, tier_ceilings(lp_only))
     assert relaxed.keys() == small.keys() and all(relaxed[p] >= small[p] for p in small)
-    monkeypatch.setattr(slots, "GANGS_PER_SECOND", 0)
+    monkeypatch.setattr(slots, "LARGE_SHARE", 0.0)
     too_large = prefilter(rnd)
     slots.allow_large(too_large, True)
     assert slot_tier_bounds(too_large, values, tier_ceilings(too_large)) == {}
 
 
-def test_the_large_estimate_counts_gangs_over_max_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_large_estimate_counts_pending_columns_and_candidate_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over MAX_COLUMNS gangs the estimate is per pending column (one per allowed required
+    domain) and per candidate pod, not per gang: issue 13's 4,096-node round of many small
+    running gangs (14,101 gangs) costs what the tilted one (2,727) does."""
     pre = prefilter(_fragmented(32, 12, 0))
     gangs = len(pre.pending) + len(pre.candidates)
     assert slots.large_estimate(pre) == 0.0
     monkeypatch.setattr(slots, "MAX_COLUMNS", gangs - 1)
-    assert slots.large_estimate(pre) == pytest.approx(slots.LARGE_SECONDS_PER_GANG * gangs)
-    assert slots.large_affordable(pre)  # 5 s limit, 500 gangs per second
+    fresh = prefilter(_fragmented(32, 12, 0))
+    columns = sum(
+        1
+        if g.topology is None or g.topology.required is None
+        else len(fresh.required_domains.get(gi, fresh.topo.codes(g.topology.required)[1]))
+        for gi, g in ((gi, fresh.rnd.pending[gi]) for gi in fresh.pending)
+    )
+    pods = sum(len(fresh.rnd.running[gi].pods) for gi in fresh.candidates)
+    assert columns >= len(fresh.pending) and pods >= len(fresh.candidates) > 0
+    expected = slots.LARGE_SECONDS_PER_COLUMN * columns + slots.LARGE_SECONDS_PER_CANDIDATE_POD * pods
+    assert slots.large_estimate(fresh) == pytest.approx(expected)
+    assert slots.large_estimate(fresh, lp_only=True) == pytest.approx(slots.LARGE_LP_SHARE * expected)
+    assert slots.large_affordable(fresh)  # 5 s limit: far more than this round's estimate
+    monkeypatch.setattr(slots, "LARGE_SHARE", slots.LARGE_LP_SHARE * expected / fresh.rnd.policy.time_limit / 2)
+    assert not slots.large_affordable(fresh)
 
 
 def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -> None:
@@ -516,6 +532,25 @@ def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -
     assert needed is not None and needed[0] == pytest.approx(1.0) and needed[1] is not None
 
 
+def test_the_solution_read_from_the_response_is_each_variables_value() -> None:
+    """:func:`slots._values` (one proto) against ``solution_value()`` per variable, on an LP
+    whose optimum is fractional and not symmetric, and for GLOP and SCIP alike."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    model = linear_solver_pb2.MPModelProto(maximize=True)
+    for c in (3.0, 2.0, 1.0):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=c)
+    model.constraint.add(var_index=[0, 1, 2], coefficient=[2.0, 2.0, 1.0], lower_bound=-float("inf"), upper_bound=3.0)
+    for name in ("GLOP", "SCIP"):
+        solver = pywraplp.Solver.CreateSolver(name)
+        assert not solver.LoadModelFromProto(model) and solver.Solve() == pywraplp.Solver.OPTIMAL
+        each = [v.solution_value() for v in solver.variables()]
+        assert slots._values(solver, 3).tolist() == each
+        assert sum(each) > 0
+        with pytest.raises(RuntimeError, match="3 values for 4 variables"):
+            slots._values(solver, 4)
+
+
 def test_greedy_asking_for_lp_bounds_gets_a_large_rounds_slot_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     """The finisher gives leave to the plans of solvers that hand over no prefiltered round
     when they ask for the LP bounds (as the fragmented table does), and only then."""
@@ -524,7 +559,7 @@ def test_greedy_asking_for_lp_bounds_gets_a_large_rounds_slot_bounds(monkeypatch
     monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
     large = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     assert [t.bound for t in large.score.tiers] == [t.bound for t in small.score.tiers]
-    monkeypatch.setattr(slots, "GANGS_PER_SECOND", 0)  # too large for its time limit
+    monkeypatch.setattr(slots, "LARGE_SHARE", 0.0)  # too large for its time limit
     refused = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     assert sum(t.bound for t in refused.score.tiers) > sum(t.bound for t in small.score.tiers)
 

@@ -230,15 +230,15 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     _allow_large_slots(pre, now, now, cpu)  # the estimate ends after ``by``
     assert pre.derived[slots.LARGE_KEY] is False
     with monkeypatch.context() as patch:  # only the LPs fit
-        patch.setattr(slots, "LARGE_SECONDS_PER_GANG", 1000.0)
-        patch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 0.0)
+        patch.setattr(slots, "LARGE_SECONDS_PER_COLUMN", 1000.0)
+        patch.setattr(slots, "LARGE_LP_SHARE", 0.0)
         _allow_large_slots(pre, time.perf_counter() + 1.0, now, cpu)
         assert pre.derived[slots.LARGE_KEY] == "lp"
     # policy.deterministic (no ``by``): the estimate alone against the placer's share of the limit
     for whole, lp, leave in ((1e-9, 1e-9, True), (1000.0, 1e-9, "lp"), (1000.0, 1000.0, False)):
         with monkeypatch.context() as patch:
-            patch.setattr(slots, "LARGE_SECONDS_PER_GANG", whole)
-            patch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", lp)
+            patch.setattr(slots, "LARGE_SECONDS_PER_COLUMN", whole)
+            patch.setattr(slots, "LARGE_LP_SHARE", lp)
             fresh = prefilter(rnd)
             _allow_large_slots(fresh)
             assert fresh.derived[slots.LARGE_KEY] == leave, (whole, lp)
@@ -253,11 +253,12 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     allowed = gangopt.solve(rnd)
     assert solved and set(solved) == {slots.LARGE_SCIP_SETTINGS}
     solved.clear()
-    monkeypatch.setattr(slots, "LARGE_SECONDS_PER_GANG", 1000.0)
+    monkeypatch.setattr(slots, "LARGE_SECONDS_PER_COLUMN", 1000.0)
+    monkeypatch.setattr(slots, "LARGE_LP_SHARE", 1e-9)  # the LPs alone fit
     lp_only = gangopt.solve(rnd)
     assert solved and set(solved) == {slots.LP_ONLY}
     solved.clear()
-    monkeypatch.setattr(slots, "LARGE_LP_SECONDS_PER_GANG", 1000.0)
+    monkeypatch.setattr(slots, "LARGE_LP_SHARE", 1000.0)
     refused = gangopt.solve(rnd)
     assert solved == []
     for plan in (allowed, lp_only, refused):
@@ -266,6 +267,42 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     # with leave: the same bounds and plan as below MAX_COLUMNS
     assert [t.bound for t in allowed.score.tiers] == [t.bound for t in small.score.tiers]
     assert allowed.admitted == small.admitted
+
+
+def test_a_large_rounds_slot_placer_may_start_until_the_search_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slot placer starts until PLACER_SHARE of the limit; on a round whose model is too
+    large to build whole (the search after it would be the large-neighbourhood search) until
+    the search's deadline, and the slot bounds' leave then counts one placer pass before it.
+    Issue 13's 4,096-node round of many small gangs: 2.0 s into the solve, 2.0 s of bounds and
+    1.7 s of greedy were past 5 s of its 10 s limit, and greedy's plan (6.8 %) was returned
+    after the search ran to the limit; the placed plan is proven within 0.49 %."""
+    from gangopt.solvers import cpsat
+
+    rnd = _fragmented_round(64, 20, 5)
+    pre = prefilter(rnd)
+    plan = greedy(rnd)
+    start = time.perf_counter()
+    share = start + cpsat.PLACER_SHARE * rnd.policy.time_limit
+    assert cpsat._placer_by(rnd, pre, start, plan, 1.0) == pytest.approx(share)  # the model fits
+    monkeypatch.setattr(cpsat, "estimated_variables", lambda pre: 10**9)
+    deadline = cpsat._timing(rnd, start, plan, 1.0).deadline
+    assert deadline > share
+    assert cpsat._placer_by(rnd, pre, start, plan, 1.0) == pytest.approx(deadline)
+    # The whole solve, the round over MAX_COLUMNS: its slot bounds' leave reaches past the share.
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    seen: list[float] = []
+    allow = cpsat._allow_large_slots
+
+    def spy(pre: Any, by: float | None = None, wall: float = 0.0, cpu: float = 0.0, placing: float = 0.0) -> None:
+        assert by is not None and placing > 0  # a large round's placer must end by ``by``
+        seen.append(by - wall)  # seconds after the solve's start (wall: its start)
+        allow(pre, by, wall, cpu, placing)
+
+    monkeypatch.setattr(cpsat, "_allow_large_slots", spy)
+    solved = gangopt.solve(rnd)
+    assert seen and seen[0] > cpsat.PLACER_SHARE * rnd.policy.time_limit
+    assert gangopt.validate(rnd, solved) == []
+    assert lexicographic_key(score(rnd, solved)) >= lexicographic_key(score(rnd, plan))
 
 
 ALL_SOLVERS = list(SOLVERS)
