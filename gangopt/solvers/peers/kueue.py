@@ -192,12 +192,10 @@ class _Kueue(Peer):
         queues first, then lower priority, then the newest; remove in order until the workload
         fits, fill back in reverse."""
         q = gangs[0].spec.queue
-        allowed = set(self.allowed_victims(gangs, counts, self.victim_rank).tolist())
         cands = []
-        for gi in self.victim_rank.tolist():
+        # the allowed victims come in victim_rank's order: no pass over every running gang
+        for gi in self.allowed_victims(gangs, counts, self.victim_rank).tolist():
             v = self.running[gi].spec
-            if gi not in allowed:
-                continue
             other = v.queue != q
             if other and not (
                 self.cohort.get(q) is not None
