@@ -57,6 +57,7 @@ revisits a choice, so a small gang can take the one node a later big gang needed
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -1418,15 +1419,30 @@ class GreedyEngine:
             if q.any():
                 quota.append((g, q))
         memo: dict[_LicenceKey, bool] = {}
+        # Under the default policies a gang may not use a victim's room when its priority is at
+        # most the victim's: the quota of those gangs is a prefix sum over the priorities (a
+        # pass over every new pod's gang per victim was 36 of kueue_like's 89 CPU-s at XL).
+        prios: list[int] = []
+        prefix = np.zeros((1, self.quota.size), dtype=np.int64)
+        if self.scope.plain:
+            by_prio: dict[int, IntArray] = {}
+            for g, q in quota:
+                p = g.spec.priority
+                by_prio[p] = by_prio[p] + q if p in by_prio else q
+            prios = sorted(by_prio)
+            prefix = np.vstack([prefix, np.cumsum([by_prio[p] for p in prios], axis=0).reshape(-1, self.quota.size)])
         for gi in victims:
             s, e = self.rp_start[gi], self.rp_start[gi + 1]
             lost = s + np.flatnonzero(~kept[s:e])
             if lost.size == 0:
                 continue
-            others = sum(
-                (q for g, q in quota if not self._may_use(g, gi, usage, memo)),
-                np.zeros(self.quota.size, dtype=np.int64),
-            )
+            if self.scope.plain:
+                others = prefix[bisect_right(prios, self.running[gi].spec.priority)]
+            else:
+                others = sum(
+                    (q for g, q in quota if not self._may_use(g, gi, usage, memo)),
+                    np.zeros(self.quota.size, dtype=np.int64),
+                )
             if not others.any():
                 continue
             units = [lost] if not alive[gi] else [lost[i : i + 1] for i in range(lost.size)]
