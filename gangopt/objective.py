@@ -18,7 +18,7 @@ All terms are integers in units of 1/SCALE so that CP-SAT works exactly.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -31,6 +31,7 @@ from gangopt.schema import NODE_LEVEL, Cohort, PendingGang, Plan, Queue, Role, R
 from gangopt.scope import NEWER, Scope, newer
 
 T = TypeVar("T")
+X = TypeVar("X")
 
 SCALE = 10
 """Objective units per GPU-equivalent (and per GPU-hour, per domain, per node)."""
@@ -54,17 +55,20 @@ class ObjectiveTerms:
         return derived(rnd, "objective-terms", inputs, lambda: cls(rnd))
 
     @cached_property
-    def _memo(self) -> dict[tuple[str, int], tuple[object, Any]]:
-        return {}
+    def _memo(self) -> dict[str, dict[int, tuple[object, Any]]]:
+        return defaultdict(dict)
 
-    def _once(self, what: str, obj: object, compute: Callable[[], T]) -> T:
-        """``compute()`` for ``obj`` (a role or gang of this round, immutable), once: a round is
-        scored and bounded several times per solve, each a pass over every gang."""
-        hit = self._memo.get((what, id(obj)))
+    def _once(self, what: str, obj: X, compute: Callable[[X], T]) -> T:
+        """``compute(obj)`` for ``obj`` (a role or gang of this round, immutable), once: a round
+        is scored and bounded several times per solve, each a pass over every gang. One table
+        per ``what`` keyed by the object's id, and no closure per call: on the fragmented XL
+        round (68,536 running gangs) the scoring and the cheap bounds ask 750,000 times."""
+        table = self._memo[what]
+        hit = table.get(id(obj))
         if hit is not None and hit[0] is obj:
             return cast(T, hit[1])
-        value = compute()
-        self._memo[(what, id(obj))] = (obj, value)
+        value = compute(obj)
+        table[id(obj)] = (obj, value)
         return value
 
     @cached_property
@@ -86,7 +90,7 @@ class ObjectiveTerms:
     def pod_geq(self, role: Role) -> float:
         """A pod's size in GPU-equivalents: its largest share of any resource, scaled so that
         one GPU (or the base resource's unit) is 1. CPU-only pods count by their CPU share."""
-        return self._once("geq", role, lambda: self._pod_geq(role))
+        return self._once("geq", role, self._pod_geq)
 
     def _pod_geq(self, role: Role) -> float:
         base_total = self.totals.get(self.base_resource, 0)
@@ -102,6 +106,9 @@ class ObjectiveTerms:
 
     def pod_value(self, role: Role) -> int:
         """Integer value of one pod of ``role`` (at least 1, so every pod counts)."""
+        return self._once("value", role, self._pod_value)
+
+    def _pod_value(self, role: Role) -> int:
         return max(1, round(SCALE * self.pod_geq(role)))
 
     def urgency(self, gang: PendingGang) -> float:
@@ -124,7 +131,7 @@ class ObjectiveTerms:
         """Pods per role of the gang's minimum configuration (the cheapest roles fill any
         gang-wide minimum above the role minimums). Asked for every gang each time a plan is
         scored or bounded: computed once per gang (the caller must not modify the result)."""
-        return self._once("min_pods", gang, lambda: self._min_pods(gang))
+        return self._once("min_pods", gang, self._min_pods)
 
     def _min_pods(self, gang: PendingGang | RunningGang) -> dict[str, int]:
         counts = {r.name: gang.role_minimum(r) for r in gang.roles}
@@ -139,7 +146,7 @@ class ObjectiveTerms:
 
     def tier_value(self, gang: PendingGang | RunningGang) -> int:
         """Value of running ``gang`` at its minimum size, counted in its priority tier."""
-        return self._once("tier", gang, lambda: self._tier_value(gang))
+        return self._once("tier", gang, self._tier_value)
 
     def _tier_value(self, gang: PendingGang | RunningGang) -> int:
         roles = {r.name: r for r in gang.roles}

@@ -377,3 +377,44 @@ def test_peers_replay_a_workload(name: str) -> None:
     wl = random_workload(2, n=20)
     result = simulate(wl, parametric_cluster(3), make_policy(name), SimConfig(interval=30.0), name=name)
     assert all(r.state == "finished" for r in result.jobs)
+
+
+def test_victim_units_are_each_victims_kept_pods_in_the_victims_order() -> None:
+    """``victim_units`` (one pass over the victims' pods since h27-XL) gives each victim's kept
+    pods, victims in the given order, one eviction unit each: what its per-victim loop gave."""
+    import numpy as np
+
+    from gangopt.solvers.peers.common import Peer, victim_units
+    from tests.builders import fragmented_round
+
+    peer = Peer(fragmented_round(64, 20, seed=1))
+    rng = np.random.default_rng(0)
+    peer.kept[:] = rng.random(peer.kept.size) < 0.7
+    victims = rng.permutation(len(peer.running))[:30].tolist()
+    flat, starts, unit_victim, evict = victim_units(peer, victims)
+    expected = []
+    for gi in victims:
+        s, e = int(peer.rp_start[gi]), int(peer.rp_start[gi + 1])
+        expected.append((s + np.flatnonzero(peer.kept[s:e])).tolist())
+    assert [flat[starts[u] : starts[u + 1]].tolist() for u in range(len(victims))] == expected
+    assert unit_victim.tolist() == victims and evict.all() and len(starts) == len(victims) + 1
+
+
+def test_slurm_joins_the_running_releases_once_and_the_later_ones_after_them() -> None:
+    """A reservation reads the running jobs' releases joined once per end and the jobs started
+    this round after them; releases without pods drop out (they free nothing)."""
+    import numpy as np
+
+    from gangopt.solvers.peers.slurm import _joined
+
+    def rel(nodes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(nodes, dtype=np.intp), np.ones((len(nodes), 2), dtype=np.int64) * (len(nodes) + 1)
+
+    running = [rel([3, 1]), rel([]), rel([2])]
+    later = [rel([0]), rel([]), rel([4, 4, 5])]
+    whole = _joined(running + later)
+    joined = _joined(running + later, _joined(running), len(running))
+    for a, b in zip(whole, joined, strict=True):
+        assert a.tolist() == b.tolist()
+    assert whole[0].tolist() == [3, 1, 2, 0, 4, 4, 5] and whole[2].tolist() == [2, 1, 1, 3]
+    assert _joined(running, _joined(running), len(running))[2].tolist() == [2, 1]

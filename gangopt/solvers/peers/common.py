@@ -374,14 +374,18 @@ PREEMPT_NOTE = " (preempting lower-priority gangs does not make room)"
 
 
 def victim_units(self: Peer, victims: list[int]) -> tuple[IndexArray, IndexArray, IndexArray, BoolArray]:
-    """Whole-gang removal units (kept pods of each victim), in the given order."""
-    pods = []
-    for gi in victims:
-        s, e = self.rp_start[gi], self.rp_start[gi + 1]
-        pods.append(s + np.flatnonzero(self.kept[s:e]))
-    flat = np.concatenate(pods).astype(np.intp) if pods else np.zeros(0, dtype=np.intp)
-    starts = np.concatenate([[0], np.cumsum([len(p) for p in pods])]).astype(np.intp)
-    return flat, starts, np.asarray(victims, dtype=np.intp), np.ones(len(victims), dtype=np.bool_)
+    """Whole-gang removal units (kept pods of each victim), in the given order. In one pass
+    over the victims' pods, not a loop per victim (tens of thousands of victims per preemption
+    on the fragmented XL round)."""
+    chosen = np.asarray(victims, dtype=np.intp)
+    lengths = self.rp_start[chosen + 1] - self.rp_start[chosen]
+    before = np.cumsum(lengths) - lengths
+    pods = np.arange(int(lengths.sum()), dtype=np.intp) + np.repeat(self.rp_start[chosen] - before, lengths)
+    keep = self.kept[pods]
+    flat = pods[keep].astype(np.intp)
+    per_victim = np.bincount(np.repeat(np.arange(chosen.size), lengths)[keep], minlength=chosen.size)
+    starts = np.concatenate([[0], np.cumsum(per_victim)]).astype(np.intp)
+    return flat, starts, chosen, np.ones(len(victims), dtype=np.bool_)
 
 
 def near_domains(gangs: list[GangView], counts: list[list[int]]) -> BoolArray:

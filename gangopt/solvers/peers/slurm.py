@@ -115,6 +115,11 @@ class _Slurm(Peer):
                 events[end].append((self.rp_node[pods], self.rp_rows[pods]))
         return dict(events)
 
+    @cached_property
+    def _running_joined(self) -> dict[float, tuple[IndexArray, IntArray, IndexArray]]:
+        """:attr:`_running_releases` joined per end (:func:`_joined`), once per round."""
+        return {t: _joined(v) for t, v in self._running_releases.items()}
+
     def _reserve(self, gangs: list[GangView], counts: list[list[int]]) -> tuple[float | None, BoolArray | None]:
         """Earliest start and the whole nodes it would use then, on nodes no earlier
         reservation holds. With expected ends: release running jobs (and jobs started this
@@ -134,11 +139,18 @@ class _Slurm(Peer):
         open_ = ~self.reserved
         failed = False
         for t in sorted(events):
-            touched = False
-            for nodes, rows in events[t]:
-                if open_[nodes].any():  # what frees up on held nodes is zeroed in every trial
-                    np.add.at(base, nodes, rows)
-                    touched = True
+            # a job's release counts when one of its nodes is open (what frees up on held nodes
+            # is zeroed in every trial): every job of the event at once, not one by one (68,536
+            # running jobs per waiting job at fragmented XL: 240 of this peer's CPU-s)
+            nodes, rows, lengths = _joined(
+                events[t], self._running_joined.get(t), len(self._running_releases.get(t, []))
+            )
+            hit = np.logical_or.reduceat(open_[nodes], np.cumsum(lengths) - lengths) if lengths.size else lengths > 0
+            touched = bool(hit.any())
+            if touched:
+                chosen = np.repeat(hit, lengths)
+                for j in range(base.shape[1]):
+                    np.add.at(base[:, j], nodes[chosen], rows[chosen, j])
             if failed and not touched:
                 # only held nodes freed up: the trial equals the one that just failed. In a full
                 # cluster most jobs wait and every node soon holds a reservation; retrying would
@@ -154,6 +166,27 @@ class _Slurm(Peer):
                 return (t if timed else None), held
             failed = True
         return None, None
+
+
+def _joined(
+    releases: list[tuple[IndexArray, IntArray]],
+    joined: tuple[IndexArray, IntArray, IndexArray] | None = None,
+    skip: int = 0,
+) -> tuple[IndexArray, IntArray, IndexArray]:
+    """The releases' nodes and request rows, concatenated, and how many pods each release has
+    (releases without pods left out: they free nothing and touch no node). ``joined``: the
+    first ``skip`` releases already joined (the running jobs'); the rest go after them."""
+    parts = [(n, r) for n, r in releases[skip:] if len(n)]
+    if joined is not None and not parts:
+        return joined
+    nodes = [n for n, _ in parts]
+    rows = [r for _, r in parts]
+    lengths = np.asarray([len(n) for n in nodes], dtype=np.intp)
+    if joined is not None:
+        nodes, rows, lengths = [joined[0], *nodes], [joined[1], *rows], np.concatenate([joined[2], lengths])
+    if not nodes:
+        return np.zeros(0, dtype=np.intp), np.zeros((0, 0), dtype=np.int64), lengths
+    return np.concatenate(nodes).astype(np.intp), np.concatenate(rows), lengths
 
 
 class SlurmBackfillLike:
