@@ -15,6 +15,7 @@ It judges; it decides nothing and validates nothing (the door does, after it).
 
 from __future__ import annotations
 
+import math
 import time
 
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
@@ -84,10 +85,13 @@ def validation_reserve(rnd: Round, plan: Plan) -> float:
     return VALIDATION_SECONDS_PER_POD * pods
 
 
-REASONS_SECONDS_PER_GANG_NODE = 5e-6
-"""Seconds the waiting reasons take per waiting gang and node: measured 2.3-4.5 µs on the
-fragmented M, L and XL rounds (0.04 s for 9 gangs at 1,024 nodes, 1.0 s for 63 at 4,096,
-7.0 s for 186 at 16,384)."""
+REASONS_SECONDS_PER_GANG_ROOT_NODE = 1.5e-4
+"""Seconds the waiting reasons take per waiting gang and square root of the node count. Since
+the blockers are searched in runs and every domain of a level is fitted at once (stop 27), a
+gang's reasons grow with about the root of the cluster: measured 4.3, 8.3 and 14 ms per gang
+on the fragmented M, L and XL rounds (0.06 s for 14 gangs at 1,024 nodes, 0.43 s for 52 at
+4,096, 2.9 s for 207 at 16,384: 0.13, 0.13 and 0.11 ms per gang and root node). The reserve
+per gang and node it replaces (5 µs, fitted when they were 3-9x slower) kept 17 s at XL."""
 
 
 def slowdown(wall_start: float, cpu_start: float) -> float:
@@ -107,7 +111,9 @@ def finish_reserve(rnd: Round, plan: Plan) -> float:
     ``plan`` (its waiting gangs and pods): what a solver that searches leaves for the finisher
     and the validator."""
     waiting = len(rnd.pending) - len(plan.admitted)
-    return validation_reserve(rnd, plan) + REASONS_SECONDS_PER_GANG_NODE * waiting * len(rnd.cluster.nodes)
+    return validation_reserve(rnd, plan) + REASONS_SECONDS_PER_GANG_ROOT_NODE * waiting * math.sqrt(
+        len(rnd.cluster.nodes)
+    )
 
 
 def unchecked_note(message: str, waiting: list[Waiting], deterministic: bool = False) -> str:
