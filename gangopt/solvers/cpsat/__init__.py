@@ -588,10 +588,12 @@ of a 10 s limit: the placer lifted priority 0 there from 4,288.8 to 5,878.8 GPU-
 
 CANDIDATE_SHARE = 0.25
 """Share of the time limit after which no further candidate starts (the first, greedy, always
-runs: it is the fallback). One greedy pass costs 1.3 CPU-s on the fragmented XL round (16,384
-nodes), 3-4 s of wall time on a loaded 2-core machine, where the second pass pushed the
-whole solve past its 10 s limit. On a loaded machine this can leave out a candidate an idle one
-tries: the rule only binds on rounds this large or limits this short."""
+runs: it is the fallback). One greedy pass cost 1.3 CPU-s on stop 26's fragmented XL round
+(16,384 nodes, 6,382 running gangs), 3-4 s of wall time on a loaded 2-core machine, where the
+second pass pushed the whole solve past its 10 s limit; on the issue-13 round of 68,536 running
+gangs it costs 4.9 CPU-s (stop 27), so no second candidate starts there at a 10 s limit. On a
+loaded machine this can leave out a candidate an idle one tries: the rule only binds on rounds
+this large or limits this short."""
 
 
 PORTFOLIO_CELLS_PER_SECOND = 250_000
