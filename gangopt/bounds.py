@@ -166,8 +166,10 @@ def _least_demand(gang: PendingGang | RunningGang, resources: list[str]) -> list
     :meth:`~gangopt.objective.ObjectiveTerms.min_pods` values (one GPU pod) made the packed
     bound leave out a gang that fits, and a greedy plan was "proven" optimal at 17.8 where
     CP-SAT found 19.0 (issue 18; tests/fixtures/regressions/bounds-packed-least-demand.json).
-    :func:`_minimum_demand`'s sum in Python ints instead of numpy object arrays: the 14,101
-    movable gangs of the many-small-gangs 4,096-node round took 0.46 s that way."""
+    Role minimums, and the rest of the gang-wide minimum at the cheapest role for each
+    resource, summed in Python ints (numpy object arrays took 0.46 s for the 14,101 movable
+    gangs of the many-small-gangs 4,096-node round); :func:`_minimum_demand` is the same as an
+    array."""
     requests = [[int(role.requests.get(r, 0)) for r in resources] for role in gang.roles]
     total = [0] * len(resources)
     for role, vector in zip(gang.roles, requests, strict=True):
@@ -429,13 +431,6 @@ def _by_shape(pods: list[tuple[int, np.ndarray]], busy_free: np.ndarray, idle: n
 
 
 def _minimum_demand(gang: PendingGang | RunningGang, resources: list[str]) -> np.ndarray:
-    """The least the gang's smallest configuration requests, per resource: role minimums,
-    and the rest of the gang-wide minimum at the cheapest role for that resource."""
-    total = np.zeros(len(resources), dtype=object)
-    for role in gang.roles:
-        total += gang.role_minimum(role) * request_vector(role, resources).astype(object)
-    extra = gang.minimum - sum(gang.role_minimum(r) for r in gang.roles)
-    if extra > 0:
-        cheapest = np.min(np.array([request_vector(r, resources) for r in gang.roles], dtype=np.int64), axis=0)
-        total += extra * cheapest.astype(object)
-    return total
+    """The least the gang's smallest configuration requests, per resource
+    (:func:`_least_demand`), as a numpy object array (exact integers)."""
+    return np.array(_least_demand(gang, resources), dtype=object)
