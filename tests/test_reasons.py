@@ -462,6 +462,7 @@ def test_the_blockers_taken_in_runs_are_those_taken_one_at_a_time() -> None:
     for seed in range(3):
         rnd = generate(fragmented_spec(128, 50, 0.75, seed))[0]
         plan = gangopt.solve(rnd, solver="greedy", annotate=False)
+        assert gangopt.validate(rnd, plan) == []
         view = reasons._PlanView(rnd, plan)
         everything = np.arange(len(rnd.cluster.nodes), dtype=np.intp)
         for spec in rnd.pending:

@@ -592,6 +592,7 @@ def test_the_secondary_bound_charges_growth_its_room_and_a_preferred_gang_its_sp
     rnd = fragmented_round(128, 50, 0.75, seed=0, running_mix="jobs")
     pre = prefilter(rnd)
     plan = gangopt.solve(rnd, solver="greedy", annotate=False)
+    assert gangopt.validate(rnd, plan) == []
     s = score(rnd, plan)
     values = units({t.priority: t.value for t in s.tiers})
     bounds = cheap_bounds_for(pre, s)
@@ -603,6 +604,7 @@ def test_the_secondary_bound_charges_growth_its_room_and_a_preferred_gang_its_sp
     assert extended.grow is not None and extended.spread is not None and (extended.spread > 0).any()
     assert at == round(s.secondary * SCALE)  # the optimum's secondary terms: nothing left to prove
     best = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, best) == []
     assert best.status == Status.OPTIMAL and best.gap == 0 and best.stats.variables == 0
 
 
@@ -615,12 +617,15 @@ def test_the_secondary_bound_holds_for_the_optimum_on_random_fragmented_rounds(r
     optimum's."""
     exact = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"gap_limit": 0.0, "time_limit": 20.0})})
     best = gangopt.solve(exact)
+    assert gangopt.validate(exact, best) == []
     assume(best.status == Status.OPTIMAL and best.gap == 0)
     pre = prefilter(exact)
     optimum = units({t.priority: t.value for t in best.score.tiers})
     bound = secondary_bound_at(pre, optimum)
     assume(bound is not None)
     assert bound is not None and round(best.score.secondary * SCALE) <= bound, (bound, best.score.secondary)
-    s = score(exact, gangopt.solve(exact, solver="greedy", annotate=False))
+    greedy = gangopt.solve(exact, solver="greedy", annotate=False)
+    assert gangopt.validate(exact, greedy) == []
+    s = score(exact, greedy)
     if units({t.priority: t.value for t in s.tiers}) == optimum:
         assert round(s.secondary * SCALE) <= bound, (bound, s.secondary)

@@ -141,6 +141,7 @@ def test_a_proven_placed_plan_is_validated_once_by_the_door(monkeypatch: pytest.
     plan = gangopt.solve(rnd)
     assert "slot placer" in plan.message and "no model needed" in plan.message
     assert calls == ["cpsat"]  # the door's, once
+    assert real(rnd, plan) == []
 
     def broken(rnd: Round, plan: Plan) -> list[validation.Violation]:
         found = real(rnd, plan)
