@@ -1420,8 +1420,9 @@ class GreedyEngine:
                 quota.append((g, q))
         memo: dict[_LicenceKey, bool] = {}
         # Under the default policies a gang may not use a victim's room when its priority is at
-        # most the victim's: the quota of those gangs is a prefix sum over the priorities (a
-        # pass over every new pod's gang per victim was 36 of kueue_like's 89 CPU-s at XL).
+        # most the victim's (:meth:`_may_use`'s ``scope.plain`` answer, summed): the quota of
+        # those gangs is a prefix sum over the priorities (a pass over every new pod's gang per
+        # victim was 36 of kueue_like's 89 CPU-s at XL).
         prios: list[int] = []
         prefix = np.zeros((1, self.quota.size), dtype=np.int64)
         if self.scope.plain:
