@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 
 import gangopt
 from gangopt import slots
-from gangopt.bounds import cheap_bounds, packed_tier_bounds, tier_ceilings
+from gangopt.annotate import cheap_bounds_for
+from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
-from gangopt.prefilter import prefilter
-from gangopt.schema import Round, Status, Weights
+from gangopt.prefilter import Prefiltered, prefilter
+from gangopt.schema import Round, Score, Status, Weights
 from gangopt.scope import Scope
 from gangopt.slots import secondary_bound_at, slot_choice, slot_tier_bounds
 from tests.builders import cluster, fragmented_round, make_round, pending, running
@@ -406,21 +407,24 @@ def test_the_secondary_bound_at_the_optimum_holds(rnd: Round) -> None:
             assert round(s.secondary * SCALE) <= bound, (solver, bound, s.secondary)
 
 
+def _greedy_against_its_bounds(rnd: Round) -> tuple[Prefiltered, Score, dict[int, int], CheapBounds]:
+    """The prefiltered round, greedy's (validated) plan's score and tier values (objective
+    units), and the cheap bounds the finisher gives it."""
+    pre = prefilter(rnd)
+    plan = gangopt.solve(rnd, solver="greedy", annotate=False)
+    assert gangopt.validate(rnd, plan) == []
+    s = score(rnd, plan)
+    return pre, s, units({t.priority: t.value for t in s.tiers}), cheap_bounds_for(pre, s)
+
+
 def test_the_secondary_bound_at_a_plans_tiers_when_only_the_lowest_is_open() -> None:
     """Greedy on this fragmented round reaches the bounds of priorities 10 and 5 and is short
     on priority 0: the finisher's secondary bound is the second stage at greedy's tiers, far
     below the growth bound and above greedy's own secondary terms; asked with ``enough`` (the
     gap limit) it is computed only when every tier is within it, without it only within
     :data:`gangopt.annotate.AT_PLAN_GAP`."""
-    from gangopt.annotate import cheap_bounds_for
-
     rnd = fragmented_round(128, 50, seed=2)  # priority 0: 0.4 % short, within AT_PLAN_GAP
-    pre = prefilter(rnd)
-    plan = gangopt.solve(rnd, solver="greedy", annotate=False)
-    assert gangopt.validate(rnd, plan) == []
-    s = score(rnd, plan)
-    values = units({t.priority: t.value for t in s.tiers})
-    bounds = cheap_bounds_for(pre, s)
+    pre, s, values, bounds = _greedy_against_its_bounds(rnd)
     assert [values[p] >= bounds.tiers[p] for p in (10, 5, 0)] == [True, True, False]
     at_plan = secondary_bound_at(pre, values)
     assert at_plan is not None and round(s.secondary * SCALE) <= at_plan
@@ -587,15 +591,8 @@ def test_the_secondary_bound_charges_growth_its_room_and_a_preferred_gang_its_sp
     stage that counted a started gang's growth for free and no spread said 29.4 (gap 0.43 %);
     charging growth pods their room and a rack-preferring gang one rack or its spread, solved
     whole, it says 12.4: greedy's plan is returned proven optimal without a model."""
-    from gangopt.annotate import cheap_bounds_for
-
     rnd = fragmented_round(128, 50, 0.75, seed=0, running_mix="jobs")
-    pre = prefilter(rnd)
-    plan = gangopt.solve(rnd, solver="greedy", annotate=False)
-    assert gangopt.validate(rnd, plan) == []
-    s = score(rnd, plan)
-    values = units({t.priority: t.value for t in s.tiers})
-    bounds = cheap_bounds_for(pre, s)
+    pre, s, values, bounds = _greedy_against_its_bounds(rnd)
     assert all(values[p] >= bounds.tiers[p] for p in values)  # every tier at its bound
     at = secondary_bound_at(pre, values)
     assert at is not None and round(s.secondary * SCALE) <= at < cheap_bounds(pre, tiers_at_ceiling=False).secondary
