@@ -7,8 +7,9 @@ exist, running pods must fit their node). They run inside ``Round`` validation, 
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gangopt.quantities import format_quantity, human
 
@@ -183,13 +184,19 @@ def _check_tree(rnd: Round) -> list[Problem]:
 def _check_names(rnd: Round) -> list[Problem]:
     out: list[Problem] = []
     out += _duplicates([q.name for q in rnd.queues], "$.queues", "queue")
-    seen: dict[str, str] = {}
-    for kind, gangs in (("running", rnd.running), ("pending", rnd.pending)):
-        for i, gang in enumerate(gangs):
-            if gang.name in seen:
-                out.append((f"$.{kind}[{i}].name", f"duplicate gang name {gang.name!r} (also {seen[gang.name]})"))
-            else:
-                seen[gang.name] = f"$.{kind}[{i}]"
+    names = [g.name for g in rnd.running]
+    names += [g.name for g in rnd.pending]
+    if len(set(names)) != len(names):  # the paths are only spelled out when there is a duplicate
+        seen: dict[str, str] = {}
+        for kind, gangs in (("running", rnd.running), ("pending", rnd.pending)):
+            for i, gang in enumerate(gangs):
+                if gang.name in seen:
+                    out.append((f"$.{kind}[{i}].name", f"duplicate gang name {gang.name!r} (also {seen[gang.name]})"))
+                else:
+                    seen[gang.name] = f"$.{kind}[{i}]"
+    pod_names = [pod.name for gang in rnd.running for pod in gang.pods]
+    if len(set(pod_names)) == len(pod_names):
+        return out
     pods: dict[str, tuple[int, int]] = {}  # a pod's path is spelled out only for a duplicate
     for i, gang in enumerate(rnd.running):
         for j, pod in enumerate(gang.pods):
@@ -205,38 +212,57 @@ def _check_gangs(rnd: Round) -> list[Problem]:
     out: list[Problem] = []
     queues = {q.name for q in rnd.queues}
     levels = [*rnd.cluster.topology_levels, NODE_LEVEL]
-    gangs: list[tuple[str, RunningGang | PendingGang]] = [
-        *((f"$.running[{i}]", g) for i, g in enumerate(rnd.running)),
-        *((f"$.pending[{i}]", g) for i, g in enumerate(rnd.pending)),
-    ]
-    for path, gang in gangs:
-        if queues and gang.queue not in queues:
-            out.append((f"{path}.queue", f"unknown queue {gang.queue!r} (queues: {sorted(queues)})"))
-        for j, role in enumerate(gang.roles):
-            if role.min_replicas is not None and role.min_replicas > role.replicas:
-                out.append(
-                    (
-                        f"{path}.roles[{j}].min_replicas",
-                        f"min_replicas {role.min_replicas} exceeds replicas {role.replicas}",
-                    )
-                )
-        role_names = [r.name for r in gang.roles]
-        out += _duplicates(role_names, f"{path}.roles", "role")
-        total = gang.total_replicas
-        if gang.minimum == 0:
+    for kind, gangs in (("running", rnd.running), ("pending", rnd.pending)):
+        for i, gang in enumerate(gangs):
+            if _plain(gang) and (not queues or gang.queue in queues):
+                continue
+            out += _gang_problems(f"$.{kind}[{i}]", gang, queues, levels)
+    return out
+
+
+def _plain(gang: RunningGang | PendingGang) -> bool:
+    """Whether ``gang`` is one role of replicas pods with no minimums, maximum or topology
+    request: none of :func:`_gang_problems`'s rules but the queue's can fail then. Four of five
+    gangs of the XL round are (68,536 running gangs: the rules cost 0.23 CPU-s, this test and
+    the queue's 0.05)."""
+    return (
+        gang.topology is None
+        and gang.min_members is None
+        and gang.max_members is None
+        and len(gang.roles) == 1
+        and gang.roles[0].min_replicas is None
+    )
+
+
+def _gang_problems(path: str, gang: RunningGang | PendingGang, queues: set[str], levels: list[str]) -> list[Problem]:
+    out: list[Problem] = []
+    if queues and gang.queue not in queues:
+        out.append((f"{path}.queue", f"unknown queue {gang.queue!r} (queues: {sorted(queues)})"))
+    for j, role in enumerate(gang.roles):
+        if role.min_replicas is not None and role.min_replicas > role.replicas:
             out.append(
                 (
-                    f"{path}.min_members",
-                    "the gang may run with 0 pods: set min_members or a role's min_replicas to 1 or more",
+                    f"{path}.roles[{j}].min_replicas",
+                    f"min_replicas {role.min_replicas} exceeds replicas {role.replicas}",
                 )
             )
-        if gang.min_members is not None and gang.min_members > total:
-            out.append(
-                (f"{path}.min_members", f"min_members {gang.min_members} exceeds the {total} replicas of its roles")
+    role_names = [r.name for r in gang.roles]
+    out += _duplicates(role_names, f"{path}.roles", "role")
+    total = gang.total_replicas
+    if gang.minimum == 0:
+        out.append(
+            (
+                f"{path}.min_members",
+                "the gang may run with 0 pods: set min_members or a role's min_replicas to 1 or more",
             )
-        if gang.max_members is not None and gang.max_members < gang.minimum:
-            out.append((f"{path}.max_members", f"max_members {gang.max_members} is below the minimum {gang.minimum}"))
-        out += _check_topology_request(path, gang, levels)
+        )
+    if gang.min_members is not None and gang.min_members > total:
+        out.append(
+            (f"{path}.min_members", f"min_members {gang.min_members} exceeds the {total} replicas of its roles")
+        )
+    if gang.max_members is not None and gang.max_members < gang.minimum:
+        out.append((f"{path}.max_members", f"max_members {gang.max_members} is below the minimum {gang.minimum}"))
+    out += _check_topology_request(path, gang, levels)
     return out
 
 
@@ -271,56 +297,103 @@ def _check_topology_request(path: str, gang: RunningGang | PendingGang, levels: 
 
 
 def _check_running_pods(rnd: Round) -> list[Problem]:
+    """Running pods name nodes and roles that exist, within their gang's bounds, and the pods on
+    each node fit its capacity.
+
+    A one-role gang whose count is within its bounds is checked as a whole: its pods' nodes and
+    roles in one numpy comparison over every pod, its usage in one scatter-add per resource
+    (:func:`_overloaded`); any other gang goes through :func:`_running_gang_problems` pod by pod.
+    At XL (68,536 running gangs, 73,956 pods) these checks took 0.48 CPU-s and take 0.1."""
+    import numpy as np  # only where a round is checked; every command that parses one uses it
+
     out: list[Problem] = []
+    running = rnd.running
+    index = {n.name: i for i, n in enumerate(rnd.cluster.nodes)}
+    shapes: dict[tuple[tuple[str, int], ...], int] = {}
+    requests: list[dict[str, int]] = []
+    names: list[str | None] = []  # per gang: its one role's name when the gang is checked whole
+    gang_shape: list[int] = []
+    for gang in running:
+        roles, count = gang.roles, len(gang.pods)
+        if len(roles) != 1:
+            names.append(None)
+            gang_shape.append(-1)
+            continue
+        role = roles[0]
+        if gang.min_members is None and gang.max_members is None and role.min_replicas is None:
+            within = count == role.replicas  # all of them: no cached totals needed (0.2 CPU-s at XL)
+        else:
+            within = gang.minimum <= count <= role.replicas and count <= gang.maximum
+        names.append(role.name if within else None)
+        gang_shape.append(_shape(role.requests, shapes, requests) if within else -1)
+    sizes = np.fromiter((len(g.pods) for g in running), dtype=np.int64, count=len(running))
+    node = np.fromiter((index.get(p.node, -1) for g in running for p in g.pods), dtype=np.int64)
+    role = np.fromiter((p.role for g in running for p in g.pods), dtype=object)
+    gang = np.repeat(np.arange(len(running), dtype=np.int64), sizes)
+    whole = np.repeat(np.array(names, dtype=object), sizes) == role
+    whole &= node >= 0
+    whole &= np.repeat(np.bincount(gang, weights=~whole, minlength=len(running)) == 0, sizes)
+    counted: list[tuple[int, int]] = []  # (node, shape) of each pod of the other gangs with both known
+    shape_of = lambda amounts: _shape(amounts, shapes, requests)  # noqa: E731
+    for i in np.flatnonzero(np.bincount(gang, weights=whole, minlength=len(running)) < sizes).tolist():
+        out += _running_gang_problems(i, running[i], index, shape_of, counted)
+    pod_node = np.concatenate([node[whole], np.array([n for n, _ in counted], dtype=np.int64)])
+    pod_shape = np.concatenate([np.asarray(gang_shape, dtype=np.int64)[gang[whole]], np.array([s for _, s in counted], dtype=np.int64)])
+    if _overloaded(rnd, pod_node, pod_shape, requests):
+        out += _capacity_problems(rnd)
+    return out
+
+
+def _shape(
+    amounts: dict[str, int], shapes: dict[tuple[tuple[str, int], ...], int], requests: list[dict[str, int]]
+) -> int:
+    """The number of the request ``amounts`` (equal requests, one number)."""
+    key = tuple(amounts.items())
+    shape = shapes.get(key)
+    if shape is None:
+        shape = shapes[key] = len(requests)
+        requests.append(amounts)
+    return shape
+
+
+def _overloaded(rnd: Round, node: Any, shape: Any, requests: list[dict[str, int]]) -> bool:
+    """Whether some node may hold more than its capacity, given each counted pod's ``node`` and
+    request ``shape`` numbers: sums in int64, and true whenever int64 could overflow, so that
+    :func:`_capacity_problems` then decides with Python integers."""
+    import numpy as np
+
+    nodes = rnd.cluster.nodes
+    resources = sorted({res for amounts in requests for res in amounts})
+    column = {res: k for k, res in enumerate(resources)}
+    amounts = np.zeros((len(requests), len(resources)), dtype=np.int64)
+    for s, request in enumerate(requests):
+        for res, amount in request.items():
+            amounts[s, column[res]] = amount
+    pods = np.bincount(node, minlength=len(nodes))
+    if int(pods.max(initial=0)) * int(amounts.max(initial=0)) >= 2**62:
+        return True
+    used = np.zeros((len(nodes), len(resources)), dtype=np.int64)
+    np.add.at(used, node, amounts[shape])
+    capacity = np.zeros((len(nodes), len(resources)), dtype=np.int64)
+    for res, k in column.items():
+        capacity[:, k] = [n.capacity.get(res, 0) for n in nodes]
+    return bool((used > capacity).any())
+
+
+def _capacity_problems(rnd: Round) -> list[Problem]:
+    """Every node whose running pods (those naming a node and a role that exist) request more than
+    its capacity, per resource, with Python integers: nodes in the order of their first pod."""
     nodes = {n.name: n for n in rnd.cluster.nodes}
     index = {n.name: i for i, n in enumerate(rnd.cluster.nodes)}
-    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for i, gang in enumerate(rnd.running):
+    used: dict[str, dict[str, int]] = {}
+    for gang in rnd.running:
         roles = {r.name: r for r in gang.roles}
-        per_role: Counter[str] = Counter()
-        # Each pod's path is only spelled out when it has a problem: formatting it for every
-        # pod was a fifth of these checks at XL (27,877 pods).
-        for j, pod in enumerate(gang.pods):
-            if pod.node not in nodes:
-                message = f"pod {pod.name!r} is bound to node {pod.node!r}, which does not exist"
-                out.append((f"$.running[{i}].pods[{j}].node", message))
-                continue
-            if pod.role not in roles:
-                out.append((f"$.running[{i}].pods[{j}].role", f"unknown role {pod.role!r} (roles: {sorted(roles)})"))
-                continue
-            per_role[pod.role] += 1
-            on_node = used[pod.node]
-            for res, amount in roles[pod.role].requests.items():
-                on_node[res] += amount
-        for j, role in enumerate(gang.roles):
-            if per_role[role.name] > role.replicas:
-                out.append(
-                    (
-                        f"$.running[{i}].roles[{j}].replicas",
-                        f"{per_role[role.name]} pods running, more than replicas {role.replicas}",
-                    )
-                )
-        if sum(per_role.values()) == len(gang.pods) and len(gang.pods) < gang.minimum:
-            out.append(
-                (f"$.running[{i}].pods", f"{len(gang.pods)} pods running, fewer than the gang minimum {gang.minimum}")
-            )
-        # A running gang outside its own bounds could only be left alone by breaking them, and
-        # every plan must end each running gang within them (rule 1): such a round made every
-        # solver's plan fail validation ("internal: greedy plan failed validation").
-        counted = sum(per_role.values()) == len(gang.pods)  # every pod's role known: counts hold
-        within = all(per_role[r.name] <= r.replicas for r in gang.roles)
-        if counted and within and len(gang.pods) > gang.maximum:
-            message = f"{len(gang.pods)} pods running, more than the gang maximum {gang.maximum}"
-            out.append((f"$.running[{i}].max_members", message))
-        for j, role in enumerate(gang.roles):
-            floor = gang.role_minimum(role)
-            if counted and per_role[role.name] < floor <= role.replicas and len(gang.pods) >= gang.minimum:
-                out.append(
-                    (
-                        f"$.running[{i}].roles[{j}].min_replicas",
-                        f"{per_role[role.name]} pods of role {role.name!r} running, fewer than its minimum {floor}",
-                    )
-                )
+        for pod in gang.pods:
+            if pod.node in nodes and pod.role in roles:
+                on_node = used.setdefault(pod.node, {})
+                for res, amount in roles[pod.role].requests.items():
+                    on_node[res] = on_node.get(res, 0) + amount
+    out: list[Problem] = []
     for name, usage in used.items():
         capacity = nodes[name].capacity
         for res, amount in sorted(usage.items()):
@@ -332,4 +405,60 @@ def _check_running_pods(rnd: Round) -> list[Problem]:
                         f"more than its capacity {human(capacity.get(res, 0), res)}",
                     )
                 )
+    return out
+
+
+def _running_gang_problems(
+    i: int,
+    gang: RunningGang,
+    index: dict[str, int],
+    shape_of: Callable[[dict[str, int]], int],
+    counted: list[tuple[int, int]],
+) -> list[Problem]:
+    """The problems of running gang ``i`` alone; each of its pods on a known node with a known
+    role goes into ``counted`` as ``(node, shape)``."""
+    out: list[Problem] = []
+    roles = {r.name: r for r in gang.roles}
+    per_role: Counter[str] = Counter()
+    # Each pod's path is only spelled out when it has a problem: formatting it for every
+    # pod was a fifth of these checks at XL (27,877 pods).
+    for j, pod in enumerate(gang.pods):
+        if pod.node not in index:
+            message = f"pod {pod.name!r} is bound to node {pod.node!r}, which does not exist"
+            out.append((f"$.running[{i}].pods[{j}].node", message))
+            continue
+        if pod.role not in roles:
+            out.append((f"$.running[{i}].pods[{j}].role", f"unknown role {pod.role!r} (roles: {sorted(roles)})"))
+            continue
+        per_role[pod.role] += 1
+        counted.append((index[pod.node], shape_of(roles[pod.role].requests)))
+    for j, role in enumerate(gang.roles):
+        if per_role[role.name] > role.replicas:
+            out.append(
+                (
+                    f"$.running[{i}].roles[{j}].replicas",
+                    f"{per_role[role.name]} pods running, more than replicas {role.replicas}",
+                )
+            )
+    if sum(per_role.values()) == len(gang.pods) and len(gang.pods) < gang.minimum:
+        out.append(
+            (f"$.running[{i}].pods", f"{len(gang.pods)} pods running, fewer than the gang minimum {gang.minimum}")
+        )
+    # A running gang outside its own bounds could only be left alone by breaking them, and
+    # every plan must end each running gang within them (rule 1): such a round made every
+    # solver's plan fail validation ("internal: greedy plan failed validation").
+    counted = sum(per_role.values()) == len(gang.pods)  # every pod's role known: counts hold
+    within = all(per_role[r.name] <= r.replicas for r in gang.roles)
+    if counted and within and len(gang.pods) > gang.maximum:
+        message = f"{len(gang.pods)} pods running, more than the gang maximum {gang.maximum}"
+        out.append((f"$.running[{i}].max_members", message))
+    for j, role in enumerate(gang.roles):
+        floor = gang.role_minimum(role)
+        if counted and per_role[role.name] < floor <= role.replicas and len(gang.pods) >= gang.minimum:
+            out.append(
+                (
+                    f"$.running[{i}].roles[{j}].min_replicas",
+                    f"{per_role[role.name]} pods of role {role.name!r} running, fewer than its minimum {floor}",
+                )
+            )
     return out

@@ -105,6 +105,13 @@ def _printable(text: str) -> str:
     return text
 
 
+ASCII_IDENTITIES = frozenset({_printable})
+"""Validators that return every printable-ASCII string unchanged and refuse none:
+:mod:`gangopt.parsing` leaves them out of the models' validators when the whole input is
+printable ASCII without a JSON escape (644,379 calls, 0.25 of the 1.1 CPU-s of validating the
+XL round)."""
+
+
 def node_name_problem(text: str) -> str | None:
     """Why ``text`` is not a Kubernetes node name (an RFC 1123 subdomain), or None."""
     if len(text) > 253:
