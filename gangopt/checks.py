@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from gangopt.quantities import format_quantity, human
@@ -313,8 +315,10 @@ def _check_running_pods(rnd: Round) -> list[Problem]:
     requests: list[dict[str, int]] = []
     names: list[str | None] = []  # per gang: its one role's name when the gang is checked whole
     gang_shape: list[int] = []
-    for gang in running:
-        roles, count = gang.roles, len(gang.pods)
+    pods_of = list(map(attrgetter("pods"), running))
+    sizes = list(map(len, pods_of))
+    for gang, count in zip(running, sizes, strict=True):
+        roles = gang.roles
         if len(roles) != 1:
             names.append(None)
             gang_shape.append(-1)
@@ -326,9 +330,9 @@ def _check_running_pods(rnd: Round) -> list[Problem]:
             within = gang.minimum <= count <= role.replicas and count <= gang.maximum
         names.append(role.name if within else None)
         gang_shape.append(_shape(role.requests, shapes, requests) if within else -1)
-    sizes = np.fromiter((len(g.pods) for g in running), dtype=np.int64, count=len(running))
-    node = np.fromiter((index.get(p.node, -1) for g in running for p in g.pods), dtype=np.int64)
-    role = np.fromiter((p.role for g in running for p in g.pods), dtype=object)
+    pods = list(chain.from_iterable(pods_of))
+    node = np.array(list(map(index.get, map(attrgetter("node"), pods), repeat(-1))), dtype=np.int64)
+    role = np.array(list(map(attrgetter("role"), pods)), dtype=object)
     gang = np.repeat(np.arange(len(running), dtype=np.int64), sizes)
     whole = np.repeat(np.array(names, dtype=object), sizes) == role
     whole &= node >= 0
@@ -338,7 +342,8 @@ def _check_running_pods(rnd: Round) -> list[Problem]:
     for i in np.flatnonzero(np.bincount(gang, weights=whole, minlength=len(running)) < sizes).tolist():
         out += _running_gang_problems(i, running[i], index, shape_of, counted)
     pod_node = np.concatenate([node[whole], np.array([n for n, _ in counted], dtype=np.int64)])
-    pod_shape = np.concatenate([np.asarray(gang_shape, dtype=np.int64)[gang[whole]], np.array([s for _, s in counted], dtype=np.int64)])
+    shape = np.asarray(gang_shape, dtype=np.int64)[gang[whole]]
+    pod_shape = np.concatenate([shape, np.array([s for _, s in counted], dtype=np.int64)])
     if _overloaded(rnd, pod_node, pod_shape, requests):
         out += _capacity_problems(rnd)
     return out

@@ -172,7 +172,7 @@ def _timing(plan: Plan) -> str:
         ["nodes", s.nodes, f"{s.nodes_pruned} pruned, {s.node_classes} classes"],
         ["gangs", s.gangs, f"{s.gangs_pruned} pruned"],
         ["model", s.variables, f"variables, {s.constraints} constraints, {s.stages} stages"],
-        ["parse", round(s.parse_seconds, 3), "seconds (reading and checking the round; outside the time limit)"],
+        ["parse", round(s.parse_seconds, 3), "seconds (reading and checking the round; within the time limit)"],
         ["prefilter", round(s.prefilter_seconds, 3), "seconds"],
         ["build", round(s.build_seconds, 3), "seconds"],
         ["solve", round(s.solve_seconds, 3), "seconds"],

@@ -736,6 +736,11 @@ here, a second of wall time buys 0.3 to 0.5 deterministic units, so the determin
 normally binds first and the wall-clock limit is the safety net."""
 
 
+SOLVE_FLOOR = 0.1
+"""The least share of ``time_limit`` a solve gets from :meth:`Policy.after` however long the
+parse took: at the XL round's 1.5 s parse a 1 s limit still lets greedy's plan be explained."""
+
+
 SAFETY_NET = "wall-clock safety net"
 """What a plan's message says when the wall clock cut a solve under ``Policy.deterministic``
 (where the clock gates nothing else): that round may not repeat on a rerun."""
@@ -791,6 +796,20 @@ class Policy(_Model):
         """CP-SAT deterministic work units the solve may spend: ``work_limit``, by default
         :data:`DETERMINISTIC_SHARE` x ``time_limit``."""
         return self.work_limit if self.work_limit is not None else DETERMINISTIC_SHARE * self.time_limit
+
+    def after(self, seconds: float) -> Policy:
+        """This policy for a solve that starts ``seconds`` into the caller's clock (the command
+        line's process start, the service's request), so that ``time_limit`` covers reading and
+        parsing the round too: the limit less ``seconds``, at least :data:`SOLVE_FLOOR` of it.
+
+        ``work_limit`` is pinned to :attr:`work` (its default follows ``time_limit``), so a solve
+        stopped by work gives the same plan however long the parse took; under ``deterministic``
+        nothing changes (the time limit is only a safety net there, and the plan must not depend
+        on the machine's speed)."""
+        if self.deterministic or seconds <= 0:
+            return self
+        limit = max(self.time_limit - seconds, SOLVE_FLOOR * self.time_limit)
+        return self.model_copy(update={"time_limit": limit, "work_limit": self.work})
 
 
 class Round(_WithDerived):
@@ -927,8 +946,8 @@ class Stats(_Model):
     parse_seconds: float = Field(
         0.0,
         description="Wall seconds spent reading and checking the round before the solve (the command line "
-        "and the service fill it; 0 when a library caller parsed the round). Not part of total_seconds "
-        "or of the time limit.",
+        "and the service fill it; 0 when a library caller parsed the round). Not part of total_seconds; "
+        "the command line and the service count it in policy.time_limit (the solve gets the rest).",
     )
     prefilter_seconds: float = 0.0
     build_seconds: float = 0.0

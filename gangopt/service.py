@@ -289,7 +289,8 @@ class Worker:
         began = time.perf_counter()
         rnd = parse_json(Round, body, "round", limit, lambda data: self._check_pods(data, "$"))  # as load_round
         parsed = time.perf_counter() - began
-        policy = served_policy(rnd.policy, self.settings)
+        # The limit covers the parse too, as on the command line (Policy.after).
+        policy = served_policy(rnd.policy, self.settings).after(time.perf_counter() - began)
         info.update(nodes=len(rnd.cluster.nodes), running=len(rnd.running), pending=len(rnd.pending))
         info.update(solver=solver, time_limit=policy.time_limit)
         start = time.perf_counter()

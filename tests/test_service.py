@@ -147,6 +147,32 @@ def test_served_policy_clamps_time_and_threads() -> None:
 # ----------------------------------------------------------------------------- solve
 
 
+def test_the_parse_counts_in_the_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on the command line, the solve gets the time limit less the parse (Policy.after): a
+    parse made 0.3 s slower leaves at most 4.7 of the 5 s, with the 5 s limit's work limit."""
+    seen: list[Policy] = []
+    real_parse, real_solve = service.parse_json, service.solve
+
+    def slow_parse(*args: Any) -> Any:
+        time.sleep(0.3)
+        return real_parse(*args)
+
+    def spy(rnd: Round, policy: Policy, **kwargs: Any) -> Plan:
+        seen.append(policy)
+        return real_solve(rnd, policy, **kwargs)
+
+    monkeypatch.setattr(service, "parse_json", slow_parse)
+    monkeypatch.setattr(service, "solve", spy)
+    worker = service.Worker(ServiceSettings(token=None, max_time_limit=5.0), service.Metrics())
+    response = worker.solve(_text("basic").encode(), "greedy", {})
+    assert response.status_code == 200
+    (policy,) = seen
+    assert policy.time_limit <= 4.7
+    assert policy.work_limit == pytest.approx(1.5)
+    assert Plan.model_validate_json(response.body).stats.parse_seconds >= 0.3
+
+
+
 @pytest.mark.parametrize(
     ("name", "solver"),
     [

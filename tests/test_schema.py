@@ -1,0 +1,25 @@
+"""gangopt.schema: Policy.after, the policy of a solve that starts part-way into its limit."""
+
+from __future__ import annotations
+
+import pytest
+
+from gangopt.schema import SOLVE_FLOOR, Policy
+
+
+def test_after_takes_the_time_spent_off_and_pins_the_work() -> None:
+    policy = Policy(time_limit=10.0).after(2.5)
+    assert policy.time_limit == pytest.approx(7.5)
+    assert policy.work == pytest.approx(Policy(time_limit=10.0).work)
+
+
+def test_after_keeps_an_explicit_work_limit_and_the_floor() -> None:
+    policy = Policy(time_limit=4.0, work_limit=9.0).after(100.0)
+    assert policy.time_limit == pytest.approx(SOLVE_FLOOR * 4.0)
+    assert policy.work_limit == 9.0
+
+
+@pytest.mark.parametrize("policy", [Policy(deterministic=True), Policy()])
+def test_after_changes_nothing_when_deterministic_or_nothing_was_spent(policy: Policy) -> None:
+    spent = 3.0 if policy.deterministic else 0.0
+    assert policy.after(spent) is policy
