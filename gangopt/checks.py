@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gangopt.quantities import format_quantity, human
 
 if TYPE_CHECKING:  # types only: the schema runs these checks, so it imports this module
-    from gangopt.schema import PendingGang, Round, RunningGang
+    from gangopt.schema import GangSpec, Round, RunningGang
 
 Problem = tuple[str, str]
 NODE_LEVEL = "node"
@@ -222,7 +222,7 @@ def _check_gangs(rnd: Round) -> list[Problem]:
     return out
 
 
-def _plain(gang: RunningGang | PendingGang) -> bool:
+def _plain(gang: GangSpec) -> bool:
     """Whether ``gang`` is one role of replicas pods with no minimums, maximum or topology
     request: none of :func:`_gang_problems`'s rules but the queue's can fail then. Four of five
     gangs of the XL round are (68,536 running gangs: the rules cost 0.23 CPU-s, this test and
@@ -236,7 +236,7 @@ def _plain(gang: RunningGang | PendingGang) -> bool:
     )
 
 
-def _gang_problems(path: str, gang: RunningGang | PendingGang, queues: set[str], levels: list[str]) -> list[Problem]:
+def _gang_problems(path: str, gang: GangSpec, queues: set[str], levels: list[str]) -> list[Problem]:
     out: list[Problem] = []
     if queues and gang.queue not in queues:
         out.append((f"{path}.queue", f"unknown queue {gang.queue!r} (queues: {sorted(queues)})"))
@@ -268,7 +268,7 @@ def _gang_problems(path: str, gang: RunningGang | PendingGang, queues: set[str],
     return out
 
 
-def _check_topology_request(path: str, gang: RunningGang | PendingGang, levels: list[str]) -> list[Problem]:
+def _check_topology_request(path: str, gang: GangSpec, levels: list[str]) -> list[Problem]:
     out: list[Problem] = []
     topo = gang.topology
     if topo is None:
@@ -332,17 +332,17 @@ def _check_running_pods(rnd: Round) -> list[Problem]:
         gang_shape.append(_shape(role.requests, shapes, requests) if within else -1)
     pods = list(chain.from_iterable(pods_of))
     node = np.array(list(map(index.get, map(attrgetter("node"), pods), repeat(-1))), dtype=np.int64)
-    role = np.array(list(map(attrgetter("role"), pods)), dtype=object)
-    gang = np.repeat(np.arange(len(running), dtype=np.int64), sizes)
-    whole = np.repeat(np.array(names, dtype=object), sizes) == role
+    pod_role = np.array(list(map(attrgetter("role"), pods)), dtype=object)
+    pod_gang = np.repeat(np.arange(len(running), dtype=np.int64), sizes)
+    whole = np.repeat(np.array(names, dtype=object), sizes) == pod_role
     whole &= node >= 0
-    whole &= np.repeat(np.bincount(gang, weights=~whole, minlength=len(running)) == 0, sizes)
+    whole &= np.repeat(np.bincount(pod_gang, weights=~whole, minlength=len(running)) == 0, sizes)
     counted: list[tuple[int, int]] = []  # (node, shape) of each pod of the other gangs with both known
     shape_of = lambda amounts: _shape(amounts, shapes, requests)  # noqa: E731
-    for i in np.flatnonzero(np.bincount(gang, weights=whole, minlength=len(running)) < sizes).tolist():
+    for i in np.flatnonzero(np.bincount(pod_gang, weights=whole, minlength=len(running)) < sizes).tolist():
         out += _running_gang_problems(i, running[i], index, shape_of, counted)
     pod_node = np.concatenate([node[whole], np.array([n for n, _ in counted], dtype=np.int64)])
-    shape = np.asarray(gang_shape, dtype=np.int64)[gang[whole]]
+    shape = np.asarray(gang_shape, dtype=np.int64)[pod_gang[whole]]
     pod_shape = np.concatenate([shape, np.array([s for _, s in counted], dtype=np.int64)])
     if _overloaded(rnd, pod_node, pod_shape, requests):
         out += _capacity_problems(rnd)
@@ -452,14 +452,14 @@ def _running_gang_problems(
     # A running gang outside its own bounds could only be left alone by breaking them, and
     # every plan must end each running gang within them (rule 1): such a round made every
     # solver's plan fail validation ("internal: greedy plan failed validation").
-    counted = sum(per_role.values()) == len(gang.pods)  # every pod's role known: counts hold
+    known = sum(per_role.values()) == len(gang.pods)  # every pod's role known: counts hold
     within = all(per_role[r.name] <= r.replicas for r in gang.roles)
-    if counted and within and len(gang.pods) > gang.maximum:
+    if known and within and len(gang.pods) > gang.maximum:
         message = f"{len(gang.pods)} pods running, more than the gang maximum {gang.maximum}"
         out.append((f"$.running[{i}].max_members", message))
     for j, role in enumerate(gang.roles):
         floor = gang.role_minimum(role)
-        if counted and per_role[role.name] < floor <= role.replicas and len(gang.pods) >= gang.minimum:
+        if known and per_role[role.name] < floor <= role.replicas and len(gang.pods) >= gang.minimum:
             out.append(
                 (
                     f"$.running[{i}].roles[{j}].min_replicas",

@@ -21,6 +21,7 @@ import gangopt
 from gangopt.checks import check_round
 from gangopt.errors import InputError
 from gangopt.parsing import parse_json, parse_model
+from gangopt.quantities import human
 from gangopt.schema import MAX_REPLICAS, Round
 
 Json = dict[str, Any]
@@ -719,3 +720,52 @@ def test_a_queue_reads_the_root_of_its_cohort_tree(tmp_path: Path) -> None:
     assert built.cohort_roots == {"a": "org", "b": "org", "c": "elsewhere"}
     again = Round.model_validate(loaded.model_dump())
     assert again == loaded and again.cohort_roots == loaded.cohort_roots
+
+
+def test_capacity_sums_the_pods_of_whole_checked_and_pod_by_pod_gangs(tmp_path: Path) -> None:
+    """A node's usage adds the pods of one-role gangs checked as a whole (numpy) and of gangs
+    checked pod by pod (two roles, or a count outside the plain bounds): 3 + 3 + 4 GPUs on n0."""
+    data = base()
+    data["running"][0]["pods"] = [{"name": "run-0", "role": "worker", "node": "n0"}]  # 4 GPUs, elastic
+    data["running"].append(
+        {"name": "one", "roles": [{"replicas": 1, "requests": {"gpu": 3}}], "pods": [{"name": "one-0", "node": "n0"}]}
+    )
+    data["running"].append(
+        {
+            "name": "two",
+            "roles": [
+                {"name": "a", "replicas": 1, "requests": {"gpu": 3}},
+                {"name": "b", "replicas": 1, "requests": {"cpu": 1}},
+            ],
+            "pods": [{"name": "two-a", "role": "a", "node": "n0"}, {"name": "two-b", "role": "b", "node": "n1"}],
+        }
+    )
+    data["queues"] = []
+    data["running"][0].pop("queue")
+    data["pending"][0].pop("queue")
+    assert problems_of(tmp_path, data) == [
+        ("$.cluster.nodes[0].capacity.gpu", "running pods on node 'n0' request 10 gpu, more than its capacity 8 gpu")
+    ]
+    data["running"][2]["pods"][0]["node"] = "n2"
+    assert len(load(tmp_path, data).running) == 3
+
+
+def test_capacity_beyond_int64_is_summed_exactly(tmp_path: Path) -> None:
+    """Two pods of 6 Pi memory (6.9e18 milli-units each) overflow int64 together: the sum is
+    then taken with Python integers, and the message names the true total."""
+    data = base()
+    data["cluster"]["nodes"][0]["capacity"]["memory"] = "8Pi"
+    data["running"] = [
+        {
+            "name": f"big{k}",
+            "roles": [{"replicas": 1, "requests": {"memory": "6Pi"}}],
+            "pods": [{"name": f"big{k}-0", "node": "n0"}],
+        }
+        for k in range(2)
+    ]
+    data["queues"] = []
+    data["pending"][0].pop("queue")
+    pi = 2**50 * 1000  # milli-units
+    used, capacity = human(12 * pi, "memory"), human(8 * pi, "memory")
+    message = f"running pods on node 'n0' request {used}, more than its capacity {capacity}"
+    assert problems_of(tmp_path, data) == [("$.cluster.nodes[0].capacity.memory", message)]
