@@ -55,7 +55,7 @@ def _float(literal: str) -> float:
 
 
 def _int(literal: str) -> int:
-    if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+    if len(literal) > MAX_INT_DIGITS and len(literal.lstrip("-")) > MAX_INT_DIGITS:  # one len() for the rest
         raise _NonFinite(literal[:20], f"... is an integer of more than {MAX_INT_DIGITS} digits")
     return int(literal)
 
