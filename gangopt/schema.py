@@ -799,8 +799,9 @@ class Policy(_Model):
 
     def after(self, seconds: float) -> Policy:
         """This policy for a solve that starts ``seconds`` into the caller's clock (the command
-        line's process start, the service's request), so that ``time_limit`` covers reading and
-        parsing the round too: the limit less ``seconds``, at least :data:`SOLVE_FLOOR` of it.
+        line's process start, a service worker's start on the request), so that ``time_limit``
+        covers reading and parsing the round too: the limit less ``seconds``, at least
+        :data:`SOLVE_FLOOR` of it.
 
         ``work_limit`` is pinned to :attr:`work` (its default follows ``time_limit``), so a solve
         stopped by work gives the same plan however long the parse took; under ``deterministic``
