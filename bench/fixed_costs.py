@@ -52,7 +52,9 @@ PARSE = (  # a baseline from before gangopt.gcpause parses under the default col
 def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """(CPU seconds, wall seconds, stdout) of one fresh process."""
     start = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True)
+    # Not in the repository: a child's sys.path starts with its working directory, whose gangopt
+    # would shadow the baseline's on PYTHONPATH (both rows then ran this code).
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True, cwd=tempfile.gettempdir())
     out = child.stdout.read() if child.stdout is not None else ""
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
@@ -76,8 +78,7 @@ def main() -> None:
     envs = {}
     for code, root in codes.items():
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        if root is not None:
-            env["PYTHONPATH"] = str(root)
+        env["PYTHONPATH"] = str(root if root is not None else Path(__file__).resolve().parents[1])
         envs[code] = env
 
     tmp = Path(tempfile.mkdtemp(prefix="fixed_costs_"))
