@@ -290,7 +290,10 @@ def test_policy_flags_override_the_rounds_policy(
     assert code == 0, err
     policy = seen["policy"]
     assert isinstance(policy, Policy)
-    assert (policy.time_limit, policy.seed, policy.workers, policy.preemption) == (2.5, 7, 2, False)
+    assert (policy.seed, policy.workers, policy.preemption) == (7, 2, False)
+    # The flag's limit, less the time spent reading the round (tests/cli/test_solve.py); the work
+    # limit is the whole limit's.
+    assert 0.25 <= policy.time_limit <= 2.5 and policy.work == pytest.approx(0.3 * 2.5)
     assert policy.weights.spread == 3.0  # untouched fields come from the round's policy
     assert seen["solver"] == "greedy"
     printed, hand = Plan.model_validate_json(out), Plan.model_validate(hand_plan())
@@ -304,7 +307,11 @@ def test_no_flags_keep_the_rounds_policy(
     seen: dict[str, Any] = {}
     monkeypatch.setattr(cli, "solve", _fake_solve(seen))
     assert main(["solve", round_file]) == 0
-    assert seen["policy"] == Round.model_validate(small_round()).policy
+    own = Round.model_validate(small_round()).policy
+    passed = seen["policy"]
+    assert passed.time_limit <= own.time_limit  # less the time spent reading it (tests/cli/test_solve.py)
+    assert passed.model_copy(update={"time_limit": own.time_limit, "work_limit": own.work_limit}) == own
+    assert passed.work == pytest.approx(own.work)
     assert seen["solver"] == "cpsat"
     capsys.readouterr()
 
