@@ -116,8 +116,8 @@ def parse_json(
     skips a second JSON parse, and on printable-ASCII input the per-string character checks.
     Only if that fails is the text validated again the reference way (``model_validate_json``,
     which names every problem by its JSON path), so a bad input gets exactly the errors it
-    always got. On the XL round (17 MB, 68,536 running gangs) validation takes 0.72 CPU-s
-    instead of 1.13; the price is the peak memory of parsing, the dicts and the models alive
+    always got. On the XL round (17 MB, 68,536 running gangs) validation takes 0.74-0.79 CPU-s
+    instead of 1.12 (best of 7, cross-field checks left out); the price is the peak memory of parsing, the dicts and the models alive
     together (a 3.9 MB round of 100,000 nodes: 38x its size instead of 25x; the XL round's
     solve peaks higher anyway)."""
     text = decode(data, source)
