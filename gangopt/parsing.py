@@ -117,9 +117,10 @@ def parse_json(
     Only if that fails is the text validated again the reference way (``model_validate_json``,
     which names every problem by its JSON path), so a bad input gets exactly the errors it
     always got. On the XL round (17 MB, 68,536 running gangs) validation takes 0.74-0.79 CPU-s
-    instead of 1.12 (best of 7, cross-field checks left out); the price is the peak memory of parsing, the dicts and the models alive
-    together (a 3.9 MB round of 100,000 nodes: 38x its size instead of 25x; the XL round's
-    solve peaks higher anyway)."""
+    instead of 1.12 (best of 7, cross-field checks left out). The price is the dicts and the
+    models alive together: a 3.9 MB round of 100,000 bare nodes grows the service by 28x its
+    size instead of 25x (``scripts/measure_memory.py``); the XL round's parse peaks at 386 MB
+    either way."""
     text = decode(data, source)
     check_size(text, limit, source)
     parsed = load_json(text, source)
