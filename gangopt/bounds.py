@@ -69,8 +69,8 @@ def _tier_ceilings(pre: Prefiltered) -> dict[int, int]:
     for gi in pre.pending:
         gang = rnd.pending[gi]
         ceiling[gang.priority] = ceiling.get(gang.priority, 0) + terms.tier_value(gang)
-    for run in rnd.running:
-        ceiling[run.priority] = ceiling.get(run.priority, 0) + terms.tier_value(run)
+    for prio, value in terms.running_base.tier_sums.items():  # every running gang's, summed once per round
+        ceiling[prio] = ceiling.get(prio, 0) + value
     return ceiling
 
 

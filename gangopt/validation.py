@@ -150,7 +150,7 @@ class _Context:
         70,536 dictionaries at fragmented XL, most never read."""
         known = self._roles.get(gang)
         if known is None:
-            spec = self.running.get(gang)
+            spec: Gang | None = self.running.get(gang)
             spec = self.pending.get(gang) if spec is None else spec
             known = self._roles[gang] = {} if spec is None else {r.name: r for r in spec.roles}
         return known
