@@ -251,8 +251,28 @@ class ObjectiveTerms:
         surplus_sum = 0
         owner: dict[str, int] = {}
         pods = 0
+        # per shape of requests: (pod value, growth value); one-role gangs, nearly all of them,
+        # are valued here without the per-object memos (7 µs a gang through them, 0.5 CPU-s)
+        values: dict[tuple[tuple[str, int], ...], tuple[int, int]] = {}
+        reclaimable, kept_urgency = self.reclaimable, self.kept_urgency
         for gi, run in enumerate(running):
-            t, s = self._untouched(run)
+            roles = run.roles
+            role = roles[0] if len(roles) == 1 and run.pods else None
+            if role is not None and (
+                run.pods[0].role == role.name if len(run.pods) == 1 else all(p.role == role.name for p in run.pods)
+            ):
+                key = tuple(role.requests.items())
+                known = values.get(key)
+                if known is None:
+                    known = values[key] = (self.pod_value(role), self.growth_value(role))
+                value, growth = known
+                least = run.role_minimum(role)  # min_pods, for one role
+                extra = run.minimum - least
+                least = least if extra <= 0 else least + min(extra, role.replicas - least)
+                factor = 1.0 if run.name in reclaimable else kept_urgency  # as _tier_value
+                t, s = max(1, round(least * value * factor)), growth * len(run.pods) - growth * least
+            else:
+                t, s = _running_terms(self, run, set(), Counter())
             tier.append(t)
             surplus.append(s)
             tier_sums[run.priority] = tier_sums.get(run.priority, 0) + t
@@ -264,17 +284,6 @@ class ObjectiveTerms:
         unique = len(owner) == pods and len(index) == len(running)
         busy = frozenset(p.node for g in running for p in g.pods)
         return RunningBase(tier, surplus, tier_sums, surplus_sum, owner if unique else None, index, busy)
-
-    def _untouched(self, run: RunningGang) -> tuple[int, int]:
-        """(tier value, secondary terms) of a running gang that keeps its pods and gets none."""
-        roles = run.roles
-        if len(roles) == 1 and run.pods:
-            role = roles[0]
-            name = role.name
-            if all(p.role == name for p in run.pods):
-                value = self.growth_value(role)
-                return self.tier_value(run), value * len(run.pods) - value * self.min_pods(run)[name]
-        return _running_terms(self, run, set(), Counter())
 
     def growth_value(self, role: Role) -> int:
         """Secondary value of one member above the minimum."""
