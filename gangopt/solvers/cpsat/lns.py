@@ -404,17 +404,21 @@ def _neighbourhoods(
 def _entrant_hoods(
     ctx: _Context, state: _State, rng: np.random.Generator, trade: frozenset[int]
 ) -> list[Neighbourhood]:
-    """Up to :data:`ENTRANTS` waiting gangs of the ``trade`` tiers that may start, highest priority first, then the
-    most tier value (ties by ``rng``), each on the :func:`_entrant_nodes` where starting it
-    displaces least, with every admitted gang that has new pods there as a mover (anywhere it
-    may go; those of a lower priority may also be left out) and every whole candidate free.
+    """Up to :data:`ENTRANTS` waiting gangs of the ``trade`` tiers that may start, highest
+    priority first, then the most tier value (ties by ``rng``), each on the nodes where
+    starting it displaces least (:class:`_Entry`), with every admitted gang that has new pods
+    there as a mover (anywhere it may go; those of a lower priority may also be left out) and
+    every whole candidate free. None on a round of more than :data:`ENTRANT_MAX_NODES` nodes.
 
     The slot placer's plan can leave out a gang the integer slot model chose (256 nodes / 100
     gangs, busy 0.6, seed 1: a priority-5 gang of four 8-GPU pods, 34.1 GPU-eq, the whole gap
     to the tier's bound): making room for it means clearing whole nodes of lower-priority
     victims and of new pods of every priority together, which no victim neighbourhood can (its
     admissions are fixed; with the movers of its priority and below only, the sub-model did
-    not start it either). Every admitted gang a mover anywhere was 3-4 CPU-s there."""
+    not start it either). Every admitted gang a mover anywhere was 3-4 CPU-s there; these
+    neighbourhoods 0.1-0.5."""
+    if len(ctx.names) > ENTRANT_MAX_NODES:
+        return []
     waiting = [
         g.name
         for g in ctx.rnd.pending
@@ -427,9 +431,10 @@ def _entrant_hoods(
     on_node: dict[int, set[str]] = {}
     for gang, _, node in state.new_pods:
         on_node.setdefault(ctx.index[node], set()).add(gang)
+    entry = _Entry(ctx, state)
     out = []
     for name in waiting[:ENTRANTS]:
-        region = _entrant_nodes(ctx, state, ctx.pending[name])
+        region = entry.nodes(ctx.pending[name])
         if region is None:
             continue
         movers = sorted({g for i in np.flatnonzero(region).tolist() for g in on_node.get(i, ()) if g in ctx.pending})
@@ -441,41 +446,67 @@ def _entrant_hoods(
 
 
 ENTRANT_NODES = 6
-"""Nodes per pod of an entrant's minimum in its neighbourhood (at least 8; :func:`_entrant_nodes`)."""
+"""Nodes per pod of an entrant's minimum in its neighbourhood (at least 8; :class:`_Entry`).
+At 256 nodes / 100 gangs, busy 0.6, seed 1, 3 per pod started the left-out gang with priority
+0 at 2,009.1, 6 (or 12, or 64) at 2,029.1, in the same time (the reference optimum: 2,049.1)."""
+ENTRANT_MAX_NODES = 512
+"""Rounds of more nodes get no entrant neighbourhoods: measured only up to 256 nodes; at 1,024
+nodes (busy 0.6) one took 2.7-2.8 CPU-s, most of the search's share of a 10 s limit."""
 
 
-def _entrant_nodes(ctx: _Context, state: _State, gang: PendingGang) -> np.ndarray | None:
-    """The nodes an entrant neighbourhood offers ``gang``: eligible for one of its roles, with
-    room for one of its pods once every running gang it may preempt and every new pod were
-    gone, least victim value kept there (and fewest new pods) first: :data:`ENTRANT_NODES`
-    per pod of its minimum, at least 8. None when no node could hold one of its pods."""
-    minimum = ctx.terms.min_pods(gang)
-    roles = [r for r in gang.roles if minimum.get(r.name, 0) > 0]
-    pods = sum(minimum[r.name] for r in roles)
-    # Running pods it may not preempt, removed ones too: a node where such a gang lost pods
-    # receives none of its pods (rule 5's node form), so that room is not its either.
-    stuck = np.zeros_like(ctx.cap)
-    cost = np.zeros(len(ctx.names), dtype=np.float64)
-    for name, (rows, reqs, names) in ctx.pods.items():
-        if name in ctx.candidates and ctx.may_preempt(gang.name, name):
-            kept = np.fromiter((p not in state.removed for p in names), dtype=bool, count=len(names))
-            np.add.at(cost, rows[kept], ctx.terms.tier_value(ctx.running[name]) / len(names))
-        else:
-            np.add.at(stuck, rows, reqs)
-    for _, _, node in state.new_pods:
-        cost[ctx.index[node]] += 1.0
-    room = ctx.cap - stuck
-    fits = np.zeros(len(ctx.names), dtype=bool)
-    for role in roles:
-        req = ctx.req[(gang.name, role.name)]
-        fits |= ctx.eligibility.mask(role) & (room >= req).all(axis=1)
-    candidates = np.flatnonzero(fits)
-    if not len(candidates):
-        return None
-    order = candidates[np.lexsort((candidates, cost[candidates]))]
-    region = np.zeros(len(ctx.names), dtype=bool)
-    region[order[: max(8, ENTRANT_NODES * pods)]] = True
-    return region
+class _Entry:
+    """Running pods and new pods per node, gathered once for every entrant of a pass."""
+
+    def __init__(self, ctx: _Context, state: _State) -> None:
+        self.ctx = ctx
+        self.gangs = [name for name in ctx.pods]
+        pods = [ctx.pods[name] for name in self.gangs]
+        width = len(ctx.resources)
+        self.rows = np.concatenate([p[0] for p in pods]) if pods else np.zeros(0, dtype=np.intp)
+        self.reqs = np.concatenate([p[1] for p in pods]) if pods else np.zeros((0, width), dtype=np.int64)
+        self.owner = np.repeat(np.arange(len(pods)), [len(p[2]) for p in pods])
+        self.kept = np.fromiter(
+            (name not in state.removed for p in pods for name in p[2]), dtype=bool, count=len(self.rows)
+        )
+        share = [ctx.terms.tier_value(ctx.running[name]) / len(p[2]) for name, p in zip(self.gangs, pods, strict=True)]
+        self.share = np.array(share, dtype=np.float64)[self.owner]
+        self.new = np.bincount(
+            np.array([ctx.index[node] for _, _, node in state.new_pods], dtype=np.intp), minlength=len(ctx.names)
+        ).astype(np.float64)
+        self.candidates = set(ctx.candidates)
+
+    def nodes(self, gang: PendingGang) -> np.ndarray | None:
+        """The nodes an entrant neighbourhood offers ``gang``: eligible for one of its roles,
+        with room for one of its pods once every running gang it may preempt and every new pod
+        were gone, least victim value kept there (then fewest new pods) first:
+        :data:`ENTRANT_NODES` per pod of its minimum, at least 8. None when no node could hold
+        one of its pods."""
+        ctx = self.ctx
+        minimum = ctx.terms.min_pods(gang)
+        roles = [r for r in gang.roles if minimum.get(r.name, 0) > 0]
+        pods = sum(minimum[r.name] for r in roles)
+        may = np.fromiter(
+            (name in self.candidates and ctx.may_preempt(gang.name, name) for name in self.gangs),
+            dtype=bool,
+            count=len(self.gangs),
+        )[self.owner]
+        # Running pods it may not preempt, removed ones too: a node where such a gang lost pods
+        # receives none of its pods (rule 5's node form), so that room is not its either.
+        stuck = np.zeros_like(ctx.cap)
+        np.add.at(stuck, self.rows[~may], self.reqs[~may])
+        paid = may & self.kept
+        cost = np.bincount(self.rows[paid], weights=self.share[paid], minlength=len(ctx.names))
+        room = ctx.cap - stuck
+        fits = np.zeros(len(ctx.names), dtype=bool)
+        for role in roles:
+            fits |= ctx.eligibility.mask(role) & (room >= ctx.req[(gang.name, role.name)]).all(axis=1)
+        candidates = np.flatnonzero(fits)
+        if not len(candidates):
+            return None
+        order = candidates[np.lexsort((candidates, self.new[candidates], cost[candidates]))]
+        region = np.zeros(len(ctx.names), dtype=bool)
+        region[order[: max(8, ENTRANT_NODES * pods)]] = True
+        return region
 
 
 def _optional(gang: PendingGang) -> bool:
