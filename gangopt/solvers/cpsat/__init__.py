@@ -202,7 +202,10 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     stall = STALL_AFTER_PLACER if placed else None
     outcome = Outcome(baseline, baseline_score)
     if not closed:
-        outcome = improve(rnd, pre, baseline, baseline_score, lns_deadline, stall, lns_work)
+        # After the slot placer, waiting gangs of the tiers still open may enter (lns.improve's
+        # ``trade``): the placer can leave out a gang the slot model chose.
+        trade = _open_tiers(pre, baseline_score) if placed else frozenset()
+        outcome = improve(rnd, pre, baseline, baseline_score, lns_deadline, stall, lns_work, trade)
     if instead and closed and (not clocked or time.perf_counter() < lns_deadline):  # else the guard says: no time
         note = (
             f"every tier at its bound; large round (a model of about {estimated_variables(pre):,} variables): "
@@ -719,6 +722,13 @@ def _tiers_at_cheap_bounds(pre: Prefiltered, unbounded: Score) -> bool:
     is not at its bound either, none are computed)."""
     bounds = cheap_bounds_for(pre, unbounded, enough=pre.rnd.policy.gap_limit).tiers_in_units()
     return all(t.value >= bounds.get(t.priority, math.inf) - 1e-9 for t in unbounded.tiers)
+
+
+def _open_tiers(pre: Prefiltered, unbounded: Score) -> frozenset[int]:
+    """The priorities whose tier a plan scoring ``unbounded`` leaves below its cheap bound (those
+    :func:`_tiers_at_cheap_bounds` reads)."""
+    bounds = cheap_bounds_for(pre, unbounded, enough=pre.rnd.policy.gap_limit).tiers_in_units()
+    return frozenset(t.priority for t in unbounded.tiers if t.value < bounds.get(t.priority, math.inf) - 1e-9)
 
 
 def _proven_by_cheap_bounds(rnd: Round, pre: Prefiltered, plan: Plan, unbounded: Score) -> Plan | None:

@@ -53,6 +53,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -62,6 +63,9 @@ from gangopt.prefilter import Prefiltered, request_vector
 from gangopt.schema import SAFETY_NET, GangSpec, PendingGang, Plan, Round, RunningGang, Score, Status, Waiting
 from gangopt.scope import Scope
 from gangopt.solvers.cpsat.expansion import Decision, reprieve, to_plan_parts
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 WORK_PER_NEIGHBOURHOOD = 1.0
 """CP-SAT deterministic work units per sub-solve (one worker)."""
@@ -88,6 +92,9 @@ limit; to the search's deadline at 10 s) for no change."""
 DOMAIN_NODES = 160
 """Domain neighbourhoods use the broadest topology level whose domains average at most this
 many nodes (blocks of 128 at M)."""
+ENTRANTS = 4
+"""Entrant neighbourhoods per pass at most (``trade``: a waiting gang that may start, see
+:func:`_neighbourhoods`)."""
 
 
 @dataclass
@@ -136,18 +143,27 @@ def improve(
     deadline: float,
     stall: int | None = None,
     work: float | None = None,
+    trade: frozenset[int] = frozenset(),
 ) -> Outcome:
     """The best plan the neighbourhoods find from ``seed`` (scored ``seed_score``) before
     ``deadline`` (:func:`time.perf_counter`); ``seed`` itself when none is better. With
     ``stall``, the search also ends after that many neighbourhoods in a row improved nothing
     (a count, not the clock: the same round gives the same plan; :data:`STALL_AFTER_PLACER`).
     With ``work`` (deterministic units), no neighbourhood starts once the sub-solves have spent
-    it: the exit that repeats whatever the load (``policy.deterministic``)."""
+    it: the exit that repeats whatever the load (``policy.deterministic``).
+
+    With ``trade`` (priorities), each pass starts with *entrant* neighbourhoods
+    (:func:`_entrant_hoods`): a waiting gang of one of those tiers may start, paid for with the
+    tiers below its priority (victims of those tiers evicted, their admitted gangs moved or
+    left out), as the slot placer's choice may (:mod:`~gangopt.solvers.cpsat.placer`); such a
+    plan is taken when it is better lexicographically and no tier at or above the entrant's
+    priority is below the best plan's, and the next pass is drawn from it at once. Without
+    ``trade`` no tier ends below the seed's."""
     out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver, work=work)
-    if not applicable(rnd, pre) or not any(p.kind == "evict" for p in seed.preemptions):
+    if not applicable(rnd, pre) or not (trade or any(p.kind == "evict" for p in seed.preemptions)):
         # Nothing evicted whole: every free victim is kept already and no sub-model can do
-        # better. Replays mostly evict nothing: without this check the quick replays of
-        # bench.replay_table cost 25-50 % more CPU (openb 0.9 to 1.3 CPU-s), with it the same.
+        # better (unless a gang may enter). Replays mostly evict nothing: without this check the
+        # quick replays of bench.replay_table cost 25-50 % more CPU (openb 0.9 to 1.3 CPU-s).
         return out
     if time.perf_counter() >= deadline:
         out.clock = True
@@ -162,7 +178,7 @@ def improve(
     since = 0  # neighbourhoods since the last improvement
     while out.neighbourhoods < MAX_NEIGHBOURHOODS:
         improved = False
-        for hood in _neighbourhoods(ctx, state, rng):
+        for hood in _neighbourhoods(ctx, state, rng, trade):
             if out.neighbourhoods >= MAX_NEIGHBOURHOODS or (work is not None and out.spent >= work):
                 break
             if stall is not None and since >= stall:
@@ -185,7 +201,9 @@ def improve(
             plan = _plan(rnd, seed, decision)
             plan_score = score(rnd, plan)
             key = lexicographic_key(plan_score)
-            if key <= best_key or not _no_tier_below(plan_score, floor):
+            # An entrant may pay with the tiers below it (``trade``); no other tier falls.
+            paid = hood.priority if hood.entrants else None
+            if key <= best_key or not _no_tier_below(plan_score, floor, paid):
                 continue  # not taken, so not validated (0.26 CPU-s a plan at L)
             if validate(rnd, plan):
                 continue  # never taken: the sub-model missed a rule; the plan stays as it was
@@ -195,14 +213,20 @@ def improve(
             out.improvements += 1
             since = 0
             improved = True  # the rest of the pass runs on the new plan; the next is drawn from it
+            if paid is not None:
+                # The tiers it paid with are floored at their new values, and its victims
+                # and movers are new: the next pass is drawn from this plan now.
+                floor = {t.priority: t.value for t in plan_score.tiers}
+                break
         if not improved or (work is not None and out.spent >= work):
             return out
     return out
 
 
-def _no_tier_below(s: Score, floor: dict[int, float]) -> bool:
-    """Every tier at least the seed's (a lexicographic gain may not pay with a lower tier)."""
-    return all(t.value >= floor.get(t.priority, 0.0) - 1e-9 for t in s.tiers)
+def _no_tier_below(s: Score, floor: dict[int, float], paid: int | None = None) -> bool:
+    """Every tier at least the floor's (a lexicographic gain may not pay with a lower tier);
+    with ``paid`` (an entrant's priority) only the tiers at or above it."""
+    return all(t.value >= floor.get(t.priority, 0.0) - 1e-9 for t in s.tiers if paid is None or t.priority >= paid)
 
 
 # ----------------------------------------------------------------------------- the plan as state
@@ -236,6 +260,14 @@ def _plan(rnd: Round, seed: Plan, decision: Decision) -> Plan:
     known = {w.gang for w in waiting}
     text = "left waiting so that a running gang of the same priority keeps its place"
     waiting += [Waiting(gang=g, code="policy", reasons=[text]) for g in decision.yielded if g not in known]
+    known.update(decision.yielded)
+    # Left out by an entrant neighbourhood (``trade``), for a gang of a higher priority.
+    left = "left waiting for a gang of a higher priority (large-neighbourhood search)"
+    waiting += [
+        Waiting(gang=g.name, code="policy", reasons=[left])
+        for g in rnd.pending
+        if g.name in seed.admitted and g.name not in decision.admitted and g.name not in known
+    ]
     return Plan(
         status=Status.FEASIBLE,
         solver="cpsat",
@@ -315,10 +347,20 @@ class Neighbourhood:
     movers: tuple[str, ...]
     region: np.ndarray | None = None
     label: str = ""
+    entrants: tuple[str, ...] = ()
+    """Waiting gangs that may start (at their minimum); then every mover of a lower priority
+    than ``priority`` may also be left out (``trade``)."""
+    priority: int = 0
+    """The lowest entrant's priority (neighbourhoods with entrants)."""
+    within: np.ndarray | None = None
+    """The nodes the entrants may use (None: anywhere)."""
 
 
-def _neighbourhoods(ctx: _Context, state: _State, rng: np.random.Generator) -> list[Neighbourhood]:
-    """Neighbourhoods in the order they are tried: the first :data:`TOP_SINGLES` single movers
+def _neighbourhoods(
+    ctx: _Context, state: _State, rng: np.random.Generator, trade: frozenset[int] = frozenset()
+) -> list[Neighbourhood]:
+    """Neighbourhoods in the order they are tried: with ``trade`` first the entrants
+    (:func:`_entrant_hoods`), then the first :data:`TOP_SINGLES` single movers
     with victims attributed to them (highest priority, then most victim value, ties by
     ``rng``), then the domains of one level (all movers' pods inside each, victims' value
     first), the other single movers, and :data:`PAIRS` random groups of movers."""
@@ -341,7 +383,8 @@ def _neighbourhoods(ctx: _Context, state: _State, rng: np.random.Generator) -> l
     movable = [g for g in sorted(lost) if _movable(ctx.pending[g])]
     tie = {g: float(t) for g, t in zip(movable, rng.permutation(len(movable)), strict=True)}
     singles = sorted(movable, key=lambda g: (-ctx.pending[g].priority, -lost[g], tie[g]))
-    out = [Neighbourhood((g,), None, g) for g in singles[:TOP_SINGLES]]
+    out = _entrant_hoods(ctx, state, rng, trade) if trade else []
+    out += [Neighbourhood((g,), None, g) for g in singles[:TOP_SINGLES]]
     for label, region in _domains(ctx, lost_at, rng):
         movers = sorted(
             {g for i in np.flatnonzero(region).tolist() for g in on_node.get(ctx.names[i], ()) if g in ctx.pending}
@@ -356,6 +399,120 @@ def _neighbourhoods(ctx: _Context, state: _State, rng: np.random.Generator) -> l
             group = tuple(sorted(singles[k] for k in picked))
             out.append(Neighbourhood(group, None, " + ".join(group)))
     return out
+
+
+def _entrant_hoods(
+    ctx: _Context, state: _State, rng: np.random.Generator, trade: frozenset[int]
+) -> list[Neighbourhood]:
+    """Up to :data:`ENTRANTS` waiting gangs of the ``trade`` tiers that may start, highest
+    priority first, then the most tier value (ties by ``rng``), each on the nodes where
+    starting it displaces least (:class:`_Entry`), with every admitted gang that has new pods
+    there as a mover (anywhere it may go; those of a lower priority may also be left out) and
+    every whole candidate free. None on a round of more than :data:`ENTRANT_MAX_NODES` nodes.
+
+    The slot placer's plan can leave out a gang the integer slot model chose (256 nodes / 100
+    gangs, busy 0.6, seed 1: a priority-5 gang of four 8-GPU pods, 34.1 GPU-eq, the whole gap
+    to the tier's bound): making room for it means clearing whole nodes of lower-priority
+    victims and of new pods of every priority together, which no victim neighbourhood can (its
+    admissions are fixed; with the movers of its priority and below only, the sub-model did
+    not start it either). Every admitted gang a mover anywhere was 3-4 CPU-s there; these
+    neighbourhoods 0.1-0.5."""
+    if len(ctx.names) > ENTRANT_MAX_NODES:
+        return []
+    waiting = [
+        g.name
+        for g in ctx.rnd.pending
+        if g.priority in trade and g.name not in state.admitted and g.name not in ctx.pre.pruned and _optional(g)
+    ]
+    if not waiting:
+        return []
+    tie = dict(zip(waiting, rng.permutation(len(waiting)).tolist(), strict=True))
+    waiting.sort(key=lambda g: (-ctx.pending[g].priority, -ctx.terms.tier_value(ctx.pending[g]), tie[g]))
+    on_node: dict[int, set[str]] = {}
+    for gang, _, node in state.new_pods:
+        on_node.setdefault(ctx.index[node], set()).add(gang)
+    entry = _Entry(ctx, state)
+    out = []
+    for name in waiting[:ENTRANTS]:
+        region = entry.nodes(ctx.pending[name])
+        if region is None:
+            continue
+        movers = sorted({g for i in np.flatnonzero(region).tolist() for g in on_node.get(i, ()) if g in ctx.pending})
+        movers = [g for g in movers if _movable(ctx.pending[g])]
+        prio = ctx.pending[name].priority
+        hood = Neighbourhood(tuple(movers), None, f"entrant {name}", entrants=(name,), priority=prio, within=region)
+        out.append(hood)
+    return out
+
+
+ENTRANT_NODES = 6
+"""Nodes per pod of an entrant's minimum in its neighbourhood (at least 8; :class:`_Entry`).
+At 256 nodes / 100 gangs, busy 0.6, seed 1, 3 per pod started the left-out gang with priority
+0 at 2,009.1, 6 (or 12, or 64) at 2,029.1, in the same time (the reference optimum: 2,049.1)."""
+ENTRANT_MAX_NODES = 512
+"""Rounds of more nodes get no entrant neighbourhoods: measured only up to 256 nodes; at 1,024
+nodes (busy 0.6) one took 2.7-2.8 CPU-s, most of the search's share of a 10 s limit."""
+
+
+class _Entry:
+    """Running pods and new pods per node, gathered once for every entrant of a pass."""
+
+    def __init__(self, ctx: _Context, state: _State) -> None:
+        self.ctx = ctx
+        self.gangs = [name for name in ctx.pods]
+        pods = [ctx.pods[name] for name in self.gangs]
+        width = len(ctx.resources)
+        self.rows = np.concatenate([p[0] for p in pods]) if pods else np.zeros(0, dtype=np.intp)
+        self.reqs = np.concatenate([p[1] for p in pods]) if pods else np.zeros((0, width), dtype=np.int64)
+        self.owner = np.repeat(np.arange(len(pods)), [len(p[2]) for p in pods])
+        self.kept = np.fromiter(
+            (name not in state.removed for p in pods for name in p[2]), dtype=bool, count=len(self.rows)
+        )
+        share = [ctx.terms.tier_value(ctx.running[name]) / len(p[2]) for name, p in zip(self.gangs, pods, strict=True)]
+        self.share = np.array(share, dtype=np.float64)[self.owner]
+        self.new = np.bincount(
+            np.array([ctx.index[node] for _, _, node in state.new_pods], dtype=np.intp), minlength=len(ctx.names)
+        ).astype(np.float64)
+        self.candidates = set(ctx.candidates)
+
+    def nodes(self, gang: PendingGang) -> np.ndarray | None:
+        """The nodes an entrant neighbourhood offers ``gang``: eligible for one of its roles,
+        with room for one of its pods once every running gang it may preempt and every new pod
+        were gone, least victim value kept there (then fewest new pods) first:
+        :data:`ENTRANT_NODES` per pod of its minimum, at least 8. None when no node could hold
+        one of its pods."""
+        ctx = self.ctx
+        minimum = ctx.terms.min_pods(gang)
+        roles = [r for r in gang.roles if minimum.get(r.name, 0) > 0]
+        pods = sum(minimum[r.name] for r in roles)
+        may = np.fromiter(
+            (name in self.candidates and ctx.may_preempt(gang.name, name) for name in self.gangs),
+            dtype=bool,
+            count=len(self.gangs),
+        )[self.owner]
+        # Running pods it may not preempt, removed ones too: a node where such a gang lost pods
+        # receives none of its pods (rule 5's node form), so that room is not its either.
+        stuck = np.zeros_like(ctx.cap)
+        np.add.at(stuck, self.rows[~may], self.reqs[~may])
+        paid = may & self.kept
+        cost = np.bincount(self.rows[paid], weights=self.share[paid], minlength=len(ctx.names))
+        room = ctx.cap - stuck
+        fits = np.zeros(len(ctx.names), dtype=bool)
+        for role in roles:
+            fits |= ctx.eligibility.mask(role) & (room >= ctx.req[(gang.name, role.name)]).all(axis=1)
+        candidates = np.flatnonzero(fits)
+        if not len(candidates):
+            return None
+        order = candidates[np.lexsort((candidates, self.new[candidates], cost[candidates]))]
+        region = np.zeros(len(ctx.names), dtype=bool)
+        region[order[: max(8, ENTRANT_NODES * pods)]] = True
+        return region
+
+
+def _optional(gang: PendingGang) -> bool:
+    """Whether an entrant neighbourhood may start or leave out ``gang``: not a gang group's
+    member (its group starts together), no slices (a mover's pods move one by one)."""
+    return _movable(gang) and gang.group is None
 
 
 def _domains(ctx: _Context, lost_at: np.ndarray, rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
@@ -391,11 +548,14 @@ class _Answer:
     pods: list[tuple[str, str, str]]
     evicted: set[str]
     freed: set[str]
+    admitted: set[str] | None = None
+    """The admitted gangs when an entrant neighbourhood changed them (else the state's)."""
 
     def decision(self) -> Decision:
         new_pods = self.fixed_pods + self.pods
         removed = {p for p in self.state.removed if p not in self.freed} | self.evicted
-        return Decision(admitted=set(self.state.admitted), new_pods=new_pods, removed=removed)
+        admitted = self.state.admitted if self.admitted is None else self.admitted
+        return Decision(admitted=set(admitted), new_pods=new_pods, removed=removed)
 
 
 def best_victims(rnd: Round, pre: Prefiltered, plan: Plan, work: float) -> tuple[Plan, str]:
@@ -467,6 +627,18 @@ def _solve_neighbourhood(
             fixed[i] += ctx.req[(gang, role)]
             fixed_new.setdefault(i, set()).add(gang)
             fixed_pods.append((gang, role, node))
+    # Entrant neighbourhoods (``trade``): the entrants start or not, at their minimum, and the
+    # movers of a lower priority stay or are left out, each with its plan's pod count.
+    entrants = [g for g in hood.entrants if g not in state.admitted]
+    if hood.entrants and not entrants:
+        return None  # started by an earlier neighbourhood of the pass
+    optional = set(entrants) | {g for g in movers if hood.entrants and ctx.pending[g].priority < hood.priority}
+    pods_of = {key: sum(per.values()) for key, per in seed_count.items()}
+    for gang in entrants:
+        for role, count in ctx.terms.min_pods(ctx.pending[gang]).items():
+            if count > 0:
+                seed_count[(gang, role)] = {}
+                pods_of[(gang, role)] = count
     room = ctx.cap - fixed
     # Free victims' usage per node, and which nodes they sit on.
     free_usage: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -477,6 +649,7 @@ def _solve_neighbourhood(
         np.add.at(use, inv, reqs)
         free_usage[name] = (uniq, use)
     model = cp_model.CpModel()
+    start = {gang: model.new_bool_var(f"start[{gang}]") for gang in sorted(optional)}
     x: dict[tuple[str, str], dict[int, cp_model.IntVar]] = {}
     ub: dict[int, int] = {}
     hint_x: dict[tuple[str, str], dict[int, int]] = {}
@@ -486,9 +659,11 @@ def _solve_neighbourhood(
         role_spec = next(r for r in spec.roles if r.name == role)
         req = ctx.req[(gang, role)]
         mask = ctx.eligibility.mask(role_spec).copy()
-        domain = ctx.domain_mask(spec, seed_nodes[gang])
+        domain = None if gang in entrants else ctx.domain_mask(spec, seed_nodes[gang])
         if region is not None:
             mask &= region
+        if gang in entrants and hood.within is not None:
+            mask &= hood.within
         if domain is not None:
             mask &= domain
         for victim, rows in fixed_victims:
@@ -502,7 +677,7 @@ def _solve_neighbourhood(
                 np.add.at(blocked, rows, use)
         avail = room - blocked
         need = req > 0
-        fit = np.full(n_nodes, sum(per.values()), dtype=np.int64)
+        fit = np.full(n_nodes, pods_of[(gang, role)], dtype=np.int64)
         if need.any():
             fit = np.minimum(fit, (np.maximum(avail[:, need], 0) // req[need]).min(axis=1))
         fit[~mask] = 0
@@ -512,10 +687,15 @@ def _solve_neighbourhood(
         variables += len(nodes)
         if work is None and variables > MAX_MOVER_VARIABLES:
             return None
+        if gang in entrants and int(fit.sum()) < pods_of[(gang, role)]:
+            return None  # the entrant cannot start here, whatever is evicted or moved
         x[(gang, role)] = {int(i): model.new_int_var(0, int(fit[i]), f"x[{gang},{role},{i}]") for i in nodes}
         ub.update({var.index: int(fit[i]) for i, var in x[(gang, role)].items()})
         hint_x[(gang, role)] = per
-        model.add(sum(x[(gang, role)].values()) == sum(per.values()))
+        total = sum(x[(gang, role)].values())
+        model.add(total == pods_of[(gang, role)] * start[gang] if gang in start else total == pods_of[(gang, role)])
+    for gang in entrants:  # a required level: one domain
+        _one_domain(ctx, model, gang, start[gang], {r: x[(g, r)] for g, r in x if g == gang}, ub)
     keep = {name: model.new_bool_var(f"keep[{name}]") for name in free}
     # Capacity on every node where something varies.
     terms: dict[int, list[tuple[np.ndarray, cp_model.IntVar]]] = {}
@@ -547,14 +727,17 @@ def _solve_neighbourhood(
                 if on_node is not None and not ctx.may_preempt(gang, name):
                     model.add(on_node <= ub[on_node.index] * keep[name])
     # Objective: kept victims' tier values, lexicographic by priority.
-    weights = _weights(ctx, free)
-    objective = sum(weights[name] * keep[name] for name in free)
+    weights = _weights(ctx, free, sorted(optional))
+    objective = sum(weights[name] * keep[name] for name in free) + sum(weights[g] * start[g] for g in start)
     model.maximize(objective)
     seed_value = 0
     for name in free:
         stays = not any(p in state.removed for p in ctx.pods[name][2])
         model.add_hint(keep[name], stays)
         seed_value += weights[name] * int(stays)
+    for gang, literal in start.items():
+        model.add_hint(literal, gang in state.admitted)
+        seed_value += weights[gang] * int(gang in state.admitted)
     for key, per_node in x.items():
         for i, var in per_node.items():
             model.add_hint(var, hint_x[key].get(i, 0))
@@ -585,20 +768,51 @@ def _solve_neighbourhood(
             freed.update(names)
         else:
             evicted.update(names)
-    return _Answer(state=state, fixed_pods=fixed_pods, pods=moved, evicted=evicted, freed=freed)
+    admitted = None
+    if start:
+        admitted = {g for g in state.admitted if g not in start} | {g for g in start if solver.boolean_value(start[g])}
+    return _Answer(state=state, fixed_pods=fixed_pods, pods=moved, evicted=evicted, freed=freed, admitted=admitted)
 
 
-def _weights(ctx: _Context, free: list[str]) -> dict[str, int]:
-    """Objective weight per free victim: its tier value times its priority's weight, each
-    priority's weight above the whole value of every lower one (lexicographic)."""
+def _one_domain(
+    ctx: _Context,
+    model: cp_model.CpModel,
+    gang: str,
+    started: cp_model.IntVar,
+    x: dict[str, dict[int, cp_model.IntVar]],
+    ub: dict[int, int],
+) -> None:
+    """An entrant with a required level starts inside one domain of it (rule 3)."""
+    spec = ctx.pending[gang]
+    level = spec.topology.required if spec.topology else None
+    if level is None:
+        return
+    nodes = ctx.rnd.cluster.nodes
+    inside: dict[str, list[cp_model.IntVar]] = {}
+    for per_node in x.values():
+        for i, var in per_node.items():
+            inside.setdefault(nodes[i].name if level == "node" else nodes[i].topology[level], []).append(var)
+    chosen = {d: model.new_bool_var(f"in[{gang},{d}]") for d in sorted(inside)}
+    model.add(sum(chosen.values()) == started)
+    for d, variables in inside.items():
+        for var in variables:
+            model.add(var <= ub[var.index] * chosen[d])
+
+
+def _weights(ctx: _Context, free: list[str], optional: list[str] | None = None) -> dict[str, int]:
+    """Objective weight per free victim and per pending gang that may start or not
+    (``optional``): its tier value times its priority's weight, each priority's weight above
+    the whole value of every lower one (lexicographic)."""
     by_prio: dict[int, list[str]] = {}
     for name in free:
         by_prio.setdefault(ctx.running[name].priority, []).append(name)
+    for name in optional or []:
+        by_prio.setdefault(ctx.pending[name].priority, []).append(name)
     weight, out = 1, {}
     for prio in sorted(by_prio):
         total = 0
         for name in by_prio[prio]:
-            value = ctx.terms.tier_value(ctx.running[name])
+            value = ctx.terms.tier_value(ctx.running[name] if name in ctx.running else ctx.pending[name])
             out[name] = weight * value
             total += value
         weight *= total + 1

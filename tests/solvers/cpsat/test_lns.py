@@ -164,3 +164,48 @@ def test_a_work_budget_ends_the_search_after_the_work_it_names() -> None:
     assert tiny[0].neighbourhoods == tiny[1].neighbourhoods and tiny[0].spent == tiny[1].spent
     assert tiny[0].plan.model_dump() == tiny[1].plan.model_dump()
     assert all(gangopt.validate(rnd, out.plan) == [] for out in (free, *tiny))
+
+
+def left_out() -> tuple[Round, gangopt.Plan]:
+    """Two 8-GPU nodes: ``top`` (priority 10, one 4-GPU pod) placed on n0, a priority-0 victim
+    ``v`` holding 4 GPUs of n1, and ``big`` (priority 5, one 8-GPU pod) left waiting: the seed
+    a slot placer leaves when it fails to place a chosen gang. Starting ``big`` needs ``top``
+    moved to n1's free half, which no victim neighbourhood does (its admissions are fixed)."""
+    without = make_round(
+        cluster(2),
+        running=[running("v", ["n1"], gpu=4)],
+        pending=[pending("top", 1, gpu=4, priority=10)],
+    )
+    rnd = without.model_copy(update={"pending": [*without.pending, pending("big", 1, gpu=8, priority=5)]})
+    seed = greedy(without)
+    assert seed.admitted == ["top"] and [p.node for p in seed.placements] == ["n0"]
+    waiting = [gangopt.schema.Waiting(gang="big", code="policy", reasons=["left out"])]
+    return rnd, seed.model_copy(update={"waiting": waiting})
+
+
+def test_an_entrant_neighbourhood_starts_a_gang_the_seed_left_out_by_moving_a_higher_one() -> None:
+    rnd, seed = left_out()
+    assert gangopt.validate(rnd, seed) == []
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    assert tiers(rnd, seed)[5] < optimum[5]
+    pre = prefilter(rnd)
+    fixed = improve(rnd, pre, seed, score(rnd, seed), time.perf_counter() + 30)
+    assert fixed.improvements == 0 and "big" not in fixed.plan.admitted  # admissions fixed: nothing to gain
+    out = improve(rnd, pre, seed, score(rnd, seed), time.perf_counter() + 30, trade=frozenset({5, 0}))
+    assert gangopt.validate(rnd, out.plan) == []
+    assert "big" in out.plan.admitted and not out.plan.preemptions  # ``v`` kept: ``top`` moved to n1
+    assert tiers(rnd, out.plan) == optimum
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds())
+def test_a_trading_search_plan_is_valid_and_lexicographically_no_worse(rnd: Round) -> None:
+    """With entrants (``trade``), a lower tier may pay for a higher one, never the other way."""
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    prios = frozenset(g.priority for g in rnd.pending)
+    out = improve(rnd, prefilter(rnd), seed, seed_score, time.perf_counter() + 30, trade=prios)
+    assert gangopt.validate(rnd, out.plan) == []
+    assert lexicographic_key(out.score) >= lexicographic_key(seed_score)
+    assert out.score == score(rnd, out.plan)
+    assert set(out.plan.admitted) | {w.gang for w in out.plan.waiting} == {g.name for g in rnd.pending}
