@@ -101,7 +101,18 @@ short. Raised to 5,000 (no clock), the busy-0.75 seed-2 round spent 51 s of a 10
 WHOLE_SECONDARY_GANGS = 1500
 """Rounds with up to this many pending and candidate gangs solve the secondary second stage
 (:func:`secondary_bound_at`) with whole variables: 10-25 ms at 128 nodes, but 0.34 CPU-s
-against the LP's 0.18 on the 1,024-node busy-0.75 round, whose plan the LP proves already."""
+against the LP's 0.18 on the 1,024-node busy-0.75 round, whose plan the LP proves already.
+Larger rounds solve its LP, and leave out the preferred-topology columns
+(:func:`_preferred_columns`: spread counted at 0): on the fragmented 4,096-node round (busy
+0.75, 1,664 such columns) they tightened the bound by 2.0 GPU-eq (257.9 against 259.9, for a
+plan at 140-158) for 0.3-0.4 CPU-s of model and 0.4 of LP; on the 1,024-node one, 0."""
+
+SECONDARY_LP_SOLVER = "CLP"
+"""The LP solver of a large round's secondary stage (GLOP when the OR-Tools build has no
+CLP). On the fragmented 4,096-node round (busy 0.75; 27,543 variables, 37,580 rows) GLOP's
+primal simplex took 2.4-2.8 CPU-s (12,881 iterations), CLP's dual simplex 0.7-0.9 (4,812),
+for the same optimum; on the tier models GLOP is as fast (0.27-0.33 CPU-s for priority 0) and
+stays."""
 
 LARGE_SHARE = 0.25
 """Rounds with more than :data:`MAX_COLUMNS` pending and candidate gangs get the slot bounds
@@ -146,7 +157,9 @@ optimality tolerances (1e-7 on rows scaled to 1) move the value by far less."""
 
 @dataclass(frozen=True)
 class _Solution:
-    """A whole solution of one tier's slot model: the values and where to read them."""
+    """A whole solution of one tier's slot model (on a round over :data:`MAX_COLUMNS`, the
+    LP's own, read at one half: :func:`_integer_bound`'s ``lp_choice``): the values and where
+    to read them."""
 
     x: np.ndarray
     var: np.ndarray
@@ -475,7 +488,8 @@ class SlotChoice:
     levels: frozenset[int]
     value: int
     """The tier's value in the model's solution (objective units, fixed running gangs included):
-    what a placement that honours every choice reaches."""
+    what a placement that honours every choice reaches (on a round over :data:`MAX_COLUMNS`,
+    of the LP's solution read at one half, which need not fit whole)."""
     bound: int
     """The tier's slot bound (the solution's value when SCIP proved it)."""
     started: dict[int, tuple[str, int] | None]
@@ -674,7 +688,8 @@ def _tier_lp(
     model, var, gvar = _tier_model(shared, prio, floors)
     fixed = shared.fixed_value.get(prio, 0)
     key = (prio, tuple(floors))
-    solved = _integer_bound(model, settings, None if target is None else target - fixed, solution)
+    enough = None if target is None else target - fixed
+    solved = _integer_bound(model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS)
     if solved is None:
         return None
     relaxed, x = solved[0], solved[1]
@@ -767,6 +782,14 @@ def _tier_model(
     return model, var, gvar
 
 
+LP_CHOICE_GAP = 0.005
+"""How far (relative) a round over :data:`MAX_COLUMNS` may have its plan below the LP's bound
+of the first tier it leaves open before the slot placer gets the LP's own solution instead of
+SCIP's whole one (:func:`_integer_bound`'s ``lp_choice``). Nearer, SCIP runs as before: its
+integer bound may prove the plan (on these rounds it was 6.4-6.5 objective units below the
+LP's, 0.001 %). Greedy's plan on the fragmented 4,096-node round is 1.4 % below."""
+
+
 _BOUND_ONLY = "bound only"
 """Marks an :func:`_integer_bound` answer whose whole solution was not sought."""
 
@@ -789,6 +812,7 @@ def _integer_bound(
     settings: str = SCIP_SETTINGS,
     enough: float | None = None,
     solution: bool = True,
+    lp_choice: bool = False,
 ) -> tuple[float, np.ndarray | None] | tuple[float, None, str] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
@@ -812,7 +836,17 @@ def _integer_bound(
     :data:`SAT_MAX_VARIABLES` variables) CP-SAT's optimum (:data:`SAT_SETTINGS`) is the
     bound when no ``solution`` is sought; with ``solution``, SCIP at once: on the Philly
     6-node slice CP-SAT first closed 8 of 33 such models and left 25 to SCIP anyway, its
-    5 ms each spent for nothing (0.12 of the replay's 2.2 CPU-s; the same plans)."""
+    5 ms each spent for nothing (0.12 of the replay's 2.2 CPU-s; the same plans).
+
+    ``lp_choice`` (a round over :data:`MAX_COLUMNS`, :func:`_tier_lp`): when a ``solution`` is
+    sought, the LP is fractional and its bound is more than :data:`LP_CHOICE_GAP` above the
+    plan's value ``enough`` (the integer model would not prove that plan either), the LP's own
+    solution is the answer, with the LP's bound, and SCIP does not run: :func:`slot_choice`
+    reads it at one half (a gang at 0.75 starts, a candidate kept at 0.01 is evicted). On the
+    fragmented 4,096-node round (busy 0.75) the lowest tier's LP has 6 fractional variables of
+    25,385; SCIP's whole solution took 0.96-1.1 CPU-s, and the slot placer reaches the same
+    priority-0 value from either choice (51,019.9 GPU-eq, bound 51,020.5 instead of 51,019.9:
+    a tier gap of 0.001 %)."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
 
     solver = pywraplp.Solver.CreateSolver("GLOP")
@@ -826,6 +860,8 @@ def _integer_bound(
         return lp, None  # the LP's bound only (a large round's leave for the LPs alone)
     if enough is not None and _rounded(lp) <= enough:
         return lp, None, _BOUND_ONLY
+    if lp_choice and solution and enough is not None and lp - enough > LP_CHOICE_GAP * abs(lp):
+        return lp, values
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:
@@ -1042,7 +1078,8 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
         return None
     prio = int(shared.prio.min())  # the lowest tier with pending gangs or candidates: every candidate a column
     floors = [(p, v) for p, v in sorted(values.items(), reverse=True) if p > prio]
-    shared = _with_growth(pre, shared)
+    large = len(pre.pending) + len(pre.candidates) > WHOLE_SECONDARY_GANGS
+    shared = pre.kept("slots-growth-only", lambda: _growth_slots(pre, shared)) if large else _with_growth(pre, shared)
     model, var, gvar = _tier_model(shared, prio, floors)
     own = np.flatnonzero((var >= 0) & (shared.prio == prio))
     rhs = values.get(prio, 0) - shared.fixed_value.get(prio, 0) - 0.5
@@ -1054,8 +1091,9 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     # Whole variables (SCIP at its node limit, when the LP is fractional) on the rounds whose
     # tier models get them: a gang starts or not, so a fraction of a preferred gang in one
     # domain does not escape its spread (fragmented S 0.75: 13.5 as an LP, 12.4 whole, the
-    # optimum; 10-25 ms). Larger rounds keep the LP (:data:`WHOLE_SECONDARY_GANGS`).
-    if settings != LP_ONLY and len(pre.pending) + len(pre.candidates) <= WHOLE_SECONDARY_GANGS:
+    # optimum; 10-25 ms). Larger rounds keep the LP (:data:`WHOLE_SECONDARY_GANGS`), without
+    # the preferred columns, solved by CLP's dual simplex (:data:`SECONDARY_LP_SOLVER`).
+    if settings != LP_ONLY and not large:
         solved = _integer_bound(model, settings)
         if solved is None:
             return None
@@ -1063,7 +1101,7 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     else:
         from ortools.linear_solver import pywraplp
 
-        solver = pywraplp.Solver.CreateSolver("GLOP")
+        solver = pywraplp.Solver.CreateSolver(SECONDARY_LP_SOLVER) or pywraplp.Solver.CreateSolver("GLOP")
         if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
             return None
         relaxed = float(solver.Objective().Value())
