@@ -487,11 +487,17 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     large_choice = slot_choice(allowed, values)
     assert large_choice is not None and large_choice.bound == large[large_choice.priority]
     assert large_choice.priority == choice.priority and large_choice.bound >= choice.bound
+    # The placer's second chance: SCIP's whole solution, with the integer model's bound.
+    whole = slot_choice(allowed, values, whole=True)
+    assert whole is not None and not whole.rounded and not choice.rounded
+    assert whole.value == choice.value and whole.bound == choice.bound
+    assert large_choice.rounded or large_choice.bound == choice.bound  # a whole choice: the integer bound
     lp_only = prefilter(rnd)
     slots.allow_large(lp_only, "lp")  # the LPs alone: bounds no tighter than the integer model's
     relaxed = slot_tier_bounds(lp_only, values, tier_ceilings(lp_only))
     assert relaxed.keys() == small.keys() == large.keys()
     assert all(small[p] <= large[p] <= relaxed[p] for p in small)
+    assert large_choice.rounded  # greedy is 10-70 % below the LP's bound here: the LP's own choice
     monkeypatch.setattr(slots, "LARGE_SHARE", 0.0)
     too_large = prefilter(rnd)
     slots.allow_large(too_large, True)

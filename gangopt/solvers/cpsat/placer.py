@@ -354,9 +354,22 @@ def place_choices(
         out.tried += 1
         plan, plan_score = placed(rnd, choice, until)
         took = time.perf_counter() - began
-        if lexicographic_key(plan_score) <= lexicographic_key(out.score):
+        better = lexicographic_key(plan_score) > lexicographic_key(out.score)
+        answer = proven(plan, plan_score) if better else None
+        if choice.rounded and answer is None and (until is None or time.perf_counter() + took <= until):
+            # The LP's own solution placed (no SCIP, :func:`gangopt.slots.slot_choice`) is not
+            # proven: SCIP's whole solution, placed, as before the LP's choice (tilted L 0.75).
+            whole = slot_choice(pre, values, whole=True)
+            if whole is not None and whole.value > values.get(whole.priority, 0) and not _seen(whole, tried):
+                tried.append(whole)
+                other, other_score = placed(rnd, whole, until)
+                took = time.perf_counter() - began
+                if lexicographic_key(other_score) > lexicographic_key(plan_score):
+                    plan, plan_score = other, other_score
+                    better = lexicographic_key(plan_score) > lexicographic_key(out.score)
+                    answer = proven(plan, plan_score) if better else None
+        if not better:
             break  # not taken, so not validated
-        answer = proven(plan, plan_score)
         if answer is None and validate(rnd, plan):
             break  # never seen: the engine keeps every rule; the plan stays as it was
         out.plan, out.score = plan, plan_score
