@@ -121,9 +121,10 @@ when the estimated cost of their LPs (:func:`large_estimate`) is at most this sh
 and whether a plan is returned proven, repeats on a loaded machine), solved with SCIP's
 presolve (:data:`LARGE_SCIP_SETTINGS`). The fragmented 4,096-node round (busy 0.75, issue 13's
 many small running gangs: 998 pending gangs in 1,754 columns, 13,103 candidates with 14,326
-pods) gets them at a 10 s limit (estimate 0.9 s, 2.0 with the integer models; measured 1.0
-and 1.7-2.0 CPU-s), not at 3 s; the
-16,384-node rounds do not (22,215 pending columns on the tilted one: its lowest tier's LP
+pods) gets them at a 10 s limit and by this rule at 3 s too, where the clock then decides
+(estimate 0.73 s for the LPs, 0.92 whole; measured 0.7-1.0 CPU-s since h28-L, 1.7-2.0
+before); the 16,384-node rounds do not (16,293 pending columns and 59,283 candidate pods on
+the many-small-gangs one: estimate 5.9 s for the LPs; on the tilted one the lowest tier's LP
 alone took 6.9 CPU-s). Until stop 27 the rule counted gangs (500 per second of the limit):
 the 4,096-node round of many small gangs (14,101) got no slot bounds at all, and its plan
 stayed at greedy's (6.8 % reported; with them the slot placer's plan is proven within 0.5 %)."""
@@ -601,21 +602,24 @@ LARGE_KEY = "slots-large"
 """Key in ``pre.derived`` of the caller's leave to solve a large round's slot models
 (:func:`allow_large`)."""
 
-LARGE_SECONDS_PER_COLUMN = 9e-4
-"""Estimated CPU seconds of a large round's slot bounds (both tiers' models, GLOP and SCIP) per
-pending column (a pending gang in one of its allowed required domains, or anywhere): the
-pending gangs' rows and domain columns are what the models' size follows. 1.6-2.4 CPU-s for
-the 2,267 pending columns of the tilted fragmented 4,096-node round, 1.7-2.0 for the 1,754 of
-the many-small-gangs one (load 2-4)."""
+LARGE_SECONDS_PER_COLUMN = 4e-4
+"""Estimated CPU seconds of a large round's slot bounds (both tiers' models and LPs; SCIP only
+where the plan is within :data:`LP_CHOICE_GAP` of the LP's bound) per pending column (a
+pending gang in one of its allowed required domains, or anywhere): the pending gangs' rows and
+domain columns are what the models' size follows. 0.7-1.0 CPU-s for the 1,754 pending columns
+of the many-small-gangs fragmented 4,096-node round and 0.7 for the 2,267 of the tilted one
+(load 9, h28-L); with SCIP's whole solution for the placer's choice it was 1.6-2.4 (load 2-4,
+9e-4 a column)."""
 
-LARGE_SECONDS_PER_CANDIDATE_POD = 3e-5
+LARGE_SECONDS_PER_CANDIDATE_POD = 1.5e-5
 """The same per pod of a candidate running gang (a pod group, a kept-or-evicted column, a
 node blocker): the 14,326 candidate pods of the many-small-gangs 4,096-node round add about
-0.4 CPU-s to what its 1,754 pending columns cost."""
+0.2 CPU-s to what its 1,754 pending columns cost."""
 
-LARGE_LP_SHARE = 0.45
-"""The LPs alone (:data:`LP_ONLY`) as a share of :func:`large_estimate`: 0.5-0.9 CPU-s of
-1.6-2.4 on the tilted 4,096-node round, 1.0 of 2.0 on the many-small-gangs one."""
+LARGE_LP_SHARE = 0.8
+"""The LPs alone (:data:`LP_ONLY`) as a share of :func:`large_estimate`: with the LP's own
+solution as the placer's choice the whole bounds cost about what their LPs do (0.7-0.9 CPU-s
+on the 4,096-node rounds); SCIP, where it still runs, is the rest."""
 
 
 def large_affordable(pre: Prefiltered) -> bool:
