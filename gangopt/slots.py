@@ -101,7 +101,18 @@ short. Raised to 5,000 (no clock), the busy-0.75 seed-2 round spent 51 s of a 10
 WHOLE_SECONDARY_GANGS = 1500
 """Rounds with up to this many pending and candidate gangs solve the secondary second stage
 (:func:`secondary_bound_at`) with whole variables: 10-25 ms at 128 nodes, but 0.34 CPU-s
-against the LP's 0.18 on the 1,024-node busy-0.75 round, whose plan the LP proves already."""
+against the LP's 0.18 on the 1,024-node busy-0.75 round, whose plan the LP proves already.
+Larger rounds solve its LP, and leave out the preferred-topology columns
+(:func:`_preferred_columns`: spread counted at 0): on the fragmented 4,096-node round (busy
+0.75, 1,664 such columns) they tightened the bound by 2.0 GPU-eq (257.9 against 259.9, for a
+plan at 140-158) for 0.3-0.4 CPU-s of model and 0.4 of LP; on the 1,024-node one, 0."""
+
+SECONDARY_LP_SOLVER = "CLP"
+"""The LP solver of a large round's secondary stage (GLOP when the OR-Tools build has no
+CLP). On the fragmented 4,096-node round (busy 0.75; 27,543 variables, 37,580 rows) GLOP's
+primal simplex took 2.4-2.8 CPU-s (12,881 iterations), CLP's dual simplex 0.7-0.9 (4,812),
+for the same optimum; on the tier models GLOP is as fast (0.27-0.33 CPU-s for priority 0) and
+stays."""
 
 LARGE_SHARE = 0.25
 """Rounds with more than :data:`MAX_COLUMNS` pending and candidate gangs get the slot bounds
@@ -110,9 +121,10 @@ when the estimated cost of their LPs (:func:`large_estimate`) is at most this sh
 and whether a plan is returned proven, repeats on a loaded machine), solved with SCIP's
 presolve (:data:`LARGE_SCIP_SETTINGS`). The fragmented 4,096-node round (busy 0.75, issue 13's
 many small running gangs: 998 pending gangs in 1,754 columns, 13,103 candidates with 14,326
-pods) gets them at a 10 s limit (estimate 0.9 s, 2.0 with the integer models; measured 1.0
-and 1.7-2.0 CPU-s), not at 3 s; the
-16,384-node rounds do not (22,215 pending columns on the tilted one: its lowest tier's LP
+pods) gets them at a 10 s limit and by this rule at 3 s too, where the clock then decides
+(estimate 0.73 s for the LPs, 0.92 whole; measured 0.7-1.0 CPU-s since h28-L, 1.7-2.0
+before); the 16,384-node rounds do not (16,293 pending columns and 59,283 candidate pods on
+the many-small-gangs one: estimate 5.9 s for the LPs; on the tilted one the lowest tier's LP
 alone took 6.9 CPU-s). Until stop 27 the rule counted gangs (500 per second of the limit):
 the 4,096-node round of many small gangs (14,101) got no slot bounds at all, and its plan
 stayed at greedy's (6.8 % reported; with them the slot placer's plan is proven within 0.5 %)."""
@@ -146,13 +158,30 @@ optimality tolerances (1e-7 on rows scaled to 1) move the value by far less."""
 
 @dataclass(frozen=True)
 class _Solution:
-    """A whole solution of one tier's slot model: the values and where to read them."""
+    """A whole solution of one tier's slot model (on a round over :data:`MAX_COLUMNS`, the
+    LP's own, read at one half: :func:`_integer_bound`'s ``lp_choice``): the values and where
+    to read them."""
 
     x: np.ndarray
     var: np.ndarray
     """Per column, its variable (-1: not in the model)."""
     gvar: np.ndarray
     """Per pod group, the variable that says it is kept."""
+    rounded: bool = False
+    """The LP's own solution (fractional values), not a whole one."""
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A large round's lowest-tier slot model, kept for its secondary stage (:func:`_tier_lp`
+    with ``growth``): the model with its growth groups held at 0, where to read it, and the
+    growth groups' variables with their own upper bounds."""
+
+    model: linear_solver_pb2.MPModelProto
+    var: np.ndarray
+    gvar: np.ndarray
+    grown: list[int]
+    upper: list[float]
 
 
 @dataclass
@@ -217,6 +246,8 @@ class _Slots:
     """Per plan's tier values: the first tier its bounds leave open, and the floors above it
     (the key of its LP in :attr:`lps`)."""
     rhs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+    models: dict[tuple[int, tuple[tuple[int, int], ...]], _Kept] = field(default_factory=dict)
+    """Per LP of :attr:`lps`, a large round's lowest-tier model kept for the secondary stage."""
     grow: np.ndarray | None = None
     """Per group, in the secondary model only (:func:`_with_growth`): the pods a *growth
     group* may add (a started pending gang's pods of one role above its minimum; 0 for the
@@ -475,7 +506,8 @@ class SlotChoice:
     levels: frozenset[int]
     value: int
     """The tier's value in the model's solution (objective units, fixed running gangs included):
-    what a placement that honours every choice reaches."""
+    what a placement that honours every choice reaches (on a round over :data:`MAX_COLUMNS`,
+    of the LP's solution read at one half, which need not fit whole)."""
     bound: int
     """The tier's slot bound (the solution's value when SCIP proved it)."""
     started: dict[int, tuple[str, int] | None]
@@ -485,14 +517,25 @@ class SlotChoice:
     """Candidate running gangs (index into the round's) evicted whole."""
     shed: dict[int, tuple[int, ...]]
     """Kept elastic candidates that lose pods: the pods' indexes in the gang."""
+    rounded: bool = False
+    """The LP's own solution read at one half, not a whole one (:func:`_integer_bound`'s
+    ``lp_choice``): :func:`slot_choice` with ``whole`` gives SCIP's."""
 
 
-def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
+def slot_choice(pre: Prefiltered, values: dict[int, int], whole: bool = False) -> SlotChoice | None:
     """The integer slot model's choice for the first tier a plan of tier ``values`` (objective
     units) leaves open, once :func:`slot_tier_bounds` has bounded that plan (it solves the
     model; this reads its solution). None when the bounds proved every tier, were not computed
-    for these values, or the model found no whole solution."""
-    if _scip_settings(pre) is None:
+    for these values, or the model found no whole solution.
+
+    On a round over :data:`MAX_COLUMNS` the choice may be the LP's own solution
+    (:attr:`SlotChoice.rounded`); ``whole`` asks for SCIP's whole one instead (solved now,
+    once; its bound then replaces the LP's when tighter): the slot placer's second chance when
+    the LP's choice placed gives no better plan. On the tilted fragmented 4,096-node round
+    (busy 0.75) the LP's choice placed stayed below greedy's plan and SCIP's reached priority
+    0 at 46,748.6 of 46,864.2 GPU-eq, as before the LP's choice."""
+    settings = _scip_settings(pre)
+    if settings is None:
         return None
     shared = _shared(pre)
     opened = shared.open_tier.get(tuple(sorted(values.items())))
@@ -503,6 +546,14 @@ def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
     bound = shared.lps.get(opened)
     if solution is None or bound is None:
         return None
+    if whole and solution.rounded:
+        kept = shared.models.get(opened)
+        model = kept.model if kept is not None else _tier_model(shared, prio, list(floors))[0]
+        solved = _integer_bound(model, settings)
+        if solved is None or solved[1] is None:
+            return None
+        solution = shared.solutions[opened] = replace(solution, x=solved[1], rounded=False)
+        bound = shared.lps[opened] = min(bound, shared.fixed_value.get(prio, 0) + _rounded(solved[0]))
     x, var = solution.x, solution.var
     decided = var >= 0
     chosen = np.zeros(len(var), dtype=bool)
@@ -525,6 +576,7 @@ def slot_choice(pre: Prefiltered, values: dict[int, int]) -> SlotChoice | None:
         started=started,
         evicted=evicted,
         shed=shed,
+        rounded=solution.rounded,
     )
 
 
@@ -550,21 +602,24 @@ LARGE_KEY = "slots-large"
 """Key in ``pre.derived`` of the caller's leave to solve a large round's slot models
 (:func:`allow_large`)."""
 
-LARGE_SECONDS_PER_COLUMN = 9e-4
-"""Estimated CPU seconds of a large round's slot bounds (both tiers' models, GLOP and SCIP) per
-pending column (a pending gang in one of its allowed required domains, or anywhere): the
-pending gangs' rows and domain columns are what the models' size follows. 1.6-2.4 CPU-s for
-the 2,267 pending columns of the tilted fragmented 4,096-node round, 1.7-2.0 for the 1,754 of
-the many-small-gangs one (load 2-4)."""
+LARGE_SECONDS_PER_COLUMN = 4e-4
+"""Estimated CPU seconds of a large round's slot bounds (both tiers' models and LPs; SCIP only
+where the plan is within :data:`LP_CHOICE_GAP` of the LP's bound) per pending column (a
+pending gang in one of its allowed required domains, or anywhere): the pending gangs' rows and
+domain columns are what the models' size follows. 0.7-1.0 CPU-s for the 1,754 pending columns
+of the many-small-gangs fragmented 4,096-node round and 0.7 for the 2,267 of the tilted one
+(load 9, h28-L); with SCIP's whole solution for the placer's choice it was 1.6-2.4 (load 2-4,
+9e-4 a column)."""
 
-LARGE_SECONDS_PER_CANDIDATE_POD = 3e-5
+LARGE_SECONDS_PER_CANDIDATE_POD = 1.5e-5
 """The same per pod of a candidate running gang (a pod group, a kept-or-evicted column, a
 node blocker): the 14,326 candidate pods of the many-small-gangs 4,096-node round add about
-0.4 CPU-s to what its 1,754 pending columns cost."""
+0.2 CPU-s to what its 1,754 pending columns cost."""
 
-LARGE_LP_SHARE = 0.45
-"""The LPs alone (:data:`LP_ONLY`) as a share of :func:`large_estimate`: 0.5-0.9 CPU-s of
-1.6-2.4 on the tilted 4,096-node round, 1.0 of 2.0 on the many-small-gangs one."""
+LARGE_LP_SHARE = 0.8
+"""The LPs alone (:data:`LP_ONLY`) as a share of :func:`large_estimate`: with the LP's own
+solution as the placer's choice the whole bounds cost about what their LPs do (0.7-0.9 CPU-s
+on the 4,096-node rounds); SCIP, where it still runs, is the rest."""
 
 
 def large_affordable(pre: Prefiltered) -> bool:
@@ -620,6 +675,8 @@ def _slot_tier_bounds(
         return {}
     shared = _shared(pre)
     with_pending = {int(p) for p in shared.prio[shared.pending]}
+    large = settings in (LARGE_SCIP_SETTINGS, LP_ONLY)
+    lowest = int(shared.prio.min()) if len(shared.prio) else 0
     out: dict[int, int] = {}
     floors: list[tuple[int, int]] = []
     chain = True
@@ -634,7 +691,10 @@ def _slot_tier_bounds(
             if key not in shared.lps or (
                 chain and key in shared.bound_only and known_lp is not None and known_lp > value
             ):
-                shared.lps[key] = _tier_lp(shared, prio, floors, settings, target=value, solution=chain)
+                # A large round's lowest tier: its model is the secondary stage's too (kept, with
+                # the growth groups held at 0 here: :func:`_tier_lp`).
+                growth = _growth_only(pre, shared) if large and prio == lowest else None
+                shared.lps[key] = _tier_lp(shared, prio, floors, settings, target=value, solution=chain, growth=growth)
             lp = shared.lps[key]
             if lp is not None:
                 bound = lp if bound is None else min(bound, lp)
@@ -656,6 +716,7 @@ def _tier_lp(
     settings: str = SCIP_SETTINGS,
     target: int | None = None,
     solution: bool = True,
+    growth: _Slots | None = None,
 ) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
     (objective units); None if GLOP does not report an optimum. ``settings``: how SCIP solves
@@ -670,16 +731,32 @@ def _tier_lp(
     fractional variable), and otherwise, on a round within :data:`MAX_COLUMNS`, CP-SAT bounds
     the integer model first; SCIP, for its solution, runs only when ``solution`` and the tier
     stays open. The bound is the same either way (both solve these models to optimality);
-    only where SCIP would stop at its node limit can CP-SAT's be tighter."""
-    model, var, gvar = _tier_model(shared, prio, floors)
-    fixed = shared.fixed_value.get(prio, 0)
+    only where SCIP would stop at its node limit can CP-SAT's be tighter.
+
+    With ``growth`` (``shared`` with growth groups, :func:`_growth_only`) the model is built
+    from it with every growth group held at 0 (the same tier bound: they only add pods above
+    a started gang's minimum), and kept in :attr:`_Slots.models` for the secondary stage
+    (:func:`secondary_bound_at`), which then copies it instead of building its own: 0.3-0.4
+    CPU-s on the fragmented 4,096-node round (busy 0.75)."""
     key = (prio, tuple(floors))
-    solved = _integer_bound(model, settings, None if target is None else target - fixed, solution)
+    if growth is None:
+        model, var, gvar = _tier_model(shared, prio, floors)
+    else:
+        model, var, gvar = _tier_model(growth, prio, floors)
+        grown = [] if growth.grow is None else gvar[np.flatnonzero((growth.grow > 0) & (gvar >= 0))].tolist()
+        upper = [model.variable[i].upper_bound for i in grown]
+        for i in grown:
+            model.variable[i].upper_bound = 0.0
+        shared.models[key] = _Kept(model=model, var=var, gvar=gvar, grown=grown, upper=upper)
+    fixed = shared.fixed_value.get(prio, 0)
+    enough = None if target is None else target - fixed
+    solved = _integer_bound(model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS)
     if solved is None:
         return None
     relaxed, x = solved[0], solved[1]
     if x is not None:
-        shared.solutions[key] = _Solution(x=x, var=var, gvar=gvar)
+        rounded = bool(np.any(np.abs(x - np.round(x)) > 1e-6))
+        shared.solutions[key] = _Solution(x=x, var=var, gvar=gvar, rounded=rounded)
     if len(solved) > 2:
         shared.bound_only.add(key)
     else:
@@ -767,6 +844,14 @@ def _tier_model(
     return model, var, gvar
 
 
+LP_CHOICE_GAP = 0.005
+"""How far (relative) a round over :data:`MAX_COLUMNS` may have its plan below the LP's bound
+of the first tier it leaves open before the slot placer gets the LP's own solution instead of
+SCIP's whole one (:func:`_integer_bound`'s ``lp_choice``). Nearer, SCIP runs as before: its
+integer bound may prove the plan (on these rounds it was 6.4-6.5 objective units below the
+LP's, 0.001 %). Greedy's plan on the fragmented 4,096-node round is 1.4 % below."""
+
+
 _BOUND_ONLY = "bound only"
 """Marks an :func:`_integer_bound` answer whose whole solution was not sought."""
 
@@ -789,6 +874,7 @@ def _integer_bound(
     settings: str = SCIP_SETTINGS,
     enough: float | None = None,
     solution: bool = True,
+    lp_choice: bool = False,
 ) -> tuple[float, np.ndarray | None] | tuple[float, None, str] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
@@ -812,7 +898,17 @@ def _integer_bound(
     :data:`SAT_MAX_VARIABLES` variables) CP-SAT's optimum (:data:`SAT_SETTINGS`) is the
     bound when no ``solution`` is sought; with ``solution``, SCIP at once: on the Philly
     6-node slice CP-SAT first closed 8 of 33 such models and left 25 to SCIP anyway, its
-    5 ms each spent for nothing (0.12 of the replay's 2.2 CPU-s; the same plans)."""
+    5 ms each spent for nothing (0.12 of the replay's 2.2 CPU-s; the same plans).
+
+    ``lp_choice`` (a round over :data:`MAX_COLUMNS`, :func:`_tier_lp`): when a ``solution`` is
+    sought, the LP is fractional and its bound is more than :data:`LP_CHOICE_GAP` above the
+    plan's value ``enough`` (the integer model would not prove that plan either), the LP's own
+    solution is the answer, with the LP's bound, and SCIP does not run: :func:`slot_choice`
+    reads it at one half (a gang at 0.75 starts, a candidate kept at 0.01 is evicted). On the
+    fragmented 4,096-node round (busy 0.75) the lowest tier's LP has 6 fractional variables of
+    25,385; SCIP's whole solution took 0.96-1.1 CPU-s, and the slot placer reaches the same
+    priority-0 value from either choice (51,019.9 GPU-eq, bound 51,020.5 instead of 51,019.9:
+    a tier gap of 0.001 %)."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
 
     solver = pywraplp.Solver.CreateSolver("GLOP")
@@ -826,6 +922,8 @@ def _integer_bound(
         return lp, None  # the LP's bound only (a large round's leave for the LPs alone)
     if enough is not None and _rounded(lp) <= enough:
         return lp, None, _BOUND_ONLY
+    if lp_choice and solution and enough is not None and lp - enough > LP_CHOICE_GAP * abs(lp):
+        return lp, values
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:
@@ -1042,8 +1140,18 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
         return None
     prio = int(shared.prio.min())  # the lowest tier with pending gangs or candidates: every candidate a column
     floors = [(p, v) for p, v in sorted(values.items(), reverse=True) if p > prio]
-    shared = _with_growth(pre, shared)
-    model, var, gvar = _tier_model(shared, prio, floors)
+    large = len(pre.pending) + len(pre.candidates) > WHOLE_SECONDARY_GANGS
+    kept = shared.models.get((prio, tuple(floors))) if large else None
+    shared = _growth_only(pre, shared) if large else _with_growth(pre, shared)
+    if kept is None:
+        model, var, gvar = _tier_model(shared, prio, floors)
+    else:  # the lowest tier's own model (:func:`_tier_lp`), its growth groups freed
+        from ortools.linear_solver import linear_solver_pb2
+
+        model, var, gvar = linear_solver_pb2.MPModelProto(), kept.var, kept.gvar
+        model.CopyFrom(kept.model)
+        for i, upper in zip(kept.grown, kept.upper, strict=True):
+            model.variable[i].upper_bound = upper
     own = np.flatnonzero((var >= 0) & (shared.prio == prio))
     rhs = values.get(prio, 0) - shared.fixed_value.get(prio, 0) - 0.5
     if rhs > 0:
@@ -1054,8 +1162,9 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     # Whole variables (SCIP at its node limit, when the LP is fractional) on the rounds whose
     # tier models get them: a gang starts or not, so a fraction of a preferred gang in one
     # domain does not escape its spread (fragmented S 0.75: 13.5 as an LP, 12.4 whole, the
-    # optimum; 10-25 ms). Larger rounds keep the LP (:data:`WHOLE_SECONDARY_GANGS`).
-    if settings != LP_ONLY and len(pre.pending) + len(pre.candidates) <= WHOLE_SECONDARY_GANGS:
+    # optimum; 10-25 ms). Larger rounds keep the LP (:data:`WHOLE_SECONDARY_GANGS`), without
+    # the preferred columns, solved by CLP's dual simplex (:data:`SECONDARY_LP_SOLVER`).
+    if settings != LP_ONLY and not large:
         solved = _integer_bound(model, settings)
         if solved is None:
             return None
@@ -1063,12 +1172,18 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     else:
         from ortools.linear_solver import pywraplp
 
-        solver = pywraplp.Solver.CreateSolver("GLOP")
+        solver = pywraplp.Solver.CreateSolver(SECONDARY_LP_SOLVER) or pywraplp.Solver.CreateSolver("GLOP")
         if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
             return None
         relaxed = float(solver.Objective().Value())
     # Secondary values are whole objective units: the optimum is at most the bound rounded down.
     return constant + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+
+
+def _growth_only(pre: Prefiltered, shared: _Slots) -> _Slots:
+    """``shared`` with growth groups and without preferred columns (:func:`_growth_slots`): a
+    large round's secondary model (:data:`WHOLE_SECONDARY_GANGS`), built once per round."""
+    return pre.kept("slots-growth-only", lambda: _growth_slots(pre, shared))
 
 
 def _with_growth(pre: Prefiltered, shared: _Slots) -> _Slots:
@@ -1161,6 +1276,7 @@ def _preferred_columns(pre: Prefiltered, shared: _Slots) -> _Slots:
         bound_only=set(),
         open_tier={},
         rhs={},
+        models={},
     )
     spread = extended.spread
     assert spread is not None
@@ -1224,6 +1340,7 @@ def _growth_slots(pre: Prefiltered, shared: _Slots) -> _Slots:
         solutions={},
         bound_only=set(),
         open_tier={},
+        models={},
     )
 
 

@@ -8,6 +8,7 @@ tests/reference.py on small rounds of issue 13's fragmented family.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import pytest
@@ -467,8 +468,9 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     monkeypatch: pytest.MonkeyPatch, nodes: int, gangs: int, seed: int
 ) -> None:
     """Over MAX_COLUMNS gangs the slot models are solved only with the caller's leave
-    (``allow_large``) and within LARGE_SHARE of the time limit; SCIP with its presolve
-    then gives the same bound and the same choice's value as without it."""
+    (``allow_large``) and within LARGE_SHARE of the time limit; the first open tier's choice is
+    then the LP's own solution (no SCIP), so its bound lies between the integer model's and the
+    LP's, and the choice is there and carries that bound."""
     rnd = _fragmented(nodes, gangs, seed)
     pre = prefilter(rnd)
     values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
@@ -481,13 +483,21 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     assert slot_choice(refused, values) is None
     allowed = prefilter(rnd)
     slots.allow_large(allowed, True)
-    assert slot_tier_bounds(allowed, values, tier_ceilings(allowed)) == small
+    large = slot_tier_bounds(allowed, values, tier_ceilings(allowed))
     large_choice = slot_choice(allowed, values)
-    assert large_choice is not None and large_choice.value == choice.value and large_choice.bound == choice.bound
+    assert large_choice is not None and large_choice.bound == large[large_choice.priority]
+    assert large_choice.priority == choice.priority and large_choice.bound >= choice.bound
+    # The placer's second chance: SCIP's whole solution, with the integer model's bound.
+    whole = slot_choice(allowed, values, whole=True)
+    assert whole is not None and not whole.rounded and not choice.rounded
+    assert whole.value == choice.value and whole.bound == choice.bound
+    assert large_choice.rounded or large_choice.bound == choice.bound  # a whole choice: the integer bound
     lp_only = prefilter(rnd)
     slots.allow_large(lp_only, "lp")  # the LPs alone: bounds no tighter than the integer model's
     relaxed = slot_tier_bounds(lp_only, values, tier_ceilings(lp_only))
-    assert relaxed.keys() == small.keys() and all(relaxed[p] >= small[p] for p in small)
+    assert relaxed.keys() == small.keys() == large.keys()
+    assert all(small[p] <= large[p] <= relaxed[p] for p in small)
+    assert large_choice.rounded  # greedy is 10-70 % below the LP's bound here: the LP's own choice
     monkeypatch.setattr(slots, "LARGE_SHARE", 0.0)
     too_large = prefilter(rnd)
     slots.allow_large(too_large, True)
@@ -534,6 +544,17 @@ def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -
     assert skipped is not None and skipped[0] == pytest.approx(1.5) and skipped[1] is None
     needed = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0)  # 1.5 rounds to 1 > 0
     assert needed is not None and needed[0] == pytest.approx(1.0) and needed[1] is not None
+    # A choice for a plan far below the LP's bound: the LP's own solution, with its bound.
+    lp = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0, lp_choice=True)
+    assert lp is not None and lp[0] == pytest.approx(1.5) and len(lp) == 2 and lp[1] is not None
+    assert lp[1].sum() == pytest.approx(1.5) and any(v % 1 for v in lp[1].tolist())
+    # Within LP_CHOICE_GAP of it (and for a bound alone), SCIP as before.
+    alone = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0, solution=False, lp_choice=True)
+    assert alone is not None and alone[0] == pytest.approx(1.0)
+    for v in model.variable:
+        v.objective_coefficient = 1000.0  # LP 1,500, whole 1,000: a plan at 1,499 is within 0.5 %
+    near = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=1499, lp_choice=True)
+    assert near is not None and near[0] == pytest.approx(1000.0) and near[1] is not None
 
 
 def test_the_solution_read_from_the_response_is_each_variables_value() -> None:
@@ -557,12 +578,17 @@ def test_the_solution_read_from_the_response_is_each_variables_value() -> None:
 
 def test_greedy_asking_for_lp_bounds_gets_a_large_rounds_slot_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     """The finisher gives leave to the plans of solvers that hand over no prefiltered round
-    when they ask for the LP bounds (as the fragmented table does), and only then."""
+    when they ask for the LP bounds (as the fragmented table does), and only then. (Over
+    MAX_COLUMNS a tier far below its LP's bound keeps the LP's bound: no SCIP for the choice.)"""
     rnd = _fragmented(64, 20, 5)
     small = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
     large = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
-    assert [t.bound for t in large.score.tiers] == [t.bound for t in small.score.tiers]
+    assert all(a.bound >= b.bound for a, b in zip(large.score.tiers, small.score.tiers, strict=True))
+    with monkeypatch.context() as patch:
+        patch.setattr(slots, "LP_CHOICE_GAP", math.inf)  # SCIP for every choice, as before
+        whole = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
+    assert [t.bound for t in whole.score.tiers] == [t.bound for t in small.score.tiers]
     monkeypatch.setattr(slots, "LARGE_SHARE", 0.0)  # too large for its time limit
     refused = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     assert sum(t.bound for t in refused.score.tiers) > sum(t.bound for t in small.score.tiers)
