@@ -58,6 +58,23 @@ MAX_STATES = 200_000
 """Most node-state variables (``z``) one tier's LP may have; a round past it gets no bound
 here (its bands hold too many units per node: the model would grow with the running pods)."""
 
+SECONDS_PER_CANDIDATE_POD = 3e-5
+"""Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) per pod of
+a candidate running gang: 1.9 CPU-s for the 59,000 candidate pods of issue 13's XL round
+(0.6 the pool, 0.8 the models, 0.5 GLOP), on a machine at load 6."""
+
+SHARE = 0.25
+"""The class bounds run when their estimate is at most this share of ``policy.time_limit``
+(a rule on the round, not the clock: the same bounds on a loaded machine): XL at a 10 s limit
+(1.8 s), not at 3 s."""
+
+
+def affordable(pre: Prefiltered) -> bool:
+    """Whether the round's size allows the class bounds within its time limit (:data:`SHARE`)."""
+    pods = pre.kept("slot-classes-pods", lambda: sum(len(pre.rnd.running[gi].pods) for gi in pre.candidates))
+    return SECONDS_PER_CANDIDATE_POD * pods <= SHARE * pre.rnd.policy.time_limit
+
+
 LP_MARGIN = 0.05
 """Objective units added to GLOP's optimum before rounding down (its tolerances move the
 value by far less), as :mod:`gangopt.slots` does."""
@@ -109,14 +126,58 @@ class _Pool:
     required: dict[int, tuple[np.ndarray, list[int]]]
     """Per pending gang with a required topology level: each node's domain at that level, and
     the domains the gang may use."""
+    required_level: dict[int, str]
+    """Per pending gang with a required topology level, that level."""
+    cache: dict[object, object]
+    """Rooms, fitting domains and domain rows, computed once per round (the LPs of every tier
+    and plan share them)."""
 
     def room(self, priority: int) -> np.ndarray:
         """Per node and resource, the most a new pod of ``priority`` can have: capacity less
         pods that stay less candidates of ``priority`` or higher."""
-        cand = self.pod_prio >= priority
-        room = self.free.copy()
-        np.subtract.at(room, self.pod_node[cand], self.pod_use[cand])
-        return np.maximum(room, 0)
+        key = ("room", priority)
+        if key not in self.cache:
+            cand = self.pod_prio >= priority
+            room = self.free.copy()
+            np.subtract.at(room, self.pod_node[cand], self.pod_use[cand])
+            self.cache[key] = np.maximum(room, 0)
+        return self.cache[key]  # type: ignore[return-value]
+
+    def fitting_domains(self) -> dict[int, list[int]]:
+        """Per pending gang with a required level, the allowed domains where its minimum fits
+        alone in the room of its own priority (every lower candidate gone)."""
+        if "domains" not in self.cache:
+            out: dict[int, list[int]] = {}
+            for g, (codes, allowed) in self.required.items():
+                room = self.room(int(self.prio[g]))
+                ok = np.zeros(int(codes.max()) + 1, dtype=bool)
+                ok[allowed] = True
+                for p in np.flatnonzero(self.pod_gang == g).tolist():
+                    fit = arrays.fit_counts(room, self.pod_req[p], cap=int(self.pod_count[p]))
+                    fit = np.where(self.masks[int(self.pod_mask[p])], fit, 0)
+                    ok &= np.bincount(codes, weights=fit, minlength=len(ok)) >= self.pod_count[p]
+                out[g] = np.flatnonzero(ok).tolist()
+            self.cache["domains"] = out
+        return self.cache["domains"]  # type: ignore[return-value]
+
+    def domain_rows(
+        self, level_name: str, d: int, priority: int, gangs: list[int]
+    ) -> list[tuple[int, np.ndarray, float]]:
+        """Per pod size ``t`` (units) of ``gangs`` (required at ``level_name``), what each
+        gang's minimum takes of domain ``d``'s ``t``-slots, and those slots in the room of
+        ``priority``."""
+        codes = self.required[gangs[0]][0]
+        key = ("domain", level_name, d, priority)
+        if key not in self.cache:
+            self.cache[key] = self.room(priority)[codes == d, self.k] // self.unit
+        room_units: np.ndarray = self.cache[key]  # type: ignore[assignment]
+        pods = [np.flatnonzero(self.pod_gang == g) for g in gangs]
+        sizes = np.unique(np.concatenate([self.pod_units[ps] for ps in pods]))
+        out = []
+        for t in sizes[sizes > 0].tolist():
+            usage = np.asarray([(self.pod_count[ps] * (self.pod_units[ps] // t)).sum() for ps in pods], dtype=float)
+            out.append((t, usage, float((room_units // t).sum())))
+        return out
 
 
 def class_tier_bounds(
@@ -168,6 +229,7 @@ def _pool(pre: Prefiltered) -> _Pool | None:
     gangs: list[tuple[int, int]] = []
     pods: list[tuple[int, int, np.ndarray, int]] = []  # gang, count, request, mask
     required: dict[int, tuple[np.ndarray, list[int]]] = {}
+    required_level: dict[int, str] = {}
     for gi in pre.pending:
         gang = rnd.pending[gi]
         g = len(gangs)
@@ -177,7 +239,8 @@ def _pool(pre: Prefiltered) -> _Pool | None:
             codes, names = pre.topo.codes(level)
             wanted = set(pre.required_domains.get(gi, names))
             required[g] = (codes, [d for d, name in enumerate(names) if name in wanted])
-        spare: list[tuple[np.ndarray, np.ndarray]] = []
+            required_level[g] = level
+        growing: list[tuple[np.ndarray, np.ndarray]] = []
         for role in gang.roles:
             request, mask = request_vector(role, resources), elig.mask(role)
             count = gang.role_minimum(role)
@@ -188,17 +251,17 @@ def _pool(pre: Prefiltered) -> _Pool | None:
             if count:
                 pods.append((g, count, request, mask_ids[key]))
             if role.replicas > count:
-                spare.append((request, mask))
+                growing.append((request, mask))
         extra = gang.minimum - sum(gang.role_minimum(r) for r in gang.roles)
-        if extra > 0 and spare:
+        if extra > 0 and growing:
             # Pods beyond the role minimums may be of any role with room to grow: the least
             # each could ask, in the union of their masks (as :mod:`gangopt.slots` counts them).
-            union = np.logical_or.reduce([m for _, m in spare])
+            union = np.logical_or.reduce([m for _, m in growing])
             key = np.packbits(union).tobytes()
             if key not in mask_ids:
                 mask_ids[key] = len(masks)
                 masks.append(union)
-            pods.append((g, extra, np.min(np.stack([r for r, _ in spare]), axis=0), mask_ids[key]))
+            pods.append((g, extra, np.min(np.stack([r for r, _ in growing]), axis=0), mask_ids[key]))
     if not pods:
         return None
     req = np.stack([p[2] for p in pods]).astype(np.int64)
@@ -221,52 +284,55 @@ def _pool(pre: Prefiltered) -> _Pool | None:
     for cls in pre.classes:
         for node in cls.nodes:
             free[node] = cls.free
-            for (gi, role), count in cls.candidates.items():
+            for (gi, role_name), count in cls.candidates.items():
                 node_rows.append(node)
-                cand_pods.append((gi, role, count))
+                cand_pods.append((gi, role_name, count))
     # Nodes the prefilter dropped: no kept pending role may use them (left with no room here).
     seen = np.zeros(n, dtype=bool)
     for cls in pre.classes:
         seen[cls.nodes] = True
     free[~seen] = 0
     running = rnd.running
-    role_req: dict[tuple[int, str], np.ndarray] = {}
-    for gi in {gi for gi, _, _ in cand_pods}:
+    # Every candidate role's request, in one matrix (one row per distinct request).
+    row_of: dict[tuple[int, str], int] = {}
+    requests: list[dict[str, int]] = []
+    for gi in dict.fromkeys(gi for gi, _, _ in cand_pods):
         for role in running[gi].roles:
-            role_req[(gi, role.name)] = request_vector(role, resources)
-    use = (
-        np.stack([role_req[(gi, role)] * count for gi, role, count in cand_pods]).astype(np.int64)
-        if cand_pods
-        else np.zeros((0, len(resources)), np.int64)
-    )
+            row_of[(gi, role.name)] = len(requests)
+            requests.append(role.requests)
+    table = arrays.request_matrix(requests, resources) if requests else np.zeros((0, len(resources)), np.int64)
+    rows = np.fromiter((row_of[(gi, name)] for gi, name, _ in cand_pods), dtype=np.intp, count=len(cand_pods))
+    pods_in = np.fromiter((c for _, _, c in cand_pods), dtype=np.int64, count=len(cand_pods))
+    use = table[rows].astype(np.int64) * pods_in[:, None]
     cand_gang = np.fromiter((gi for gi, _, _ in cand_pods), dtype=np.int64, count=len(cand_pods))
     pod_node = np.asarray(node_rows, dtype=np.int64)
     # Each rigid candidate's tier value shared over its units of the binding resource in the
     # model (pods on dropped nodes keep theirs: never evicted here); elastic ones at 0.
-    pods_in = np.fromiter((c for _, _, c in cand_pods), dtype=np.int64, count=len(cand_pods))
     units = -(-(use[:, k] // np.maximum(pods_in, 1)) // unit) * pods_in  # each pod rounded up
     gang_units = np.bincount(cand_gang, weights=units, minlength=len(running)) if len(cand_gang) else np.zeros(0)
+    worth = [terms.tier_value(run) for run in running]
     fixed_value: dict[int, int] = {}
-    for run in running:
-        fixed_value[run.priority] = fixed_value.get(run.priority, 0) + terms.tier_value(run)
-    value = np.fromiter((terms.tier_value(running[gi]) for gi in cand_gang.tolist()), dtype=float, count=len(cand_gang))
+    for run, v in zip(running, worth, strict=True):
+        fixed_value[run.priority] = fixed_value.get(run.priority, 0) + v
+    value = np.asarray(worth, dtype=float)[cand_gang] if len(cand_gang) else np.zeros(0)
     elastic = np.fromiter((running[gi].elastic for gi in cand_gang.tolist()), dtype=bool, count=len(cand_gang))
     share = np.where(
         elastic | (units == 0), 0.0, value * units / np.maximum(gang_units[cand_gang] if len(cand_gang) else 1, 1)
     )
     prio = np.fromiter((running[gi].priority for gi in cand_gang.tolist()), dtype=np.int64, count=len(cand_gang))
     spare: dict[int, tuple[float, float]] = {}
-    for gi in np.unique(cand_gang[elastic]).tolist():
+    flex = np.flatnonzero(elastic)
+    for gi in np.unique(cand_gang[flex]).tolist():
         run = running[gi]
-        mine = np.flatnonzero(cand_gang == gi)
+        mine = flex[cand_gang[flex] == gi]
         # Units per pod (groups hold ``count`` pods of one role on one node).
         per_pod = np.repeat(units[mine] // np.maximum(pods_in[mine], 1), pods_in[mine])
         shed = max(0, len(run.pods) - run.minimum)
         spare_units = float(np.sort(per_pod)[::-1][:shed].sum())
         total = float(per_pod.sum())
         if total > spare_units:
-            spare[gi] = (terms.tier_value(run) / (total - spare_units), spare_units)
-    spare_value = np.fromiter((gi in spare for gi in cand_gang.tolist()), dtype=float, count=len(cand_gang))
+            spare[gi] = (worth[gi] / (total - spare_units), spare_units)
+    spare_value = np.isin(cand_gang, np.fromiter(spare, dtype=np.int64, count=len(spare))).astype(float)
     return _Pool(
         unit=unit,
         k=k,
@@ -290,6 +356,8 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         spare=spare,
         fixed_value=fixed_value,
         required=required,
+        required_level=required_level,
+        cache={},
     )
 
 
@@ -358,51 +426,29 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
     # A gang with a required level starts in one domain where its minimum fits alone (every
     # lower candidate gone): a column per such domain, and per domain, level and size the
     # required gangs' pods within its room (they alone: the other pods are in the set rows).
-    rooms: dict[int, np.ndarray] = {}
-    in_domain: dict[tuple[int, int, int], list[tuple[int, int]]] = {}  # (gang's codes, domain, level) -> (var, g)
-    codes_of: dict[int, np.ndarray] = {}
-    for g, (codes, allowed) in pool.required.items():
+    in_domain: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (level, domain) -> (column, gang)
+    for g, domains in pool.fitting_domains().items():
         if gang_var[g] < 0:
             continue
-        level = int(pool.prio[g])
-        if level not in rooms:
-            rooms[level] = pool.room(level)
-        ok = np.zeros(int(codes.max()) + 1, dtype=bool)
-        ok[allowed] = True
-        for p in np.flatnonzero(pool.pod_gang == g).tolist():
-            fit = arrays.fit_counts(rooms[level], pool.pod_req[p], cap=int(pool.pod_count[p]))
-            fit = np.where(pool.masks[int(pool.pod_mask[p])], fit, 0)
-            ok &= np.bincount(codes, weights=fit, minlength=len(ok)) >= pool.pod_count[p]
-        domains = np.flatnonzero(ok).tolist()
         if not domains:
             model.variable[int(gang_var[g])].upper_bound = 0.0
             continue
-        codes_of[id(codes)] = codes
-        columns = list(range(len(model.variable), len(model.variable) + len(domains)))
-        for d in domains:
+        domain_cols = list(range(len(model.variable), len(model.variable) + len(domains)))
+        for col_index, d in zip(domain_cols, domains, strict=True):
             model.variable.add(lower_bound=0.0, upper_bound=1.0)
-            in_domain.setdefault((id(codes), d, level), []).append((len(model.variable) - 1, g))
+            in_domain.setdefault((pool.required_level[g], d), []).append((col_index, g))
         model.constraint.add(
-            var_index=[int(gang_var[g]), *columns],
-            coefficient=[1.0, *([-1.0] * len(columns))],
+            var_index=[int(gang_var[g]), *domain_cols],
+            coefficient=[1.0, *([-1.0] * len(domain_cols))],
             lower_bound=0.0,
             upper_bound=0.0,
         )
-    for (code_id, d, _), _members in sorted(in_domain.items(), key=lambda item: item[0][1:]):
-        nodes = codes_of[code_id] == d
-        for level in sorted({lv for (cid, dd, lv) in in_domain if cid == code_id and dd == d}):
-            members = [m for (cid, dd, lv), ms in in_domain.items() if cid == code_id and dd == d and lv <= level for m in ms]
-            if level not in rooms:
-                rooms[level] = pool.room(level)
-            room_units = rooms[level][nodes, k] // unit
-            idx = np.asarray([v for v, _ in members], dtype=np.int64)
-            pods = [np.flatnonzero(pool.pod_gang == g) for _, g in members]
-            sizes = sorted({int(pool.pod_units[p]) for ps in pods for p in ps.tolist() if pool.pod_units[p] > 0})
-            for t in sizes:
-                usage = np.asarray(
-                    [float((pool.pod_count[ps] * (pool.pod_units[ps] // t)).sum()) for ps in pods], dtype=float
-                )
-                _row(model, idx, usage, np.zeros(0, np.int64), np.zeros(0), float((room_units // t).sum()))
+    for (level_name, d), members in sorted(in_domain.items()):
+        for level in sorted({int(pool.prio[g]) for _, g in members}):
+            under = [(v, g) for v, g in members if pool.prio[g] <= level]
+            idx = np.asarray([v for v, _ in under], dtype=np.int64)
+            for _t, usage, rhs in pool.domain_rows(level_name, d, level, [g for _, g in under]):
+                _row(model, idx, usage, np.zeros(0, np.int64), np.zeros(0), rhs)
     # Node states per class.
     z_class: list[int] = []
     z_state: list[tuple[int, ...]] = []
@@ -416,10 +462,14 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
     for q in zc.tolist():
         model.variable.add(lower_bound=0.0, upper_bound=float(count[q]))
     zvar = np.arange(z0, z0 + len(zc))
+    z_start = np.searchsorted(zc, np.arange(len(classes) + 1))  # zc is ascending
     for q in range(len(classes)):
-        idx = zvar[zc == q]
+        idx = zvar[z_start[q] : z_start[q + 1]]
         model.constraint.add(
-            var_index=idx.tolist(), coefficient=[1.0] * len(idx), lower_bound=float(count[q]), upper_bound=float(count[q])
+            var_index=idx.tolist(),
+            coefficient=[1.0] * len(idx),
+            lower_bound=float(count[q]),
+            upper_bound=float(count[q]),
         )
     # Value lost per band's own tier, cheapest units first over each class's pool.
     loss: dict[int, tuple[list[int], list[float]]] = {lv: ([], []) for lv in levels}
@@ -442,7 +492,7 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
         buckets, where = np.unique(bk, axis=0, return_inverse=True)
         amount = np.bincount(where.reshape(-1), weights=units[in_band], minlength=len(buckets))
         w0 = len(model.variable)
-        for (q, v, _), a in zip(buckets.tolist(), amount.tolist(), strict=True):
+        for (_q, v, _), a in zip(buckets.tolist(), amount.tolist(), strict=True):
             model.variable.add(lower_bound=0.0, upper_bound=float(a))
             if counted and v > 0:
                 loss[level][0].append(len(model.variable) - 1)
@@ -462,9 +512,10 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
                 upper_bound=nu * spare,
             )
         # Units evicted in band i over the class's nodes = sum of its buckets.
+        w_start = np.searchsorted(buckets[:, 0], np.arange(len(classes) + 1))  # buckets sorted by class
         for q in range(len(classes)):
-            zi = np.flatnonzero((zc == q) & (ze[:, i] > 0))
-            wi = wvar[buckets[:, 0] == q]
+            zi = z_start[q] + np.flatnonzero(ze[z_start[q] : z_start[q + 1], i] > 0)
+            wi = wvar[w_start[q] : w_start[q + 1]]
             if not len(zi) and not len(wi):
                 continue
             model.constraint.add(
@@ -517,12 +568,12 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
     for level, floor_value in floor_of.items():
         base = pool.fixed_value.get(level, 0)
         gv = gang_var[(pool.prio == level) & gang_on]
-        coeff = [float(x) for x in pool.value[(pool.prio == level) & gang_on].tolist()]
-        lv, lc = loss.get(level, ([], []))
+        gain = [float(x) for x in pool.value[(pool.prio == level) & gang_on].tolist()]
+        lost_vars, costs = loss.get(level, ([], []))
         rhs = floor_value - base - 0.5
         model.constraint.add(
-            var_index=[*gv.tolist(), *lv],
-            coefficient=[*coeff, *(-c for c in lc)],
+            var_index=[*gv.tolist(), *lost_vars],
+            coefficient=[*gain, *(-c for c in costs)],
             lower_bound=rhs,
             upper_bound=math.inf,
         )

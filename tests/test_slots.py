@@ -15,13 +15,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import gangopt
-from gangopt import slots
+from gangopt import slot_classes, slots
 from gangopt.annotate import cheap_bounds_for
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.schema import Round, Score, Status, Weights
 from gangopt.scope import Scope
+from gangopt.slot_classes import class_tier_bounds
 from gangopt.slots import secondary_bound_at, slot_choice, slot_tier_bounds
 from tests.builders import cluster, fragmented_round, make_round, pending, running
 from tests.reference import reference_optimum
@@ -476,8 +477,10 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     choice = slot_choice(pre, values)
     assert small and choice is not None  # these rounds leave a tier open
     monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
-    refused = prefilter(rnd)
-    assert slot_tier_bounds(refused, values, tier_ceilings(refused)) == {}
+    refused = prefilter(rnd)  # without leave: the node-class bounds, and no choice to place
+    assert slot_tier_bounds(refused, values, tier_ceilings(refused)) == class_tier_bounds(
+        refused, values, tier_ceilings(refused)
+    )
     assert slot_choice(refused, values) is None
     allowed = prefilter(rnd)
     slots.allow_large(allowed, True)
@@ -489,6 +492,7 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     relaxed = slot_tier_bounds(lp_only, values, tier_ceilings(lp_only))
     assert relaxed.keys() == small.keys() and all(relaxed[p] >= small[p] for p in small)
     monkeypatch.setattr(slots, "LARGE_SHARE", 0.0)
+    monkeypatch.setattr(slot_classes, "SHARE", 0.0)  # and too large for the node-class bounds
     too_large = prefilter(rnd)
     slots.allow_large(too_large, True)
     assert slot_tier_bounds(too_large, values, tier_ceilings(too_large)) == {}
