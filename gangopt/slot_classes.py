@@ -114,7 +114,13 @@ class _Pool:
     pod_pods: np.ndarray
     """Per candidate pod group (one gang's pods of one role on one node), its pods."""
     pod_spare_value: np.ndarray
-    """Per candidate pod, 1 when its gang is elastic and in :attr:`spare`, else 0."""
+    """Per candidate pod group, 1 when its gang is elastic and in :attr:`spare`, 2 when it is
+    in :attr:`whole`, else 0 (its units at their share of its gang's value)."""
+    whole: dict[int, float]
+    """Per rigid candidate with pods on two or more nodes, its tier value: a variable of its
+    own says how much of it is evicted, and each class's bucket of its units holds at most
+    that share of them. A 32-node gang then pays its whole value for the one node a whole-node
+    pod needs, as in the per-node model (at its share per unit, one pod of it cost 1/32)."""
     spare: dict[int, tuple[float, float]]
     """Per elastic candidate, ``(nu, spare)``: it may shed pods of up to ``spare`` units (its
     largest pods above its minimum) and stay, and an eviction of ``a`` units costs it at least
@@ -333,6 +339,12 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         if total > spare_units:
             spare[gi] = (worth[gi] / (total - spare_units), spare_units)
     spare_value = np.isin(cand_gang, np.fromiter(spare, dtype=np.int64, count=len(spare))).astype(float)
+    # Rigid candidates with pods on two or more nodes: evicted whole or kept whole.
+    groups_of = np.bincount(cand_gang, minlength=len(running)) if len(cand_gang) else np.zeros(0, np.int64)
+    whole_gangs = np.flatnonzero((groups_of >= 2) & (gang_units > 0))
+    whole_gangs = whole_gangs[~np.fromiter((running[gi].elastic for gi in whole_gangs.tolist()), dtype=bool)]
+    whole = {int(gi): float(worth[gi]) for gi in whole_gangs.tolist()}
+    spare_value[np.isin(cand_gang, whole_gangs)] = 2.0
     return _Pool(
         unit=unit,
         k=k,
@@ -354,6 +366,7 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         pod_pods=pods_in,
         pod_spare_value=spare_value,
         spare=spare,
+        whole=whole,
         fixed_value=fixed_value,
         required=required,
         required_level=required_level,
@@ -486,6 +499,7 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
         # pods: its units are a bucket per class and gang, and the gang loses
         # ``nu (evicted - spare)`` at least (:attr:`_Pool.spare`).
         flexible = own & (pool.pod_spare_value > 0) if counted else np.zeros(len(units), dtype=bool)
+        vals[flexible] = 0.0  # their loss is their gang's (below)
         pc = class_of[pool.pod_node[in_band]]
         tag = np.where(flexible[in_band], pool.pod_gang_index[in_band], -1)
         bk = np.stack([pc, (vals[in_band] * 1000).astype(np.int64), tag], axis=1)
@@ -499,6 +513,19 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
                 loss[level][1].append(v / 1000.0)
         wvar = np.arange(w0, len(model.variable))
         for gi in np.unique(buckets[:, 2][buckets[:, 2] >= 0]).tolist():
+            if gi in pool.whole:
+                evicted = len(model.variable)
+                model.variable.add(lower_bound=0.0, upper_bound=1.0)
+                loss[level][0].append(evicted)
+                loss[level][1].append(pool.whole[gi])
+                for b in np.flatnonzero(buckets[:, 2] == gi).tolist():
+                    model.constraint.add(
+                        var_index=[int(wvar[b]), evicted],
+                        coefficient=[1.0, -float(amount[b])],
+                        lower_bound=-math.inf,
+                        upper_bound=0.0,
+                    )
+                continue
             nu, spare = pool.spare[gi]
             lam = len(model.variable)
             model.variable.add(lower_bound=0.0, upper_bound=math.inf)

@@ -165,3 +165,21 @@ def test_bounds_are_computed_once_per_plan_values() -> None:
     first = class_tier_bounds(pre, values, tier_ceilings(pre))
     assert class_tier_bounds(pre, values, tier_ceilings(pre)) == first
     assert sum(1 for key in pre.derived if isinstance(key, tuple) and key[0] == "slot-classes") == 1
+
+
+def test_a_rigid_victim_on_two_nodes_is_lost_whole_for_one_of_them() -> None:
+    # A rigid priority-0 gang holds 4 GPUs on each of n0 and n1 (4 free on each). The
+    # priority-5 whole-node gang needs one node, so the whole victim goes: tier 0 keeps
+    # nothing (the waiting whole-node gang of tier 0 may not use a node a victim left). Its
+    # value shared per unit would have cost only the pod on that node (40 of 80).
+    rnd = make_round(
+        cluster(2),
+        running=[running("rig", ["n0", "n1"], gpu=4)],
+        pending=[pending("top", 1, gpu=8, priority=5), pending("low", 1, gpu=8)],
+        weights=FLAT,
+    )
+    pre = prefilter(rnd)
+    best = gangopt.solve(rnd)
+    assert best.status == Status.OPTIMAL and tiers_of(rnd, best) == {5: 80, 0: 0}
+    assert tier_ceilings(pre)[0] == 80 + 80
+    assert class_tier_bounds(pre, {5: 80, 0: 0}, tier_ceilings(pre)) == {0: 0}
