@@ -168,18 +168,18 @@ def test_bounds_are_computed_once_per_plan_values() -> None:
 
 
 def test_a_rigid_victim_on_two_nodes_is_lost_whole_for_one_of_them() -> None:
-    # A rigid priority-0 gang holds 4 GPUs on each of n0 and n1 (4 free on each). The
-    # priority-5 whole-node gang needs one node, so the whole victim goes: tier 0 keeps
-    # nothing (the waiting whole-node gang of tier 0 may not use a node a victim left). Its
-    # value shared per unit would have cost only the pod on that node (40 of 80).
+    # A rigid priority-0 gang holds 4 GPUs on each of n0 and n1; n1 also runs a 2-GPU gang
+    # nobody may preempt. The priority-5 whole-node gang fits only on n0, so the whole victim
+    # goes: tier 0 keeps the fixed gang alone (the waiting whole-node gang of tier 0 fits
+    # nowhere). Its value shared per unit would have cost only the pod on n0 (40 of 80).
     rnd = make_round(
         cluster(2),
-        running=[running("rig", ["n0", "n1"], gpu=4)],
+        running=[running("rig", ["n0", "n1"], gpu=4), running("fixed", ["n1"], gpu=2, preemptible=False)],
         pending=[pending("top", 1, gpu=8, priority=5), pending("low", 1, gpu=8)],
         weights=FLAT,
     )
     pre = prefilter(rnd)
     best = gangopt.solve(rnd)
-    assert best.status == Status.OPTIMAL and tiers_of(rnd, best) == {5: 80, 0: 0}
-    assert tier_ceilings(pre)[0] == 80 + 80
-    assert class_tier_bounds(pre, {5: 80, 0: 0}, tier_ceilings(pre)) == {0: 0}
+    assert best.status == Status.OPTIMAL and tiers_of(rnd, best) == {5: 80, 0: 20}
+    assert tier_ceilings(pre)[0] == 80 + 20 + 80
+    assert class_tier_bounds(pre, {5: 80, 0: 20}, tier_ceilings(pre)) == {0: 20}
