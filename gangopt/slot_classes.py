@@ -410,7 +410,21 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
             columns.append(column)
     member = np.stack(pool.masks, axis=1)  # node x set
     nm = len(pool.subset)
-    key = np.concatenate([member[:, :nm].astype(np.int64), f[:, None], *(col[:, None] for col in columns)], axis=1)
+    # What a state may evict per band is a sum of the node's own pods: as a bit set of the
+    # reachable sums (bit x: x units) when they stay below 63 units, nodes with the same sets
+    # are one class whatever pods give them (pooling their pods only loosens the cheapest-first
+    # loss); else by the pods' sizes.
+    reach = np.ones((n, bands), dtype=np.int64)
+    for (i, size), column in zip(shapes, columns, strict=True):
+        for j in range(1, int(column.max(initial=0)) + 1):
+            more = column >= j
+            reach[more, i] |= reach[more, i] << size
+    total_units = np.zeros((n, bands), dtype=np.int64)
+    for (i, size), column in zip(shapes, columns, strict=True):
+        total_units[:, i] += size * column
+    bits = bool(bands) and int(total_units.max(initial=0)) < 63
+    held_key = [reach] if bits else [col[:, None] for col in columns]
+    key = np.concatenate([member[:, :nm].astype(np.int64), f[:, None], *held_key], axis=1)
     classes, first, class_of, count = np.unique(key, axis=0, return_index=True, return_inverse=True, return_counts=True)
     class_of = class_of.reshape(-1)
     class_in = member[first]  # class x set
@@ -419,11 +433,15 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
     reachable: list[list[list[int]]] = []  # per class and band, the units a node can lose
     total = 0
     for q in range(len(classes)):
-        sums: list[set[int]] = [{0} for _ in range(bands)]
-        for (i, size), pods in zip(shapes, held[q].tolist(), strict=True):
-            for _ in range(pods):
-                sums[i] = sums[i] | {x + size for x in sums[i]}
-        reachable.append([sorted(x) for x in sums])
+        if bits:
+            sums = [[x for x in range(63) if (b >> x) & 1] for b in held[q].tolist()]
+        else:
+            found: list[set[int]] = [{0} for _ in range(bands)]
+            for (i, size), pods in zip(shapes, held[q].tolist(), strict=True):
+                for _ in range(pods):
+                    found[i] = found[i] | {x + size for x in found[i]}
+            sums = [sorted(x) for x in found]
+        reachable.append(sums)
         total += math.prod(len(x) for x in sums)
         if total > MAX_STATES:
             return None
