@@ -215,7 +215,11 @@ def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], eno
         bound = known.get(prio)
         value = values.get(prio, 0)
         if prio in with_pending and (bound is None or bound > value):
-            lp = _tier_bound(pool, prio, floors)
+            key = ("lp", prio, tuple(floors))  # plans (and callers' ``enough``) that agree above share it
+            if key not in pool.cache:
+                pool.cache[key] = _tier_bound(pool, prio, floors)
+            lp = pool.cache[key]
+            assert lp is None or isinstance(lp, int)
             if lp is not None:
                 bound = lp if bound is None else min(bound, lp)
                 out[prio] = bound
