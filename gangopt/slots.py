@@ -79,6 +79,8 @@ from gangopt import arrays
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, request_vector
 from gangopt.schema import PendingGang, RunningGang
+from gangopt.slot_classes import affordable as classes_affordable
+from gangopt.slot_classes import class_tier_bounds
 
 if TYPE_CHECKING:
     from ortools.linear_solver import linear_solver_pb2, pywraplp
@@ -671,8 +673,8 @@ def _slot_tier_bounds(
     pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None = None
 ) -> dict[int, int]:
     settings = _scip_settings(pre)
-    if settings is None:
-        return {}
+    if settings is None:  # too large for the per-node models in time: nodes by capacity instead
+        return class_tier_bounds(pre, values, known, enough) if classes_affordable(pre) else {}
     shared = _shared(pre)
     with_pending = {int(p) for p in shared.prio[shared.pending]}
     large = settings in (LARGE_SCIP_SETTINGS, LP_ONLY)

@@ -16,13 +16,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import gangopt
-from gangopt import slots
+from gangopt import slot_classes, slots
 from gangopt.annotate import cheap_bounds_for
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.schema import Round, Score, Status, Weights
 from gangopt.scope import Scope
+from gangopt.slot_classes import class_tier_bounds
 from gangopt.slots import secondary_bound_at, slot_choice, slot_tier_bounds
 from tests.builders import cluster, fragmented_round, make_round, pending, running
 from tests.reference import reference_optimum
@@ -478,8 +479,10 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     choice = slot_choice(pre, values)
     assert small and choice is not None  # these rounds leave a tier open
     monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
-    refused = prefilter(rnd)
-    assert slot_tier_bounds(refused, values, tier_ceilings(refused)) == {}
+    refused = prefilter(rnd)  # without leave: the node-class bounds, and no choice to place
+    assert slot_tier_bounds(refused, values, tier_ceilings(refused)) == class_tier_bounds(
+        refused, values, tier_ceilings(refused)
+    )
     assert slot_choice(refused, values) is None
     allowed = prefilter(rnd)
     slots.allow_large(allowed, True)
@@ -499,6 +502,7 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     assert all(small[p] <= large[p] <= relaxed[p] for p in small)
     assert large_choice.rounded  # greedy is 10-70 % below the LP's bound here: the LP's own choice
     monkeypatch.setattr(slots, "LARGE_SHARE", 0.0)
+    monkeypatch.setattr(slot_classes, "SHARE", 0.0)  # and too large for the node-class bounds
     too_large = prefilter(rnd)
     slots.allow_large(too_large, True)
     assert slot_tier_bounds(too_large, values, tier_ceilings(too_large)) == {}

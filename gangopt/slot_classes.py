@@ -1,0 +1,666 @@
+"""Tier bounds for rounds too large for per-node slot models: node classes by capacity, one LP.
+
+:mod:`gangopt.slots` bounds every tier by pod slots per node, with a column per pending gang
+and per candidate running gang; at 16,384 nodes with 54,869 candidates (issue 13's XL round)
+its LPs alone take 125 CPU-s, so the round got only the tier ceilings (priority 0: 226,862
+GPU-eq against greedy's 177,914, a 13 % reported gap). This module relaxes the same question
+until its model no longer grows with the running gangs:
+
+* **Nodes by capacity, not by pods.** Per node, the room in units of the binding resource
+  (``gpu``; the largest unit dividing every pending pod's request): ``f`` free whatever the
+  plan does (capacity less pods that stay, less candidates of the LP's tiers and above), and
+  ``c_i`` held by candidates of *band* ``i`` (priorities from the LP's tier ``L_i`` up to the
+  next, ``L_{i+1}``; candidates of the top tier or above are evicted by no pod of the LP and
+  stay). Nodes with the same eligibility for the pending roles, ``f`` and ``c`` are one class.
+* **States per node.** A node of a class is in one state ``e`` (units evicted per band,
+  ``0 <= e_i <= c_i``); ``z[k, e]`` counts the class's nodes in state ``e`` (an LP over
+  ``sum_e z[k, e] = n_k``). Pods of priority ``L_j`` fit in ``f + sum_{i<j} e_i`` (room of
+  strictly lower victims, rule 5), and only on nodes where no band ``>= j`` lost a unit
+  (rule 5's node form: a node a victim left receives only strictly higher pods).
+* **Slots per state.** Per eligibility set, level and size ``t`` (in units), pods asking
+  ``s`` count ``floor(s / t)`` slots, a node in state ``e`` offers ``floor(R_j(e) / t)``
+  (superadditive: exact for one node's pods, :mod:`gangopt.slots`); the other resources by
+  amount over the set (every lower candidate gone).
+* **Value lost, cheapest first.** The units a class evicts in band ``i`` cost tier ``L_i``
+  at least its candidates' cheapest units: each rigid candidate's tier value shared over its
+  units, an elastic one's at 0 (it may shed pods and stay). So the LP's tier values are never
+  below a real plan's: evicting a gang loses all its units' shares, its value.
+* **Lexicographic floors**, as in :mod:`gangopt.slots`: the tiers above, down to the first one
+  the plan does not prove, at least the plan's values.
+
+Left out (each only loosens the bound): topology (required and preferred), gang groups,
+quotas, slices, growth, and the other resources per node. So it is a relaxation of the
+per-node slot model's LP in the candidates (a gang may lose part of its pods, at part of its
+value) and of the round, and a bound on the lexicographic optimum's tiers
+(tests/test_slot_classes.py checks it against the reference optimum on small rounds).
+
+Measured on issue 13's XL round (fragmented, busy 0.75; docs/benchmarks.md, "h28-XL"), on
+greedy's plan (priority 5 178,311.9, priority 0 177,914.4 GPU-eq): priority 5 at most
+178,889.7 (ceiling 180,780.9; the per-node LP: 178,889.8), priority 0 at most 193,857.9
+(ceiling 226,862.3; the per-node LP, 125 CPU-s offline: 190,409.7), in 1.3 CPU-s (the round's
+pool 0.4, two LPs of 3,000 and 6,000 rows 0.9). At L (4,096 nodes), where the per-node models
+run when the clock allows: priority 0 at most 52,631.2 against their 51,019.9 (the optimum's:
+a placed plan reaches it), 0.5 CPU-s against 2.5.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import reduce
+from itertools import product
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gangopt import arrays
+from gangopt.objective import ObjectiveTerms
+from gangopt.prefilter import Prefiltered, request_vector
+
+if TYPE_CHECKING:
+    from ortools.linear_solver import linear_solver_pb2
+
+MAX_STATES = 200_000
+"""Most node-state variables (``z``) one tier's LP may have; a round past it gets no bound
+here (its bands hold too many units per node: the model would grow with the running pods)."""
+
+SECONDS_PER_CANDIDATE_POD = 3e-5
+"""Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) per pod of
+a candidate running gang: 1.9 CPU-s for the 59,000 candidate pods of issue 13's XL round
+(0.6 the pool, 0.8 the models, 0.5 GLOP), on a machine at load 6."""
+
+SHARE = 0.25
+"""The class bounds run when their estimate is at most this share of ``policy.time_limit``
+(a rule on the round, not the clock: the same bounds on a loaded machine): XL at a 10 s limit
+(1.8 s), not at 3 s."""
+
+
+def affordable(pre: Prefiltered) -> bool:
+    """Whether the round's size allows the class bounds within its time limit (:data:`SHARE`)."""
+    pods = pre.kept("slot-classes-pods", lambda: sum(len(pre.rnd.running[gi].pods) for gi in pre.candidates))
+    return SECONDS_PER_CANDIDATE_POD * pods <= SHARE * pre.rnd.policy.time_limit
+
+
+LP_MARGIN = 0.05
+"""Objective units added to GLOP's optimum before rounding down (its tolerances move the
+value by far less), as :mod:`gangopt.slots` does."""
+
+
+@dataclass
+class _Pool:
+    """The round's pending pods and node rooms, per binding-resource unit (built once)."""
+
+    unit: int
+    k: int
+    """Column of the binding resource in ``pre.resources``."""
+    prio: np.ndarray
+    """Per pending gang (kept), its priority."""
+    value: np.ndarray
+    """Per pending gang, its tier value (objective units)."""
+    pod_gang: np.ndarray
+    pod_count: np.ndarray
+    pod_units: np.ndarray
+    """Per pending pod group (a role's minimum pods), the units each pod asks (rounded up)."""
+    pod_req: np.ndarray
+    pod_mask: np.ndarray
+    masks: list[np.ndarray]
+    """Eligibility sets: each pending role's mask, then their union."""
+    subset: np.ndarray
+    """``subset[m, s]``: mask ``m`` lies within set ``s``."""
+    free: np.ndarray
+    """Per node and resource: capacity less pods that stay whatever the plan does."""
+    pod_node: np.ndarray
+    pod_prio: np.ndarray
+    pod_use: np.ndarray
+    """Per candidate pod, its request (all resources)."""
+    pod_share: np.ndarray
+    """Per candidate pod, its share of its gang's tier value (0 for elastic gangs)."""
+    pod_gang_index: np.ndarray
+    """Per candidate pod group, its running gang's index."""
+    pod_pods: np.ndarray
+    """Per candidate pod group (one gang's pods of one role on one node), its pods."""
+    pod_spare_value: np.ndarray
+    """Per candidate pod group, 1 when its gang is elastic and in :attr:`spare`, 2 when it is
+    in :attr:`whole`, else 0 (its units at their share of its gang's value)."""
+    whole: dict[int, float]
+    """Per rigid candidate with pods on two or more nodes, its tier value: a variable of its
+    own says how much of it is evicted, and each class's bucket of its units holds at most
+    that share of them. A 32-node gang then pays its whole value for the one node a whole-node
+    pod needs, as in the per-node model (at its share per unit, one pod of it cost 1/32)."""
+    spare: dict[int, tuple[float, float]]
+    """Per elastic candidate, ``(nu, spare)``: it may shed pods of up to ``spare`` units (its
+    largest pods above its minimum) and stay, and an eviction of ``a`` units costs it at least
+    ``nu (a - spare)``, ``nu`` its tier value over its units past the spare ones (so evicting
+    all of them costs at most its value)."""
+    fixed_value: dict[int, int]
+    """Per priority, the tier value of running gangs that are not candidates, plus every
+    candidate's (what the tier has when no candidate loses a pod)."""
+    required: dict[int, tuple[np.ndarray, list[int]]]
+    """Per pending gang with a required topology level: each node's domain at that level, and
+    the domains the gang may use."""
+    required_level: dict[int, str]
+    """Per pending gang with a required topology level, that level."""
+    cache: dict[object, object]
+    """Rooms, fitting domains and domain rows, computed once per round (the LPs of every tier
+    and plan share them)."""
+
+    def room(self, priority: int) -> np.ndarray:
+        """Per node and resource, the most a new pod of ``priority`` can have: capacity less
+        pods that stay less candidates of ``priority`` or higher."""
+        key = ("room", priority)
+        if key not in self.cache:
+            cand = self.pod_prio >= priority
+            room = self.free.copy()
+            np.subtract.at(room, self.pod_node[cand], self.pod_use[cand])
+            self.cache[key] = np.maximum(room, 0)
+        return self.cache[key]  # type: ignore[return-value]
+
+    def fitting_domains(self) -> dict[int, list[int]]:
+        """Per pending gang with a required level, the allowed domains where its minimum fits
+        alone in the room of its own priority (every lower candidate gone)."""
+        if "domains" not in self.cache:
+            out: dict[int, list[int]] = {}
+            for g, (codes, allowed) in self.required.items():
+                room = self.room(int(self.prio[g]))
+                ok = np.zeros(int(codes.max()) + 1, dtype=bool)
+                ok[allowed] = True
+                for p in np.flatnonzero(self.pod_gang == g).tolist():
+                    fit = arrays.fit_counts(room, self.pod_req[p], cap=int(self.pod_count[p]))
+                    fit = np.where(self.masks[int(self.pod_mask[p])], fit, 0)
+                    ok &= np.bincount(codes, weights=fit, minlength=len(ok)) >= self.pod_count[p]
+                out[g] = np.flatnonzero(ok).tolist()
+            self.cache["domains"] = out
+        return self.cache["domains"]  # type: ignore[return-value]
+
+    def domain_rows(
+        self, level_name: str, d: int, priority: int, gangs: list[int]
+    ) -> list[tuple[int, np.ndarray, float]]:
+        """Per pod size ``t`` (units) of ``gangs`` (required at ``level_name``), what each
+        gang's minimum takes of domain ``d``'s ``t``-slots, and those slots in the room of
+        ``priority``."""
+        codes = self.required[gangs[0]][0]
+        key = ("domain", level_name, d, priority)
+        if key not in self.cache:
+            self.cache[key] = self.room(priority)[codes == d, self.k] // self.unit
+        room_units: np.ndarray = self.cache[key]  # type: ignore[assignment]
+        pods = [np.flatnonzero(self.pod_gang == g) for g in gangs]
+        sizes = np.unique(np.concatenate([self.pod_units[ps] for ps in pods]))
+        out = []
+        for t in sizes[sizes > 0].tolist():
+            usage = np.asarray([(self.pod_count[ps] * (self.pod_units[ps] // t)).sum() for ps in pods], dtype=float)
+            out.append((t, usage, float((room_units // t).sum())))
+        return out
+
+
+def class_tier_bounds(
+    pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None = None
+) -> dict[int, int]:
+    """Per priority with kept pending gangs, a bound on the lexicographic optimum's value of
+    that tier (objective units), never above ``known``; the arguments as
+    :func:`gangopt.slots.slot_tier_bounds` takes them (``values``: a valid plan's tiers, whose
+    proven ones floor the tiers below; ``enough``: stop below the first tier not within it)."""
+    key = ("slot-classes", tuple(sorted(values.items())), tuple(sorted(known.items())), enough)
+    return dict(pre.kept(key, lambda: _bounds(pre, values, known, enough)))
+
+
+def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None) -> dict[int, int]:
+    pool = pre.kept("slot-classes-pool", lambda: _pool(pre))
+    if pool is None:
+        return {}
+    with_pending = {int(p) for p in pool.prio}
+    out: dict[int, int] = {}
+    floors: list[tuple[int, int]] = []
+    chain = True
+    for prio in sorted(with_pending | set(values) | set(known), reverse=True):
+        bound = known.get(prio)
+        value = values.get(prio, 0)
+        if prio in with_pending and (bound is None or bound > value):
+            key = ("lp", prio, tuple(floors))  # plans (and callers' ``enough``) that agree above share it
+            if key not in pool.cache:
+                pool.cache[key] = _tier_bound(pool, prio, floors)
+            lp = pool.cache[key]
+            assert lp is None or isinstance(lp, int)
+            if lp is not None:
+                bound = lp if bound is None else min(bound, lp)
+                out[prio] = bound
+        if chain:
+            floors.append((prio, value))
+            chain = bound is not None and bound <= value  # the first tier not proven ends the chain
+        if enough is not None and bound is not None and bound - value > enough * max(1, abs(value)) + 1:
+            break  # not proven within ``enough`` here: no bound below could prove the plan
+    return out
+
+
+def _pool(pre: Prefiltered) -> _Pool | None:
+    """Pending pods and node rooms; None when no pending pod asks for the binding resource."""
+    rnd = pre.rnd
+    terms = ObjectiveTerms.of(rnd)
+    resources = pre.resources
+    if not resources or not pre.pending:
+        return None
+    k = 0  # gpu first when the round names it (:func:`gangopt.prefilter.resource_names`)
+    elig = arrays.per_cluster(rnd.cluster, "eligibility", lambda: arrays.Eligibility(rnd))
+    masks: list[np.ndarray] = []
+    mask_ids: dict[bytes, int] = {}
+    gangs: list[tuple[int, int]] = []
+    pods: list[tuple[int, int, np.ndarray, int]] = []  # gang, count, request, mask
+    required: dict[int, tuple[np.ndarray, list[int]]] = {}
+    required_level: dict[int, str] = {}
+    for gi in pre.pending:
+        gang = rnd.pending[gi]
+        g = len(gangs)
+        gangs.append((gang.priority, terms.tier_value(gang)))
+        level = gang.topology.required if gang.topology is not None else None
+        if level is not None:
+            codes, names = pre.topo.codes(level)
+            wanted = set(pre.required_domains.get(gi, names))
+            required[g] = (codes, [d for d, name in enumerate(names) if name in wanted])
+            required_level[g] = level
+        growing: list[tuple[np.ndarray, np.ndarray]] = []
+        for role in gang.roles:
+            request, mask = request_vector(role, resources), elig.mask(role)
+            count = gang.role_minimum(role)
+            key = np.packbits(mask).tobytes()
+            if key not in mask_ids:
+                mask_ids[key] = len(masks)
+                masks.append(np.asarray(mask, dtype=bool))
+            if count:
+                pods.append((g, count, request, mask_ids[key]))
+            if role.replicas > count:
+                growing.append((request, mask))
+        extra = gang.minimum - sum(gang.role_minimum(r) for r in gang.roles)
+        if extra > 0 and growing:
+            # Pods beyond the role minimums may be of any role with room to grow: the least
+            # each could ask, in the union of their masks (as :mod:`gangopt.slots` counts them).
+            union = np.logical_or.reduce([m for _, m in growing])
+            key = np.packbits(union).tobytes()
+            if key not in mask_ids:
+                mask_ids[key] = len(masks)
+                masks.append(union)
+            pods.append((g, extra, np.min(np.stack([r for r, _ in growing]), axis=0), mask_ids[key]))
+    if not pods:
+        return None
+    req = np.stack([p[2] for p in pods]).astype(np.int64)
+    sizes = req[:, k]
+    if not (sizes > 0).any():
+        return None
+    unit = reduce(math.gcd, np.unique(sizes[sizes > 0]).tolist())
+    mask_count = len(masks)
+    sets = list(masks)
+    if mask_count > 1:
+        sets.append(np.logical_or.reduce(masks))
+    subset = np.array([[not (m & ~s).any() for s in sets] for m in masks], dtype=bool)
+    # Node rooms: capacity less the pods that stay (the prefilter's classes know them), and
+    # every candidate pod on its node.
+    n = len(rnd.cluster.nodes)
+    capacity = arrays.cluster_capacity(rnd, resources).astype(np.int64)
+    free = capacity.copy()
+    node_rows: list[int] = []
+    cand_pods: list[tuple[int, str, int]] = []  # gang, role, count per node
+    for cls in pre.classes:
+        for node in cls.nodes:
+            free[node] = cls.free
+            for (gi, role_name), count in cls.candidates.items():
+                node_rows.append(node)
+                cand_pods.append((gi, role_name, count))
+    # Nodes the prefilter dropped: no kept pending role may use them (left with no room here).
+    seen = np.zeros(n, dtype=bool)
+    for cls in pre.classes:
+        seen[cls.nodes] = True
+    free[~seen] = 0
+    running = rnd.running
+    # Every candidate role's request, in one matrix (one row per distinct request).
+    row_of: dict[tuple[int, str], int] = {}
+    requests: list[dict[str, int]] = []
+    for gi in dict.fromkeys(gi for gi, _, _ in cand_pods):
+        for role in running[gi].roles:
+            row_of[(gi, role.name)] = len(requests)
+            requests.append(role.requests)
+    table = arrays.request_matrix(requests, resources) if requests else np.zeros((0, len(resources)), np.int64)
+    rows = np.fromiter((row_of[(gi, name)] for gi, name, _ in cand_pods), dtype=np.intp, count=len(cand_pods))
+    pods_in = np.fromiter((c for _, _, c in cand_pods), dtype=np.int64, count=len(cand_pods))
+    use = table[rows].astype(np.int64) * pods_in[:, None]
+    cand_gang = np.fromiter((gi for gi, _, _ in cand_pods), dtype=np.int64, count=len(cand_pods))
+    pod_node = np.asarray(node_rows, dtype=np.int64)
+    # Each rigid candidate's tier value shared over its units of the binding resource in the
+    # model (pods on dropped nodes keep theirs: never evicted here); elastic ones at 0.
+    units = -(-(use[:, k] // np.maximum(pods_in, 1)) // unit) * pods_in  # each pod rounded up
+    gang_units = np.bincount(cand_gang, weights=units, minlength=len(running)) if len(cand_gang) else np.zeros(0)
+    worth = [terms.tier_value(run) for run in running]
+    fixed_value: dict[int, int] = {}
+    for run, v in zip(running, worth, strict=True):
+        fixed_value[run.priority] = fixed_value.get(run.priority, 0) + v
+    value = np.asarray(worth, dtype=float)[cand_gang] if len(cand_gang) else np.zeros(0)
+    elastic = np.fromiter((running[gi].elastic for gi in cand_gang.tolist()), dtype=bool, count=len(cand_gang))
+    share = np.where(
+        elastic | (units == 0), 0.0, value * units / np.maximum(gang_units[cand_gang] if len(cand_gang) else 1, 1)
+    )
+    prio = np.fromiter((running[gi].priority for gi in cand_gang.tolist()), dtype=np.int64, count=len(cand_gang))
+    spare: dict[int, tuple[float, float]] = {}
+    flex = np.flatnonzero(elastic)
+    for gi in np.unique(cand_gang[flex]).tolist():
+        run = running[gi]
+        mine = flex[cand_gang[flex] == gi]
+        # Units per pod (groups hold ``count`` pods of one role on one node).
+        per_pod = np.repeat(units[mine] // np.maximum(pods_in[mine], 1), pods_in[mine])
+        shed = max(0, len(run.pods) - run.minimum)
+        spare_units = float(np.sort(per_pod)[::-1][:shed].sum())
+        total = float(per_pod.sum())
+        if total > spare_units:
+            spare[gi] = (worth[gi] / (total - spare_units), spare_units)
+    spare_value = np.isin(cand_gang, np.fromiter(spare, dtype=np.int64, count=len(spare))).astype(float)
+    # Rigid candidates with pods on two or more nodes: evicted whole or kept whole.
+    groups_of = np.bincount(cand_gang, minlength=len(running)) if len(cand_gang) else np.zeros(0, np.int64)
+    whole_gangs = np.flatnonzero((groups_of >= 2) & (gang_units > 0))
+    whole_gangs = whole_gangs[~np.fromiter((running[gi].elastic for gi in whole_gangs.tolist()), dtype=bool)]
+    whole = {int(gi): float(worth[gi]) for gi in whole_gangs.tolist()}
+    spare_value[np.isin(cand_gang, whole_gangs)] = 2.0
+    return _Pool(
+        unit=unit,
+        k=k,
+        prio=np.asarray([p for p, _ in gangs], dtype=np.int64),
+        value=np.asarray([v for _, v in gangs], dtype=np.int64),
+        pod_gang=np.asarray([p[0] for p in pods], dtype=np.int64),
+        pod_count=np.asarray([p[1] for p in pods], dtype=np.int64),
+        pod_units=-(-sizes // unit),
+        pod_req=req,
+        pod_mask=np.asarray([p[3] for p in pods], dtype=np.int64),
+        masks=sets,
+        subset=subset,
+        free=free,
+        pod_node=pod_node,
+        pod_prio=prio,
+        pod_use=use,
+        pod_share=share,
+        pod_gang_index=cand_gang,
+        pod_pods=pods_in,
+        pod_spare_value=spare_value,
+        spare=spare,
+        whole=whole,
+        fixed_value=fixed_value,
+        required=required,
+        required_level=required_level,
+        cache={},
+    )
+
+
+def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | None:
+    """The class LP's bound on tier ``prio`` given the ``floors`` of the tiers above."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    floor_of = dict(floors)
+    levels = sorted({prio, *floor_of})
+    top = levels[-1]
+    bands = len(levels) - 1
+    k, unit = pool.k, pool.unit
+    n = pool.free.shape[0]
+    # Per node: f (units free whatever the plan: capacity less pods that stay less candidates
+    # of priority >= prio) and c_i (units of band i's candidates); candidates below ``prio``
+    # are room, those of the top tier or above stay.
+    cand = pool.pod_prio >= prio
+    stay = pool.pod_prio >= top
+    room = pool.free.copy()
+    np.subtract.at(room, pool.pod_node[cand], pool.pod_use[cand])
+    f = np.maximum(room[:, k], 0) // unit
+    band_of = np.searchsorted(np.asarray(levels), pool.pod_prio, side="right") - 1
+    movable = cand & ~stay
+    per_pod = -(-(pool.pod_use[:, k] // np.maximum(pool.pod_pods, 1)) // unit)
+    units = per_pod * pool.pod_pods
+    # Per band and pod size (units), the pods each node holds: a node's state evicts a sum of
+    # its own pods' sizes (half of one 4-GPU pod frees nothing).
+    shapes: list[tuple[int, int]] = []
+    columns: list[np.ndarray] = []
+    for i in range(bands):
+        picked = movable & (band_of == i) & (per_pod > 0)
+        for size in np.unique(per_pod[picked]).tolist():
+            which = picked & (per_pod == size)
+            column = np.zeros(n, dtype=np.int64)
+            np.add.at(column, pool.pod_node[which], pool.pod_pods[which])
+            shapes.append((i, int(size)))
+            columns.append(column)
+    member = np.stack(pool.masks, axis=1)  # node x set
+    nm = len(pool.subset)
+    # What a state may evict per band is a sum of the node's own pods: as a bit set of the
+    # reachable sums (bit x: x units) when they stay below 63 units, nodes with the same sets
+    # are one class whatever pods give them (pooling their pods only loosens the cheapest-first
+    # loss); else by the pods' sizes.
+    reach = np.ones((n, bands), dtype=np.int64)
+    for (i, size), column in zip(shapes, columns, strict=True):
+        for j in range(1, int(column.max(initial=0)) + 1):
+            more = column >= j
+            reach[more, i] |= reach[more, i] << size
+    total_units = np.zeros((n, bands), dtype=np.int64)
+    for (i, size), column in zip(shapes, columns, strict=True):
+        total_units[:, i] += size * column
+    bits = bool(bands) and int(total_units.max(initial=0)) < 63
+    held_key = [reach] if bits else [col[:, None] for col in columns]
+    key = np.concatenate([member[:, :nm].astype(np.int64), f[:, None], *held_key], axis=1)
+    classes, first, class_of, count = np.unique(key, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    class_of = class_of.reshape(-1)
+    class_in = member[first]  # class x set
+    f_of = classes[:, nm]
+    held = classes[:, nm + 1 :]
+    reachable: list[list[list[int]]] = []  # per class and band, the units a node can lose
+    total = 0
+    for q in range(len(classes)):
+        if bits:
+            sums = [[x for x in range(63) if (b >> x) & 1] for b in held[q].tolist()]
+        else:
+            found: list[set[int]] = [{0} for _ in range(bands)]
+            for (i, size), pods in zip(shapes, held[q].tolist(), strict=True):
+                for _ in range(pods):
+                    found[i] = found[i] | {x + size for x in found[i]}
+            sums = [sorted(x) for x in found]
+        reachable.append(sums)
+        total += math.prod(len(x) for x in sums)
+        if total > MAX_STATES:
+            return None
+    model = linear_solver_pb2.MPModelProto()
+    model.maximize = True
+    # Pending gangs of the LP's tiers: y in [0, 1].
+    gang_on = np.isin(pool.prio, levels) & (pool.prio >= prio)
+    gang_var = np.full(len(pool.prio), -1, dtype=np.int64)
+    for g in np.flatnonzero(gang_on).tolist():
+        gang_var[g] = len(model.variable)
+        coeff = float(pool.value[g]) if pool.prio[g] == prio else 0.0
+        model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=coeff)
+    # A gang with a required level starts in one domain where its minimum fits alone (every
+    # lower candidate gone): a column per such domain, and per domain, level and size the
+    # required gangs' pods within its room (they alone: the other pods are in the set rows).
+    in_domain: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (level, domain) -> (column, gang)
+    for g, domains in pool.fitting_domains().items():
+        if gang_var[g] < 0:
+            continue
+        if not domains:
+            model.variable[int(gang_var[g])].upper_bound = 0.0
+            continue
+        domain_cols = list(range(len(model.variable), len(model.variable) + len(domains)))
+        for col_index, d in zip(domain_cols, domains, strict=True):
+            model.variable.add(lower_bound=0.0, upper_bound=1.0)
+            in_domain.setdefault((pool.required_level[g], d), []).append((col_index, g))
+        model.constraint.add(
+            var_index=[int(gang_var[g]), *domain_cols],
+            coefficient=[1.0, *([-1.0] * len(domain_cols))],
+            lower_bound=0.0,
+            upper_bound=0.0,
+        )
+    for (level_name, d), members in sorted(in_domain.items()):
+        for level in sorted({int(pool.prio[g]) for _, g in members}):
+            under = [(v, g) for v, g in members if pool.prio[g] <= level]
+            idx = np.asarray([v for v, _ in under], dtype=np.int64)
+            for _t, usage, rhs in pool.domain_rows(level_name, d, level, [g for _, g in under]):
+                _row(model, idx, usage, np.zeros(0, np.int64), np.zeros(0), rhs)
+    # Node states per class.
+    z_class: list[int] = []
+    z_state: list[tuple[int, ...]] = []
+    for q in range(len(classes)):
+        for e in product(*reachable[q]):
+            z_class.append(q)
+            z_state.append(e)
+    zc = np.asarray(z_class, dtype=np.int64)
+    ze = np.asarray(z_state, dtype=np.int64).reshape(len(z_state), bands)
+    z0 = len(model.variable)
+    for q in zc.tolist():
+        model.variable.add(lower_bound=0.0, upper_bound=float(count[q]))
+    zvar = np.arange(z0, z0 + len(zc))
+    z_start = np.searchsorted(zc, np.arange(len(classes) + 1))  # zc is ascending
+    for q in range(len(classes)):
+        idx = zvar[z_start[q] : z_start[q + 1]]
+        model.constraint.add(
+            var_index=idx.tolist(),
+            coefficient=[1.0] * len(idx),
+            lower_bound=float(count[q]),
+            upper_bound=float(count[q]),
+        )
+    # Value lost per band's own tier, cheapest units first over each class's pool.
+    loss: dict[int, tuple[list[int], list[float]]] = {lv: ([], []) for lv in levels}
+    for i in range(bands):
+        level = levels[i]
+        counted = level == prio or level in floor_of
+        in_band = movable & (band_of == i) & (units > 0)
+        own = in_band & (pool.pod_prio == level)
+        per_unit = np.zeros(len(units), dtype=float)
+        per_unit[own] = pool.pod_share[own] / units[own]
+        # Buckets: per class and per-unit value (rounded down to 1e-3: never above the real).
+        vals = np.floor(per_unit * 1000.0) / 1000.0 if counted else np.zeros(len(units))
+        # An elastic candidate of the tier keeps its value while it sheds at most its spare
+        # pods: its units are a bucket per class and gang, and the gang loses
+        # ``nu (evicted - spare)`` at least (:attr:`_Pool.spare`).
+        flexible = own & (pool.pod_spare_value > 0) if counted else np.zeros(len(units), dtype=bool)
+        vals[flexible] = 0.0  # their loss is their gang's (below)
+        pc = class_of[pool.pod_node[in_band]]
+        tag = np.where(flexible[in_band], pool.pod_gang_index[in_band], -1)
+        bk = np.stack([pc, (vals[in_band] * 1000).astype(np.int64), tag], axis=1)
+        buckets, where = np.unique(bk, axis=0, return_inverse=True)
+        amount = np.bincount(where.reshape(-1), weights=units[in_band], minlength=len(buckets))
+        w0 = len(model.variable)
+        for (_q, v, _), a in zip(buckets.tolist(), amount.tolist(), strict=True):
+            model.variable.add(lower_bound=0.0, upper_bound=float(a))
+            if counted and v > 0:
+                loss[level][0].append(len(model.variable) - 1)
+                loss[level][1].append(v / 1000.0)
+        wvar = np.arange(w0, len(model.variable))
+        for gi in np.unique(buckets[:, 2][buckets[:, 2] >= 0]).tolist():
+            if gi in pool.whole:
+                evicted = len(model.variable)
+                model.variable.add(lower_bound=0.0, upper_bound=1.0)
+                loss[level][0].append(evicted)
+                loss[level][1].append(pool.whole[gi])
+                for b in np.flatnonzero(buckets[:, 2] == gi).tolist():
+                    model.constraint.add(
+                        var_index=[int(wvar[b]), evicted],
+                        coefficient=[1.0, -float(amount[b])],
+                        lower_bound=-math.inf,
+                        upper_bound=0.0,
+                    )
+                continue
+            nu, spare = pool.spare[gi]
+            lam = len(model.variable)
+            model.variable.add(lower_bound=0.0, upper_bound=math.inf)
+            loss[level][0].append(lam)
+            loss[level][1].append(1.0)
+            mine = wvar[buckets[:, 2] == gi]
+            model.constraint.add(
+                var_index=[*mine.tolist(), lam],
+                coefficient=[*([nu] * len(mine)), -1.0],
+                lower_bound=-math.inf,
+                upper_bound=nu * spare,
+            )
+        # Units evicted in band i over the class's nodes = sum of its buckets.
+        w_start = np.searchsorted(buckets[:, 0], np.arange(len(classes) + 1))  # buckets sorted by class
+        for q in range(len(classes)):
+            zi = z_start[q] + np.flatnonzero(ze[z_start[q] : z_start[q + 1], i] > 0)
+            wi = wvar[w_start[q] : w_start[q + 1]]
+            if not len(zi) and not len(wi):
+                continue
+            model.constraint.add(
+                var_index=[*zvar[zi].tolist(), *wi.tolist()],
+                coefficient=[*ze[zi, i].astype(float).tolist(), *([-1.0] * len(wi))],
+                lower_bound=0.0,
+                upper_bound=0.0,
+            )
+    objective_loss = loss.get(prio, ([], []))
+    for v, cost in zip(*objective_loss, strict=True):
+        model.variable[v].objective_coefficient = -cost
+    # Capacity: per level j, set s and size t, slots of pods of priority <= L_j over every
+    # state, and of priority L_j over the states where no band >= j lost a unit.
+    gang_of_pod = pool.pod_gang
+    pod_on = gang_on[gang_of_pod]
+    room_of = f_of[zc][:, None] + np.concatenate(
+        [np.zeros((len(zc), 1), np.int64), np.cumsum(ze, axis=1)], axis=1
+    )  # per state and level j: f + sum_{i<j} e_i
+    for j, level in enumerate(levels):
+        clean = ~(ze[:, j:] > 0).any(axis=1) if bands else np.ones(len(zc), dtype=bool)
+        for exact in (False, True):
+            pods = pod_on & (pool.prio[gang_of_pod] == level if exact else pool.prio[gang_of_pod] <= level)
+            if not pods.any():
+                continue
+            states = clean if exact else np.ones(len(zc), dtype=bool)
+            sizes = np.unique(pool.pod_units[pods & (pool.pod_units > 0)]).tolist()
+            if 1 not in sizes:
+                sizes.append(1)
+            for s in range(pool.subset.shape[1]):
+                inside = pods & pool.subset[pool.pod_mask, s]
+                if not inside.any():
+                    continue
+                in_set = class_in[zc, s] & states
+                for t in sizes:
+                    slots = room_of[in_set, j] // t
+                    usage = pool.pod_count[inside] * (pool.pod_units[inside] // t)
+                    _row(model, gang_var[gang_of_pod[inside]], usage, zvar[in_set], slots)
+                # The other resources by amount: every candidate below L_j gone (only when the
+                # binding resource is not the only one).
+                for r in range(pool.free.shape[1]):
+                    if r == k:
+                        continue
+                    lower = cand & (pool.pod_prio >= level)
+                    avail = pool.free[:, r].copy()
+                    np.subtract.at(avail, pool.pod_node[lower], pool.pod_use[lower, r])
+                    cap = float(np.maximum(avail[member[:, s]], 0).sum(dtype=object))
+                    need = pool.pod_count[inside] * pool.pod_req[inside, r]
+                    _row(model, gang_var[gang_of_pod[inside]], need, np.zeros(0, np.int64), np.zeros(0), cap)
+    # Floors of the tiers above.
+    for level, floor_value in floor_of.items():
+        base = pool.fixed_value.get(level, 0)
+        gv = gang_var[(pool.prio == level) & gang_on]
+        gain = [float(x) for x in pool.value[(pool.prio == level) & gang_on].tolist()]
+        lost_vars, costs = loss.get(level, ([], []))
+        rhs = floor_value - base - 0.5
+        model.constraint.add(
+            var_index=[*gv.tolist(), *lost_vars],
+            coefficient=[*gain, *(-c for c in costs)],
+            lower_bound=rhs,
+            upper_bound=math.inf,
+        )
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    relaxed = float(solver.Objective().Value())
+    return pool.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+
+
+def _row(
+    model: linear_solver_pb2.MPModelProto,
+    gvars: np.ndarray,
+    usage: np.ndarray,
+    zvars: np.ndarray,
+    slots: np.ndarray,
+    rhs: float = 0.0,
+) -> None:
+    """``sum(usage · y) - sum(slots · z) <= rhs``, summed per variable and scaled to unit size
+    (amounts are in milli-units)."""
+    keep = usage > 0
+    if not keep.any():
+        return
+    idx, where = np.unique(gvars[keep], return_inverse=True)
+    coeff = np.bincount(where.reshape(-1), weights=usage[keep].astype(float), minlength=len(idx))
+    zkeep = slots > 0
+    if rhs > 0 and not len(zvars) and coeff.sum() <= rhs:
+        return  # every gang fits by amount
+    scale = max(abs(rhs), float(coeff.max()), 1.0)
+    model.constraint.add(
+        var_index=[*idx.tolist(), *zvars[zkeep].tolist()],
+        coefficient=[*(coeff / scale).tolist(), *(-slots[zkeep].astype(float) / scale).tolist()],
+        lower_bound=-math.inf,
+        upper_bound=rhs / scale,
+    )

@@ -1,0 +1,185 @@
+"""Class slot bounds (gangopt.slot_classes): never below the lexicographic optimum.
+
+The same two references as tests/test_slots.py: CP-SAT's proven optimum on the random rounds of
+tests/strategies.py (quotas, groups, taints, elastic victims), and the independent per-node
+model of tests/reference.py on small rounds of issue 13's fragmented family.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+import gangopt
+from gangopt.bounds import tier_ceilings
+from gangopt.objective import SCALE, score
+from gangopt.prefilter import prefilter
+from gangopt.schema import Round, Status, Weights
+from gangopt.slot_classes import class_tier_bounds
+from tests.builders import cluster, fragmented_round, make_round, pending, running
+from tests.reference import reference_optimum
+from tests.strategies import examples, fragmented_rounds, rounds
+
+FLAT = Weights(aging_cap=0.0, short_first=0.0, deadline_boost=0.0)
+"""Waiting and running work both at urgency 1: the hand values below are GPU counts."""
+
+
+def units(plan_tiers: dict[int, float]) -> dict[int, int]:
+    return {p: round(v * SCALE) for p, v in plan_tiers.items()}
+
+
+def tiers_of(rnd: Round, plan: gangopt.Plan) -> dict[int, int]:
+    return units({t.priority: t.value for t in score(rnd, plan).tiers})
+
+
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rounds())
+def test_class_bounds_hold_for_the_optimum(rnd: Round) -> None:
+    """Whichever valid plan supplies the floors, no tier bound falls below the proven optimum."""
+    best = gangopt.solve(rnd)
+    assert best.status != Status.FALLBACK
+    assume(best.status == Status.OPTIMAL)
+    optimum = tiers_of(rnd, best)
+    pre = prefilter(rnd)
+    for solver in ("greedy", "koordinator_like", "volcano_like", "fifo_first_fit", "cpsat"):
+        plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
+        for prio, bound in class_tier_bounds(pre, tiers_of(rnd, plan), tier_ceilings(pre)).items():
+            assert optimum.get(prio, 0) <= bound, (solver, prio, bound, optimum)
+
+
+@pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
+@pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (24, 10, 3), (48, 14, 4)])
+def test_class_bounds_against_the_reference_on_fragmented_rounds(
+    nodes: int, gangs: int, seed: int, running_mix: Literal["jobs", "tilted"]
+) -> None:
+    """Every tier bound is at least the reference optimum, with greedy's floors and with the
+    optimum's own, and never above the ceiling."""
+    rnd = fragmented_round(nodes, gangs, 0.75, seed, running_mix=running_mix)
+    ref = reference_optimum(rnd, seconds_per_tier=20.0)
+    assert ref.proven
+    pre = prefilter(rnd)
+    ceilings = tier_ceilings(pre)
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    for values in (tiers_of(rnd, greedy_plan), ref.tiers):
+        bounds = class_tier_bounds(pre, values, ceilings)
+        for prio, bound in bounds.items():
+            assert ref.tiers.get(prio, 0) <= bound <= ceilings[prio], (prio, bound, ref.tiers, values)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rnd=fragmented_rounds(nodes=(16, 40), gangs=(6, 16)))
+def test_class_bounds_hold_for_the_reference_on_random_fragmented_rounds(rnd: Round) -> None:
+    """The property test the aggregation needs: on random fragmented rounds (both running
+    mixes, busy 0.6 to 0.9), whichever plan supplies the floors, no bound falls below the
+    independent reference's proven optimum."""
+    ref = reference_optimum(rnd, seconds_per_tier=10.0)
+    assume(ref.proven)
+    pre = prefilter(rnd)
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    for values in (tiers_of(rnd, greedy_plan), ref.tiers):
+        for prio, bound in class_tier_bounds(pre, values, tier_ceilings(pre)).items():
+            assert ref.tiers.get(prio, 0) <= bound, (prio, bound, ref.tiers, values)
+
+
+def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
+    # Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang: 16 GPUs free,
+    # but a new priority-0 pod may not evict priority-0 work (rule 5): no 8-GPU pod of tier 0
+    # fits anywhere, whatever the total room says.
+    rnd = make_round(
+        cluster(4),
+        running=[running(f"r{i}", [f"n{i}"], gpu=4) for i in range(4)],
+        pending=[
+            pending("top", 1, gpu=4, priority=5),
+            pending("big", 1, gpu=8),
+            pending("big2", 1, gpu=8),
+            pending("small", 1, gpu=4),
+        ],
+        weights=FLAT,
+    )
+    pre = prefilter(rnd)
+    values = {5: 40, 0: 4 * 40 + 40}
+    assert tier_ceilings(pre)[0] == 4 * 40 + 2 * 80 + 40
+    assert class_tier_bounds(pre, values, tier_ceilings(pre)) == {0: 4 * 40 + 40}
+
+
+def test_room_taken_by_a_higher_tier_costs_the_tier_it_evicts() -> None:
+    # n0 and n1 each run one preemptible 8-GPU priority-5 gang; a priority-10 whole-node gang
+    # must evict one of them: tier 5 keeps at most one (80 of 160) once tier 10's floor is in.
+    rnd = make_round(
+        cluster(2),
+        running=[running("a", ["n0"], gpu=8, priority=5), running("b", ["n1"], gpu=8, priority=5)],
+        pending=[pending("top", 1, gpu=8, priority=10), pending("low", 1, gpu=8, priority=5)],
+        weights=FLAT,
+    )
+    pre = prefilter(rnd)
+    assert class_tier_bounds(pre, {10: 80, 5: 80}, tier_ceilings(pre)) == {5: 80}
+    assert class_tier_bounds(pre, {10: 0, 5: 80}, tier_ceilings(pre))[5] == 160
+    # A proof within 1 % stops at tier 10 (bound 80 against 0): no LP for tier 5.
+    assert class_tier_bounds(pre, {10: 0, 5: 80}, tier_ceilings(pre), enough=0.01) == {10: 80}
+
+
+def test_a_node_a_victim_left_serves_only_higher_priorities() -> None:
+    # The priority-5 6-GPU gang must evict the victim on n0; the 2 GPUs left there may then
+    # take no priority-0 pod (rule 5's node form): tier 0 is the fixed gang alone.
+    rnd = make_round(
+        cluster(2),
+        running=[running("victim", ["n0"], gpu=4), running("fixed", ["n1"], gpu=8, preemptible=False)],
+        pending=[pending("top", 1, gpu=6, priority=5), pending("small", 1, gpu=2)],
+        weights=FLAT,
+    )
+    pre = prefilter(rnd)
+    assert class_tier_bounds(pre, {5: 60, 0: 80}, tier_ceilings(pre)) == {0: 80}
+
+
+def test_an_elastic_victim_sheds_its_spare_pods_for_free_and_not_its_minimum() -> None:
+    # n0 and n1 each hold one 4-GPU pod of an elastic priority-0 gang (at least one pod), 4
+    # GPUs free on each. A priority-5 whole-node gang takes one node: the elastic gang sheds
+    # the pod there and stays (tier 0 keeps its value); a second whole-node gang would cost
+    # the gang itself. (A waiting priority-0 whole-node gang gives tier 0 a bound to ask for.)
+    one = make_round(
+        cluster(2),
+        running=[running("el", ["n0", "n1"], gpu=4, replicas=2, min_replicas=1)],
+        pending=[pending("top", 1, gpu=8, priority=5), pending("low", 1, gpu=8)],
+        weights=FLAT,
+    )
+    pre = prefilter(one)
+    kept = 40  # its minimum: one 4-GPU pod (T_gpu = 16: a 4-GPU pod is 4 GPU-eq)
+    assert tier_ceilings(pre)[0] == kept + 80
+    assert class_tier_bounds(pre, {5: 80, 0: kept}, tier_ceilings(pre)) == {0: kept}
+    two = make_round(
+        cluster(2),
+        running=[running("el", ["n0", "n1"], gpu=4, replicas=2, min_replicas=1)],
+        pending=[pending("top", 1, gpu=8, priority=5), pending("top2", 1, gpu=8, priority=5), pending("low", 1, gpu=8)],
+        weights=FLAT,
+    )
+    pre = prefilter(two)
+    assert class_tier_bounds(pre, {5: 160, 0: 0}, tier_ceilings(pre)) == {0: 0}
+
+
+def test_bounds_are_computed_once_per_plan_values() -> None:
+    rnd = fragmented_round(32, 12, 0.75, 0, running_mix="jobs")
+    pre = prefilter(rnd)
+    values = tiers_of(rnd, gangopt.solve(rnd, solver="greedy"))
+    first = class_tier_bounds(pre, values, tier_ceilings(pre))
+    assert class_tier_bounds(pre, values, tier_ceilings(pre)) == first
+    assert sum(1 for key in pre.derived if isinstance(key, tuple) and key[0] == "slot-classes") == 1
+
+
+def test_a_rigid_victim_on_two_nodes_is_lost_whole_for_one_of_them() -> None:
+    # A rigid priority-0 gang holds 4 GPUs on each of n0 and n1; n1 also runs a 2-GPU gang
+    # nobody may preempt. The priority-5 whole-node gang fits only on n0, so the whole victim
+    # goes: tier 0 keeps the fixed gang alone (the waiting whole-node gang of tier 0 fits
+    # nowhere). Its value shared per unit would have cost only the pod on n0 (40 of 80).
+    rnd = make_round(
+        cluster(2),
+        running=[running("rig", ["n0", "n1"], gpu=4), running("fixed", ["n1"], gpu=2, preemptible=False)],
+        pending=[pending("top", 1, gpu=8, priority=5), pending("low", 1, gpu=8)],
+        weights=FLAT,
+    )
+    pre = prefilter(rnd)
+    best = gangopt.solve(rnd)
+    assert best.status == Status.OPTIMAL and tiers_of(rnd, best) == {5: 80, 0: 20}
+    assert tier_ceilings(pre)[0] == 80 + 20 + 80
+    assert class_tier_bounds(pre, {5: 80, 0: 20}, tier_ceilings(pre)) == {0: 20}
