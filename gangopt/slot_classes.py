@@ -38,7 +38,7 @@ Measured on issue 13's XL round (fragmented, busy 0.75; docs/benchmarks.md, "h28
 greedy's plan (priority 5 178,311.9, priority 0 177,914.4 GPU-eq): priority 5 at most
 178,889.7 (ceiling 180,780.9; the per-node LP: 178,889.8), priority 0 at most 193,857.9
 (ceiling 226,862.3; the per-node LP, 125 CPU-s offline: 190,409.7), in 1.3 CPU-s (the round's
-pool 0.4, two LPs of 3,000 and 6,000 rows 0.9). At L (4,096 nodes), where the per-node models
+pool 0.4, two LPs of 3,016 and 6,658 rows 0.9). At L (4,096 nodes), where the per-node models
 run when the clock allows: priority 0 at most 52,631.2 against their 51,019.9 (the optimum's:
 a placed plan reaches it), 0.5 CPU-s against 2.5.
 """
