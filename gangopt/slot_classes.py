@@ -66,13 +66,13 @@ here (its bands hold too many units per node: the model would grow with the runn
 
 SECONDS_PER_CANDIDATE_POD = 3e-5
 """Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) per pod of
-a candidate running gang: 1.9 CPU-s for the 59,000 candidate pods of issue 13's XL round
-(0.6 the pool, 0.8 the models, 0.5 GLOP), on a machine at load 6."""
+a candidate running gang: 1.3-1.4 CPU-s for the 59,283 candidate pods of issue 13's XL round
+(the pool 0.4, the models 0.6, GLOP 0.3) on a machine at load 9; rounded up for a busier one."""
 
 SHARE = 0.25
 """The class bounds run when their estimate is at most this share of ``policy.time_limit``
 (a rule on the round, not the clock: the same bounds on a loaded machine): XL at a 10 s limit
-(1.8 s), not at 3 s."""
+(estimate 1.8 s), not at 3 s."""
 
 
 def affordable(pre: Prefiltered) -> bool:
