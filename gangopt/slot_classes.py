@@ -38,7 +38,7 @@ Measured on issue 13's XL round (fragmented, busy 0.75; docs/benchmarks.md, "h28
 greedy's plan (priority 5 178,311.9, priority 0 177,914.4 GPU-eq): priority 5 at most
 178,889.7 (ceiling 180,780.9; the per-node LP: 178,889.8), priority 0 at most 193,857.9
 (ceiling 226,862.3; the per-node LP, 125 CPU-s offline: 190,409.7), in 1.3 CPU-s (the round's
-pool 0.4, two LPs of 3,000 and 6,000 rows 0.9). At L (4,096 nodes), where the per-node models
+pool 0.4, two LPs of 3,016 and 6,658 rows 0.9). At L (4,096 nodes), where the per-node models
 run when the clock allows: priority 0 at most 52,631.2 against their 51,019.9 (the optimum's:
 a placed plan reaches it), 0.5 CPU-s against 2.5.
 """
@@ -66,13 +66,13 @@ here (its bands hold too many units per node: the model would grow with the runn
 
 SECONDS_PER_CANDIDATE_POD = 3e-5
 """Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) per pod of
-a candidate running gang: 1.9 CPU-s for the 59,000 candidate pods of issue 13's XL round
-(0.6 the pool, 0.8 the models, 0.5 GLOP), on a machine at load 6."""
+a candidate running gang: 1.3-1.4 CPU-s for the 59,283 candidate pods of issue 13's XL round
+(the pool 0.4, the models 0.6, GLOP 0.3) on a machine at load 9; rounded up for a busier one."""
 
 SHARE = 0.25
 """The class bounds run when their estimate is at most this share of ``policy.time_limit``
 (a rule on the round, not the clock: the same bounds on a loaded machine): XL at a 10 s limit
-(1.8 s), not at 3 s."""
+(estimate 1.8 s), not at 3 s."""
 
 
 def affordable(pre: Prefiltered) -> bool:
