@@ -24,11 +24,16 @@ It keeps the plan and re-decides one piece of it at a time, at node level:
   receives new pods only from gangs that may preempt it; fixed new pods pin the victims they
   may not preempt). Objective: the kept victims' tier values, lexicographic by priority
   (weights), hinted with the plan.
+* **Entrants** (after the slot placer, :func:`_entrant_hoods`): a waiting gang of a tier the
+  cheap bounds leave open may start, on the nodes where it displaces least, every admitted
+  gang with new pods there a mover of any priority and those below the entrant's free to be
+  left out; the tiers below it may pay, as the placer's own choice may.
 * **Accept** only what validates: the answer goes through
   :func:`~gangopt.solvers.cpsat.expansion.reprieve` (which also restores rule 5's beneficiary
   and reprieve clauses), :func:`gangopt.validate` and the objective; it replaces the plan only
-  when strictly better lexicographically and no tier is below the seed's. So the plan this
-  step returns is valid and never worse than its seed, tier by tier.
+  when strictly better lexicographically and no tier is below the seed's (after an entrant,
+  no tier at or above its priority below the plan it improved). So the plan this step returns
+  is valid, never worse than its seed lexicographically, and without entrants on no tier.
 
 Order and determinism: the first :data:`TOP_SINGLES` single movers (highest priority, then the
 most victim value attributed to them, ties by a permutation drawn from ``policy.seed``), then
