@@ -203,8 +203,9 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     outcome = Outcome(baseline, baseline_score)
     if not closed:
         # After the slot placer, waiting gangs of the tiers still open may enter (lns.improve's
-        # ``trade``): the placer can leave out a gang the slot model chose.
-        trade = _open_tiers(pre, baseline_score) if placed else frozenset()
+        # ``trade``): the placer can leave out a gang the slot model chose (for which it evicts).
+        evicts = any(p.kind == "evict" for p in baseline.preemptions)
+        trade = _open_tiers(pre, baseline_score) if placed and evicts else frozenset()
         outcome = improve(rnd, pre, baseline, baseline_score, lns_deadline, stall, lns_work, trade)
     if instead and closed and (not clocked or time.perf_counter() < lns_deadline):  # else the guard says: no time
         note = (

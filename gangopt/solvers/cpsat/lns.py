@@ -24,11 +24,16 @@ It keeps the plan and re-decides one piece of it at a time, at node level:
   receives new pods only from gangs that may preempt it; fixed new pods pin the victims they
   may not preempt). Objective: the kept victims' tier values, lexicographic by priority
   (weights), hinted with the plan.
+* **Entrants** (after the slot placer, :func:`_entrant_hoods`): a waiting gang of a tier the
+  cheap bounds leave open may start, on the nodes where it displaces least, every admitted
+  gang with new pods there a mover of any priority and those below the entrant's free to be
+  left out; the tiers below it may pay, as the placer's own choice may.
 * **Accept** only what validates: the answer goes through
   :func:`~gangopt.solvers.cpsat.expansion.reprieve` (which also restores rule 5's beneficiary
   and reprieve clauses), :func:`gangopt.validate` and the objective; it replaces the plan only
-  when strictly better lexicographically and no tier is below the seed's. So the plan this
-  step returns is valid and never worse than its seed, tier by tier.
+  when strictly better lexicographically and no tier is below the seed's (after an entrant,
+  no tier at or above its priority below the plan it improved). So the plan this step returns
+  is valid, never worse than its seed lexicographically, and without entrants on no tier.
 
 Order and determinism: the first :data:`TOP_SINGLES` single movers (highest priority, then the
 most victim value attributed to them, ties by a permutation drawn from ``policy.seed``), then
@@ -408,7 +413,7 @@ def _entrant_hoods(
     priority first, then the most tier value (ties by ``rng``), each on the nodes where
     starting it displaces least (:class:`_Entry`), with every admitted gang that has new pods
     there as a mover (anywhere it may go; those of a lower priority may also be left out) and
-    every whole candidate free. None on a round of more than :data:`ENTRANT_MAX_NODES` nodes.
+    every whole candidate free. No entrant on a round of more than :data:`ENTRANT_MAX_NODES` nodes.
 
     The slot placer's plan can leave out a gang the integer slot model chose (256 nodes / 100
     gangs, busy 0.6, seed 1: a priority-5 gang of four 8-GPU pods, 34.1 GPU-eq, the whole gap
@@ -448,7 +453,8 @@ def _entrant_hoods(
 ENTRANT_NODES = 6
 """Nodes per pod of an entrant's minimum in its neighbourhood (at least 8; :class:`_Entry`).
 At 256 nodes / 100 gangs, busy 0.6, seed 1, 3 per pod started the left-out gang with priority
-0 at 2,009.1, 6 (or 12, or 64) at 2,029.1, in the same time (the reference optimum: 2,049.1)."""
+0 at 2,009.1, 6 (or 12, or 64) at 2,029.1, in the same time (the reference optimum: 2,049.1;
+measured with a node's new pods in its cost, now its second key: 6 gives 2,029.1 again)."""
 ENTRANT_MAX_NODES = 512
 """Rounds of more nodes get no entrant neighbourhoods: measured only up to 256 nodes; at 1,024
 nodes (busy 0.6) one took 2.7-2.8 CPU-s, most of the search's share of a 10 s limit."""
