@@ -199,3 +199,29 @@ def test_packed_tier_bound_tightens_the_first_tier_below_the_ceiling() -> None:
     assert gangopt.validate(rnd, plan) == []
     assert plan.status == Status.OPTIMAL and plan.gap == 0.0
     assert [t.bound for t in plan.score.tiers if t.priority == 0] == [8.0]
+
+
+def test_the_pods_that_stay_are_subtracted_as_pod_by_pod() -> None:
+    """``_fixed_free`` subtracts the staying pods per resource in one step: the same free
+    capacity as a subtraction per pod, with and without ``must_run``."""
+    import numpy as np
+
+    from gangopt.arrays import cluster_capacity
+    from gangopt.bounds import _free_after_fixed
+    from gangopt.prefilter import request_vector
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 100, running_mix="jobs")
+    pre = prefilter(rnd)
+    movable = set(pre.candidates)
+    for must_run in (False, True):
+        free = cluster_capacity(rnd, pre.resources).copy()
+        for gi, run in enumerate(rnd.running):
+            if gi in movable and (run.elastic or not must_run):
+                continue
+            reqs = {r.name: request_vector(r, pre.resources) for r in run.roles}
+            for pod in run.pods:
+                free[pre.topo.node_index[pod.node]] -= reqs[pod.role]
+        expected = np.maximum(free, 0)
+        assert (expected < cluster_capacity(rnd, pre.resources)).any()
+        assert np.array_equal(_free_after_fixed(pre, must_run), expected)

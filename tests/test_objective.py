@@ -777,3 +777,48 @@ def test_a_reclaim_through_a_cohorts_guarantee_is_worth_its_gpus_less_the_restar
     assert plan.admitted == ["a1"] and [p.kind for p in plan.preemptions] == ["evict"]
     assert plan.status == "optimal" and plan.gap == 0.0
     assert plan.score.secondary == pytest.approx(score(rnd, reclaim).secondary)
+
+
+@pytest.mark.parametrize("mix", ["jobs", "tilted"])
+def test_the_running_table_is_each_running_gang_scored_alone(mix: Any) -> None:
+    """:attr:`ObjectiveTerms.running_base` values one-role gangs by shape; every entry is what
+    the gang-by-gang reading gives (tier value, secondary terms when left alone)."""
+    from collections import Counter
+
+    from gangopt.objective import _running_terms
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 100, running_mix=mix)
+    elastic = rnd.running[0].model_copy(
+        update={"roles": [r.model_copy(update={"min_replicas": 0}) for r in rnd.running[0].roles]}
+    )
+    rnd = rnd.model_copy(update={"running": [elastic, *rnd.running[1:]]})
+    terms = ObjectiveTerms.of(rnd)
+    base = terms.running_base
+    alone = [_running_terms(terms, run, set(), Counter()) for run in rnd.running]
+    assert base.tier == [t for t, _ in alone] == [terms.tier_value(run) for run in rnd.running]
+    assert base.surplus == [s for _, s in alone]
+    assert any(s != 0 for s in base.surplus)  # the elastic gang above its minimum
+    sums: dict[int, int] = {}
+    for run, t in zip(rnd.running, base.tier, strict=True):
+        sums[run.priority] = sums.get(run.priority, 0) + t
+    assert base.tier_sums == sums
+
+
+@pytest.mark.parametrize("mix", ["jobs", "tilted"])
+def test_a_score_from_the_running_table_is_the_gang_by_gang_score(mix: Any) -> None:
+    """:func:`score` counts the running gangs a plan leaves alone from the table and the rest
+    gang by gang; the same plan scored gang by gang throughout (the path of a round whose
+    names repeat) scores the same, on plans that preempt, shrink and grow."""
+    from dataclasses import replace
+
+    from gangopt.solvers import SOLVERS
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 100, running_mix=mix)
+    plans = [gangopt.solve(rnd, solver=name, annotate=False) for name in SOLVERS if name != "cpsat"]
+    assert any(p.preemptions for p in plans)
+    fast = [score(rnd, p) for p in plans]
+    terms = ObjectiveTerms.of(rnd)
+    terms.__dict__["running_base"] = replace(terms.running_base, owner=None)
+    assert [score(rnd, p) for p in plans] == fast

@@ -836,3 +836,22 @@ def test_the_new_pods_up_to_a_priority_are_summed_once_and_the_same() -> None:
         assert kept == ctx._sum_up_to(p)
     nodes, _ = ctx.new_up_to(max(priorities))
     assert sum(sum(c.values()) for c in nodes.values()) > 0  # every new pod counted at the top
+
+
+def test_a_running_gang_the_plan_leaves_alone_is_still_held_to_its_bounds() -> None:
+    """Untouched one-role running gangs are checked without counting their pods by role
+    (``_one_role_within``); one above its replicas (a round built without checks) is still
+    reported, and its well-formed neighbours are not."""
+    from gangopt.solvers.greedy.engine import greedy
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(128, 50, running_mix="jobs")
+    plan = greedy(rnd)
+    touched = {p.gang for p in plan.preemptions} | {p.gang for p in plan.placements}
+    victim = next(g for g in rnd.running if g.name not in touched and len(g.roles) == 1)
+    extra = victim.pods[0].model_copy(update={"name": f"{victim.pods[0].name}-extra"})
+    wide = victim.model_copy(update={"pods": [*victim.pods, extra]})
+    bad = rnd.model_copy(update={"running": [wide if g is victim else g for g in rnd.running]})
+    found = [v for v in validate(bad, plan) if v.rule == "all_or_nothing"]
+    assert found and {v.gang for v in found} == {victim.name}  # above its maximum and its replicas
+    assert validate(rnd, plan) == []

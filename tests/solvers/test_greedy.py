@@ -738,3 +738,28 @@ def test_the_settle_caches_agree_with_a_fresh_reading() -> None:
         expected = np.flatnonzero(engine.floor >= priority) if priority <= engine.floor_max else []
         assert np.array_equal(marked, expected)
         assert (engine.free - work)[marked].max(initial=RESERVED) == RESERVED
+
+
+@pytest.mark.parametrize("mix", ["jobs", "tilted"])
+def test_a_removal_try_skipped_as_certain_to_fail_changes_no_plan(mix: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortfall check (``_Shortfall``) only skips tries that would fail: with it never
+    answering, every try runs and the plans are the same, on rounds where it answers often."""
+    from gangopt.solvers.greedy import engine
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 100, running_mix=mix)
+    answers: Counter[bool] = Counter()
+    certain = engine._Shortfall.certain
+
+    def counted(self: Any, end: int) -> bool:
+        answer = certain(self, end)
+        answers[answer] += 1
+        return answer
+
+    monkeypatch.setattr(engine._Shortfall, "certain", counted)
+    skipping = greedy(rnd)
+    monkeypatch.setattr(engine._Shortfall, "certain", lambda self, end: False)
+    trying = greedy(rnd)
+    assert answers[True] > 0 and skipping.preemptions
+    assert skipping == trying
+    assert validate(rnd, skipping) == []
