@@ -1388,7 +1388,9 @@ def _secondary_terms(
     for g, c in zip(flex.tolist(), shared.gcol[flex].tolist(), strict=True):
         pods_of.setdefault(c, []).append(g)
     for gi, run in enumerate(rnd.running):
-        current = Counter(p.role for p in run.pods)
+        # One role (most running gangs): its pods are all of it, counted without a pass.
+        one = run.roles[0].name if len(run.roles) == 1 else None
+        current = Counter({one: len(run.pods)}) if one is not None else Counter(p.role for p in run.pods)
         kept = surplus(run, current) + added(gi, run, current)
         col = columns.get(gi)
         if col is None or var[col] < 0:  # cannot lose pods, or a candidate the model leaves out: at its best

@@ -186,7 +186,10 @@ class SlotPlacer(GreedyEngine):
         priority-5 gangs' 203 whole-node pods needed, in its rack, instead of 7 nodes only
         priority 10 could use)."""
         topo = g.spec.topology
-        if not self.spread and g.name in self.chosen and topo is not None and topo.required is None:
+        # Not a gang placed in slices: with the topology set aside the engine drops its slices
+        # too (a slice-of-2 gang went one pod per rack: the door's validator caught it).
+        unsliced = topo is not None and topo.required is None and g.slice_size == 0
+        if not self.spread and g.name in self.chosen and unsliced:
             topology = False
         self._want = counts
         try:
