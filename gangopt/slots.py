@@ -64,6 +64,11 @@ and placer at L and XL"): with the caller's leave (:func:`allow_large`) and with
 4,096-node round (busy 0.75) the lowest tier's bound goes from 55,043.7 GPU-eq (the packed
 bound) to 46,864.2, against greedy's 42,958.6; the integer model's whole solution is at
 46,863.6, and the slot placer's plan at 46,738.6, so that 9 % is real and 0.3 % is left.
+Since h28-L such a round's first open tier far below its LP's bound gives the slot placer the
+LP's own solution instead of SCIP's (:data:`LP_CHOICE_GAP`, :func:`slot_choice`), and its
+secondary stage reuses the lowest tier's model (:func:`_tier_lp`): on the many-small-gangs
+4,096-node round the bounds, the placer pass and the secondary bound went from 6.0-7.3 to
+2.2-2.3 CPU-s (docs/benchmarks.md, "h28-L").
 """
 
 from __future__ import annotations
@@ -148,7 +153,10 @@ fragmented 4,096-node round's lowest tier (11,013 variables, 13,794 rows, 13 fra
 LP) SCIP without presolve spent 3.0 CPU-s in its root LP and 5.6 CPU-s for 27 nodes (whole
 solution 468,636, bound 468,640.5); with it, 1.0 CPU-s at the root for the same whole solution
 and the LP's bound (468,642.5). At 1,024 nodes the presolve costs more than it saves
-(:data:`SCIP_SETTINGS`). A node limit, not a time limit: deterministic."""
+(:data:`SCIP_SETTINGS`). A node limit, not a time limit: deterministic. Since h28-L it runs
+for a bound alone, or for the slot placer's choice when the plan is within
+:data:`LP_CHOICE_GAP` of the LP's bound or the LP's own choice was not enough
+(:func:`slot_choice` with ``whole``)."""
 
 DOMAIN_THRESHOLDS = 2
 """Slot rows per required domain and level (largest sizes, first resource only)."""
@@ -1129,7 +1137,9 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     secondary terms too (:func:`gangopt.annotate.cheap_bounds_for`). On the fragmented L round
     (busy 0.75; priority 0 at 46,748.6 of 46,864.2) 176.6 GPU-eq against 2,172.2, reported gap
     2.2 % to 0.50 %, in 0.7-1.0 CPU-s (2,727 columns: a round over :data:`MAX_COLUMNS` gets it
-    with the leave its slot bounds have, :func:`allow_large`)."""
+    with the leave its slot bounds have, :func:`allow_large`). On the many-small-gangs L round
+    259.9 GPU-eq for a plan at 140.2 (every tier at its bound), 0.43-0.45 CPU-s at load 9
+    (GLOP on the model with preferred columns: 2.4-3.8, :data:`SECONDARY_LP_SOLVER`)."""
     return pre.kept(("slot-secondary", tuple(sorted(values.items()))), lambda: _secondary_bound_at(pre, values))
 
 
@@ -1390,7 +1400,9 @@ def _secondary_terms(
     for g, c in zip(flex.tolist(), shared.gcol[flex].tolist(), strict=True):
         pods_of.setdefault(c, []).append(g)
     for gi, run in enumerate(rnd.running):
-        current = Counter(p.role for p in run.pods)
+        # One role (most running gangs): its pods are all of it, counted without a pass.
+        one = run.roles[0].name if len(run.roles) == 1 else None
+        current = Counter({one: len(run.pods)}) if one is not None else Counter(p.role for p in run.pods)
         kept = surplus(run, current) + added(gi, run, current)
         col = columns.get(gi)
         if col is None or var[col] < 0:  # cannot lose pods, or a candidate the model leaves out: at its best

@@ -245,9 +245,15 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     solved: list[str] = []
     integer_bound = slots._integer_bound
 
-    def spy(model: Any, settings: str = slots.SCIP_SETTINGS, enough: float | None = None, solution: bool = True) -> Any:
+    def spy(
+        model: Any,
+        settings: str = slots.SCIP_SETTINGS,
+        enough: float | None = None,
+        solution: bool = True,
+        lp_choice: bool = False,
+    ) -> Any:
         solved.append(settings)
-        return integer_bound(model, settings, enough, solution)
+        return integer_bound(model, settings, enough, solution, lp_choice)
 
     monkeypatch.setattr(slots, "_integer_bound", spy)
     allowed = gangopt.solve(rnd)

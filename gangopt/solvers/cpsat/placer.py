@@ -186,7 +186,10 @@ class SlotPlacer(GreedyEngine):
         priority-5 gangs' 203 whole-node pods needed, in its rack, instead of 7 nodes only
         priority 10 could use)."""
         topo = g.spec.topology
-        if not self.spread and g.name in self.chosen and topo is not None and topo.required is None:
+        # Not a gang placed in slices: with the topology set aside the engine drops its slices
+        # too (a slice-of-2 gang went one pod per rack: the door's validator caught it).
+        unsliced = topo is not None and topo.required is None and g.slice_size == 0
+        if not self.spread and g.name in self.chosen and unsliced:
             topology = False
         self._want = counts
         try:
@@ -333,10 +336,16 @@ def place_choices(
     does); go on down the tiers while that improves. Returns the best plan and, when ``proven`` (the cheap
     bounds within the gap limit) holds for it, that plan marked as the answer. A plan kept to
     go on from is validated here; the answer is validated by the door (:func:`gangopt.solve.run`,
-    which returns greedy's plan should it break a rule: never seen), not twice: at 4,096 nodes
+    which returns greedy's plan should it break a rule: seen once, a sliced gang's slices set
+    aside by the last pass, fixed in :meth:`SlotPlacer.place`), not twice: at 4,096 nodes
     one validation of the placed plan costs 0.5-0.7 CPU-s. With ``until``
     (a :func:`time.perf_counter` instant) no pass nor choice starts that would end after it,
-    each taken to last as long as the last one (:func:`placed`)."""
+    each taken to last as long as the last one (:func:`placed`).
+
+    A choice that is the LP's own solution (:attr:`~gangopt.slots.SlotChoice.rounded`: a large
+    round, no SCIP) whose placed plan is not proven gets a second chance: SCIP's whole solution
+    for the same tier, placed too (when it ends in time), and the better plan goes on. At L 0.75
+    the LP's choice is proven at once (0.10 %); the tilted L round needs SCIP's."""
     from gangopt.validation import validate  # judges a plan; no cycle (validation imports no solver)
 
     out = Placed(plan=seed, score=seed_score)
