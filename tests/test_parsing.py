@@ -16,6 +16,7 @@ from pydantic import BaseModel
 import gangopt
 from gangopt.errors import InputError
 from gangopt.parsing import guarded, load_json, parse_json, plain_ascii, validate_parsed
+from gangopt.replay.workload import Workload
 from gangopt.schema import Plan, Round
 from tests.builders import fragmented_round
 from tests.test_checks import base
@@ -70,23 +71,29 @@ def _mutated(data: Any, path: tuple[Any, ...], value: Any) -> Any:
     return out
 
 
-def test_every_mutant_of_a_round_is_accepted_alike_and_built_alike() -> None:
-    """Each field of a round that touches every checked field, replaced by every JSON type or
-    dropped, plus an unknown key in every object: the fast path refuses (None) exactly what the
-    reference path refuses, and what both accept is the same round."""
-    data = base()
-    mutants = _mutants(data)
-    assert len(mutants) > 1000
+def _alike(data: Any, model: type[BaseModel]) -> int:
+    """Check every mutant of ``data``: the fast path refuses (None) exactly what the reference
+    path refuses, and builds what both accept alike; returns how many were accepted."""
     accepted = 0
-    for path, value in mutants:
+    for path, value in _mutants(data):
         text = json.dumps(_mutated(data, path, value))
-        reference, fast = _reference(text), _fast(text)
+        reference, fast = _reference(text, model), _fast(text, model)
         if isinstance(reference, list):
             assert fast is None, (path, value, reference)
         else:
             assert fast == reference, (path, value)
             accepted += 1
-    assert 100 < accepted < len(mutants) - 100  # both outcomes are exercised
+    return accepted
+
+
+def test_every_mutant_of_a_round_is_accepted_alike_and_built_alike() -> None:
+    """Each field of a round that touches every checked field, replaced by every JSON type or
+    dropped, plus an unknown key in every object: the fast path refuses (None) exactly what the
+    reference path refuses, and what both accept is the same round."""
+    data = base()
+    mutants = len(_mutants(data))
+    assert mutants > 1000
+    assert 100 < _alike(data, Round) < mutants - 100  # both outcomes are exercised
 
 
 def test_every_mutant_of_a_plan_is_accepted_alike_and_built_alike() -> None:
@@ -94,16 +101,15 @@ def test_every_mutant_of_a_plan_is_accepted_alike_and_built_alike() -> None:
     strict, so this is where Python-mode and JSON-mode validation could differ."""
     rnd = gangopt.load_round(INSTANCES / "preemption.json")
     data = json.loads(gangopt.solve(rnd, solver="greedy").model_dump_json())
-    accepted = 0
-    for path, value in _mutants(data):
-        text = json.dumps(_mutated(data, path, value))
-        reference, fast = _reference(text, Plan), _fast(text, Plan)
-        if isinstance(reference, list):
-            assert fast is None, (path, value, reference)
-        else:
-            assert fast == reference, (path, value)
-            accepted += 1
-    assert accepted > 100
+    assert _alike(data, Plan) > 100
+
+
+def test_every_mutant_of_a_workload_is_accepted_alike_and_built_alike() -> None:
+    """And for a workload (``gangopt simulate`` reads one): its models are not strict either."""
+    whole = json.loads((INSTANCES / "workloads" / "philly-6214e9.json").read_text(encoding="utf-8"))
+    data = {**whole, "jobs": whole["jobs"][:2], "queues": [{"name": "6214e9", "nominal": {"gpu": 8}}]}
+    data["jobs"][1].update(deadline=90000.0, min_members=1, max_members=1)
+    assert _alike(data, Workload) > 100
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in INSTANCES.glob("*.json")))
