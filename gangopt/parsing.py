@@ -164,9 +164,11 @@ def _validators(model: type[BaseModel], plain: bool) -> SchemaValidator | Plugga
     if not plain:
         return model.__pydantic_validator__
     if model not in _PLAIN:
-        if not model.__pydantic_complete__:
-            model.model_rebuild()
-        _PLAIN[model] = SchemaValidator(_without(model.__pydantic_core_schema__, ASCII_IDENTITIES))
+        schema = model.__pydantic_core_schema__
+        if not isinstance(schema, dict):  # a deferred build's stand-in: reading it builds the model
+            schema["type"]
+            schema = model.__pydantic_core_schema__
+        _PLAIN[model] = SchemaValidator(_without(schema, ASCII_IDENTITIES))
     return _PLAIN[model]
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +154,23 @@ def test_the_plain_validators_would_accept_what_only_the_guard_refuses() -> None
     data["running"][0]["name"] = "\u202ebad"
     assert validate_parsed(Round, copy.deepcopy(data), plain=True) is not None
     assert validate_parsed(Round, data, plain=False) is None
+
+
+def test_the_plain_validators_are_plain_in_a_fresh_process() -> None:
+    """In a fresh process, as on the command line, the models' schemas are still deferred
+    (``defer_build``) when the first round is parsed: the plain validators must be built from the
+    real schema, not copied from its stand-in (which gave the full validators)."""
+    code = (
+        "from tests.test_checks import base\n"
+        "from gangopt.parsing import validate_parsed\n"
+        "from gangopt.schema import Round\n"
+        "data = base()\n"
+        "data['running'][0]['name'] = '\\u202ebad'\n"
+        "print(validate_parsed(Round, data, plain=True) is not None)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True"]
 
 
 @pytest.mark.parametrize(
