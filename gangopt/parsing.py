@@ -17,12 +17,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import SchemaValidator
 
 from gangopt.errors import InputError, Problem, problems_from_validation
+from gangopt.schema import ASCII_IDENTITIES
 from gangopt.strict_json import JSONProblem, loads
+
+if TYPE_CHECKING:
+    from pydantic.plugin._schema_validator import PluggableSchemaValidator
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -108,10 +113,10 @@ def parse_json(
     the parsed data (counts that refuse a round before any model exists), then validation.
 
     Validation first reads the dicts the strict parse built (:func:`validate_parsed`): that
-    skips a second JSON parse.
+    skips a second JSON parse, and on printable-ASCII input the per-string character checks.
     Only if that fails is the text validated again the reference way (``model_validate_json``,
     which names every problem by its JSON path), so a bad input gets exactly the errors it
-    always got. On the XL round (17 MB, 68,536 running gangs) validation takes 0.74 CPU-s
+    always got. On the XL round (17 MB, 68,536 running gangs) validation takes 0.74-0.79 CPU-s
     instead of 1.12 (best of 7, cross-field checks left out). The price is the dicts and the
     models alive together: a 3.9 MB round of 100,000 bare nodes grows the service by 28x its
     size instead of 25x (``scripts/measure_memory.py``); the XL round's parse peaks at 386 MB
@@ -121,7 +126,7 @@ def parse_json(
     parsed = load_json(text, source)
     if precheck is not None:
         precheck(parsed)
-    built = validate_parsed(model, parsed)
+    built = validate_parsed(model, parsed, plain_ascii(text))
     del parsed
     if built is not None:
         return built
@@ -129,19 +134,59 @@ def parse_json(
         return model.model_validate_json(text)
 
 
-def validate_parsed(model: type[M], parsed: Any) -> M | None:
+def plain_ascii(text: str) -> bool:
+    """Whether every string the strict JSON parse of ``text`` yields is printable ASCII: the text
+    is ASCII without DEL and without a backslash (so no escape makes a control character), and
+    the strict parse refuses a raw control character inside a string. About 3 ms at 17 MB."""
+    return text.isascii() and "\\" not in text and "\x7f" not in text
+
+
+def validate_parsed(model: type[M], parsed: Any, plain: bool) -> M | None:
     """``model`` validated from ``parsed`` (the strict parse of a JSON text), or None if that
     fails in any way: the caller then validates the text itself, which reports the errors.
 
     Python-mode validation of JSON's own types accepts what JSON-mode validation of the same
-    text accepts (tests/test_parsing.py checks both on every field of a round, a plan and a
-    workload). Leaving out the per-string character checks on printable-ASCII input as well was
-    tried: no gain that this machine could measure (1.02 against 1.09 CPU-s, best of 6 at load
-    9), and pydantic-core reuses a nested model's own validator once built, checks included."""
+    text accepts (tests/test_parsing.py checks both on every field of a round); with ``plain``
+    (:func:`plain_ascii`) the validators that leave printable ASCII alone are skipped."""
+    validator = _validators(model, plain)
     try:
-        return cast(M, model.__pydantic_validator__.validate_python(parsed))
+        return cast(M, validator.validate_python(parsed))
     except Exception:  # reported by the reference path, word for word
         return None
+
+
+_PLAIN: dict[type[BaseModel], SchemaValidator] = {}
+
+
+def _validators(model: type[BaseModel], plain: bool) -> SchemaValidator | PluggableSchemaValidator:
+    """The model's own validator, or with ``plain`` a copy of it without
+    :data:`gangopt.schema.ASCII_IDENTITIES` (built once per model: about 2 ms).
+
+    pydantic-core builds a nested model from that model's own validator once it exists (its
+    "prebuilt" validators), checks included: in a process that has validated a node or a gang
+    on its own (the service, a test run) the copy is then partly the full validator, slower and
+    never less strict. On the command line nothing is built before the round is read."""
+    if not plain:
+        return model.__pydantic_validator__
+    if model not in _PLAIN:
+        schema = model.__pydantic_core_schema__
+        if not isinstance(schema, dict):  # a deferred build's stand-in: reading it builds the model
+            schema["type"]
+            schema = model.__pydantic_core_schema__
+        _PLAIN[model] = SchemaValidator(_without(schema, ASCII_IDENTITIES))
+    return _PLAIN[model]
+
+
+def _without(node: Any, functions: frozenset[Callable[..., Any]]) -> Any:
+    """A copy of the core schema ``node`` with every after-validator calling one of
+    ``functions`` replaced by the schema it wraps."""
+    if isinstance(node, dict):
+        if node.get("type") == "function-after" and node["function"].get("function") in functions:
+            return _without(node["schema"], functions)
+        return {key: _without(value, functions) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_without(value, functions) for value in node]
+    return node
 
 
 @contextmanager

@@ -105,6 +105,13 @@ def _printable(text: str) -> str:
     return text
 
 
+ASCII_IDENTITIES = frozenset({_printable})
+"""Validators that return every printable-ASCII string unchanged and refuse none:
+:mod:`gangopt.parsing` leaves them out of the models' validators when the whole input is
+printable ASCII without a JSON escape (644,379 calls, 0.25 of the 1.1 CPU-s of validating the
+XL round)."""
+
+
 def node_name_problem(text: str) -> str | None:
     """Why ``text`` is not a Kubernetes node name (an RFC 1123 subdomain), or None."""
     if len(text) > 253:
@@ -731,8 +738,7 @@ normally binds first and the wall-clock limit is the safety net."""
 
 SOLVE_FLOOR = 0.1
 """The least share of ``time_limit`` a solve gets from :meth:`Policy.after` however long the
-parse took: a parse that used the whole limit still leaves the solve a tenth of it to return
-its best plan in (saying what the limit cut), rather than none."""
+parse took: at the XL round's 1.5 s parse a 1 s limit still lets greedy's plan be explained."""
 
 
 SAFETY_NET = "wall-clock safety net"

@@ -1,11 +1,14 @@
-"""gangopt.parsing's fast path: the strict parse's dicts validated in Python mode accept
-exactly what validating the text accepts and build the same round; a refused input gets the
-reference path's errors word for word."""
+"""gangopt.parsing's fast path: the strict parse's dicts validated in Python mode (and, on
+printable-ASCII input, without the per-string character checks) accept exactly what validating
+the text accepts and build the same round; a refused input gets the reference path's errors
+word for word."""
 
 from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ from pydantic import BaseModel
 
 import gangopt
 from gangopt.errors import InputError
-from gangopt.parsing import guarded, load_json, parse_json, validate_parsed
+from gangopt.parsing import guarded, load_json, parse_json, plain_ascii, validate_parsed
 from gangopt.replay.workload import Workload
 from gangopt.schema import Plan, Round
 from tests.builders import fragmented_round
@@ -38,7 +41,7 @@ def _reference(text: str, model: type[BaseModel] = Round) -> Any:
 
 
 def _fast(text: str, model: type[BaseModel] = Round) -> Any:
-    return validate_parsed(model, load_json(text, "input"))
+    return validate_parsed(model, load_json(text, "input"), plain_ascii(text))
 
 
 def _mutants(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
@@ -129,11 +132,12 @@ def test_a_fragmented_round_is_built_alike() -> None:
 
 @pytest.mark.parametrize("name", ["\u202ebad", "tab\there", "del\x7f", "zero\u200bwidth"])
 def test_an_invisible_character_is_refused_however_it_is_written(name: str) -> None:
-    """Written raw or as an escape, an invisible character in a name is refused with the
-    reference path's problem."""
+    """The character checks are left out only for printable ASCII without escapes: written raw
+    or as an escape, an invisible character in a name is refused with the same problem."""
     data = base()
     data["running"][0]["name"] = name
     for text in (json.dumps(data, ensure_ascii=False), json.dumps(data, ensure_ascii=True)):
+        assert not plain_ascii(text)
         assert _fast(text) is None
         reference = _reference(text)
         assert isinstance(reference, list)
@@ -141,6 +145,25 @@ def test_an_invisible_character_is_refused_however_it_is_written(name: str) -> N
             parse_json(Round, text)
         assert raised.value.problems == reference
         assert reference[0].path == "$.running[0].name"
+
+
+def test_the_plain_validators_are_plain_in_a_fresh_process() -> None:
+    """In a fresh process, as on the command line, the plain validators skip the character
+    checks: they let an invisible character through (which is why only printable-ASCII text
+    reaches them). In a long-lived process that has built a nested model's own validator,
+    pydantic-core reuses that one, checks included: slower, never less strict."""
+    code = (
+        "import gangopt.cli.solve\n"  # what gangopt solve imports before it reads the round
+        "from tests.test_checks import base\n"
+        "from gangopt.parsing import validate_parsed\n"
+        "from gangopt.schema import Round\n"
+        "data = base()\n"
+        "data['running'][0]['name'] = '\\u202ebad'\n"
+        "print(validate_parsed(Round, data, plain=True) is not None)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True"]
 
 
 @pytest.mark.parametrize(
