@@ -160,13 +160,20 @@ _PLAIN: dict[type[BaseModel], SchemaValidator] = {}
 
 def _validators(model: type[BaseModel], plain: bool) -> SchemaValidator | PluggableSchemaValidator:
     """The model's own validator, or with ``plain`` a copy of it without
-    :data:`gangopt.schema.ASCII_IDENTITIES` (built once per model: about 2 ms)."""
+    :data:`gangopt.schema.ASCII_IDENTITIES` (built once per model: about 2 ms).
+
+    pydantic-core builds a nested model from that model's own validator once it exists (its
+    "prebuilt" validators), checks included: in a process that has validated a node or a gang
+    on its own (the service, a test run) the copy is then partly the full validator, slower and
+    never less strict. On the command line nothing is built before the round is read."""
     if not plain:
         return model.__pydantic_validator__
     if model not in _PLAIN:
-        if not model.__pydantic_complete__:
-            model.model_rebuild()
-        _PLAIN[model] = SchemaValidator(_without(model.__pydantic_core_schema__, ASCII_IDENTITIES))
+        schema = model.__pydantic_core_schema__
+        if not isinstance(schema, dict):  # a deferred build's stand-in: reading it builds the model
+            schema["type"]
+            schema = model.__pydantic_core_schema__
+        _PLAIN[model] = SchemaValidator(_without(schema, ASCII_IDENTITIES))
     return _PLAIN[model]
 
 
