@@ -424,6 +424,8 @@ class Eligibility:
         """Why no node is eligible for ``role``, naming the first constraint that empties the
         node set (e.g. ``"no schedulable node has label gpu-type=h100"``)."""
         mask = self.schedulable.copy()
+        if not len(mask):
+            return "the cluster has no nodes"
         if not mask.any():
             return "every node is cordoned"
         for label, value in role.node_selector.items():

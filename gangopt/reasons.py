@@ -1068,6 +1068,10 @@ def _capacity_never(view: _PlanView, g: _Gang, free: IntArray) -> Check:
     beside the room it has after the plan (``free``), in one domain of a required level."""
     gang = g.spec
     n = view.capacity.shape[0]
+    if n == 0:  # no node to copy (and, with empty requests, no resource to name): the round's cluster is empty
+        return Check(
+            "capacity", True, f"can never run on this cluster: it has no nodes for its minimum of {_pods(gang.minimum)}"
+        )
     res, need, have = _short_resource(view, g, view.capacity, np.arange(n, dtype=np.intp))
     j = view.resources.index(res)
     level = gang.topology.required if gang.topology else None

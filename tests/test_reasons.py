@@ -27,6 +27,7 @@ from gangopt.quantities import human
 from gangopt.reasons import CHECK_ORDER, Check, waiting_checks, waiting_reasons
 from gangopt.replay.generate import generate
 from gangopt.schema import PendingGang, Plan, Round, Status
+from gangopt.solvers import SOLVERS
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.strategies import examples, rounds
 
@@ -294,6 +295,27 @@ def test_every_failing_check_is_listed_in_the_fixed_order() -> None:
     assert [(c.code, c.never) for c in checks] == [("capacity", True), ("quota", True), ("group", False)]
     assert [c.rank for c in checks] == sorted(c.rank for c in checks)
     assert checks[0].text.startswith("can never run on this cluster: needs 16 gpu for its minimum of 2 pods")
+
+
+@pytest.mark.parametrize("solver", sorted(SOLVERS))
+@pytest.mark.parametrize("requests", [{}, {"gpu": 1}], ids=["no-requests", "gpu"])
+def test_a_round_without_nodes_gets_a_valid_plan_and_says_so(solver: str, requests: dict[str, int]) -> None:
+    """A round whose cluster has no nodes (the service's fuzzing found it: the waiting reasons
+    raised IndexError with empty requests, ValueError otherwise) gets a valid plan from every
+    solver, and the gang's reasons say the cluster is empty rather than that it is cordoned."""
+    rnd = Round.model_validate(
+        {
+            "cluster": {"nodes": []},
+            "pending": [{"name": "g", "roles": [{"name": "w", "replicas": 2, "requests": requests}]}],
+        }
+    )
+    plan = gangopt.solve(rnd, solver=solver)
+    assert validation.validate(rnd, plan) == []
+    assert [w.gang for w in plan.waiting] == ["g"]
+    checks = waiting_checks(rnd, plan)["g"]
+    assert ("capacity", True) in [(c.code, c.never) for c in checks]
+    assert all("cordoned" not in c.text for c in checks)
+    assert any("no nodes" in c.text for c in checks)
 
 
 def test_check_order_is_documented() -> None:
