@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -98,6 +99,46 @@ def reaches_ceilings(tier_values: dict[int, float], ceilings: dict[int, int]) ->
 
 
 # ----------------------------------------------------------------------------- packed tiers
+
+
+Floors = tuple[tuple[int, int], ...]
+"""The tiers above one, each with the value a plan gives it: ``((priority, value), ...)``."""
+
+
+def chained_tier_bounds(
+    tiers: set[int],
+    values: dict[int, int],
+    known: dict[int, int],
+    enough: float | None,
+    tier_bound: Callable[[int, Floors, bool, int], int | None],
+) -> dict[int, int]:
+    """Tier bounds from the top down, each tier's model given *floors*: a tier above that a
+    plan (``values``) proves (its bound, from ``known`` or the model, at most its value) must
+    keep at least that value in every lexicographically better plan, so the tier below is
+    bounded with it held there. The chain ends at the first tier not proven: below it no floor
+    holds. ``tier_bound(priority, floors, chain, value)`` is asked only for ``tiers`` (those
+    with pending work) that ``known`` does not already prove; ``chain`` says whether every
+    tier above is proven (where a whole solution could be placed). With ``enough``, stop below
+    the first tier not proven within it (a unit's margin for the caller's floats): no bound
+    below could prove the plan then. The one reading of this rule for the per-node slot
+    models (:mod:`gangopt.slots`) and the node-class ones (:mod:`gangopt.slot_classes`)."""
+    out: dict[int, int] = {}
+    floors: list[tuple[int, int]] = []
+    chain = True
+    for prio in sorted(tiers | set(values) | set(known), reverse=True):
+        bound = known.get(prio)
+        value = values.get(prio, 0)
+        if prio in tiers and (bound is None or bound > value):
+            lp = tier_bound(prio, tuple(floors), chain, value)
+            if lp is not None:
+                bound = lp if bound is None else min(bound, lp)
+                out[prio] = bound
+        if chain:
+            floors.append((prio, value))
+            chain = bound is not None and bound <= value
+        if enough is not None and bound is not None and bound - value > enough * max(1, abs(value)) + 1:
+            break
+    return out
 
 
 def packed_tier_bounds(pre: Prefiltered, reached: dict[int, bool]) -> dict[int, int]:

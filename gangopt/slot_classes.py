@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gangopt import arrays
+from gangopt.bounds import Floors, chained_tier_bounds
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, request_vector
 
@@ -207,28 +208,16 @@ def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], eno
     pool = pre.kept("slot-classes-pool", lambda: _pool(pre))
     if pool is None:
         return {}
-    with_pending = {int(p) for p in pool.prio}
-    out: dict[int, int] = {}
-    floors: list[tuple[int, int]] = []
-    chain = True
-    for prio in sorted(with_pending | set(values) | set(known), reverse=True):
-        bound = known.get(prio)
-        value = values.get(prio, 0)
-        if prio in with_pending and (bound is None or bound > value):
-            key = ("lp", prio, tuple(floors))  # plans (and callers' ``enough``) that agree above share it
-            if key not in pool.cache:
-                pool.cache[key] = _tier_bound(pool, prio, floors)
-            lp = pool.cache[key]
-            assert lp is None or isinstance(lp, int)
-            if lp is not None:
-                bound = lp if bound is None else min(bound, lp)
-                out[prio] = bound
-        if chain:
-            floors.append((prio, value))
-            chain = bound is not None and bound <= value  # the first tier not proven ends the chain
-        if enough is not None and bound is not None and bound - value > enough * max(1, abs(value)) + 1:
-            break  # not proven within ``enough`` here: no bound below could prove the plan
-    return out
+
+    def tier_bound(prio: int, floors: Floors, chain: bool, value: int) -> int | None:
+        key = ("lp", prio, floors)  # plans (and callers' ``enough``) that agree above share it
+        if key not in pool.cache:
+            pool.cache[key] = _tier_bound(pool, prio, list(floors))
+        lp = pool.cache[key]
+        assert lp is None or isinstance(lp, int)
+        return lp
+
+    return chained_tier_bounds({int(p) for p in pool.prio}, values, known, enough, tier_bound)
 
 
 def _pool(pre: Prefiltered) -> _Pool | None:

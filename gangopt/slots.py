@@ -76,11 +76,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from gangopt import arrays
+from gangopt.bounds import Floors, chained_tier_bounds
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, request_vector
 from gangopt.schema import PendingGang, RunningGang
@@ -270,6 +271,20 @@ class _Slots:
     """Per column, in the secondary model only (:func:`_preferred_columns`): the least spread
     cost a started gang of that column pays (a preferred-topology gang's column that is in no
     single domain); None elsewhere."""
+
+    def widened(self, **changes: Any) -> _Slots:
+        """This model with more columns or groups (``changes``, as :func:`dataclasses.replace`
+        takes them): the caches that read the columns start empty; those that read only the
+        nodes (:attr:`rooms`, :attr:`rhs`) are kept unless ``changes`` names them."""
+        fresh: dict[str, Any] = {
+            "member_cache": {},
+            "lps": {},
+            "solutions": {},
+            "bound_only": set(),
+            "open_tier": {},
+            "models": {},
+        }
+        return replace(self, **{**fresh, **changes})
 
     def room(self, priority: int) -> np.ndarray:
         """``R_P``: capacity less fixed pods less candidate pods of priority >= P, per node."""
@@ -684,39 +699,29 @@ def _slot_tier_bounds(
     if settings is None:  # too large for the per-node models in time: nodes by capacity instead
         return class_tier_bounds(pre, values, known, enough) if classes_affordable(pre) else {}
     shared = _shared(pre)
-    with_pending = {int(p) for p in shared.prio[shared.pending]}
     large = settings in (LARGE_SCIP_SETTINGS, LP_ONLY)
     lowest = int(shared.prio.min()) if len(shared.prio) else 0
-    out: dict[int, int] = {}
-    floors: list[tuple[int, int]] = []
-    chain = True
-    for prio in sorted(with_pending | set(values) | set(known), reverse=True):
-        bound = known.get(prio)
-        value = values.get(prio, 0)
-        if prio in with_pending and (bound is None or bound > value):
-            # One LP per tier and floors above it: candidate plans that agree on the tiers
-            # above share it (and a tier the plan already proves needs none).
-            key = (prio, tuple(floors))
-            known_lp = shared.lps.get(key)
-            if key not in shared.lps or (
-                chain and key in shared.bound_only and known_lp is not None and known_lp > value
-            ):
-                # A large round's lowest tier: its model is the secondary stage's too (kept, with
-                # the growth groups held at 0 here: :func:`_tier_lp`).
-                growth = _growth_only(pre, shared) if large and prio == lowest else None
-                shared.lps[key] = _tier_lp(shared, prio, floors, settings, target=value, solution=chain, growth=growth)
-            lp = shared.lps[key]
-            if lp is not None:
-                bound = lp if bound is None else min(bound, lp)
-                out[prio] = bound
-        if chain:
-            if prio in out and out[prio] > value:
-                shared.open_tier[tuple(sorted(values.items()))] = (prio, tuple(floors))
-            floors.append((prio, value))
-            chain = bound is not None and bound <= value  # else the chain of proven tiers ends here
-        if enough is not None and bound is not None and bound - value > enough * max(1, abs(value)) + 1:
-            break  # not proven within ``enough`` here (a unit's margin for the caller's floats)
-    return out
+    plan = tuple(sorted(values.items()))
+
+    def tier_bound(prio: int, floors: Floors, chain: bool, value: int) -> int | None:
+        # One LP per tier and floors above it: candidate plans that agree on the tiers above
+        # share it (and a tier the plan already proves is never asked).
+        key = (prio, floors)
+        known_lp = shared.lps.get(key)
+        if key not in shared.lps or (chain and key in shared.bound_only and known_lp is not None and known_lp > value):
+            # A large round's lowest tier: its model is the secondary stage's too (kept, with
+            # the growth groups held at 0 here: :func:`_tier_lp`).
+            growth = _growth_only(pre, shared) if large and prio == lowest else None
+            shared.lps[key] = _tier_lp(
+                shared, prio, list(floors), settings, target=value, solution=chain, growth=growth
+            )
+        lp = shared.lps[key]
+        bound = lp if prio not in known or lp is None else min(known[prio], lp)
+        if chain and bound is not None and bound > value:  # the first tier the plan leaves open
+            shared.open_tier[plan] = (prio, floors)
+        return lp
+
+    return chained_tier_bounds({int(p) for p in shared.prio[shared.pending]}, values, known, enough, tier_bound)
 
 
 def _tier_lp(
@@ -1261,8 +1266,7 @@ def _preferred_columns(pre: Prefiltered, shared: _Slots) -> _Slots:
         extra_gcol.append(np.full(len(own), base + i, dtype=np.int64))
         extra_groups.append(own)
     src = np.concatenate(extra_groups)
-    extended = replace(
-        shared,
+    extended = shared.widened(
         prio=np.concatenate([shared.prio, shared.prio[copied]]),
         value=np.concatenate([shared.value, shared.value[copied]]),
         pending=np.concatenate([shared.pending, np.ones(len(copied), dtype=bool)]),
@@ -1281,14 +1285,7 @@ def _preferred_columns(pre: Prefiltered, shared: _Slots) -> _Slots:
         sets=sets,
         spread=np.zeros(base + len(copied), dtype=np.int64),
         ok=None,
-        rooms=shared.rooms,
-        member_cache={},
-        lps={},
-        solutions={},
-        bound_only=set(),
-        open_tier={},
-        rhs={},
-        models={},
+        rhs={},  # the sets changed: their slot counts are counted again
     )
     spread = extended.spread
     assert spread is not None
@@ -1335,8 +1332,7 @@ def _growth_slots(pre: Prefiltered, shared: _Slots) -> _Slots:
     if not cols:
         return shared
     added = len(cols)
-    return replace(
-        shared,
+    return shared.widened(
         gcol=np.concatenate([shared.gcol, np.asarray(cols, dtype=np.int64)]),
         gcount=np.concatenate([shared.gcount, np.ones(added, dtype=np.int64)]),
         greq=np.concatenate([shared.greq, np.stack(requests).astype(np.int64)]),
@@ -1347,12 +1343,6 @@ def _growth_slots(pre: Prefiltered, shared: _Slots) -> _Slots:
         grow=np.concatenate([np.zeros(len(shared.gcol), np.int64), np.asarray(counts, dtype=np.int64)]),
         grow_value=np.concatenate([np.zeros(len(shared.gcol), np.int64), np.asarray(worth, dtype=np.int64)]),
         ok=shared.fits_alone(),  # the columns' own minimums, as in the tier models
-        member_cache={},
-        lps={},
-        solutions={},
-        bound_only=set(),
-        open_tier={},
-        models={},
     )
 
 
