@@ -818,6 +818,7 @@ def test_a_score_from_the_running_table_is_the_gang_by_gang_score(mix: Any) -> N
     rnd = fragmented_round(256, 100, running_mix=mix)
     plans = [gangopt.solve(rnd, solver=name, annotate=False) for name in SOLVERS if name != "cpsat"]
     assert any(p.preemptions for p in plans)
+    assert all(gangopt.validate(rnd, p) == [] for p in plans)
     fast = [score(rnd, p) for p in plans]
     terms = ObjectiveTerms.of(rnd)
     terms.__dict__["running_base"] = replace(terms.running_base, owner=None)

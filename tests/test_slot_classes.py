@@ -39,12 +39,14 @@ def tiers_of(rnd: Round, plan: gangopt.Plan) -> dict[int, int]:
 def test_class_bounds_hold_for_the_optimum(rnd: Round) -> None:
     """Whichever valid plan supplies the floors, no tier bound falls below the proven optimum."""
     best = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, best) == []
     assert best.status != Status.FALLBACK
     assume(best.status == Status.OPTIMAL)
     optimum = tiers_of(rnd, best)
     pre = prefilter(rnd)
     for solver in ("greedy", "koordinator_like", "volcano_like", "fifo_first_fit", "cpsat"):
         plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
+        assert gangopt.validate(rnd, plan) == [], solver
         for prio, bound in class_tier_bounds(pre, tiers_of(rnd, plan), tier_ceilings(pre)).items():
             assert optimum.get(prio, 0) <= bound, (solver, prio, bound, optimum)
 
@@ -62,6 +64,7 @@ def test_class_bounds_against_the_reference_on_fragmented_rounds(
     pre = prefilter(rnd)
     ceilings = tier_ceilings(pre)
     greedy_plan = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, greedy_plan) == []
     for values in (tiers_of(rnd, greedy_plan), ref.tiers):
         bounds = class_tier_bounds(pre, values, ceilings)
         for prio, bound in bounds.items():
@@ -78,6 +81,7 @@ def test_class_bounds_hold_for_the_reference_on_random_fragmented_rounds(rnd: Ro
     assume(ref.proven)
     pre = prefilter(rnd)
     greedy_plan = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, greedy_plan) == []
     for values in (tiers_of(rnd, greedy_plan), ref.tiers):
         for prio, bound in class_tier_bounds(pre, values, tier_ceilings(pre)).items():
             assert ref.tiers.get(prio, 0) <= bound, (prio, bound, ref.tiers, values)
@@ -180,6 +184,7 @@ def test_a_rigid_victim_on_two_nodes_is_lost_whole_for_one_of_them() -> None:
     )
     pre = prefilter(rnd)
     best = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, best) == []
     assert best.status == Status.OPTIMAL and tiers_of(rnd, best) == {5: 80, 0: 20}
     assert tier_ceilings(pre)[0] == 80 + 20 + 80
     assert class_tier_bounds(pre, {5: 80, 0: 20}, tier_ceilings(pre)) == {0: 20}
