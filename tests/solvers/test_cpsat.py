@@ -141,7 +141,9 @@ def test_same_round_and_seed_give_the_same_plan_on_busy_rounds(seed: int) -> Non
 
 
 def test_a_solver_that_overruns_is_stopped_and_the_greedy_plan_returned(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The child process is killed shortly after the time limit, whatever CP-SAT does."""
+    """The child process is killed shortly after the time limit, whatever CP-SAT does. The
+    stuck search sleeps 30 s; the bound of 10 s proves it was stopped yet leaves room for a
+    machine under load 9+ (where the former 3 s bound failed at stop 28)."""
     import time
 
     import gangopt.solvers.cpsat as solving
@@ -154,7 +156,7 @@ def test_a_solver_that_overruns_is_stopped_and_the_greedy_plan_returned(monkeypa
     rnd = busy_round(nodes=16, gangs=8, time_limit=0.5)
     began = time.perf_counter()
     plan = gangopt.solve(rnd)
-    assert time.perf_counter() - began < 3.0
+    assert time.perf_counter() - began < 10.0
     assert plan.status == Status.FALLBACK
     assert "did not return within" in plan.message
     assert gangopt.validate(rnd, plan) == []
