@@ -64,6 +64,35 @@ def true_gaps(plan: Plan, optimum: dict[int, int]) -> tuple[float, float]:
     return shortfall, excess
 
 
+def measure(rnd: Round, optimum: dict[int, int] | None = None) -> list[dict[str, object]]:
+    """Every registry solver on ``rnd`` in the same run (greedy first), each plan checked by the
+    validator and judged by the same bounds (``lp_bounds``): one dict a solver, the table's row
+    and the figure's point (bench/fragmented_figure.py)."""
+    rows: list[dict[str, object]] = []
+    base = None
+    for name in ["greedy", *[s for s in SOLVERS if s != "greedy"]]:
+        start = time.perf_counter()
+        plan = gangopt.solve(rnd, solver=name, lp_bounds=True)  # every plan judged by the same bounds
+        wall = time.perf_counter() - start
+        assert gangopt.validate(rnd, plan) == [], name
+        key = lexicographic_key(plan.score)
+        base = base if base is not None else key
+        row: dict[str, object] = {
+            "solver": name,
+            "status": plan.status.value,
+            "wall": wall,
+            "cpu": plan.stats.cpu_seconds,
+            "gap": plan.gap,
+            "versus": "better" if key > base else "equal" if key == base else "worse",
+            "victims": victims(rnd, plan),
+            "tiers": " · ".join(f"p{t.priority} {t.value:.1f} / {t.bound:.1f}" for t in plan.score.tiers),
+        }
+        if optimum is not None:
+            row["true_gap"], row["bound_excess"] = true_gaps(plan, optimum)
+        rows.append(row)
+    return rows
+
+
 def main(size: str, busy: float, true: bool = False, seconds_per_tier: float = 120.0) -> None:
     rnd = parse_json(Round, round_text(size, busy), "round")
     optimum: dict[int, int] | None = None
@@ -79,24 +108,14 @@ def main(size: str, busy: float, true: bool = False, seconds_per_tier: float = 1
     head = f"| solver | status | wall s | CPU s | proven gap |{extra} vs greedy | victims: evict / shrink (value) |"
     print(f"{head} tiers (value / bound) |")
     print("|---|---|---:|---:|---:|" + ("---:|---:|" if optimum is not None else "") + "---|---|---|")
-    base = None
-    for name in ["greedy", *[s for s in SOLVERS if s != "greedy"]]:
-        start = time.perf_counter()
-        plan = gangopt.solve(rnd, solver=name, lp_bounds=True)  # every plan judged by the same bounds
-        wall = time.perf_counter() - start
-        assert gangopt.validate(rnd, plan) == [], name
-        key = lexicographic_key(plan.score)
-        base = base if base is not None else key
-        versus = "better" if key > base else "equal" if key == base else "worse"
-        tiers = " · ".join(f"p{t.priority} {t.value:.1f} / {t.bound:.1f}" for t in plan.score.tiers)
-        gap = "—" if plan.gap is None else f"{100 * plan.gap:.1f} %"
-        cpu = plan.stats.cpu_seconds
+    rows = measure(rnd, optimum)
+    for r in rows:
+        gap = "—" if r["gap"] is None else f"{100 * float(r['gap']):.1f} %"  # type: ignore[arg-type]
         columns = ""
         if optimum is not None:
-            shortfall, excess = true_gaps(plan, optimum)
-            columns = f" {100 * shortfall:.1f} % | {100 * excess:.1f} % |"
-        row = f"| {name} | {plan.status.value} | {wall:.2f} | {cpu:.2f} | {gap} |{columns} {versus}"
-        print(f"{row} | {victims(rnd, plan)} | {tiers} |")
+            columns = f" {100 * float(r['true_gap']):.1f} % | {100 * float(r['bound_excess']):.1f} % |"  # type: ignore[arg-type]
+        line = f"| {r['solver']} | {r['status']} | {r['wall']:.2f} | {r['cpu']:.2f} | {gap} |{columns} {r['versus']}"
+        print(f"{line} | {r['victims']} | {r['tiers']} |")
 
 
 if __name__ == "__main__":
