@@ -176,6 +176,7 @@ def improve(
     from gangopt.validation import validate  # judges a plan; no cycle (validation imports no solver)
 
     ctx = _Context(rnd, pre)
+    shrinks = len(ctx.names) <= SHRINK_MAX_NODES
     state = _State.of(seed)
     best_key = lexicographic_key(seed_score)
     floor = {t.priority: t.value for t in seed_score.tiers}
@@ -195,7 +196,7 @@ def improve(
             out.neighbourhoods += 1
             since += 1
             spent: list[float] = []
-            answer = _solve_neighbourhood(ctx, state, hood, deadline, spent=spent)
+            answer = _solve_neighbourhood(ctx, state, hood, deadline, spent=spent, shrinks=shrinks)
             out.spent += sum(spent)
             if time.perf_counter() >= deadline:
                 out.clock = True  # the sub-solve may have been cut by the clock: not repeatable
@@ -458,6 +459,10 @@ measured with a node's new pods in its cost, now its second key: 6 gives 2,029.1
 ENTRANT_MAX_NODES = 512
 """Rounds of more nodes get no entrant neighbourhoods: measured only up to 256 nodes; at 1,024
 nodes (busy 0.6) one took 2.7-2.8 CPU-s, most of the search's share of a 10 s limit."""
+SHRINK_MAX_NODES = 512
+"""Rounds of at most this many nodes let an elastic free victim lose pods down to its minimum
+and stay (``shrinks`` in :func:`_solve_neighbourhood`) instead of staying whole or going."""
+
 
 
 class _Entry:
@@ -590,25 +595,30 @@ def _solve_neighbourhood(
     work: float | None = None,
     status_out: list[str] | None = None,
     spent: list[float] | None = None,
+    shrinks: bool = False,
 ) -> _Answer | None:
     """The sub-model of one neighbourhood solved; None unless it keeps more victim value than
-    the plan (see the module docstring). ``spent`` gets the sub-solve's deterministic time."""
+    the plan (see the module docstring). ``spent`` gets the sub-solve's deterministic time.
+    With ``shrinks`` an elastic free victim may also lose pods down to its minimum and stay
+    (:func:`_kept_pods`; :data:`SHRINK_MAX_NODES`)."""
     movers, region = hood.movers, hood.region
     from ortools.sat.python import cp_model
 
     rnd = ctx.rnd
     n_nodes = len(ctx.names)
     mover_set = set(movers)
-    # Free victims: candidates the plan keeps whole or evicts whole.
+    # Free victims: candidates the plan keeps whole or evicts whole, and (``shrinks``) every
+    # elastic candidate, whose pods per node may also go down to its minimum.
     free: list[str] = []
     for name in ctx.candidates:
         if name not in ctx.pods:
             continue
         _, _, pods = ctx.pods[name]
         gone = sum(p in state.removed for p in pods)
-        if gone in (0, len(pods)):
+        if gone in (0, len(pods)) or (shrinks and ctx.running[name].elastic):
             free.append(name)
     free_set = set(free)
+    elastic = [name for name in free if shrinks and ctx.running[name].elastic]
     # Fixed usage: kept running pods of gangs not free, new pods of gangs not moving.
     fixed = np.zeros_like(ctx.cap)
     fixed_victims: list[tuple[str, np.ndarray]] = []  # (gang, node rows where it lost pods)
@@ -703,12 +713,18 @@ def _solve_neighbourhood(
     for gang in entrants:  # a required level: one domain
         _one_domain(ctx, model, gang, start[gang], {r: x[(g, r)] for g, r in x if g == gang}, ub)
     keep = {name: model.new_bool_var(f"keep[{name}]") for name in free}
+    # An elastic free victim: its kept pods per role and node, its minimum while it stays.
+    kept = {name: _kept_pods(ctx, model, name, keep[name], ub) for name in elastic}
     # Capacity on every node where something varies.
     terms: dict[int, list[tuple[np.ndarray, cp_model.IntVar]]] = {}
     for (gang, role), per_node in x.items():
         for i, var in per_node.items():
             terms.setdefault(i, []).append((ctx.req[(gang, role)], var))
     for name in free:
+        if name in kept:
+            for (role, i), (var, _) in kept[name].items():
+                terms.setdefault(i, []).append((ctx.req[(name, role)], var))
+            continue
         rows, use = free_usage[name]
         for i, u in zip(rows.tolist(), use, strict=True):
             terms.setdefault(i, []).append((u, keep[name]))
@@ -722,25 +738,32 @@ def _solve_neighbourhood(
             if top <= rhs:
                 continue
             model.add(sum(c * v for c, v in coeffs) <= rhs)
-    # Rule 5, node form.
+    # Rule 5, node form: a node where the victim loses pods receives new pods only from gangs
+    # that may preempt it (an elastic victim's: where it keeps every pod, ``whole``).
     for name in free:
         rows, _ = free_usage[name]
         for i in rows.tolist():
+            whole = _whole_on(model, kept[name], i) if name in kept else keep[name]
             if any(not ctx.may_preempt(g, name) for g in fixed_new.get(i, ())):
-                model.add(keep[name] == 1)
+                model.add(whole == 1)
             for (gang, _), per_node in x.items():
                 on_node = per_node.get(i)
                 if on_node is not None and not ctx.may_preempt(gang, name):
-                    model.add(on_node <= ub[on_node.index] * keep[name])
+                    model.add(on_node <= ub[on_node.index] * whole)
     # Objective: kept victims' tier values, lexicographic by priority.
     weights = _weights(ctx, free, sorted(optional))
     objective = sum(weights[name] * keep[name] for name in free) + sum(weights[g] * start[g] for g in start)
     model.maximize(objective)
     seed_value = 0
     for name in free:
-        stays = not any(p in state.removed for p in ctx.pods[name][2])
+        stays = not all(p in state.removed for p in ctx.pods[name][2])
         model.add_hint(keep[name], stays)
         seed_value += weights[name] * int(stays)
+    for name, per in kept.items():
+        running = ctx.running[name]
+        for (role, i), (var, _) in per.items():
+            here = [p for p in running.pods if p.role == role and ctx.index[p.node] == i]
+            model.add_hint(var, sum(p.name not in state.removed for p in here))
     for gang, literal in start.items():
         model.add_hint(literal, gang in state.admitted)
         seed_value += weights[gang] * int(gang in state.admitted)
@@ -770,7 +793,11 @@ def _solve_neighbourhood(
     freed: set[str] = set()
     for name in free:
         names = ctx.pods[name][2]
-        if solver.boolean_value(keep[name]):
+        if name in kept and solver.boolean_value(keep[name]):
+            gone = _shrunk_pods(ctx, name, {key: int(solver.value(v)) for key, (v, _) in kept[name].items()})
+            evicted.update(gone)
+            freed.update(p for p in names if p not in gone)
+        elif solver.boolean_value(keep[name]):
             freed.update(names)
         else:
             evicted.update(names)
@@ -778,6 +805,55 @@ def _solve_neighbourhood(
     if start:
         admitted = {g for g in state.admitted if g not in start} | {g for g in start if solver.boolean_value(start[g])}
     return _Answer(state=state, fixed_pods=fixed_pods, pods=moved, evicted=evicted, freed=freed, admitted=admitted)
+
+
+def _kept_pods(
+    ctx: _Context, model: cp_model.CpModel, name: str, alive: cp_model.IntVar, ub: dict[int, int]
+) -> dict[tuple[str, int], tuple[cp_model.IntVar, int]]:
+    """An elastic free victim's kept pods per (role, node row), each with its pod count there:
+    none unless ``alive``, every role's minimum and the gang's minimum while it is."""
+    running = ctx.running[name]
+    counts: dict[tuple[str, int], int] = {}
+    for pod in running.pods:
+        key = (pod.role, ctx.index[pod.node])
+        counts[key] = counts.get(key, 0) + 1
+    out: dict[tuple[str, int], tuple[cp_model.IntVar, int]] = {}
+    for (role, i), count in sorted(counts.items()):
+        var = model.new_int_var(0, count, f"kept[{name},{role},{i}]")
+        ub[var.index] = count
+        model.add(var <= count * alive)
+        out[(role, i)] = (var, count)
+    for role in running.roles:
+        least = running.role_minimum(role)
+        on_role = [v for (r, _), (v, _) in out.items() if r == role.name]
+        if least and on_role:
+            model.add(sum(on_role) >= least * alive)
+    model.add(sum(v for v, _ in out.values()) >= running.minimum * alive)
+    return out
+
+
+def _whole_on(
+    model: cp_model.CpModel, kept: dict[tuple[str, int], tuple[cp_model.IntVar, int]], row: int
+) -> cp_model.IntVar:
+    """A literal that holds only when the victim keeps every pod it has on node ``row``."""
+    whole = model.new_bool_var(f"whole[{row}]")
+    for (_, i), (var, count) in kept.items():
+        if i == row:
+            model.add(var >= count * whole)
+    return whole
+
+
+def _shrunk_pods(ctx: _Context, name: str, counts: dict[tuple[str, int], int]) -> set[str]:
+    """The pods an elastic victim keeping ``counts`` (per role and node row) loses: on each
+    node, the last of its pods there by name."""
+    gone: set[str] = set()
+    here: dict[tuple[str, int], list[str]] = {}
+    for pod in ctx.running[name].pods:
+        here.setdefault((pod.role, ctx.index[pod.node]), []).append(pod.name)
+    for key, pods in here.items():
+        pods.sort()
+        gone.update(pods[counts.get(key, 0) :])
+    return gone
 
 
 def _one_domain(
