@@ -209,3 +209,29 @@ def test_a_trading_search_plan_is_valid_and_lexicographically_no_worse(rnd: Roun
     assert lexicographic_key(out.score) >= lexicographic_key(seed_score)
     assert out.score == score(rnd, out.plan)
     assert set(out.plan.admitted) | {w.gang for w in out.plan.waiting} == {g.name for g in rnd.pending}
+
+
+def shrinkable() -> tuple[Round, gangopt.Plan]:
+    """Two 8-GPU nodes; ``flex`` (priority 0, elastic: one 4-GPU pod on each node, at least
+    one) and ``urgent`` (priority 10, one 8-GPU pod). The seed evicts ``flex`` whole for
+    ``urgent`` (the plan greedy makes when ``flex`` is not elastic); taking only its pod on
+    ``urgent``'s node keeps it running, at the same tier value (the 256-node misses of stop 28)."""
+    urgent = pending("urgent", 1, gpu=8, priority=10)
+    rigid = make_round(cluster(2), running=[running("flex", ["n0", "n1"], gpu=4)], pending=[urgent])
+    rnd = make_round(cluster(2), running=[running("flex", ["n0", "n1"], gpu=4, min_replicas=1)], pending=[urgent])
+    seed = greedy(rigid)
+    assert [(p.gang, p.kind) for p in seed.preemptions] == [("flex", "evict")]
+    return rnd, seed
+
+
+def test_an_elastic_victim_evicted_whole_is_shrunk_instead_and_stays() -> None:
+    rnd, seed = shrinkable()
+    assert gangopt.validate(rnd, seed) == []
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    assert tiers(rnd, seed)[0] < optimum[0]
+    out = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 30)
+    assert gangopt.validate(rnd, out.plan) == []
+    assert out.improvements == 1 and tiers(rnd, out.plan) == optimum
+    assert [(p.gang, p.kind, len(p.pods)) for p in out.plan.preemptions] == [("flex", "shrink", 1)]
+    node = out.plan.placements[0].node
+    assert [p.node for p in rnd.running[0].pods if p.name in out.plan.preemptions[0].pods] == [node]
