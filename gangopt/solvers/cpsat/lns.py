@@ -765,15 +765,15 @@ def _solve_neighbourhood(
         _one_domain(ctx, model, gang, start[gang], {r: x[(g, r)] for g, r in x if g == gang}, ub)
     keep = {name: model.new_bool_var(f"keep[{name}]") for name in free}
     # An elastic free victim: its kept pods per role and node, its minimum while it stays.
-    kept = {name: _kept_pods(ctx, model, name, keep[name], ub) for name in elastic}
+    sizes = {name: _kept_pods(ctx, model, name, keep[name], ub) for name in elastic}
     # Capacity on every node where something varies.
     terms: dict[int, list[tuple[np.ndarray, cp_model.IntVar]]] = {}
     for (gang, role), per_node in x.items():
         for i, var in per_node.items():
             terms.setdefault(i, []).append((ctx.req[(gang, role)], var))
     for name in free:
-        if name in kept:
-            for (role, i), (var, _) in kept[name].items():
+        if name in sizes:
+            for (role, i), (var, _) in sizes[name].items():
                 terms.setdefault(i, []).append((ctx.req[(name, role)], var))
             continue
         rows, use = free_usage[name]
@@ -794,7 +794,7 @@ def _solve_neighbourhood(
     for name in free:
         rows, _ = free_usage[name]
         for i in rows.tolist():
-            whole = _whole_on(model, kept[name], i) if name in kept else keep[name]
+            whole = _whole_on(model, sizes[name], i) if name in sizes else keep[name]
             if any(not ctx.may_preempt(g, name) for g in fixed_new.get(i, ())):
                 model.add(whole == 1)
             for (gang, _), per_node in x.items():
@@ -805,22 +805,21 @@ def _solve_neighbourhood(
     # Then (``shrinks``) the pods of elastic victims and movers: the tiers alone would let
     # the sub-model give up pods for nothing.
     weights = _weights(ctx, free, sorted(optional))
-    sized = [v for per in kept.values() for v, _ in per.values()] + [v for key in fewer for v in x[key].values()]
+    sized = [v for at in sizes.values() for v, _ in at.values()] + [v for key in fewer for v in x[key].values()]
     scale = 1 + sum(ub[v.index] for v in sized)
     if not sized or sum(weights.values()) * scale >= 1 << 62:
         sized, scale = [], 1
-    objective = sum(weights[name] * scale * keep[name] for name in free)
-    objective += sum(weights[g] * scale * start[g] for g in start) + sum(sized)
-    model.maximize(objective)
+    kept_value = sum(weights[name] * scale * keep[name] for name in free)
+    model.maximize(kept_value + sum(weights[g] * scale * start[g] for g in start) + sum(sized))
     seed_value = 0
     hinted: dict[int, int] = {}
     for name in free:
         stays = not all(p in state.removed for p in ctx.pods[name][2])
         model.add_hint(keep[name], stays)
         seed_value += weights[name] * scale * int(stays)
-    for name, per in kept.items():
+    for name, at in sizes.items():
         running = ctx.running[name]
-        for (role, i), (var, _) in per.items():
+        for (role, i), (var, _) in at.items():
             here = [p for p in running.pods if p.role == role and ctx.index[p.node] == i]
             hinted[var.index] = sum(p.name not in state.removed for p in here)
             model.add_hint(var, hinted[var.index])
@@ -855,10 +854,10 @@ def _solve_neighbourhood(
     freed: set[str] = set()
     for name in free:
         names = ctx.pods[name][2]
-        if name in kept and solver.boolean_value(keep[name]):
-            gone = _shrunk_pods(ctx, name, {key: int(solver.value(v)) for key, (v, _) in kept[name].items()})
-            evicted.update(gone)
-            freed.update(p for p in names if p not in gone)
+        if name in sizes and solver.boolean_value(keep[name]):
+            lost = _shrunk_pods(ctx, name, {key: int(solver.value(v)) for key, (v, _) in sizes[name].items()})
+            evicted.update(lost)
+            freed.update(p for p in names if p not in lost)
         elif solver.boolean_value(keep[name]):
             freed.update(names)
         else:
@@ -885,9 +884,9 @@ def _kept_pods(
         ub[var.index] = count
         model.add(var <= count * alive)
         out[(role, i)] = (var, count)
-    for role in running.roles:
-        least = running.role_minimum(role)
-        on_role = [v for (r, _), (v, _) in out.items() if r == role.name]
+    for spec in running.roles:
+        least = running.role_minimum(spec)
+        on_role = [v for (r, _), (v, _) in out.items() if r == spec.name]
         if least and on_role:
             model.add(sum(on_role) >= least * alive)
     model.add(sum(v for v, _ in out.values()) >= running.minimum * alive)
