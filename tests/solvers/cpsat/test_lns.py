@@ -235,3 +235,29 @@ def test_an_elastic_victim_evicted_whole_is_shrunk_instead_and_stays() -> None:
     assert [(p.gang, p.kind, len(p.pods)) for p in out.plan.preemptions] == [("flex", "shrink", 1)]
     node = out.plan.placements[0].node
     assert [p.node for p in rnd.running[0].pods if p.name in out.plan.preemptions[0].pods] == [node]
+
+
+def spanning() -> Round:
+    """Six 8-GPU nodes: ``wide`` (priority 0, three 4-GPU pods on n0-n2, the cheapest to
+    preempt by its cost) and three 3-GPU gangs on n3-n5; three priority-10 gangs of one 8-GPU
+    pod each. Greedy evicts ``wide`` (12 GPU-eq) for them; evicting the three small ones keeps
+    three more. Keeping ``wide`` means moving all three new gangs at once: no single mover,
+    and no random pair, can."""
+    small = [running(f"s{i}", [f"n{i}"], gpu=3, preemption_cost=100.0) for i in (3, 4, 5)]
+    return make_round(
+        cluster(6),
+        running=[running("wide", ["n0", "n1", "n2"], gpu=4, preemption_cost=0.1), *small],
+        pending=[pending(name, 1, gpu=8, priority=10) for name in ("a", "b", "c")],
+    )
+
+
+def test_a_victim_neighbourhood_moves_every_gang_on_an_evicted_gangs_nodes() -> None:
+    rnd = spanning()
+    seed = greedy(rnd)
+    assert [p.gang for p in seed.preemptions] == ["wide"]  # the trap holds
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    assert tiers(rnd, seed)[0] < optimum[0]
+    out = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 30)
+    assert gangopt.validate(rnd, out.plan) == []
+    assert tiers(rnd, out.plan) == optimum
+    assert sorted(p.gang for p in out.plan.preemptions) == ["s3", "s4", "s5"]
