@@ -708,7 +708,6 @@ def _solve_neighbourhood(
     x: dict[tuple[str, str], dict[int, cp_model.IntVar]] = {}
     ub: dict[int, int] = {}
     hint_x: dict[tuple[str, str], dict[int, int]] = {}
-    fewer: list[tuple[str, str]] = []  # movers that may start smaller (``shrinks``)
     variables = 0
     for (gang, role), per in sorted(seed_count.items()):
         spec = ctx.pending[gang]
@@ -749,18 +748,7 @@ def _solve_neighbourhood(
         ub.update({var.index: int(fit[i]) for i, var in x[(gang, role)].items()})
         hint_x[(gang, role)] = per
         total = sum(x[(gang, role)].values())
-        count, started = pods_of[(gang, role)], start.get(gang, 1)
-        # With ``shrinks`` an elastic mover moved whole may also start smaller, down to its
-        # minimum (its tier value is its minimum's): its growth may be where a victim stays.
-        least = count
-        if shrinks and region is None and gang not in entrants and spec.elastic:
-            least = min(count, ctx.terms.min_pods(spec)[role])
-            fewer.append((gang, role))
-        if least == count:
-            model.add(total == count * started)
-        else:
-            model.add(total <= count * started)
-            model.add(total >= least * started)
+        model.add(total == pods_of[(gang, role)] * start[gang] if gang in start else total == pods_of[(gang, role)])
     for gang in entrants:  # a required level: one domain
         _one_domain(ctx, model, gang, start[gang], {r: x[(g, r)] for g, r in x if g == gang}, ub)
     keep = {name: model.new_bool_var(f"keep[{name}]") for name in free}
@@ -802,35 +790,36 @@ def _solve_neighbourhood(
                 if on_node is not None and not ctx.may_preempt(gang, name):
                     model.add(on_node <= ub[on_node.index] * whole)
     # Objective: kept victims' tier values, lexicographic by priority.
-    # Then (``shrinks``) the pods of elastic victims and movers: the tiers alone would let
-    # the sub-model give up pods for nothing.
+    # Then (``shrinks``) the elastic victims' kept pods: by the tiers alone the sub-model would
+    # shrink them for nothing, and the room it takes that way steers the later neighbourhoods
+    # (256 nodes / 100 gangs, busy 0.6, seed 2: priority 0 1,621.1 instead of the reference's
+    # 1,651.1; the reprieve puts such pods back only where nothing new went).
     weights = _weights(ctx, free, sorted(optional))
-    sized = [v for at in sizes.values() for v, _ in at.values()] + [v for key in fewer for v in x[key].values()]
+    sized = [v for at in sizes.values() for v, _ in at.values()]
     scale = 1 + sum(ub[v.index] for v in sized)
-    if not sized or sum(weights.values()) * scale >= 1 << 62:
+    if not sized or (sum(weights.values()) + 1) * scale >= 1 << 62:
         sized, scale = [], 1
     kept_value = sum(weights[name] * scale * keep[name] for name in free)
     model.maximize(kept_value + sum(weights[g] * scale * start[g] for g in start) + sum(sized))
     seed_value = 0
-    hinted: dict[int, int] = {}
     for name in free:
         stays = not all(p in state.removed for p in ctx.pods[name][2])
         model.add_hint(keep[name], stays)
         seed_value += weights[name] * scale * int(stays)
+    hinted: dict[int, int] = {}
     for name, at in sizes.items():
         running = ctx.running[name]
         for (role, i), (var, _) in at.items():
             here = [p for p in running.pods if p.role == role and ctx.index[p.node] == i]
             hinted[var.index] = sum(p.name not in state.removed for p in here)
             model.add_hint(var, hinted[var.index])
+    seed_value += sum(hinted[v.index] for v in sized)
     for gang, literal in start.items():
         model.add_hint(literal, gang in state.admitted)
         seed_value += weights[gang] * scale * int(gang in state.admitted)
     for key, per_node in x.items():
         for i, var in per_node.items():
-            hinted[var.index] = hint_x[key].get(i, 0)
-            model.add_hint(var, hinted[var.index])
-    seed_value += sum(hinted[v.index] for v in sized)
+            model.add_hint(var, hint_x[key].get(i, 0))
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.num_workers = 1
