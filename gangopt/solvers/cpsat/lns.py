@@ -503,7 +503,6 @@ SHRINK_MAX_NODES = 512
 and stay (``shrinks`` in :func:`_solve_neighbourhood`) instead of staying whole or going."""
 
 
-
 class _Entry:
     """Running pods and new pods per node, gathered once for every entrant of a pass."""
 
