@@ -261,3 +261,39 @@ def test_a_victim_neighbourhood_moves_every_gang_on_an_evicted_gangs_nodes() -> 
     assert gangopt.validate(rnd, out.plan) == []
     assert tiers(rnd, out.plan) == optimum
     assert sorted(p.gang for p in out.plan.preemptions) == ["s3", "s4", "s5"]
+
+
+def test_at_256_nodes_the_placers_plan_keeps_an_elastic_victim_it_evicted_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stop 28's miss (256 nodes / 100 gangs, busy 0.6, seed 1, the benchmark family): from the
+    slot placer's plan the search evicted a 2-pod elastic priority-0 gang whole, 20 GPU-eq
+    short of the reference; with shrinks it keeps it with one pod, in the same search."""
+    from gangopt.solvers import cpsat
+    from gangopt.solvers.cpsat import lns
+    from gangopt.solvers.cpsat.placer import place_choices
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 100, busy=0.6, seed=1, running_mix="jobs")
+    pre = prefilter(rnd)
+    seed = greedy(rnd, explain=False)
+    seed_score = score(rnd, seed)
+    assert cpsat._proven_by_cheap_bounds(rnd, pre, seed, seed_score) is None  # the bounds leave it open
+    slot, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: None)
+    trade = cpsat._open_tiers(pre, slot.score)
+
+    def search() -> lns.Outcome:
+        stall = lns.STALL_AFTER_PLACER
+        return improve(rnd, pre, slot.plan, slot.score, time.perf_counter() + 60, stall, trade=trade)
+
+    out = search()
+    monkeypatch.setattr(lns, "SHRINK_MAX_NODES", 0)
+    monkeypatch.setattr(lns, "VICTIM_MAX_NODES", 0)
+    before = search()
+    assert not out.clock and not before.clock
+    assert gangopt.validate(rnd, out.plan) == [] and gangopt.validate(rnd, before.plan) == []
+    assert lexicographic_key(out.score) > lexicographic_key(before.score)
+    shrunk = {p.gang for p in out.plan.preemptions if p.kind == "shrink"}
+    evicted = {p.gang for p in before.plan.preemptions if p.kind == "evict"}
+    assert shrunk & evicted  # kept, shrunk, where the search without shrinks evicts it whole
+    assert all(t.value >= tiers(rnd, before.plan)[t.priority] for t in out.score.tiers)
