@@ -28,6 +28,12 @@ It keeps the plan and re-decides one piece of it at a time, at node level:
   cheap bounds leave open may start, on the nodes where it displaces least, every admitted
   gang with new pods there a mover of any priority and those below the entrant's free to be
   left out; the tiers below it may pay, as the placer's own choice may.
+* **Victims** (rounds of at most :data:`VICTIM_MAX_NODES` nodes, :func:`_victim_hoods`): every
+  gang with new pods on the nodes of a gang the plan evicts whole moves at once; and
+  (:data:`SHRINK_MAX_NODES`) an elastic free victim may also shrink, down to its minimum, and
+  stay: its tier value is its minimum's, so a victim evicted whole for room one of its pods
+  makes is the sub-model's to keep (256 nodes / 100 gangs, busy 0.6, seeds 1 and 4: the whole
+  20 GPU-eq of priority 0 the search missed).
 * **Accept** only what validates: the answer goes through
   :func:`~gangopt.solvers.cpsat.expansion.reprieve` (which also restores rule 5's beneficiary
   and reprieve clauses), :func:`gangopt.validate` and the objective; it replaces the plan only
@@ -176,6 +182,7 @@ def improve(
     from gangopt.validation import validate  # judges a plan; no cycle (validation imports no solver)
 
     ctx = _Context(rnd, pre)
+    shrinks = len(ctx.names) <= SHRINK_MAX_NODES
     state = _State.of(seed)
     best_key = lexicographic_key(seed_score)
     floor = {t.priority: t.value for t in seed_score.tiers}
@@ -195,7 +202,7 @@ def improve(
             out.neighbourhoods += 1
             since += 1
             spent: list[float] = []
-            answer = _solve_neighbourhood(ctx, state, hood, deadline, spent=spent)
+            answer = _solve_neighbourhood(ctx, state, hood, deadline, spent=spent, shrinks=shrinks)
             out.spent += sum(spent)
             if time.perf_counter() >= deadline:
                 out.clock = True  # the sub-solve may have been cut by the clock: not repeatable
@@ -389,6 +396,7 @@ def _neighbourhoods(
     tie = {g: float(t) for g, t in zip(movable, rng.permutation(len(movable)), strict=True)}
     singles = sorted(movable, key=lambda g: (-ctx.pending[g].priority, -lost[g], tie[g]))
     out = _entrant_hoods(ctx, state, rng, trade) if trade else []
+    out += _victim_hoods(ctx, state, rng)
     out += [Neighbourhood((g,), None, g) for g in singles[:TOP_SINGLES]]
     for label, region in _domains(ctx, lost_at, rng):
         movers = sorted(
@@ -450,6 +458,44 @@ def _entrant_hoods(
     return out
 
 
+def _victim_hoods(ctx: _Context, state: _State, rng: np.random.Generator) -> list[Neighbourhood]:
+    """Up to :data:`VICTIMS` running gangs the plan evicts whole, highest priority first, then
+    the most tier value (ties by ``rng``), each with every admitted gang that has new pods on
+    its nodes as a mover (anywhere it may go). None on a round of more than
+    :data:`VICTIM_MAX_NODES` nodes.
+
+    Keeping such a victim means moving every gang on its nodes at once, to nodes where
+    victims worth less go, which neither one mover nor one block's movers (the victim may
+    span blocks) can: 256 nodes / 100 gangs, busy 0.75, seed 3, priority 0 went from 2,765.1
+    (the placer's plan, where the single movers stalled) to 2,825.1 GPU-eq in the first one
+    (0.5 CPU-s; the reference optimum 2,835.1)."""
+    if len(ctx.names) > VICTIM_MAX_NODES:
+        return []
+    on_node: dict[int, set[str]] = {}
+    for gang, _, node in state.new_pods:
+        on_node.setdefault(ctx.index[node], set()).add(gang)
+    victims = [name for name in ctx.candidates if name in ctx.pods and set(ctx.pods[name][2]) <= state.removed]
+    if not victims:
+        return []
+    tie = dict(zip(victims, rng.permutation(len(victims)).tolist(), strict=True))
+    victims.sort(key=lambda v: (-ctx.running[v].priority, -ctx.terms.tier_value(ctx.running[v]), tie[v]))
+    out = []
+    for name in victims[:VICTIMS]:
+        rows = set(ctx.pods[name][0].tolist())
+        movers = sorted({g for i in rows for g in on_node.get(i, ()) if g in ctx.pending})
+        movers = [g for g in movers if _movable(ctx.pending[g])]
+        if movers:
+            out.append(Neighbourhood(tuple(movers), None, f"victim {name}"))
+    return out
+
+
+VICTIMS = 4
+"""Victim neighbourhoods per pass at most (:func:`_victim_hoods`)."""
+VICTIM_MAX_NODES = 512
+"""Rounds of more nodes get no victim neighbourhoods (measured at 256 nodes only; at 1,024 a
+large victim's movers would be most of the round's admitted gangs)."""
+
+
 ENTRANT_NODES = 6
 """Nodes per pod of an entrant's minimum in its neighbourhood (at least 8; :class:`_Entry`).
 At 256 nodes / 100 gangs, busy 0.6, seed 1, 3 per pod started the left-out gang with priority
@@ -458,6 +504,13 @@ measured with a node's new pods in its cost, now its second key: 6 gives 2,029.1
 ENTRANT_MAX_NODES = 512
 """Rounds of more nodes get no entrant neighbourhoods: measured only up to 256 nodes; at 1,024
 nodes (busy 0.6) one took 2.7-2.8 CPU-s, most of the search's share of a 10 s limit."""
+SHRINK_MAX_NODES = 512
+"""Rounds of at most this many nodes let an elastic free victim lose pods down to its minimum
+and stay (``shrinks`` in :func:`_solve_neighbourhood`) instead of staying whole or going. At
+256 nodes / 100 gangs, busy 0.6, seeds 1 and 4 (stop 28's misses) the reference optimum keeps
+a 2-pod elastic priority-0 gang with one pod where the plan evicted it (20 GPU-eq each); with
+shrinks the first entrant neighbourhood finds it (0.3 CPU-s). Measured at 256 nodes only:
+larger rounds keep the binary keep-or-evict sub-model (M and L unchanged)."""
 
 
 class _Entry:
@@ -590,25 +643,30 @@ def _solve_neighbourhood(
     work: float | None = None,
     status_out: list[str] | None = None,
     spent: list[float] | None = None,
+    shrinks: bool = False,
 ) -> _Answer | None:
     """The sub-model of one neighbourhood solved; None unless it keeps more victim value than
-    the plan (see the module docstring). ``spent`` gets the sub-solve's deterministic time."""
+    the plan (see the module docstring). ``spent`` gets the sub-solve's deterministic time.
+    With ``shrinks`` an elastic free victim may also lose pods down to its minimum and stay
+    (:func:`_kept_pods`; :data:`SHRINK_MAX_NODES`)."""
     movers, region = hood.movers, hood.region
     from ortools.sat.python import cp_model
 
     rnd = ctx.rnd
     n_nodes = len(ctx.names)
     mover_set = set(movers)
-    # Free victims: candidates the plan keeps whole or evicts whole.
+    # Free victims: candidates the plan keeps whole or evicts whole, and (``shrinks``) every
+    # elastic candidate, whose pods per node may also go down to its minimum.
     free: list[str] = []
     for name in ctx.candidates:
         if name not in ctx.pods:
             continue
         _, _, pods = ctx.pods[name]
         gone = sum(p in state.removed for p in pods)
-        if gone in (0, len(pods)):
+        if gone in (0, len(pods)) or (shrinks and ctx.running[name].elastic):
             free.append(name)
     free_set = set(free)
+    elastic = [name for name in free if shrinks and ctx.running[name].elastic]
     # Fixed usage: kept running pods of gangs not free, new pods of gangs not moving.
     fixed = np.zeros_like(ctx.cap)
     fixed_victims: list[tuple[str, np.ndarray]] = []  # (gang, node rows where it lost pods)
@@ -703,12 +761,18 @@ def _solve_neighbourhood(
     for gang in entrants:  # a required level: one domain
         _one_domain(ctx, model, gang, start[gang], {r: x[(g, r)] for g, r in x if g == gang}, ub)
     keep = {name: model.new_bool_var(f"keep[{name}]") for name in free}
+    # An elastic free victim: its kept pods per role and node, its minimum while it stays.
+    sizes = {name: _kept_pods(ctx, model, name, keep[name], ub) for name in elastic}
     # Capacity on every node where something varies.
     terms: dict[int, list[tuple[np.ndarray, cp_model.IntVar]]] = {}
     for (gang, role), per_node in x.items():
         for i, var in per_node.items():
             terms.setdefault(i, []).append((ctx.req[(gang, role)], var))
     for name in free:
+        if name in sizes:
+            for (role, i), (var, _) in sizes[name].items():
+                terms.setdefault(i, []).append((ctx.req[(name, role)], var))
+            continue
         rows, use = free_usage[name]
         for i, u in zip(rows.tolist(), use, strict=True):
             terms.setdefault(i, []).append((u, keep[name]))
@@ -722,28 +786,46 @@ def _solve_neighbourhood(
             if top <= rhs:
                 continue
             model.add(sum(c * v for c, v in coeffs) <= rhs)
-    # Rule 5, node form.
+    # Rule 5, node form: a node where the victim loses pods receives new pods only from gangs
+    # that may preempt it (an elastic victim's: where it keeps every pod, ``whole``).
     for name in free:
         rows, _ = free_usage[name]
         for i in rows.tolist():
+            whole = _whole_on(model, sizes[name], i) if name in sizes else keep[name]
             if any(not ctx.may_preempt(g, name) for g in fixed_new.get(i, ())):
-                model.add(keep[name] == 1)
+                model.add(whole == 1)
             for (gang, _), per_node in x.items():
                 on_node = per_node.get(i)
                 if on_node is not None and not ctx.may_preempt(gang, name):
-                    model.add(on_node <= ub[on_node.index] * keep[name])
+                    model.add(on_node <= ub[on_node.index] * whole)
     # Objective: kept victims' tier values, lexicographic by priority.
+    # Then (``shrinks``) the elastic victims' kept pods: by the tiers alone the sub-model would
+    # shrink them for nothing, and the room it takes that way steers the later neighbourhoods
+    # (256 nodes / 100 gangs, busy 0.6, seed 2: priority 0 1,621.1 instead of the reference's
+    # 1,651.1; the reprieve puts such pods back only where nothing new went).
     weights = _weights(ctx, free, sorted(optional))
-    objective = sum(weights[name] * keep[name] for name in free) + sum(weights[g] * start[g] for g in start)
-    model.maximize(objective)
+    sized = [v for at in sizes.values() for v, _ in at.values()]
+    scale = 1 + sum(ub[v.index] for v in sized)
+    if not sized or (sum(weights.values()) + 1) * scale >= 1 << 62:
+        sized, scale = [], 1
+    kept_value = sum(weights[name] * scale * keep[name] for name in free)
+    model.maximize(kept_value + sum(weights[g] * scale * start[g] for g in start) + sum(sized))
     seed_value = 0
     for name in free:
-        stays = not any(p in state.removed for p in ctx.pods[name][2])
+        stays = not all(p in state.removed for p in ctx.pods[name][2])
         model.add_hint(keep[name], stays)
-        seed_value += weights[name] * int(stays)
+        seed_value += weights[name] * scale * int(stays)
+    hinted: dict[int, int] = {}
+    for name, at in sizes.items():
+        running = ctx.running[name]
+        for (role, i), (var, _) in at.items():
+            here = [p for p in running.pods if p.role == role and ctx.index[p.node] == i]
+            hinted[var.index] = sum(p.name not in state.removed for p in here)
+            model.add_hint(var, hinted[var.index])
+    seed_value += sum(hinted[v.index] for v in sized)
     for gang, literal in start.items():
         model.add_hint(literal, gang in state.admitted)
-        seed_value += weights[gang] * int(gang in state.admitted)
+        seed_value += weights[gang] * scale * int(gang in state.admitted)
     for key, per_node in x.items():
         for i, var in per_node.items():
             model.add_hint(var, hint_x[key].get(i, 0))
@@ -770,7 +852,11 @@ def _solve_neighbourhood(
     freed: set[str] = set()
     for name in free:
         names = ctx.pods[name][2]
-        if solver.boolean_value(keep[name]):
+        if name in sizes and solver.boolean_value(keep[name]):
+            lost = _shrunk_pods(ctx, name, {key: int(solver.value(v)) for key, (v, _) in sizes[name].items()})
+            evicted.update(lost)
+            freed.update(p for p in names if p not in lost)
+        elif solver.boolean_value(keep[name]):
             freed.update(names)
         else:
             evicted.update(names)
@@ -778,6 +864,55 @@ def _solve_neighbourhood(
     if start:
         admitted = {g for g in state.admitted if g not in start} | {g for g in start if solver.boolean_value(start[g])}
     return _Answer(state=state, fixed_pods=fixed_pods, pods=moved, evicted=evicted, freed=freed, admitted=admitted)
+
+
+def _kept_pods(
+    ctx: _Context, model: cp_model.CpModel, name: str, alive: cp_model.IntVar, ub: dict[int, int]
+) -> dict[tuple[str, int], tuple[cp_model.IntVar, int]]:
+    """An elastic free victim's kept pods per (role, node row), each with its pod count there:
+    none unless ``alive``, every role's minimum and the gang's minimum while it is."""
+    running = ctx.running[name]
+    counts: dict[tuple[str, int], int] = {}
+    for pod in running.pods:
+        key = (pod.role, ctx.index[pod.node])
+        counts[key] = counts.get(key, 0) + 1
+    out: dict[tuple[str, int], tuple[cp_model.IntVar, int]] = {}
+    for (role, i), count in sorted(counts.items()):
+        var = model.new_int_var(0, count, f"kept[{name},{role},{i}]")
+        ub[var.index] = count
+        model.add(var <= count * alive)
+        out[(role, i)] = (var, count)
+    for spec in running.roles:
+        least = running.role_minimum(spec)
+        on_role = [v for (r, _), (v, _) in out.items() if r == spec.name]
+        if least and on_role:
+            model.add(sum(on_role) >= least * alive)
+    model.add(sum(v for v, _ in out.values()) >= running.minimum * alive)
+    return out
+
+
+def _whole_on(
+    model: cp_model.CpModel, kept: dict[tuple[str, int], tuple[cp_model.IntVar, int]], row: int
+) -> cp_model.IntVar:
+    """A literal that holds only when the victim keeps every pod it has on node ``row``."""
+    whole = model.new_bool_var(f"whole[{row}]")
+    for (_, i), (var, count) in kept.items():
+        if i == row:
+            model.add(var >= count * whole)
+    return whole
+
+
+def _shrunk_pods(ctx: _Context, name: str, counts: dict[tuple[str, int], int]) -> set[str]:
+    """The pods an elastic victim keeping ``counts`` (per role and node row) loses: on each
+    node, the last of its pods there by name."""
+    gone: set[str] = set()
+    here: dict[tuple[str, int], list[str]] = {}
+    for pod in ctx.running[name].pods:
+        here.setdefault((pod.role, ctx.index[pod.node]), []).append(pod.name)
+    for key, pods in here.items():
+        pods.sort()
+        gone.update(pods[counts.get(key, 0) :])
+    return gone
 
 
 def _one_domain(

@@ -209,3 +209,91 @@ def test_a_trading_search_plan_is_valid_and_lexicographically_no_worse(rnd: Roun
     assert lexicographic_key(out.score) >= lexicographic_key(seed_score)
     assert out.score == score(rnd, out.plan)
     assert set(out.plan.admitted) | {w.gang for w in out.plan.waiting} == {g.name for g in rnd.pending}
+
+
+def shrinkable() -> tuple[Round, gangopt.Plan]:
+    """Two 8-GPU nodes; ``flex`` (priority 0, elastic: one 4-GPU pod on each node, at least
+    one) and ``urgent`` (priority 10, one 8-GPU pod). The seed evicts ``flex`` whole for
+    ``urgent`` (the plan greedy makes when ``flex`` is not elastic); taking only its pod on
+    ``urgent``'s node keeps it running, at the same tier value (the 256-node misses of stop 28)."""
+    urgent = pending("urgent", 1, gpu=8, priority=10)
+    rigid = make_round(cluster(2), running=[running("flex", ["n0", "n1"], gpu=4)], pending=[urgent])
+    rnd = make_round(cluster(2), running=[running("flex", ["n0", "n1"], gpu=4, min_replicas=1)], pending=[urgent])
+    seed = greedy(rigid)
+    assert [(p.gang, p.kind) for p in seed.preemptions] == [("flex", "evict")]
+    return rnd, seed
+
+
+def test_an_elastic_victim_evicted_whole_is_shrunk_instead_and_stays() -> None:
+    rnd, seed = shrinkable()
+    assert gangopt.validate(rnd, seed) == []
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    assert tiers(rnd, seed)[0] < optimum[0]
+    out = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 30)
+    assert gangopt.validate(rnd, out.plan) == []
+    assert out.improvements == 1 and tiers(rnd, out.plan) == optimum
+    assert [(p.gang, p.kind, len(p.pods)) for p in out.plan.preemptions] == [("flex", "shrink", 1)]
+    node = out.plan.placements[0].node
+    assert [p.node for p in rnd.running[0].pods if p.name in out.plan.preemptions[0].pods] == [node]
+
+
+def spanning() -> Round:
+    """Six 8-GPU nodes: ``wide`` (priority 0, three 4-GPU pods on n0-n2, the cheapest to
+    preempt by its cost) and three 3-GPU gangs on n3-n5; three priority-10 gangs of one 8-GPU
+    pod each. Greedy evicts ``wide`` (12 GPU-eq) for them; evicting the three small ones keeps
+    three more. Keeping ``wide`` means moving all three new gangs at once: no single mover,
+    and no random pair, can."""
+    small = [running(f"s{i}", [f"n{i}"], gpu=3, preemption_cost=100.0) for i in (3, 4, 5)]
+    return make_round(
+        cluster(6),
+        running=[running("wide", ["n0", "n1", "n2"], gpu=4, preemption_cost=0.1), *small],
+        pending=[pending(name, 1, gpu=8, priority=10) for name in ("a", "b", "c")],
+    )
+
+
+def test_a_victim_neighbourhood_moves_every_gang_on_an_evicted_gangs_nodes() -> None:
+    rnd = spanning()
+    seed = greedy(rnd)
+    assert [p.gang for p in seed.preemptions] == ["wide"]  # the trap holds
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    assert tiers(rnd, seed)[0] < optimum[0]
+    out = improve(rnd, prefilter(rnd), seed, score(rnd, seed), time.perf_counter() + 30)
+    assert gangopt.validate(rnd, out.plan) == []
+    assert tiers(rnd, out.plan) == optimum
+    assert sorted(p.gang for p in out.plan.preemptions) == ["s3", "s4", "s5"]
+
+
+def test_at_256_nodes_the_placers_plan_keeps_an_elastic_victim_it_evicted_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stop 28's miss (256 nodes / 100 gangs, busy 0.6, seed 1, the benchmark family): from the
+    slot placer's plan the search evicted a 2-pod elastic priority-0 gang whole, 20 GPU-eq
+    short of the reference; with shrinks it keeps it with one pod, in the same search."""
+    from gangopt.solvers import cpsat
+    from gangopt.solvers.cpsat import lns
+    from gangopt.solvers.cpsat.placer import place_choices
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 100, busy=0.6, seed=1, running_mix="jobs")
+    pre = prefilter(rnd)
+    seed = greedy(rnd, explain=False)
+    seed_score = score(rnd, seed)
+    assert cpsat._proven_by_cheap_bounds(rnd, pre, seed, seed_score) is None  # the bounds leave it open
+    slot, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: None)
+    trade = cpsat._open_tiers(pre, slot.score)
+
+    def search() -> lns.Outcome:
+        stall = lns.STALL_AFTER_PLACER
+        return improve(rnd, pre, slot.plan, slot.score, time.perf_counter() + 60, stall, trade=trade)
+
+    out = search()
+    monkeypatch.setattr(lns, "SHRINK_MAX_NODES", 0)
+    monkeypatch.setattr(lns, "VICTIM_MAX_NODES", 0)
+    before = search()
+    assert not out.clock and not before.clock
+    assert gangopt.validate(rnd, out.plan) == [] and gangopt.validate(rnd, before.plan) == []
+    assert lexicographic_key(out.score) > lexicographic_key(before.score)
+    shrunk = {p.gang for p in out.plan.preemptions if p.kind == "shrink"}
+    evicted = {p.gang for p in before.plan.preemptions if p.kind == "evict"}
+    assert shrunk & evicted  # kept, shrunk, where the search without shrinks evicts it whole
+    assert all(t.value >= tiers(rnd, before.plan)[t.priority] for t in out.score.tiers)
