@@ -585,21 +585,21 @@ def _bounds_in_time(pre: Prefiltered, plan: Plan, start: float, wall: float, cpu
     after the import and the parse, and the first greedy pass ends 5-5.5 s in on a quiet
     machine: the bounds (1.3-1.8 s) fit; on a loaded one they are what pushed the command
     from 11 to 12-17 s."""
-    limit = pre.rnd.policy.time_limit
-    now = time.perf_counter()
+    rnd, limit = pre.rnd, pre.rnd.policy.time_limit
+    now, slow = time.perf_counter(), slowdown(wall, cpu)
+    validator = VALIDATOR_SECONDS_PER_POD * (sum(len(g.pods) for g in rnd.running) + len(plan.placements)) * slow
     if now > start + limit:
         note = (
-            f"time limit: the first greedy pass ended {now - start:.1f} s into the {limit:g} s limit; "
-            "bounds without their LPs (the gap is against looser bounds)"
+            f"time limit: the first greedy pass ended {now - start:.1f} s into the {limit:g} s limit (with the "
+            f"validator, about {now - start + validator:.1f} s is the least this solve can take here); bounds "
+            "without their LPs (the gap is against looser bounds)"
         )
         leave_out(pre, "lp", note)
         return
     if not _on_class_bounds(pre) or not slot_classes.affordable(pre):
         return
-    rnd, slow = pre.rnd, slowdown(wall, cpu)
     pods = pre.kept("slot-classes-pods", lambda: sum(len(rnd.running[gi].pods) for gi in pre.candidates))
     classes = slot_classes.SECONDS_PER_CANDIDATE_POD * pods * slow
-    validator = VALIDATOR_SECONDS_PER_POD * (sum(len(g.pods) for g in rnd.running) + len(plan.placements)) * slow
     if now + classes + validator > start + (1 + LIMIT_TOLERANCE) * limit:
         note = (
             f"time limit: node-class bounds left out (about {classes:.1f} s of them and {validator:.1f} s of "
