@@ -203,6 +203,8 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     # The candidates used the whole limit, so no model is started (or the child sees the model
     # is too large, or the hard wall clock stops it). Either way: greedy, bounded, and said so.
     assert any(why in plan.message for why in ("no time left for a model", "too many to build", "was stopped"))
+    # the greedy pass ended past the limit: no LP bound was added to it, and the plan says so
+    assert "bounds without their LPs" in plan.message
     assert all(t.bound >= t.value for t in plan.score.tiers)
     open_tiers = [t for t in plan.score.tiers if t.value < t.bound]
     assert plan.gap is not None
