@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Literal, cast
 
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, score, with_bounds
@@ -60,6 +61,9 @@ def annotate(
     unbounded = result.score if result.score is not None else score(rnd, plan)
     tiers, secondary = combined_bounds(result.proven or ProvenBounds(), _finisher_bounds(pre, unbounded, lp_bounds))
     bounded = with_bounds(unbounded, tiers, secondary)
+    left_out = bounds_left_out(pre)
+    if left_out is not None and lp_bounds:
+        plan = plan.model_copy(update={"message": f"{plan.message}; {left_out[1]}".lstrip("; ")})
     if explain_waiting:
         by = None if deadline is None else deadline - validation_reserve(rnd, plan) * slowdown
         waiting = waiting_reasons(rnd, plan, pre, deadline=by)
@@ -151,6 +155,28 @@ def unchecked_note(message: str, waiting: list[Waiting], deterministic: bool = F
     return f"{message}; {note}" if message else note
 
 
+BOUNDS_LEFT_OUT = "bounds-left-out"
+"""Key in ``pre.derived`` of what a solver's clock left out of the cheap bounds
+(:func:`leave_out`)."""
+
+LeftOut = Literal["classes", "lp"]
+
+
+def leave_out(pre: Prefiltered, what: LeftOut, note: str) -> None:
+    """Leave ``what`` out of every cheap bound asked of ``pre`` from now on, and have the
+    finisher add ``note`` (why) to the plan's message: ``"classes"``, the slot LPs of a round
+    too large for the per-node ones (the node-class bounds, :mod:`gangopt.slot_classes`: 1.3-2.0
+    CPU-s at XL); ``"lp"``, every LP (:func:`cheap_bounds_for` with ``lp=False``). CP-SAT's
+    clock decides (:func:`gangopt.solvers.cpsat.solve_cpsat`) before the first bound is asked
+    for, so that every bound of the solve, the finisher's included, is the same."""
+    pre.derived[BOUNDS_LEFT_OUT] = (what, note)
+
+
+def bounds_left_out(pre: Prefiltered) -> tuple[LeftOut, str] | None:
+    """What :func:`leave_out` left out of ``pre``'s cheap bounds, and why; None: nothing."""
+    return cast("tuple[LeftOut, str] | None", pre.derived.get(BOUNDS_LEFT_OUT))
+
+
 def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough: float | None = None) -> CheapBounds:
     """The cheap bounds, tight on the secondary terms when a plan scoring ``unbounded``
     shows that every tier's ceiling can be reached (every optimal plan then runs every kept
@@ -165,7 +191,11 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
 
     ``enough`` (a relative gap) is for a caller asking only whether every tier is within it
     (:func:`~gangopt.slots.slot_tier_bounds`): the tiers below the first one that is not keep
-    their looser bounds."""
+    their looser bounds.
+
+    What a solver's clock left out (:func:`leave_out`) stays out, whatever ``lp`` says."""
+    left_out = bounds_left_out(pre)
+    lp = lp and (left_out is None or left_out[0] != "lp")
     values, ceilings = tier_values(unbounded), tier_ceilings(pre)
     bounds = cheap_bounds(pre, reaches_ceilings(values, ceilings), lp)
     reached = {p: values.get(p, 0.0) >= v / SCALE - 1e-9 for p, v in ceilings.items()}
@@ -178,7 +208,7 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
     if not lp:
         return CheapBounds(tiers=tiers, secondary=bounds.secondary)
     units = {p: round(v * SCALE) for p, v in values.items()}
-    slots = slot_tier_bounds(pre, units, tiers, enough=enough)
+    slots = slot_tier_bounds(pre, units, tiers, enough=enough) if left_out is None else {}
     tiers = {p: min(v, slots.get(p, v)) for p, v in tiers.items()}
     secondary = bounds.secondary
     if _within(unbounded, tiers, secondary, enough):

@@ -395,6 +395,20 @@ def test_a_passed_deadline_leaves_every_gang_with_the_solvers_own_reason_marked_
         assert w.reasons == [*own[w.gang].reasons, reasons.UNCHECKED]
 
 
+def test_a_passed_deadline_builds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the deadline before the first gang, the plan's view (0.6 CPU-s on the fragmented XL
+    round, for no check) is not built."""
+    rnd, plan = _three_waiting()
+
+    def view(*_: object) -> None:
+        raise AssertionError("the plan's view was built past the deadline")
+
+    monkeypatch.setattr(reasons, "_PlanView", view)
+    assert waiting_checks(rnd, plan, deadline=0.0) == {}
+    with pytest.raises(AssertionError, match="past the deadline"):
+        waiting_checks(rnd, plan, deadline=float("inf"))
+
+
 def test_a_cpsat_plan_cut_short_says_policy_and_unchecked() -> None:
     """A plan with no reasons of its own (CP-SAT's before the finisher) gets code ``policy``."""
     rnd, plan = _three_waiting()
@@ -412,7 +426,7 @@ def test_a_deadline_not_reached_changes_nothing() -> None:
 def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """With time for one gang's checks only, the priority-9 gang gets them."""
     rnd, plan = _three_waiting()
-    clock = iter([0.0])  # the deadline check before each gang's checks: in time once, then late
+    clock = iter([0.0, 0.0])  # the deadline checks before the plan's view and each gang's: in time twice, then late
     monkeypatch.setattr(reasons.time, "perf_counter", lambda: next(clock, 2.0))
     checked = waiting_checks(rnd, plan, deadline=1.0)
     priority = {g.name: g.priority for g in rnd.pending}

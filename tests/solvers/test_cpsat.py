@@ -205,6 +205,8 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     # The candidates used the whole limit, so no model is started (or the child sees the model
     # is too large, or the hard wall clock stops it). Either way: greedy, bounded, and said so.
     assert any(why in plan.message for why in ("no time left for a model", "too many to build", "was stopped"))
+    # the greedy pass ended past the limit: no LP bound was added to it, and the plan says so
+    assert "bounds without their LPs" in plan.message
     assert all(t.bound >= t.value for t in plan.score.tiers)
     open_tiers = [t for t in plan.score.tiers if t.value < t.bound]
     assert plan.gap is not None
@@ -275,6 +277,51 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
     # with leave: the same bounds and plan as below MAX_COLUMNS
     assert [t.bound for t in allowed.score.tiers] == [t.bound for t in small.score.tiers]
     assert allowed.admitted == small.admitted
+
+
+def test_bounds_the_clock_cannot_cover_are_left_out_and_the_plan_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the first greedy pass: past the whole limit, every LP is left out (the bounds are
+    those without LPs, asked with or without them); else, on a round whose slot bounds are the
+    node-class ones (here: over MAX_COLUMNS = 1 gangs, no leave for the per-node ones), those
+    are left out when they and the validator would end past the limit and its tolerance; with
+    time, nothing is."""
+    from gangopt import annotate
+    from gangopt.solvers import cpsat
+
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    rnd = _fragmented_round(64, 20, 5)
+    limit = rnd.policy.time_limit
+    plan = greedy(rnd)
+    unbounded = score(rnd, plan)
+    now, cpu = time.perf_counter(), time.process_time()
+    late = prefilter(rnd)
+    cpsat._bounds_in_time(late, plan, now - 2 * limit, now, cpu)
+    left_out = annotate.bounds_left_out(late)
+    assert left_out is not None and left_out[0] == "lp" and "without their LPs" in left_out[1]
+    assert annotate.cheap_bounds_for(late, unbounded) == annotate.cheap_bounds_for(prefilter(rnd), unbounded, lp=False)
+    in_time = prefilter(rnd)
+    cpsat._bounds_in_time(in_time, plan, now, now, cpu)
+    assert annotate.bounds_left_out(in_time) is None
+    monkeypatch.setattr(cpsat, "VALIDATOR_SECONDS_PER_POD", limit)  # the validator alone overruns
+    tight = prefilter(rnd)
+    cpsat._bounds_in_time(tight, plan, now, now, cpu)
+    left_out = annotate.bounds_left_out(tight)
+    assert left_out is not None and left_out[0] == "classes" and "node-class bounds left out" in left_out[1]
+    with_classes = annotate.cheap_bounds_for(in_time, unbounded)
+    without = annotate.cheap_bounds_for(tight, unbounded)
+    assert with_classes.tiers != without.tiers  # the class bounds are tighter on this round
+    assert all(with_classes.tiers[p] <= v for p, v in without.tiers.items())
+    # End to end (the per-node slot bounds refused: too large): the solve leaves the class
+    # bounds out and says so; the plan is valid, never below greedy's.
+    monkeypatch.setattr(slots, "large_affordable", lambda pre: False)
+    solved = gangopt.solve(rnd)
+    assert "node-class bounds left out" in solved.message
+    assert gangopt.validate(rnd, solved) == []
+    assert lexicographic_key(score(rnd, solved)) >= lexicographic_key(unbounded)
+    assert all(t.bound >= t.value for t in solved.score.tiers)
+    # policy.deterministic: no clock, every bound
+    fixed = gangopt.solve(rnd, Policy.model_validate({**rnd.policy.model_dump(), "deterministic": True}))
+    assert "left out" not in fixed.message
 
 
 def test_a_large_rounds_slot_placer_may_start_until_the_search_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
