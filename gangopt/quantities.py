@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from collections.abc import Callable
 from functools import lru_cache
+from typing import cast
 
 _SUFFIXES: dict[str, Decimal] = {
     "n": Decimal("1e-9"),
@@ -74,7 +76,7 @@ class _Known(dict[str, int]):
 _KNOWN_SIZE = 4096
 _KNOWN = _Known()
 
-parse_known = _KNOWN.__getitem__
+parse_known = cast(Callable[[object], int], _KNOWN.__getitem__)
 """:func:`parse_quantity` for the Python-mode validation of parsed JSON
 (:func:`gangopt.parsing.validate_parsed`): a string seen before is one dict lookup in C, no
 Python call (260,760 quantities at XL, a few dozen distinct strings: 0.21 µs a call instead of
