@@ -6,8 +6,9 @@ of the process, from ``wait4``) and wall, run round-robin so that every row sees
 - ``python -m gangopt solve ROUND -o PLAN`` end to end (import, parse, solve, write) on the
   fragmented S and M rounds (busy 0.75, preemption on), for cpsat, greedy and every peer
   emulation;
-- parsing the XL round (``gangopt.io.load_round`` in a fresh process, under the CLI's collector
-  setting), and the M round's.
+- parsing the XL round (in a fresh process, as ``gangopt solve`` reads it: ``gangopt.io.load_round``
+  under the CLI's collector setting, or ``gangopt.cli.solve.read_round`` where the code has it),
+  and the M round's.
 
 Bytecode is compiled first and the children run without ``PYTHONDONTWRITEBYTECODE`` (installed
 packages have their bytecode; without it every import compiles gangopt from source). With
@@ -42,6 +43,11 @@ PARSE = (  # a baseline from before gangopt.gcpause parses under the default col
     "except ImportError:\n"
     "    fewer_collections = contextlib.nullcontext\n"
     "from gangopt.io import load_round\n"
+    "try:  # how `gangopt solve` reads the round, where it has its own way\n"
+    "    from gangopt.cli.solve import read_round\n"
+    "    load_round = lambda source: read_round(source, whole_process=True)\n"
+    "except ImportError:\n"
+    "    pass\n"
     "with fewer_collections():\n"
     "    c, w = time.process_time(), time.perf_counter()\n"
     "    load_round(sys.argv[1])\n"

@@ -17,17 +17,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import SchemaValidator
 
 from gangopt.errors import InputError, Problem, problems_from_validation
+from gangopt.quantities import parse_known, parse_quantity
 from gangopt.schema import ASCII_IDENTITIES
 from gangopt.strict_json import JSONProblem, loads
-
-if TYPE_CHECKING:
-    from pydantic.plugin._schema_validator import PluggableSchemaValidator
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -146,8 +144,9 @@ def validate_parsed(model: type[M], parsed: Any, plain: bool) -> M | None:
     fails in any way: the caller then validates the text itself, which reports the errors.
 
     Python-mode validation of JSON's own types accepts what JSON-mode validation of the same
-    text accepts (tests/test_parsing.py checks both on every field of a round); with ``plain``
-    (:func:`plain_ascii`) the validators that leave printable ASCII alone are skipped."""
+    text accepts (tests/test_parsing.py checks both on every field of a round); quantities are
+    looked up (:data:`_LOOKED_UP`), and with ``plain`` (:func:`plain_ascii`) the validators that
+    leave printable ASCII alone are skipped."""
     validator = _validators(model, plain)
     try:
         return cast(M, validator.validate_python(parsed))
@@ -155,37 +154,49 @@ def validate_parsed(model: type[M], parsed: Any, plain: bool) -> M | None:
         return None
 
 
-_PLAIN: dict[type[BaseModel], SchemaValidator] = {}
+_FAST: dict[tuple[type[BaseModel], bool], SchemaValidator] = {}
+
+_LOOKED_UP: dict[Callable[..., Any], Callable[..., Any]] = {parse_quantity: parse_known}
+"""Before-validators replaced by a lookup in C that returns the same value for every input the
+original accepts, and raises for any other (``TypeError`` included: :func:`validate_parsed` then
+falls back to the reference path)."""
 
 
-def _validators(model: type[BaseModel], plain: bool) -> SchemaValidator | PluggableSchemaValidator:
-    """The model's own validator, or with ``plain`` a copy of it without
-    :data:`gangopt.schema.ASCII_IDENTITIES` (built once per model: about 2 ms).
+def _validators(model: type[BaseModel], plain: bool) -> SchemaValidator:
+    """A copy of the model's validator with the quantities looked up (:data:`_LOOKED_UP`) and,
+    with ``plain``, without :data:`gangopt.schema.ASCII_IDENTITIES` (built once per model and
+    ``plain``: about 2 ms).
 
     pydantic-core builds a nested model from that model's own validator once it exists (its
     "prebuilt" validators), checks included: in a process that has validated a node or a gang
     on its own (the service, a test run) the copy is then partly the full validator, slower and
     never less strict. On the command line nothing is built before the round is read."""
-    if not plain:
-        return model.__pydantic_validator__
-    if model not in _PLAIN:
+    key = (model, plain)
+    if key not in _FAST:
         schema = model.__pydantic_core_schema__
         if not isinstance(schema, dict):  # a deferred build's stand-in: reading it builds the model
             schema["type"]
             schema = model.__pydantic_core_schema__
-        _PLAIN[model] = SchemaValidator(_without(schema, ASCII_IDENTITIES))
-    return _PLAIN[model]
+        _FAST[key] = SchemaValidator(_faster(schema, ASCII_IDENTITIES if plain else frozenset()))
+    return _FAST[key]
 
 
-def _without(node: Any, functions: frozenset[Callable[..., Any]]) -> Any:
-    """A copy of the core schema ``node`` with every after-validator calling one of
-    ``functions`` replaced by the schema it wraps."""
+def _faster(node: Any, dropped: frozenset[Callable[..., Any]]) -> Any:
+    """A copy of the core schema ``node`` with every after-validator calling one of ``dropped``
+    replaced by the schema it wraps, and every before-validator of :data:`_LOOKED_UP` calling its
+    lookup instead."""
     if isinstance(node, dict):
-        if node.get("type") == "function-after" and node["function"].get("function") in functions:
-            return _without(node["schema"], functions)
-        return {key: _without(value, functions) for key, value in node.items()}
+        kind = node.get("type")
+        if kind == "function-after" and node["function"].get("function") in dropped:
+            return _faster(node["schema"], dropped)
+        copied = {key: _faster(value, dropped) for key, value in node.items()}
+        if kind == "function-before" and copied["function"].get("type") == "no-info":
+            looked_up = _LOOKED_UP.get(copied["function"].get("function"))
+            if looked_up is not None:
+                copied["function"] = {**copied["function"], "function": looked_up}
+        return copied
     if isinstance(node, list):
-        return [_without(value, functions) for value in node]
+        return [_faster(value, dropped) for value in node]
     return node
 
 

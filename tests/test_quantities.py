@@ -203,3 +203,21 @@ HUMAN: list[tuple[int, str, str]] = [
 @pytest.mark.parametrize(("milli", "resource", "text"), HUMAN)
 def test_human(milli: int, resource: str, text: str) -> None:
     assert human(milli, resource) == text
+
+
+def test_the_lookup_agrees_with_the_parser_and_keeps_only_strings() -> None:
+    """``parse_known`` (the fast path's quantity validator) gives what ``parse_quantity`` gives,
+    refuses what it refuses (``True`` after ``"1"`` and ``1`` were seen: ``True == 1``), and
+    raises ``TypeError`` on an unhashable value (the parse then falls back to the reference)."""
+    from gangopt import quantities
+
+    for text, milli in [("1", MILLI), ("64Gi", 64 * GI * MILLI), ("500m", 500), ("2.5", 2500)]:
+        assert quantities.parse_known(text) == milli == quantities.parse_known(text)
+    assert quantities.parse_known(1) == MILLI and quantities.parse_known(2.0) == 2 * MILLI
+    for value in (True, False, None, "-1", "1.0001m", "NaN"):
+        with pytest.raises(ValueError):
+            quantities.parse_known(value)
+    with pytest.raises(TypeError):
+        quantities.parse_known([1])
+    assert all(type(key) is str for key in quantities._KNOWN)
+    assert len(quantities._KNOWN) <= quantities._KNOWN_SIZE

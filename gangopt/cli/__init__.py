@@ -73,19 +73,21 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None, began: float | None = None) -> int:
+def main(argv: list[str] | None = None, began: float | None = None, whole_process: bool = False) -> int:
     """Run the CLI; returns the exit code instead of exiting, so tests can call it directly.
 
     ``began`` (a ``time.perf_counter`` time, default: now) is when the command's clock started:
     ``solve``'s time limit counts from there (:func:`run` passes the process start, so the
-    import counts too).
+    import counts too). ``whole_process`` (:func:`run`): the process ends with the command, so
+    the one-round commands may keep what they parse out of the collector's sight
+    (:func:`gangopt.cli.solve.read_round`).
 
     The garbage collector runs less often meanwhile (:mod:`gangopt.gcpause`: parsing the XL
     round builds millions of objects, none of them garbage; 0.3 of its 1.4 CPU-s went to the
     collector), and its thresholds are restored on return."""
     began = time.perf_counter() if began is None else began
     with fewer_collections():
-        return _main(argv, began)
+        return _main(argv, began, whole_process)
 
 
 def process_age() -> float:
@@ -109,7 +111,7 @@ def run() -> NoReturn:
     here first. Only the one-round commands do this, and only with no other thread or child
     process alive; the replays, the importers and the service (worker pools, their atexit
     handlers) exit the ordinary way."""
-    code = main(began=time.perf_counter() - process_age())
+    code = main(began=time.perf_counter() - process_age(), whole_process=True)
     one_round = not sys.argv[1:] or sys.argv[1] in ROUND_COMMANDS
     if not (one_round and _alone()):
         sys.exit(code)
@@ -130,11 +132,12 @@ def _alone() -> bool:
     return multiprocessing is None or not multiprocessing.active_children()
 
 
-def _main(argv: list[str] | None, began: float) -> int:
+def _main(argv: list[str] | None, began: float, whole_process: bool = False) -> int:
     try:
         given = sys.argv[1:] if argv is None else argv
         args = build_parser(given[0] if given else None).parse_args(given)
         args.began = began
+        args.whole_process = whole_process
     except _ArgumentError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INPUT

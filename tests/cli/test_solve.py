@@ -67,3 +67,31 @@ def test_the_process_age_is_read() -> None:
     the time since it imported this module, and not older than the machine."""
     age = process_age()
     assert 0 < age < time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def test_a_whole_process_parses_without_the_collector_and_freezes_the_round() -> None:
+    """``gangopt`` (a process that ends with the command) reads the round with the collector off
+    and freezes it afterwards; called in-process (``main`` without ``whole_process``: a test, a
+    library caller) nothing changes. In a fresh process, as the script runs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, json, sys\n"
+        "from gangopt.cli import solve as command\n"
+        "from gangopt.io import load_round\n"
+        "seen = []\n"
+        "def load(source):\n"
+        "    seen.append(gc.isenabled())\n"
+        "    return load_round(source)\n"
+        "command.load_round = load\n"
+        "path = sys.argv[1]\n"
+        "plain = command.read_round(path)\n"
+        "frozen_before = gc.get_freeze_count()\n"
+        "whole = command.read_round(path, whole_process=True)\n"
+        "print(json.dumps([seen, frozen_before, gc.get_freeze_count() > 0, gc.isenabled(), whole == plain]))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-c", code, str(INSTANCES / "basic.json")]
+    out = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [[True, False], 0, True, True, True]
