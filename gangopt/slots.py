@@ -1157,7 +1157,7 @@ def _varint_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _varints(values: np.ndarray) -> bytes:
     """``values`` (each in [0, :data:`_VARINT_LIMIT`)) as packed varints."""
     table, used = _varint_table(values)
-    return table[used].tobytes()
+    return bytes(table[used].tobytes())
 
 
 def _doubles(values: np.ndarray) -> np.ndarray:
