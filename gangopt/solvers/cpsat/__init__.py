@@ -704,9 +704,10 @@ def portfolio_floor(rnd: Round, result: Result, deadline: float | None = None, e
 
 
 def _candidates(engines: list[GreedyEngine] | None = None) -> list[Callable[[Round], Plan]]:
-    """Plan makers in the order :func:`_best_greedy` tries them; the greedy candidates append
-    their engines to ``engines`` (the slot placer's engine shares their setup: 0.2-0.35 CPU-s
-    at L 0.75, docs/benchmarks.md, "h29-L")."""
+    """Plan makers in the order :func:`_best_greedy` tries them; the first (greedy, eager
+    growth) appends its engine to ``engines``: the slot placer's engines share its setup (gang
+    views, running-pod index, victim order; 0.2-0.35 CPU-s of a placer pass at L 0.75,
+    docs/benchmarks.md, "h29-L")."""
     from gangopt.solvers.fifo import fifo_first_fit
     from gangopt.solvers.peers import koordinator_like, kueue_like, slurm_backfill_like, volcano_like
 
@@ -716,7 +717,7 @@ def _candidates(engines: list[GreedyEngine] | None = None) -> list[Callable[[Rou
         return greedy(rnd, explain=False, engines=engines)
 
     def deferred(rnd: Round) -> Plan:
-        return greedy(rnd, growth="deferred", explain=False, engines=engines)
+        return greedy(rnd, growth="deferred", explain=False)
 
     return [greedy_plan, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
 
