@@ -1116,9 +1116,9 @@ def _row(model: linear_solver_pb2.MPModelProto, idx: np.ndarray, coeff: np.ndarr
 
 # Rows and variables of the slot models written as protobuf wire bytes (numpy) and merged into
 # the model at once (a merge appends to repeated fields, in order): the same model, field for
-# field, as adding them one by one through the protobuf API, which cost about 0.3 CPU-s of the
-# fragmented 4,096-node round's two tier models (36,000 rows of two variables, 27,000
-# variables; docs/benchmarks.md, "h29-L"). Field numbers of ortools' linear_solver.proto:
+# field, as adding them one by one through the protobuf API: the fragmented 4,096-node round's
+# two tier models (36,000 rows of two variables, 27,000 variables) went from 0.45 to 0.27-0.30
+# CPU-s (docs/benchmarks.md, "h29-L"). Field numbers of ortools' linear_solver.proto:
 # MPModelProto.variable 3 and .constraint 4 (messages); MPVariableProto lower_bound 1,
 # upper_bound 2, objective_coefficient 3 (doubles); MPConstraintProto lower_bound 2,
 # upper_bound 3 (doubles), var_index 6 (packed int32), coefficient 7 (packed doubles).

@@ -706,7 +706,7 @@ def portfolio_floor(rnd: Round, result: Result, deadline: float | None = None, e
 def _candidates(engines: list[GreedyEngine] | None = None) -> list[Callable[[Round], Plan]]:
     """Plan makers in the order :func:`_best_greedy` tries them; the first (greedy, eager
     growth) appends its engine to ``engines``: the slot placer's engines share its setup (gang
-    views, running-pod index, victim order; 0.2-0.35 CPU-s of a placer pass at L 0.75,
+    views, running-pod index, victim order: a placer pass 0.50 -> 0.36 CPU-s at L 0.75,
     docs/benchmarks.md, "h29-L")."""
     from gangopt.solvers.fifo import fifo_first_fit
     from gangopt.solvers.peers import koordinator_like, kueue_like, slurm_backfill_like, volcano_like
