@@ -96,15 +96,6 @@ def test_a_placer_built_like_greedys_engine_places_as_one_built_alone(rnd: Round
     assert _signature(placed(rnd, choice, like=engine)[0]) == _signature(placed(rnd, choice)[0])
 
 
-def test_an_engine_is_not_built_like_one_of_another_round() -> None:
-    rnd, other = _rule5_round(), _rule5_round()
-    engines: list[GreedyEngine] = []
-    greedy(other, engines=engines)
-    engine = GreedyEngine(rnd, "eager", like=engines[0])
-    assert engine.running is not engines[0].running and engine.rp_rows is not engines[0].rp_rows
-    assert engine.run().admitted == greedy(rnd).admitted
-
-
 def _rule5_round() -> Round:
     # n0: a preemptible priority-0 gang on 4 of 8 GPUs; n1: 4 GPUs held by a gang nobody may
     # preempt. Best fit puts the 4-GPU priority-5 gang on n1 (the tighter node), which leaves
