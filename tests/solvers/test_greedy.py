@@ -29,10 +29,10 @@ from gangopt.arrays import (
 )
 from gangopt.objective import score
 from gangopt.schema import PendingGang, Plan, Round, Status, Toleration
-from gangopt.solvers.greedy.engine import UNEXPLAINED, Growth, greedy
+from gangopt.solvers.greedy.engine import UNEXPLAINED, GreedyEngine, Growth, greedy
 from gangopt.validation import validate
 from tests.builders import cluster, make_plan, make_round, node, pending, queue, role, running
-from tests.strategies import examples, rounds
+from tests.strategies import examples, fragmented_rounds, rounds
 
 
 def decide(rnd: Round, growth: Growth = "eager") -> Plan:
@@ -763,3 +763,27 @@ def test_a_removal_try_skipped_as_certain_to_fail_changes_no_plan(mix: Any, monk
     assert answers[True] > 0 and skipping.preemptions
     assert skipping == trying
     assert validate(rnd, skipping) == []
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rnd=st.one_of(rounds(max_nodes=6, max_pending=5), fragmented_rounds(nodes=(8, 24), gangs=(4, 12))))
+def test_an_engine_built_like_a_used_one_decides_as_one_built_alone(rnd: Round) -> None:
+    # ``like`` shares the round's gang views, pod index and victim order, not the state: an
+    # engine built like one that already ran (preempted, grew) decides the round the same way.
+    engines: list[GreedyEngine] = []
+    first = greedy(rnd, explain=False, engines=engines)
+    built_like = GreedyEngine(rnd, "eager", like=engines[-1])
+    built_like.explain, built_like.reclaim = False, engines[-1].reclaim  # as greedy's last decision
+    assert built_like.rp_node is engines[-1].rp_node and built_like.kept is not engines[-1].kept
+    again = built_like.run()
+    assert again.model_dump() == first.model_dump()
+
+
+def test_an_engine_is_not_built_like_one_of_another_round() -> None:
+    rnd = make_round(cluster(2), running=[running("r", ["n0"], gpu=4)], pending=[pending("p", 1, gpu=8, priority=5)])
+    other = rnd.model_copy()
+    engines: list[GreedyEngine] = []
+    greedy(other, engines=engines)
+    engine = GreedyEngine(rnd, "eager", like=engines[0])
+    assert engine.rp_node is not engines[0].rp_node  # another round object: built, not shared
+    assert engine.run().admitted == greedy(rnd).admitted

@@ -72,9 +72,15 @@ class SlotPlacer(GreedyEngine):
     """Its plan is one of CP-SAT's candidates: the finisher explains the answer."""
 
     def __init__(
-        self, rnd: Round, choice: SlotChoice, first: frozenset[str] = frozenset(), *, spread: bool = True
+        self,
+        rnd: Round,
+        choice: SlotChoice,
+        first: frozenset[str] = frozenset(),
+        *,
+        spread: bool = True,
+        like: GreedyEngine | None = None,
     ) -> None:
-        super().__init__(rnd, "deferred")
+        super().__init__(rnd, "deferred", like=like)  # greedy's candidate's views and pod index
         self.choice = choice
         self.first = first
         """Chosen gangs placed before the others of their priority (they failed a pass before)."""
@@ -107,7 +113,7 @@ class SlotPlacer(GreedyEngine):
     def _victims(self) -> dict[bool, tuple[IndexArray, IntArray]]:
         """Greedy's victims in its order with their priorities: all of them (True), or less
         the candidates of the decided tiers (False: the model kept them)."""
-        rank = GreedyEngine.victim_rank.func(self)  # type: ignore[attr-defined]
+        rank = self.ranked_victims()
         prio = np.asarray([self.running[gi].spec.priority for gi in rank.tolist()], dtype=np.int64)
         own = ~np.isin(prio, list(self.choice.levels))
         return {True: (rank, prio), False: (rank[own], prio[own])}
@@ -258,7 +264,9 @@ class SlotPlacer(GreedyEngine):
         return largest
 
 
-def placed(rnd: Round, choice: SlotChoice, until: float | None = None) -> tuple[Plan, Score]:
+def placed(
+    rnd: Round, choice: SlotChoice, until: float | None = None, like: GreedyEngine | None = None
+) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
 
@@ -271,7 +279,8 @@ def placed(rnd: Round, choice: SlotChoice, until: float | None = None) -> tuple[
     with those gangs first, reached 46,738.6 (0.85 CPU-s per pass there). With ``until`` (a
     :func:`time.perf_counter` instant) a further pass starts only when a pass as long as the
     last one would end before it: then a loaded machine may try fewer passes (the plan
-    repeats whenever the passes end in time)."""
+    repeats whenever the passes end in time). ``like``: an engine of the round whose setup
+    the passes share (greedy's candidate's; else the first pass's: :class:`GreedyEngine`)."""
     chosen = {rnd.pending[i].name for i in choice.started}
     first: frozenset[str] = frozenset()
     best: tuple[Plan, Score] | None = None
@@ -283,7 +292,8 @@ def placed(rnd: Round, choice: SlotChoice, until: float | None = None) -> tuple[
             break
         tried += 1
         began = time.perf_counter()
-        placer = SlotPlacer(rnd, choice, first)
+        placer = SlotPlacer(rnd, choice, first, like=like)
+        like = like or placer
         plan = placer.run()
         plan_score = score(rnd, plan)
         if best is None or lexicographic_key(plan_score) > lexicographic_key(best[1]):
@@ -300,7 +310,7 @@ def placed(rnd: Round, choice: SlotChoice, until: float | None = None) -> tuple[
         # ends in time. The best pass's order, not the last one's: at M 0.6 the three passes
         # tie at 5,878.8, and set aside after the third (11 gangs first) reached 6,098.8 only.
         tried += 1
-        plan = SlotPlacer(rnd, choice, best_first, spread=False).run()
+        plan = SlotPlacer(rnd, choice, best_first, spread=False, like=like).run()
         plan_score = score(rnd, plan)
         if lexicographic_key(plan_score) > lexicographic_key(best[1]):
             best = (plan, plan_score)
@@ -328,6 +338,7 @@ def place_choices(
     seed_score: Score,
     proven: Callable[[Plan, Score], Plan | None],
     until: float | None = None,
+    like: GreedyEngine | None = None,
 ) -> tuple[Placed, Plan | None]:
     """From ``seed`` (scored ``seed_score``, already judged by ``proven``, which computed its
     slot bounds): place the slot model's choice for the first tier it leaves open; keep the
@@ -340,7 +351,8 @@ def place_choices(
     aside by the last pass, fixed in :meth:`SlotPlacer.place`), not twice: at 4,096 nodes
     one validation of the placed plan costs 0.5-0.7 CPU-s. With ``until``
     (a :func:`time.perf_counter` instant) no pass nor choice starts that would end after it,
-    each taken to last as long as the last one (:func:`placed`).
+    each taken to last as long as the last one (:func:`placed`); ``like``: an engine of the
+    round whose setup the placer's engines share (greedy's candidate's).
 
     A choice that is the LP's own solution (:attr:`~gangopt.slots.SlotChoice.rounded`: a large
     round, no SCIP) whose placed plan is not proven gets a second chance: SCIP's whole solution
@@ -361,7 +373,7 @@ def place_choices(
             break
         tried.append(choice)
         out.tried += 1
-        plan, plan_score = placed(rnd, choice, until)
+        plan, plan_score = placed(rnd, choice, until, like)
         took = time.perf_counter() - began
         better = lexicographic_key(plan_score) > lexicographic_key(out.score)
         answer = proven(plan, plan_score) if better else None
@@ -371,7 +383,7 @@ def place_choices(
             whole = slot_choice(pre, values, whole=True)
             if whole is not None and whole.value > values.get(whole.priority, 0) and not _seen(whole, tried):
                 tried.append(whole)
-                other, other_score = placed(rnd, whole, until)
+                other, other_score = placed(rnd, whole, until, like)
                 took = time.perf_counter() - began
                 if lexicographic_key(other_score) > lexicographic_key(plan_score):
                     plan, plan_score = other, other_score

@@ -22,6 +22,7 @@ from gangopt.schema import Plan, Round, Score
 from gangopt.slots import SlotChoice, slot_choice
 from gangopt.solvers.cpsat.placer import SlotPlacer, placed
 from gangopt.solvers.greedy import greedy
+from gangopt.solvers.greedy.engine import GreedyEngine
 from tests.builders import cluster, fragmented_round, make_round, pending, running
 from tests.strategies import examples, fragmented_rounds
 
@@ -70,6 +71,29 @@ def test_placed_plans_validate_and_repeat_on_random_fragmented_rounds(rnd: Round
         for mine, theirs in zip(door.score.tiers, plan_score.tiers, strict=True):
             assert theirs.value <= mine.bound + 1e-9
             assert mine.value >= mine.bound * (1 - limit) - 1e-9
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rnd=fragmented_rounds(nodes=(16, 48), gangs=(6, 20)))
+def test_a_placer_built_like_greedys_engine_places_as_one_built_alone(rnd: Round) -> None:
+    # The placer's engine shares greedy's gang views, pod index and victim order (built once
+    # per solve, not twice): after greedy's whole run, with every pass kind, the same plans.
+    choice = _choice_after_greedy(rnd)
+    assume(choice is not None)
+    assert choice is not None
+    engines: list[GreedyEngine] = []
+    greedy(rnd, explain=False, engines=engines)
+    (engine,) = engines
+    assert engine.admitted or engine.waiting  # it ran: its pod state is no longer the round's
+    for spread in (True, False):
+        alone = SlotPlacer(rnd, choice, spread=spread)
+        built_like = SlotPlacer(rnd, choice, spread=spread, like=engine)
+        assert built_like.running is not engine.running and built_like.rp_rows is engine.rp_rows  # shared
+        assert built_like.victim_rank.tolist() == alone.victim_rank.tolist()
+        assert built_like.kept is not engine.kept and built_like.free is not engine.free  # its own state
+        assert (built_like.surplus == alone.surplus).all() and (built_like.free == alone.free).all()
+        assert _signature(built_like.run()) == _signature(alone.run())
+    assert _signature(placed(rnd, choice, like=engine)[0]) == _signature(placed(rnd, choice)[0])
 
 
 def _rule5_round() -> Round:
