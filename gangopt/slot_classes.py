@@ -591,10 +591,10 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
         cheapest = _node_losses(pool, picked, level, units, per_pod, class_of, len(classes), width)
         if cheapest is None:
             continue
-        coeff = cheapest[zc, ze[:, i]]
-        for v in zvar[~np.isfinite(coeff)].tolist():
+        node_cost = cheapest[zc, ze[:, i]]
+        for v in zvar[~np.isfinite(node_cost)].tolist():
             model.variable[v].upper_bound = 0.0
-        finite = np.isfinite(coeff) & (coeff > 0)
+        finite = np.isfinite(node_cost) & (node_cost > 0)
         if not finite.any():
             continue
         lost = len(model.variable)
@@ -608,7 +608,7 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
         )
         model.constraint.add(
             var_index=[lost, *zvar[finite].tolist()],
-            coefficient=[1.0, *(-coeff[finite]).tolist()],
+            coefficient=[1.0, *(-node_cost[finite]).tolist()],
             lower_bound=0.0,
             upper_bound=math.inf,
         )
@@ -674,19 +674,12 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
     response = linear_solver_pb2.MPSolutionResponse()
     solver.FillSolutionResponseProto(response)
     x = np.asarray(response.variable_value, dtype=float)
-    y = np.where(gang_var >= 0, x[np.maximum(gang_var, 0)], 0.0)
-    domains = {g: (pool.required_level[g], d[int(np.argmax(x[cols]))]) for g, (cols, d) in domain_of.items()}
     pool.cache[("solution", prio, tuple(floors))] = ClassSolution(
         priority=prio,
         levels=tuple(levels),
         bound=bound,
-        started=y,
-        domains=domains,
-        class_of=class_of,
-        count=count,
-        state_class=zc,
-        states=ze,
-        nodes_in_state=x[zvar],
+        started=np.where(gang_var >= 0, x[np.maximum(gang_var, 0)], 0.0),
+        domains={g: (pool.required_level[g], d[int(np.argmax(x[cols]))]) for g, (cols, d) in domain_of.items()},
     )
     return bound
 
@@ -705,15 +698,6 @@ class ClassSolution:
     """Per pending gang (kept, as :attr:`_Pool.prio`), its share started (0 outside the LP)."""
     domains: dict[int, tuple[str, int]]
     """Per pending gang with a required level: that level and its largest domain column."""
-    class_of: np.ndarray
-    """Per node, its class."""
-    count: np.ndarray
-    """Per class, its nodes."""
-    state_class: np.ndarray
-    states: np.ndarray
-    """Per state variable, its class and the units it evicts per band."""
-    nodes_in_state: np.ndarray
-    """Per state variable, the nodes of its class in that state (fractional)."""
 
 
 NODE_LOSS_WIDTH = 64
