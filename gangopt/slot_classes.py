@@ -25,6 +25,12 @@ until its model no longer grows with the running gangs:
   at least its candidates' cheapest units: each rigid candidate's tier value shared over its
   units, an elastic one's at 0 (it may shed pods and stay). So the LP's tier values are never
   below a real plan's: evicting a gang loses all its units' shares, its value.
+* **Value lost per node too** (:func:`_node_losses`): a node in state ``e`` loses at least its
+  own cheapest pods summing to exactly ``e_i`` units (a rigid gang's pods on it together, at
+  their share of its value; pods valued 0 one by one), so a tier loses at least the sum over
+  states of the least such loss among the class's nodes, and a state no node of its class can
+  reach holds none. Charged only to the class's cheapest units, an evicting state could be
+  paid for by cheap pods on the class's other nodes, which stay.
 * **Lexicographic floors**, as in :mod:`gangopt.slots`: the tiers above, down to the first one
   the plan does not prove, at least the plan's values.
 
@@ -34,7 +40,10 @@ per-node slot model's LP in the candidates (a gang may lose part of its pods, at
 value) and of the round, and a bound on the lexicographic optimum's tiers
 (tests/test_slot_classes.py checks it against the reference optimum on small rounds).
 
-Measured on issue 13's XL round (fragmented, busy 0.75; docs/benchmarks.md, "h28-XL"), on
+The per-node loss (h29-XLplan, docs/benchmarks.md) took greedy's XL plan's priority-0 bound
+from 193,857.9 to 191,577.1 GPU-eq (the per-node LP: 190,409.7) and L's from 52,631.2 to
+51,387.2 (51,020.5), at the same cost (CPU-s in benchmarks.md). Before it (stop 28), measured
+on issue 13's XL round (fragmented, busy 0.75; docs/benchmarks.md, "h28-XL"), on
 greedy's plan (priority 5 178,311.9, priority 0 177,914.4 GPU-eq): priority 5 at most
 178,889.7 (ceiling 180,780.9; the per-node LP: 178,889.8), priority 0 at most 193,857.9
 (ceiling 226,862.3; the per-node LP, 125 CPU-s offline: 190,409.7), in 1.3 CPU-s (the round's
