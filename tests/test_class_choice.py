@@ -22,11 +22,12 @@ from gangopt.class_choice import class_choice
 from gangopt.objective import SCALE, lexicographic_key, score
 from gangopt.parsing import parse_json
 from gangopt.prefilter import Prefiltered, prefilter
-from gangopt.schema import Plan, Round
+from gangopt.schema import Round
 from gangopt.slot_classes import class_tier_bounds
 from gangopt.solvers.cpsat.placer import place_choices, placed
 from gangopt.solvers.greedy import greedy
 from tests.builders import fragmented_round
+from tests.solvers.cpsat.test_placer import _signature  # the same plan, pod by pod
 from tests.strategies import examples, fragmented_rounds
 
 FAR = 1e9
@@ -40,14 +41,6 @@ def _bounded(rnd: Round) -> tuple[Prefiltered, dict[int, int]]:
     values = {t.priority: round(t.value * SCALE) for t in score(rnd, greedy(rnd)).tiers}
     class_tier_bounds(pre, values, tier_ceilings(pre))
     return pre, values
-
-
-def _signature(plan: Plan) -> tuple[object, ...]:
-    return (
-        plan.admitted,
-        [(p.gang, p.role, p.pod, p.node) for p in plan.placements],
-        [(p.gang, p.kind, p.pods) for p in plan.preemptions],
-    )
 
 
 @settings(max_examples=examples(15), deadline=None, suppress_health_check=list(HealthCheck))
