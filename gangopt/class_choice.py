@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from gangopt.prefilter import Prefiltered
-from gangopt.slot_classes import POOL_KEY, ClassSolution, _Pool
+from gangopt.slot_classes import open_solution
 from gangopt.slots import SlotChoice
 
 SECONDS_PER_POD = 7e-5
@@ -52,22 +52,14 @@ def class_choice(pre: Prefiltered, values: dict[int, int], until: float | None =
     leaves open, once :func:`gangopt.slot_classes.class_tier_bounds` has bounded that plan;
     None when it did not, proved every tier, or its placement would not end in time
     (:func:`affordable`)."""
-    pool = pre.derived.get(POOL_KEY)
-    if not isinstance(pool, _Pool) or not affordable(pre, until):
-        return None
-    opened = pool.cache.get(("open", tuple(sorted(values.items()))))
-    if not isinstance(opened, tuple):
-        return None
-    prio: int = opened[0]
-    floors: tuple[tuple[int, int], ...] = opened[1]
-    solution = pool.cache.get(("solution", prio, floors))
-    if not isinstance(solution, ClassSolution):
+    solution = open_solution(pre, values)
+    if solution is None or not affordable(pre, until):
         return None
     started: dict[int, tuple[str, int] | None] = {}
     for g in np.flatnonzero(solution.started > 0.5).tolist():
         started[int(pre.pending[g])] = solution.domains.get(g)
     return SlotChoice(
-        priority=prio,
+        priority=solution.priority,
         levels=frozenset(),
         value=solution.bound,
         bound=solution.bound,

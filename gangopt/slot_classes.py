@@ -217,6 +217,20 @@ def class_tier_bounds(
     return dict(pre.kept(key, lambda: _bounds(pre, values, known, enough)))
 
 
+def open_solution(pre: Prefiltered, values: dict[int, int]) -> ClassSolution | None:
+    """The class LP's solution for the first tier a plan of tier ``values`` (objective units)
+    leaves open, once :func:`class_tier_bounds` has bounded that plan (the slot placer's choice
+    there: :mod:`gangopt.class_choice`); None when it did not, or proved every tier."""
+    pool = pre.derived.get(POOL_KEY)
+    if not isinstance(pool, _Pool):
+        return None
+    opened = pool.cache.get(("open", tuple(sorted(values.items()))))
+    if not isinstance(opened, tuple):
+        return None
+    solution = pool.cache.get(("solution", *opened))
+    return solution if isinstance(solution, ClassSolution) else None
+
+
 def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None) -> dict[int, int]:
     pool = pre.kept(POOL_KEY, lambda: _pool(pre))
     if pool is None:
