@@ -709,7 +709,7 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
 
 @dataclass
 class ClassSolution:
-    """The class LP's solution of one tier (what :func:`gangopt.class_choice` turns into a
+    """The class LP's solution of one tier (what :mod:`gangopt.class_choice` turns into a
     choice to place): kept per tier and floors beside its bound."""
 
     priority: int
