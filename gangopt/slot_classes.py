@@ -25,6 +25,12 @@ until its model no longer grows with the running gangs:
   at least its candidates' cheapest units: each rigid candidate's tier value shared over its
   units, an elastic one's at 0 (it may shed pods and stay). So the LP's tier values are never
   below a real plan's: evicting a gang loses all its units' shares, its value.
+* **Value lost per node too** (:func:`_node_losses`): a node in state ``e`` loses at least its
+  own cheapest pods summing to exactly ``e_i`` units (a rigid gang's pods on it together, at
+  their share of its value; pods valued 0 one by one), so a tier loses at least the sum over
+  states of the least such loss among the class's nodes, and a state no node of its class can
+  reach holds none. Charged only to the class's cheapest units, an evicting state could be
+  paid for by cheap pods on the class's other nodes, which stay.
 * **Lexicographic floors**, as in :mod:`gangopt.slots`: the tiers above, down to the first one
   the plan does not prove, at least the plan's values.
 
@@ -34,7 +40,10 @@ per-node slot model's LP in the candidates (a gang may lose part of its pods, at
 value) and of the round, and a bound on the lexicographic optimum's tiers
 (tests/test_slot_classes.py checks it against the reference optimum on small rounds).
 
-Measured on issue 13's XL round (fragmented, busy 0.75; docs/benchmarks.md, "h28-XL"), on
+The per-node loss (h29-XLplan, docs/benchmarks.md) took greedy's XL plan's priority-0 bound
+from 193,857.9 to 191,577.1 GPU-eq (the per-node LP: 190,409.7) and L's from 52,631.2 to
+51,387.2 (51,020.5), at the same cost (CPU-s in benchmarks.md). Before it (stop 28), measured
+on issue 13's XL round (fragmented, busy 0.75; docs/benchmarks.md, "h28-XL"), on
 greedy's plan (priority 5 178,311.9, priority 0 177,914.4 GPU-eq): priority 5 at most
 178,889.7 (ceiling 180,780.9; the per-node LP: 178,889.8), priority 0 at most 193,857.9
 (ceiling 226,862.3; the per-node LP, 125 CPU-s offline: 190,409.7), in 1.3 CPU-s (the round's
@@ -81,6 +90,10 @@ def affordable(pre: Prefiltered) -> bool:
     pods = pre.kept("slot-classes-pods", lambda: sum(len(pre.rnd.running[gi].pods) for gi in pre.candidates))
     return SECONDS_PER_CANDIDATE_POD * pods <= SHARE * pre.rnd.policy.time_limit
 
+
+POOL_KEY = "slot-classes-pool"
+"""Key in ``pre.derived`` of the round's :class:`_Pool` (built once, with every tier's LP
+solution: :mod:`gangopt.class_choice` reads them)."""
 
 LP_MARGIN = 0.05
 """Objective units added to GLOP's optimum before rounding down (its tolerances move the
@@ -204,10 +217,26 @@ def class_tier_bounds(
     return dict(pre.kept(key, lambda: _bounds(pre, values, known, enough)))
 
 
+def open_solution(pre: Prefiltered, values: dict[int, int]) -> ClassSolution | None:
+    """The class LP's solution for the first tier a plan of tier ``values`` (objective units)
+    leaves open, once :func:`class_tier_bounds` has bounded that plan (the slot placer's choice
+    there: :mod:`gangopt.class_choice`); None when it did not, or proved every tier."""
+    pool = pre.derived.get(POOL_KEY)
+    if not isinstance(pool, _Pool):
+        return None
+    opened = pool.cache.get(("open", tuple(sorted(values.items()))))
+    if not isinstance(opened, tuple):
+        return None
+    solution = pool.cache.get(("solution", *opened))
+    return solution if isinstance(solution, ClassSolution) else None
+
+
 def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None) -> dict[int, int]:
-    pool = pre.kept("slot-classes-pool", lambda: _pool(pre))
+    pool = pre.kept(POOL_KEY, lambda: _pool(pre))
     if pool is None:
         return {}
+
+    plan = tuple(sorted(values.items()))
 
     def tier_bound(prio: int, floors: Floors, chain: bool, value: int) -> int | None:
         key = ("lp", prio, floors)  # plans (and callers' ``enough``) that agree above share it
@@ -215,6 +244,8 @@ def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], eno
             pool.cache[key] = _tier_bound(pool, prio, list(floors))
         lp = pool.cache[key]
         assert lp is None or isinstance(lp, int)
+        if chain and lp is not None and lp > value and ("open", plan) not in pool.cache:
+            pool.cache[("open", plan)] = (prio, floors)  # the first tier the plan leaves open
         return lp
 
     return chained_tier_bounds({int(p) for p in pool.prio}, values, known, enough, tier_bound)
@@ -457,6 +488,7 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
     # lower candidate gone): a column per such domain, and per domain, level and size the
     # required gangs' pods within its room (they alone: the other pods are in the set rows).
     in_domain: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (level, domain) -> (column, gang)
+    domain_of: dict[int, tuple[list[int], list[int]]] = {}  # gang -> its domain columns, domains
     for g, domains in pool.fitting_domains().items():
         if gang_var[g] < 0:
             continue
@@ -467,6 +499,7 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
         for col_index, d in zip(domain_cols, domains, strict=True):
             model.variable.add(lower_bound=0.0, upper_bound=1.0)
             in_domain.setdefault((pool.required_level[g], d), []).append((col_index, g))
+        domain_of[g] = (domain_cols, domains)
         model.constraint.add(
             var_index=[int(gang_var[g]), *domain_cols],
             coefficient=[1.0, *([-1.0] * len(domain_cols))],
@@ -568,6 +601,41 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
                 lower_bound=0.0,
                 upper_bound=0.0,
             )
+    # Value lost per node, not only per class's pool: a node in state ``e`` loses at least the
+    # cheapest of its own pods summing to ``e_i`` (a rigid gang's units on it at its share of
+    # the gang's value, whole), the least of that over the class's nodes; a state no node of
+    # its class can reach holds no node.
+    for i in range(bands):
+        level = levels[i]
+        if not (level == prio or level in floor_of):
+            continue
+        picked = movable & (band_of == i) & (units > 0)
+        width = int(ze[:, i].max(initial=0)) + 1
+        cheapest = _node_losses(pool, picked, level, units, per_pod, class_of, len(classes), width)
+        if cheapest is None:
+            continue
+        node_cost = cheapest[zc, ze[:, i]]
+        for v in zvar[~np.isfinite(node_cost)].tolist():
+            model.variable[v].upper_bound = 0.0
+        finite = np.isfinite(node_cost) & (node_cost > 0)
+        if not finite.any():
+            continue
+        lost = len(model.variable)
+        model.variable.add(lower_bound=0.0, upper_bound=math.inf)
+        old_vars, old_costs = loss[level]
+        model.constraint.add(
+            var_index=[lost, *old_vars],
+            coefficient=[1.0, *(-c for c in old_costs)],
+            lower_bound=0.0,
+            upper_bound=math.inf,
+        )
+        model.constraint.add(
+            var_index=[lost, *zvar[finite].tolist()],
+            coefficient=[1.0, *(-node_cost[finite]).tolist()],
+            lower_bound=0.0,
+            upper_bound=math.inf,
+        )
+        loss[level] = ([lost], [1.0])
     objective_loss = loss.get(prio, ([], []))
     for v, cost in zip(*objective_loss, strict=True):
         model.variable[v].objective_coefficient = -cost
@@ -625,7 +693,90 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
     if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
         return None
     relaxed = float(solver.Objective().Value())
-    return pool.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+    bound = pool.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+    response = linear_solver_pb2.MPSolutionResponse()
+    solver.FillSolutionResponseProto(response)
+    x = np.asarray(response.variable_value, dtype=float)
+    pool.cache[("solution", prio, tuple(floors))] = ClassSolution(
+        priority=prio,
+        levels=tuple(levels),
+        bound=bound,
+        started=np.where(gang_var >= 0, x[np.maximum(gang_var, 0)], 0.0),
+        domains={g: (pool.required_level[g], d[int(np.argmax(x[cols]))]) for g, (cols, d) in domain_of.items()},
+    )
+    return bound
+
+
+@dataclass
+class ClassSolution:
+    """The class LP's solution of one tier (what :mod:`gangopt.class_choice` turns into a
+    choice to place): kept per tier and floors beside its bound."""
+
+    priority: int
+    levels: tuple[int, ...]
+    """The LP's tiers, ascending: ``priority`` and those floored above it; band ``i`` holds the
+    candidates of priorities ``levels[i]`` up to ``levels[i + 1]``."""
+    bound: int
+    started: np.ndarray
+    """Per pending gang (kept, as :attr:`_Pool.prio`), its share started (0 outside the LP)."""
+    domains: dict[int, tuple[str, int]]
+    """Per pending gang with a required level: that level and its largest domain column."""
+
+
+NODE_LOSS_WIDTH = 64
+"""Most units per band a node may lose for :func:`_node_losses` (the bit-set classes' limit)."""
+
+
+def _node_losses(
+    pool: _Pool,
+    picked: np.ndarray,
+    level: int,
+    units: np.ndarray,
+    per_pod: np.ndarray,
+    class_of: np.ndarray,
+    classes: int,
+    width: int,
+) -> np.ndarray | None:
+    """Per class and units ``x`` (``< width``), the least value of tier ``level`` a node of the
+    class loses when exactly ``x`` units of the ``picked`` candidate pod groups leave it (inf:
+    no node can). A rigid gang's groups on a node go together at their shares of its value
+    (their sum over its nodes is its value: a plan evicting it loses that); a pod group valued
+    0 (an elastic gang's, another tier's) pod by pod for nothing. None past
+    :data:`NODE_LOSS_WIDTH`."""
+    if width > NODE_LOSS_WIDTH or not picked.any():
+        return None
+    n = pool.free.shape[0]
+    g = np.flatnonzero(picked)
+    cost = np.where(pool.pod_prio[g] == level, np.floor(pool.pod_share[g] * 1000.0) / 1000.0, 0.0)
+    free = cost <= 0
+    # Valued groups merged per node and gang; the others one item per pod.
+    valued = g[~free]
+    key = np.stack([pool.pod_node[valued], pool.pod_gang_index[valued]], axis=1)
+    merged, where = np.unique(key, axis=0, return_inverse=True)
+    where = where.reshape(-1)
+    m_units = np.bincount(where, weights=units[valued], minlength=len(merged)).astype(np.int64)
+    m_cost = np.bincount(where, weights=cost[~free], minlength=len(merged))
+    loose = g[free]
+    p_node = np.repeat(pool.pod_node[loose], pool.pod_pods[loose])
+    p_units = np.repeat(per_pod[loose], pool.pod_pods[loose])
+    item_node = np.concatenate([merged[:, 0], p_node]).astype(np.int64)
+    item_units = np.concatenate([m_units, p_units]).astype(np.int64)
+    item_cost = np.concatenate([m_cost, np.zeros(len(p_node))])
+    order = np.lexsort((item_units, item_node))
+    item_node, item_units, item_cost = item_node[order], item_units[order], item_cost[order]
+    slot = np.arange(len(item_node)) - np.searchsorted(item_node, item_node, side="left")
+    table = np.full((n, width), np.inf)
+    table[:, 0] = 0.0
+    x = np.arange(width)
+    for j in range(int(slot.max(initial=-1)) + 1):
+        sel = slot == j
+        rows, u, c = item_node[sel], item_units[sel], item_cost[sel]
+        src = x[None, :] - u[:, None]
+        shifted = np.where(src >= 0, table[rows[:, None], np.maximum(src, 0)] + c[:, None], np.inf)
+        table[rows] = np.minimum(table[rows], shifted)
+    out = np.full((classes, width), np.inf)
+    np.minimum.at(out, class_of, table)
+    return out
 
 
 def _row(

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import gangopt
+from gangopt import slot_classes
 from gangopt.bounds import tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import prefilter
@@ -188,3 +189,27 @@ def test_a_rigid_victim_on_two_nodes_is_lost_whole_for_one_of_them() -> None:
     assert best.status == Status.OPTIMAL and tiers_of(rnd, best) == {5: 80, 0: 20}
     assert tier_ceilings(pre)[0] == 80 + 20 + 80
     assert class_tier_bounds(pre, {5: 80, 0: 20}, tier_ceilings(pre)) == {0: 20}
+
+
+
+@pytest.mark.parametrize(
+    ("seed", "running_mix"), [(0, "tilted"), (4, "tilted"), (0, "jobs")]
+)
+def test_the_per_node_loss_tightens_the_bound_and_keeps_it_valid(
+    seed: int, running_mix: Literal["jobs", "tilted"], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node in a state loses at least its own cheapest pods summing to the state's units
+    (slot_classes._node_losses), not the class's cheapest units wherever they sit: on these
+    rounds a tier's bound falls (tilted seed 0: priority 0 from 134.4 to 111.1 GPU-eq on
+    greedy's floors) and stays at or above the reference optimum."""
+    rnd = fragmented_round(32, 12, 0.75, seed, running_mix=running_mix)
+    ref = reference_optimum(rnd, seconds_per_tier=20.0)
+    assert ref.proven
+    values = tiers_of(rnd, gangopt.solve(rnd, solver="greedy"))
+    pre = prefilter(rnd)
+    cut = class_tier_bounds(pre, values, tier_ceilings(pre))
+    monkeypatch.setattr(slot_classes, "NODE_LOSS_WIDTH", 0)  # the loss per class's pool alone
+    pooled = class_tier_bounds(prefilter(rnd), values, tier_ceilings(pre))
+    assert any(cut[p] < pooled[p] for p in cut), (cut, pooled)
+    for prio, bound in cut.items():
+        assert ref.tiers.get(prio, 0) <= bound <= pooled[prio], (prio, bound, pooled, ref.tiers)

@@ -48,6 +48,7 @@ from functools import cached_property
 import numpy as np
 
 from gangopt.arrays import BoolArray, IndexArray, IntArray, fit_counts
+from gangopt.class_choice import class_choice
 from gangopt.objective import SCALE, lexicographic_key, score
 from gangopt.prefilter import Prefiltered
 from gangopt.schema import Plan, Round, Score, Status
@@ -314,8 +315,9 @@ def placed(
         plan_score = score(rnd, plan)
         if lexicographic_key(plan_score) > lexicographic_key(best[1]):
             best = (plan, plan_score)
+    source = "integer slot model" if choice.levels else "node-class LP"  # :mod:`gangopt.class_choice`
     note = (
-        f"slot placer: the integer slot model's choice for priority {choice.priority} "
+        f"slot placer: the {source}'s choice for priority {choice.priority} "
         f"(model value {choice.value / SCALE:,.1f}) placed by best fit ({tried} pass(es))"
     )
     return best[0].model_copy(update={"solver": "cpsat", "status": Status.FEASIBLE, "message": note}), best[1]
@@ -368,7 +370,7 @@ def place_choices(
             break
         began = time.perf_counter()
         values = {t.priority: round(t.value * SCALE) for t in out.score.tiers}
-        choice = slot_choice(pre, values)
+        choice = slot_choice(pre, values) or class_choice(pre, values, until)
         if choice is None or choice.value <= values.get(choice.priority, 0) or _seen(choice, tried):
             break
         tried.append(choice)
