@@ -82,6 +82,7 @@ import numpy as np
 
 from gangopt import arrays
 from gangopt.bounds import Floors, chained_tier_bounds
+from gangopt.lp_wire import add_pair_rows, add_row, add_variables
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, request_vector
 from gangopt.schema import PendingGang, RunningGang
@@ -801,7 +802,7 @@ def _tier_model(
     model.maximize = True
     objective = np.where(shared.prio[active] == prio, shared.value[active], 0).astype(float)
     upper = shared.fits_alone()[active].astype(float)
-    _add_variables(model, upper, objective)
+    add_variables(model, upper, objective)
     # A gang with several domain columns runs in at most one.
     pend = np.flatnonzero(active & shared.pending)
     gangs, counts = np.unique(shared.gang[pend], return_counts=True)
@@ -814,7 +815,7 @@ def _tier_model(
     gvar = var[shared.gcol]
     own = np.flatnonzero(gact & shared.flex)
     gvar[own] = np.arange(len(model.variable), len(model.variable) + len(own))
-    _add_variables(model, np.ones(len(own)))
+    add_variables(model, np.ones(len(own)))
     if shared.grow is not None:
         # Growth groups (the secondary model): how many of its pods a started gang adds (none
         # unless it starts), in the same rows as its own pods. :func:`_row` drops a row whose
@@ -1009,9 +1010,9 @@ def _blockers(
     b[pairs[single, 0]] = pairs[single, 1]
     several = np.flatnonzero(per_node > 1)
     b[several] = np.arange(len(model.variable), len(model.variable) + len(several))
-    _add_variables(model, np.ones(len(several)))
+    add_variables(model, np.ones(len(several)))
     rest = pairs[~single]
-    _add_pair_rows(model, np.stack([rest[:, 1], b[rest[:, 0]]], axis=1), (1.0, -1.0), 0.0)
+    add_pair_rows(model, np.stack([rest[:, 1], b[rest[:, 0]]], axis=1), (1.0, -1.0), 0.0)
     return _Blockers(nodes=nodes, var=b, least=least)
 
 
@@ -1031,9 +1032,9 @@ def _evicted(model: linear_solver_pb2.MPModelProto, shared: _Slots, gvar: np.nda
     picked = np.flatnonzero(groups)
     nodes, inverse = np.unique(shared.gnode[picked], return_inverse=True)
     e = np.arange(len(model.variable), len(model.variable) + len(nodes))
-    _add_variables(model, np.ones(len(nodes)))
+    add_variables(model, np.ones(len(nodes)))
     pairs = np.unique(np.stack([inverse, gvar[picked]], axis=1), axis=0)
-    _add_pair_rows(model, np.stack([pairs[:, 1], e[pairs[:, 0]]], axis=1), (-1.0, -1.0), -1.0)
+    add_pair_rows(model, np.stack([pairs[:, 1], e[pairs[:, 0]]], axis=1), (-1.0, -1.0), -1.0)
     return _Evicted(nodes=nodes, var=e)
 
 
@@ -1100,121 +1101,7 @@ def _row(model: linear_solver_pb2.MPModelProto, idx: np.ndarray, coeff: np.ndarr
     idx, where = np.unique(idx, return_inverse=True)  # a candidate may block several nodes
     coeff = np.bincount(where, weights=coeff, minlength=len(idx))
     scale = max(abs(rhs), float(np.abs(coeff).max()), 1.0)
-    if idx[-1] >= _VARINT_LIMIT:  # not seen: the encoder below writes indices of 3 bytes at most
-        ct = model.constraint.add()
-        ct.lower_bound = -math.inf
-        ct.upper_bound = rhs / scale
-        ct.var_index.extend(idx.tolist())
-        ct.coefficient.extend((coeff / scale).tolist())
-        return
-    body = _varints(idx)
-    values = (coeff / scale).astype("<f8").tobytes()
-    head = _LOWER_INF + b"\x19" + np.float64(rhs / scale).astype("<f8").tobytes()
-    head += b"\x32" + _varint_bytes(len(body)) + body + b"\x3a" + _varint_bytes(len(values)) + values
-    model.MergeFromString(b"\x22" + _varint_bytes(len(head)) + head)
-
-
-# Rows and variables of the slot models written as protobuf wire bytes (numpy) and merged into
-# the model at once (a merge appends to repeated fields, in order): the same model, field for
-# field, as adding them one by one through the protobuf API: the fragmented 4,096-node round's
-# two tier models (36,000 rows of two variables, 27,000 variables) went from 0.45 to 0.27-0.30
-# CPU-s (docs/benchmarks.md, "h29-L"). Field numbers of ortools' linear_solver.proto:
-# MPModelProto.variable 3 and .constraint 4 (messages); MPVariableProto lower_bound 1,
-# upper_bound 2, objective_coefficient 3 (doubles); MPConstraintProto lower_bound 2,
-# upper_bound 3 (doubles), var_index 6 (packed int32), coefficient 7 (packed doubles).
-
-_VARINT_LIMIT = 1 << 21
-"""Variable indices below this take at most 3 bytes as varints (the models here have < 10^5)."""
-
-_LOWER_INF = b"\x11" + np.float64(-math.inf).astype("<f8").tobytes()
-"""A constraint's ``lower_bound = -inf``, as wire bytes."""
-
-
-def _varint_bytes(value: int) -> bytes:
-    """``value`` (>= 0) as a protobuf varint."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _varint_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per value (each in [0, :data:`_VARINT_LIMIT`)), its varint in 3 byte slots and which
-    slots it uses."""
-    v = values.astype(np.int64)
-    table = np.empty((len(v), 3), dtype=np.uint8)
-    table[:, 0] = (v & 0x7F) | np.where(v >= 0x80, 0x80, 0)
-    table[:, 1] = ((v >> 7) & 0x7F) | np.where(v >= 0x4000, 0x80, 0)
-    table[:, 2] = (v >> 14) & 0x7F
-    used = np.ones((len(v), 3), dtype=bool)
-    used[:, 1] = v >= 0x80
-    used[:, 2] = v >= 0x4000
-    return table, used
-
-
-def _varints(values: np.ndarray) -> bytes:
-    """``values`` (each in [0, :data:`_VARINT_LIMIT`)) as packed varints."""
-    table, used = _varint_table(values)
-    return bytes(table[used].tobytes())
-
-
-def _doubles(values: np.ndarray) -> np.ndarray:
-    """Per value, its 8 little-endian bytes (one row each)."""
-    return np.ascontiguousarray(np.asarray(values, dtype="<f8")).view(np.uint8).reshape(-1, 8)
-
-
-def _add_variables(
-    model: linear_solver_pb2.MPModelProto, upper: np.ndarray, objective: np.ndarray | None = None
-) -> None:
-    """Variables ``[0, upper[i]]`` (with ``objective[i]`` as their objective coefficient when
-    given), appended in order: as ``model.variable.add(lower_bound=0.0, upper_bound=...,
-    objective_coefficient=...)`` one by one."""
-    n = len(upper)
-    if n == 0:
-        return
-    fields = [(0x09, np.zeros(n)), (0x11, upper)] + ([] if objective is None else [(0x19, objective)])
-    size = 9 * len(fields)
-    rows = np.empty((n, 2 + size), dtype=np.uint8)
-    rows[:, 0], rows[:, 1] = 0x1A, size
-    for k, (tag, values) in enumerate(fields):
-        rows[:, 2 + 9 * k] = tag
-        rows[:, 3 + 9 * k : 11 + 9 * k] = _doubles(values)
-    model.MergeFromString(rows.tobytes())
-
-
-def _add_pair_rows(
-    model: linear_solver_pb2.MPModelProto, pairs: np.ndarray, coeff: tuple[float, float], upper: float
-) -> None:
-    """Rows ``coeff[0] · x[a] + coeff[1] · x[b] <= upper`` for each ``(a, b)`` of ``pairs``,
-    appended in order: as ``model.constraint.add(var_index=[a, b], coefficient=coeff,
-    lower_bound=-inf, upper_bound=upper)`` one by one."""
-    n = len(pairs)
-    if n == 0:
-        return
-    if int(pairs.max()) >= _VARINT_LIMIT or int(pairs.min()) < 0:  # not seen: one by one
-        for a, b in pairs.tolist():
-            model.constraint.add(var_index=[a, b], coefficient=list(coeff), lower_bound=-math.inf, upper_bound=upper)
-        return
-    first, first_used = _varint_table(pairs[:, 0])
-    second, second_used = _varint_table(pairs[:, 1])
-    packed = first_used.sum(axis=1) + second_used.sum(axis=1)
-    # 0x22 len | 0x11 -inf | 0x19 upper | 0x32 len a b | 0x3a 16 coeff[0] coeff[1]
-    rows = np.empty((n, 2 + 18 + 2 + 6 + 18), dtype=np.uint8)
-    used = np.ones(rows.shape, dtype=bool)
-    rows[:, 0] = 0x22
-    rows[:, 1] = 18 + 2 + packed + 18
-    rows[:, 2:11] = np.frombuffer(_LOWER_INF, dtype=np.uint8)
-    rows[:, 11] = 0x19
-    rows[:, 12:20] = _doubles(np.array([upper]))
-    rows[:, 20], rows[:, 21] = 0x32, packed
-    rows[:, 22:25], used[:, 22:25] = first, first_used
-    rows[:, 25:28], used[:, 25:28] = second, second_used
-    rows[:, 28], rows[:, 29] = 0x3A, 16
-    rows[:, 30:38] = _doubles(np.array([coeff[0]]))
-    rows[:, 38:46] = _doubles(np.array([coeff[1]]))
-    model.MergeFromString(rows[used].tobytes())
+    add_row(model, idx, coeff / scale, rhs / scale)
 
 
 def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
