@@ -86,6 +86,8 @@ def measure(rnd: Round, optimum: dict[int, int] | None = None) -> list[dict[str,
             "versus": "better" if key > base else "equal" if key == base else "worse",
             "victims": victims(rnd, plan),
             "tiers": " · ".join(f"p{t.priority} {t.value:.1f} / {t.bound:.1f}" for t in plan.score.tiers),
+            "tier_values": {str(t.priority): t.value for t in plan.score.tiers},
+            "tier_bounds": {str(t.priority): t.bound for t in plan.score.tiers},
         }
         if optimum is not None:
             row["true_gap"], row["bound_excess"] = true_gaps(plan, optimum)
