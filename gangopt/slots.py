@@ -132,8 +132,9 @@ many small running gangs: 998 pending gangs in 1,754 columns, 13,103 candidates 
 pods) gets them at a 10 s limit and by this rule at 3 s too, where the clock then decides
 (estimate 0.73 s for the LPs, 0.92 whole; measured 0.7-1.0 CPU-s since h28-L, 1.7-2.0
 before); the 16,384-node rounds do not (16,293 pending columns and 59,283 candidate pods on
-the many-small-gangs one: estimate 5.9 s for the LPs; on the tilted one the lowest tier's LP
-alone took 6.9 CPU-s). Until stop 27 the rule counted gangs (500 per second of the limit):
+the many-small-gangs one: estimate 33 s for the LPs since h29-XLlong, measured 33.4 CPU-s, so
+a limit under about 134 s refuses them; on the tilted one the lowest tier's LP alone took 6.9
+CPU-s). Until stop 27 the rule counted gangs (500 per second of the limit):
 the 4,096-node round of many small gangs (14,101) got no slot bounds at all, and its plan
 stayed at greedy's (6.8 % reported; with them the slot placer's plan is proven within 0.5 %)."""
 
@@ -639,6 +640,17 @@ LARGE_SECONDS_PER_CANDIDATE_POD = 1.5e-5
 node blocker): the 14,326 candidate pods of the many-small-gangs 4,096-node round add about
 0.2 CPU-s to what its 1,754 pending columns cost."""
 
+LARGE_SECONDS_PER_COLUMN_NODE = 1.56e-7
+"""The same per pending column and cluster node, where that product costs more than the
+per-column count above (:func:`large_estimate` takes the larger): GLOP's simplex on the tier
+LPs grows with their columns times their node rows, not with the columns alone. The
+fragmented 16,384-node round (16,293 pending columns, 59,283 candidate pods) took 33.4 CPU-s
+for the three tier LPs alone (GLOP 29.0 of it, priority 5's LP 23.6; model build 4.3) where the
+per-column count said 5.9 s (h29-XLlong, load 2): 17x short with SCIP and the secondary
+stage on top (about 100 CPU-s), so a 24-60 s limit gave them leave and the solve overran by
+3-4x. Fitted there (33.4 / 0.8 / (16,293 x 16,384)); at the 4,096-node round it says 0.90 s
+for LPs measured at 0.76 (the per-column count: 0.73)."""
+
 LARGE_LP_SHARE = 0.8
 """The LPs alone (:data:`LP_ONLY`) as a share of :func:`large_estimate`: with the LP's own
 solution as the placer's choice the whole bounds cost about what their LPs do (0.7-0.9 CPU-s
@@ -654,12 +666,21 @@ def large_affordable(pre: Prefiltered) -> bool:
 def large_estimate(pre: Prefiltered, lp_only: bool = False) -> float:
     """Estimated CPU seconds of the slot bounds of a round over :data:`MAX_COLUMNS` pending and
     candidate gangs (0 below), or of their LPs alone: per pending column and candidate pod
-    (:data:`LARGE_SECONDS_PER_COLUMN`, :data:`LARGE_SECONDS_PER_CANDIDATE_POD`), counted
-    without building the model."""
+    (:data:`LARGE_SECONDS_PER_COLUMN`, :data:`LARGE_SECONDS_PER_CANDIDATE_POD`), or per
+    pending column and node (:data:`LARGE_SECONDS_PER_COLUMN_NODE`) where that is more,
+    counted without building the model."""
     if len(pre.pending) + len(pre.candidates) <= MAX_COLUMNS:
         return 0.0
     columns, pods = pre.kept(_SIZE_KEY, lambda: _large_size(pre))
-    seconds = LARGE_SECONDS_PER_COLUMN * columns + LARGE_SECONDS_PER_CANDIDATE_POD * pods
+    return large_seconds(columns, pods, len(pre.rnd.cluster.nodes), lp_only)
+
+
+def large_seconds(columns: int, pods: int, nodes: int, lp_only: bool = False) -> float:
+    """:func:`large_estimate` of a round with these pending columns, candidate pods and nodes."""
+    seconds = max(
+        LARGE_SECONDS_PER_COLUMN * columns + LARGE_SECONDS_PER_CANDIDATE_POD * pods,
+        LARGE_SECONDS_PER_COLUMN_NODE * columns * nodes,
+    )
     return seconds * (LARGE_LP_SHARE if lp_only else 1.0)
 
 

@@ -508,6 +508,27 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     assert slot_tier_bounds(too_large, values, tier_ceilings(too_large)) == {}
 
 
+@pytest.mark.parametrize(
+    ("columns", "pods", "nodes", "measured", "limit", "affordable"),
+    [
+        # issue 13's fragmented rounds (busy 0.75): the three tier LPs' CPU-s, measured once
+        # (h29-XLlong, /tmp/h29XLl/lpcost.py), and whether a limit gives them leave
+        (1754, 14324, 4096, 0.76, 10.0, True),  # L keeps its per-node bounds at 10 s
+        (16293, 59283, 16384, 33.4, 60.0, False),  # XL: 5.9 s said until h29-XLlong, 60 s gave leave
+        (16293, 59283, 16384, 33.4, 24.0, False),
+    ],
+)
+def test_the_large_estimate_covers_the_measured_lps(
+    columns: int, pods: int, nodes: int, measured: float, limit: float, affordable: bool
+) -> None:
+    """The LPs' estimate is at least what they were measured to cost, and not far above it (at
+    most 1.5x: L's per-node bounds stay affordable), and the gate of LARGE_SHARE of the limit
+    follows from it: at 16,384 nodes the per-column count alone said 5.9 s for 33.4 CPU-s."""
+    lp = slots.large_seconds(columns, pods, nodes, lp_only=True)
+    assert 0.95 * measured <= lp <= 1.5 * measured
+    assert (lp <= slots.LARGE_SHARE * limit) == affordable
+
+
 def test_the_large_estimate_counts_pending_columns_and_candidate_pods(monkeypatch: pytest.MonkeyPatch) -> None:
     """Over MAX_COLUMNS gangs the estimate is per pending column (one per allowed required
     domain) and per candidate pod, not per gang: issue 13's 4,096-node round of many small
