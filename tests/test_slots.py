@@ -508,6 +508,29 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     assert slot_tier_bounds(too_large, values, tier_ceilings(too_large)) == {}
 
 
+def test_a_large_rounds_slot_models_stop_at_their_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With leave and a deadline already past, no large slot model is solved (no per-node
+    bound, no choice, no secondary bound), whatever the estimate said; with one far ahead, the
+    same bounds as without (the LP finishes inside its limit): an estimate that falls short
+    cannot hold a solve past its limit (XL's LPs ran 33 CPU-s for 5.9 estimated)."""
+    import time
+
+    rnd = _fragmented(64, 20, 5)
+    values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    bounds = {}
+    for leave, ahead in ((True, None), (True, 1000.0), (True, -1.0), ("lp", 1000.0), ("lp", -1.0)):
+        pre = prefilter(rnd)
+        slots.allow_large(pre, leave, None if ahead is None else time.perf_counter() + ahead)
+        bounds[leave, ahead] = slot_tier_bounds(pre, values, {})
+        if ahead is not None and ahead < 0:
+            assert slot_choice(pre, values) is None and secondary_bound_at(pre, values) is None
+    assert bounds[True, None] and bounds[True, 1000.0] == bounds[True, None]
+    assert bounds["lp", 1000.0] and bounds[True, -1.0] == bounds["lp", -1.0] == {}
+    model = slots._tier_model(slots._shared(pre), min(values), [])[0]
+    assert slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, deadline=time.perf_counter() - 1.0) is None
+
+
 @pytest.mark.parametrize(
     ("columns", "pods", "nodes", "measured", "limit", "affordable"),
     [
