@@ -74,6 +74,7 @@ secondary stage reuses the lowest tier's model (:func:`_tier_lp`): on the many-s
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -133,8 +134,9 @@ many small running gangs: 998 pending gangs in 1,754 columns, 13,103 candidates 
 pods) gets them at a 10 s limit and by this rule at 3 s too, where the clock then decides
 (estimate 0.73 s for the LPs, 0.92 whole; measured 0.7-1.0 CPU-s since h28-L, 1.7-2.0
 before); the 16,384-node rounds do not (16,293 pending columns and 59,283 candidate pods on
-the many-small-gangs one: estimate 5.9 s for the LPs; on the tilted one the lowest tier's LP
-alone took 6.9 CPU-s). Until stop 27 the rule counted gangs (500 per second of the limit):
+the many-small-gangs one: estimate 33 s for the LPs since h29-XLlong, measured 33.4 CPU-s, so
+a limit under about 134 s refuses them; on the tilted one the lowest tier's LP alone took 6.9
+CPU-s). Until stop 27 the rule counted gangs (500 per second of the limit):
 the 4,096-node round of many small gangs (14,101) got no slot bounds at all, and its plan
 stayed at greedy's (6.8 % reported; with them the slot placer's plan is proven within 0.5 %)."""
 
@@ -640,6 +642,17 @@ LARGE_SECONDS_PER_CANDIDATE_POD = 1.5e-5
 node blocker): the 14,326 candidate pods of the many-small-gangs 4,096-node round add about
 0.2 CPU-s to what its 1,754 pending columns cost."""
 
+LARGE_SECONDS_PER_COLUMN_NODE = 1.56e-7
+"""The same per pending column and cluster node, where that product costs more than the
+per-column count above (:func:`large_estimate` takes the larger): GLOP's simplex on the tier
+LPs grows with their columns times their node rows, not with the columns alone. The
+fragmented 16,384-node round (16,293 pending columns, 59,283 candidate pods) took 33.4 CPU-s
+for the three tier LPs alone (GLOP 29.0 of it, priority 5's LP 23.6; model build 4.3) where the
+per-column count said 5.9 s (h29-XLlong, load 2): 17x short with SCIP and the secondary
+stage on top (about 100 CPU-s), so a 24-60 s limit gave them leave and the solve overran by
+3-4x. Fitted there (33.4 / 0.8 / (16,293 x 16,384)); at the 4,096-node round it says 0.90 s
+for LPs measured at 0.76 (the per-column count: 0.73)."""
+
 LARGE_LP_SHARE = 0.8
 """The LPs alone (:data:`LP_ONLY`) as a share of :func:`large_estimate`: with the LP's own
 solution as the placer's choice the whole bounds cost about what their LPs do (0.7-0.9 CPU-s
@@ -655,12 +668,21 @@ def large_affordable(pre: Prefiltered) -> bool:
 def large_estimate(pre: Prefiltered, lp_only: bool = False) -> float:
     """Estimated CPU seconds of the slot bounds of a round over :data:`MAX_COLUMNS` pending and
     candidate gangs (0 below), or of their LPs alone: per pending column and candidate pod
-    (:data:`LARGE_SECONDS_PER_COLUMN`, :data:`LARGE_SECONDS_PER_CANDIDATE_POD`), counted
-    without building the model."""
+    (:data:`LARGE_SECONDS_PER_COLUMN`, :data:`LARGE_SECONDS_PER_CANDIDATE_POD`), or per
+    pending column and node (:data:`LARGE_SECONDS_PER_COLUMN_NODE`) where that is more,
+    counted without building the model."""
     if len(pre.pending) + len(pre.candidates) <= MAX_COLUMNS:
         return 0.0
     columns, pods = pre.kept(_SIZE_KEY, lambda: _large_size(pre))
-    seconds = LARGE_SECONDS_PER_COLUMN * columns + LARGE_SECONDS_PER_CANDIDATE_POD * pods
+    return large_seconds(columns, pods, len(pre.rnd.cluster.nodes), lp_only)
+
+
+def large_seconds(columns: int, pods: int, nodes: int, lp_only: bool = False) -> float:
+    """:func:`large_estimate` of a round with these pending columns, candidate pods and nodes."""
+    seconds = max(
+        LARGE_SECONDS_PER_COLUMN * columns + LARGE_SECONDS_PER_CANDIDATE_POD * pods,
+        LARGE_SECONDS_PER_COLUMN_NODE * columns * nodes,
+    )
     return seconds * (LARGE_LP_SHARE if lp_only else 1.0)
 
 
@@ -679,7 +701,7 @@ _SIZE_KEY = "slots-large-size"
 """Key in ``pre.derived`` of the round's pending columns and candidate pods (:func:`large_estimate`)."""
 
 
-def allow_large(pre: Prefiltered, allowed: bool | Literal["lp"]) -> None:
+def allow_large(pre: Prefiltered, allowed: bool | Literal["lp"], deadline: float | None = None) -> None:
     """Give (or refuse) leave to solve the slot models of a round over :data:`MAX_COLUMNS`
     pending and candidate gangs; ``"lp"``: their LPs only (looser bounds, no integer choice for
     the slot placer unless an LP's solution is whole). Without leave such a round gets no slot
@@ -687,8 +709,29 @@ def allow_large(pre: Prefiltered, allowed: bool | Literal["lp"]) -> None:
     them can afford; CP-SAT gives it when its clock leaves the time
     (:func:`gangopt.solvers.cpsat.solve_cpsat`), the finisher to greedy and the peers when they
     ask for the LP bounds. Set it before the first bound is asked for: the bounds are kept per
-    prefiltered round."""
+    prefiltered round.
+
+    ``deadline`` (a :func:`time.perf_counter` instant; clocked solves): the large models' LPs
+    and SCIP get the time left to it as their own limit, and none starts after it (a tier whose
+    LP did not finish has no slot bound: the other bounds stand), so that an estimate that
+    falls short cannot hold the solve past it (h29-XLlong: XL's LPs, 33 CPU-s, ran to the end
+    whatever the limit)."""
     pre.derived[LARGE_KEY] = allowed
+    if deadline is None:
+        pre.derived.pop(DEADLINE_KEY, None)
+    else:
+        pre.derived[DEADLINE_KEY] = deadline
+
+
+DEADLINE_KEY = "slots-large-deadline"
+"""Key in ``pre.derived`` of the instant by which a large round's slot models must stop
+(:func:`allow_large`)."""
+
+
+def _deadline(pre: Prefiltered) -> float | None:
+    """:func:`allow_large`'s deadline, if any."""
+    deadline = pre.derived.get(DEADLINE_KEY)
+    return deadline if isinstance(deadline, float) else None
 
 
 def _slot_tier_bounds(
@@ -699,6 +742,7 @@ def _slot_tier_bounds(
         return class_tier_bounds(pre, values, known, enough) if classes_affordable(pre) else {}
     shared = _shared(pre)
     large = settings in (LARGE_SCIP_SETTINGS, LP_ONLY)
+    deadline = _deadline(pre) if large else None
     lowest = int(shared.prio.min()) if len(shared.prio) else 0
     plan = tuple(sorted(values.items()))
 
@@ -712,7 +756,7 @@ def _slot_tier_bounds(
             # the growth groups held at 0 here: :func:`_tier_lp`).
             growth = _growth_only(pre, shared) if large and prio == lowest else None
             shared.lps[key] = _tier_lp(
-                shared, prio, list(floors), settings, target=value, solution=chain, growth=growth
+                shared, prio, list(floors), settings, target=value, solution=chain, growth=growth, deadline=deadline
             )
         lp = shared.lps[key]
         bound = lp if prio not in known or lp is None else min(known[prio], lp)
@@ -731,6 +775,7 @@ def _tier_lp(
     target: int | None = None,
     solution: bool = True,
     growth: _Slots | None = None,
+    deadline: float | None = None,
 ) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
     (objective units); None if GLOP does not report an optimum. ``settings``: how SCIP solves
@@ -751,7 +796,7 @@ def _tier_lp(
     from it with every growth group held at 0 (the same tier bound: they only add pods above
     a started gang's minimum), and kept in :attr:`_Slots.models` for the secondary stage
     (:func:`secondary_bound_at`), which then copies it instead of building its own: 0.3-0.4
-    CPU-s on the fragmented 4,096-node round (busy 0.75)."""
+    CPU-s on the fragmented 4,096-node round (busy 0.75). ``deadline``: :func:`allow_large`'s."""
     key = (prio, tuple(floors))
     if growth is None:
         model, var, gvar = _tier_model(shared, prio, floors)
@@ -764,7 +809,9 @@ def _tier_lp(
         shared.models[key] = _Kept(model=model, var=var, gvar=gvar, grown=grown, upper=upper)
     fixed = shared.fixed_value.get(prio, 0)
     enough = None if target is None else target - fixed
-    solved = _integer_bound(model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS)
+    solved = _integer_bound(
+        model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS, deadline=deadline
+    )
     if solved is None:
         return None
     relaxed, x = solved[0], solved[1]
@@ -886,6 +933,7 @@ def _integer_bound(
     enough: float | None = None,
     solution: bool = True,
     lp_choice: bool = False,
+    deadline: float | None = None,
 ) -> tuple[float, np.ndarray | None] | tuple[float, None, str] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
@@ -923,7 +971,9 @@ def _integer_bound(
     from ortools.linear_solver import linear_solver_pb2, pywraplp
 
     solver = pywraplp.Solver.CreateSolver("GLOP")
-    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+    if solver.LoadModelFromProto(model) or not _time_left(solver, deadline):
+        return None
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
         return None
     lp = float(solver.Objective().Value())
     values = _values(solver, len(model.variable))
@@ -947,7 +997,7 @@ def _integer_bound(
             if sat.Solve() == pywraplp.Solver.OPTIMAL:
                 return min(lp, float(sat.Objective().BestBound())), None, _BOUND_ONLY
     scip = pywraplp.Solver.CreateSolver("SCIP")
-    if scip is None or scip.LoadModelFromProto(integer):
+    if scip is None or scip.LoadModelFromProto(integer) or not _time_left(scip, deadline):
         return lp, None
     scip.SetNumThreads(1)
     if not scip.SetSolverSpecificParametersAsString(settings):
@@ -961,6 +1011,19 @@ def _integer_bound(
         whole = np.round(found)
     bound = float(scip.Objective().BestBound())
     return (min(lp, bound) if math.isfinite(bound) else lp), whole
+
+
+def _time_left(solver: pywraplp.Solver, deadline: float | None) -> bool:
+    """Give ``solver`` the time left to ``deadline`` as its limit; False when none is left (or
+    less than a millisecond). GLOP stopped by it reports no optimum, so its tier gets no bound;
+    SCIP's dual bound holds however early it stops."""
+    if deadline is None:
+        return True
+    left = int((deadline - time.perf_counter()) * 1000)
+    if left < 1:
+        return False
+    solver.SetTimeLimit(left)
+    return True
 
 
 def _values(solver: pywraplp.Solver, count: int) -> np.ndarray:
@@ -1170,7 +1233,7 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     # optimum; 10-25 ms). Larger rounds keep the LP (:data:`WHOLE_SECONDARY_GANGS`), without
     # the preferred columns, solved by CLP's dual simplex (:data:`SECONDARY_LP_SOLVER`).
     if settings != LP_ONLY and not large:
-        solved = _integer_bound(model, settings)
+        solved = _integer_bound(model, settings, deadline=_deadline(pre))
         if solved is None:
             return None
         relaxed = solved[0]
@@ -1178,7 +1241,8 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
         from ortools.linear_solver import pywraplp
 
         solver = pywraplp.Solver.CreateSolver(SECONDARY_LP_SOLVER) or pywraplp.Solver.CreateSolver("GLOP")
-        if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        left = _time_left(solver, _deadline(pre))  # a large round's (:func:`allow_large`)
+        if solver.LoadModelFromProto(model) or not left or solver.Solve() != pywraplp.Solver.OPTIMAL:
             return None
         relaxed = float(solver.Objective().Value())
     # Secondary values are whole objective units: the optimum is at most the bound rounded down.

@@ -508,6 +508,50 @@ def test_a_large_round_gets_slot_bounds_only_with_leave_and_the_same_ones(
     assert slot_tier_bounds(too_large, values, tier_ceilings(too_large)) == {}
 
 
+def test_a_large_rounds_slot_models_stop_at_their_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With leave and a deadline already past, no large slot model is solved (no per-node
+    bound, no choice, no secondary bound), whatever the estimate said; with one far ahead, the
+    same bounds as without (the LP finishes inside its limit): an estimate that falls short
+    cannot hold a solve past its limit (XL's LPs ran 33 CPU-s for 5.9 estimated)."""
+    import time
+
+    rnd = _fragmented(64, 20, 5)
+    values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    bounds = {}
+    for leave, ahead in ((True, None), (True, 1000.0), (True, -1.0), ("lp", 1000.0), ("lp", -1.0)):
+        pre = prefilter(rnd)
+        slots.allow_large(pre, leave, None if ahead is None else time.perf_counter() + ahead)
+        bounds[leave, ahead] = slot_tier_bounds(pre, values, {})
+        if ahead is not None and ahead < 0:
+            assert slot_choice(pre, values) is None and secondary_bound_at(pre, values) is None
+    assert bounds[True, None] and bounds[True, 1000.0] == bounds[True, None]
+    assert bounds["lp", 1000.0] and bounds[True, -1.0] == bounds["lp", -1.0] == {}
+    model = slots._tier_model(slots._shared(pre), min(values), [])[0]
+    assert slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, deadline=time.perf_counter() - 1.0) is None
+
+
+@pytest.mark.parametrize(
+    ("columns", "pods", "nodes", "measured", "limit", "affordable"),
+    [
+        # issue 13's fragmented rounds (busy 0.75): the three tier LPs' CPU-s, measured once
+        # (h29-XLlong, /tmp/h29XLl/lpcost.py), and whether a limit gives them leave
+        (1754, 14324, 4096, 0.76, 10.0, True),  # L keeps its per-node bounds at 10 s
+        (16293, 59283, 16384, 33.4, 60.0, False),  # XL: 5.9 s said until h29-XLlong, 60 s gave leave
+        (16293, 59283, 16384, 33.4, 24.0, False),
+    ],
+)
+def test_the_large_estimate_covers_the_measured_lps(
+    columns: int, pods: int, nodes: int, measured: float, limit: float, affordable: bool
+) -> None:
+    """The LPs' estimate is at least what they were measured to cost, and not far above it (at
+    most 1.5x: L's per-node bounds stay affordable), and the gate of LARGE_SHARE of the limit
+    follows from it: at 16,384 nodes the per-column count alone said 5.9 s for 33.4 CPU-s."""
+    lp = slots.large_seconds(columns, pods, nodes, lp_only=True)
+    assert 0.95 * measured <= lp <= 1.5 * measured
+    assert (lp <= slots.LARGE_SHARE * limit) == affordable
+
+
 def test_the_large_estimate_counts_pending_columns_and_candidate_pods(monkeypatch: pytest.MonkeyPatch) -> None:
     """Over MAX_COLUMNS gangs the estimate is per pending column (one per allowed required
     domain) and per candidate pod, not per gang: issue 13's 4,096-node round of many small

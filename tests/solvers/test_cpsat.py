@@ -255,9 +255,10 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
         enough: float | None = None,
         solution: bool = True,
         lp_choice: bool = False,
+        deadline: float | None = None,
     ) -> Any:
         solved.append(settings)
-        return integer_bound(model, settings, enough, solution, lp_choice)
+        return integer_bound(model, settings, enough, solution, lp_choice, deadline)
 
     monkeypatch.setattr(slots, "_integer_bound", spy)
     allowed = gangopt.solve(rnd)
@@ -348,10 +349,18 @@ def test_a_large_rounds_slot_placer_may_start_until_the_search_deadline(monkeypa
     seen: list[float] = []
     allow = cpsat._allow_large_slots
 
-    def spy(pre: Any, by: float | None = None, wall: float = 0.0, cpu: float = 0.0, placing: float = 0.0) -> None:
+    def spy(
+        pre: Any,
+        by: float | None = None,
+        wall: float = 0.0,
+        cpu: float = 0.0,
+        placing: float = 0.0,
+        deadline: float | None = None,
+    ) -> None:
         assert by is not None and placing > 0  # a large round's placer must end by ``by``
+        assert deadline is not None and deadline >= by  # its models stop at the limit's end
         seen.append(by - wall)  # seconds after the solve's start (wall: its start)
-        allow(pre, by, wall, cpu, placing)
+        allow(pre, by, wall, cpu, placing, deadline)
 
     monkeypatch.setattr(cpsat, "_allow_large_slots", spy)
     solved = gangopt.solve(rnd)

@@ -515,7 +515,8 @@ def _best_greedy(
                 solve_start, wall, cpu = slots_by
                 by = _placer_by(rnd, pre, solve_start, plan, slowdown(wall, cpu))
                 large = by > solve_start + PLACER_SHARE * rnd.policy.time_limit  # the placer ends by it
-                _allow_large_slots(pre, by, wall, cpu, placing=time.perf_counter() - began if large else 0.0)
+                placing = time.perf_counter() - began if large else 0.0
+                _allow_large_slots(pre, by, wall, cpu, placing, deadline=solve_start + rnd.policy.time_limit)
                 _bounds_in_time(pre, plan, solve_start, wall, cpu)
             else:
                 _allow_large_slots(pre)
@@ -530,7 +531,12 @@ def _best_greedy(
 
 
 def _allow_large_slots(
-    pre: Prefiltered, by: float | None = None, wall: float = 0.0, cpu: float = 0.0, placing: float = 0.0
+    pre: Prefiltered,
+    by: float | None = None,
+    wall: float = 0.0,
+    cpu: float = 0.0,
+    placing: float = 0.0,
+    deadline: float | None = None,
 ) -> None:
     """Give the slot bounds of a round over :data:`gangopt.slots.MAX_COLUMNS` gangs leave to run
     when their estimated cost, scaled by how much slower than CPU time the solve has run since
@@ -547,7 +553,9 @@ def _allow_large_slots(
 
     Without ``by`` (``policy.deterministic``) the same leave from the estimated cost alone
     against :data:`PLACER_SHARE` of the time limit (no clock, no slowdown, the greedy pass not
-    counted), so that a round gets the same slot bounds whatever the load."""
+    counted), so that a round gets the same slot bounds whatever the load. ``deadline`` (the end
+    of the time limit; clocked solves): the models given leave stop by it whatever their
+    estimate said (:func:`gangopt.slots.allow_large`)."""
     estimate = slots.large_estimate(pre)
     if estimate <= 0:
         return
@@ -559,9 +567,10 @@ def _allow_large_slots(
     else:
         now, slow = time.perf_counter(), slowdown(wall, cpu)
     if now + estimate * slow + placing <= by:
-        slots.allow_large(pre, True)
+        slots.allow_large(pre, True, deadline)
     else:  # the LPs alone: the bounds, not the placer's choice
-        slots.allow_large(pre, "lp" if now + slots.large_estimate(pre, lp_only=True) * slow <= by else False)
+        lp = now + slots.large_estimate(pre, lp_only=True) * slow <= by
+        slots.allow_large(pre, "lp" if lp else False, deadline)
 
 
 LIMIT_TOLERANCE = 0.1
