@@ -166,7 +166,9 @@ def test_an_elastic_victim_sheds_its_spare_pods_for_free_and_not_its_minimum() -
 def test_bounds_are_computed_once_per_plan_values() -> None:
     rnd = fragmented_round(32, 12, 0.75, 0, running_mix="jobs")
     pre = prefilter(rnd)
-    values = tiers_of(rnd, gangopt.solve(rnd, solver="greedy"))
+    floors = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, floors) == []
+    values = tiers_of(rnd, floors)
     first = class_tier_bounds(pre, values, tier_ceilings(pre))
     assert class_tier_bounds(pre, values, tier_ceilings(pre)) == first
     assert sum(1 for key in pre.derived if isinstance(key, tuple) and key[0] == "slot-classes") == 1
@@ -205,7 +207,9 @@ def test_the_per_node_loss_tightens_the_bound_and_keeps_it_valid(
     rnd = fragmented_round(32, 12, 0.75, seed, running_mix=running_mix)
     ref = reference_optimum(rnd, seconds_per_tier=20.0)
     assert ref.proven
-    values = tiers_of(rnd, gangopt.solve(rnd, solver="greedy"))
+    floors = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, floors) == []
+    values = tiers_of(rnd, floors)
     pre = prefilter(rnd)
     cut = class_tier_bounds(pre, values, tier_ceilings(pre))
     monkeypatch.setattr(slot_classes, "NODE_LOSS_WIDTH", 0)  # the loss per class's pool alone

@@ -516,7 +516,9 @@ def test_a_large_rounds_slot_models_stop_at_their_deadline(monkeypatch: pytest.M
     import time
 
     rnd = _fragmented(64, 20, 5)
-    values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
+    floors = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, floors) == []
+    values = units({t.priority: t.value for t in score(rnd, floors).tiers})
     monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
     bounds = {}
     for leave, ahead in ((True, None), (True, 1000.0), (True, -1.0), ("lp", 1000.0), ("lp", -1.0)):

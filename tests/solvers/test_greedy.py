@@ -777,6 +777,7 @@ def test_an_engine_built_like_a_used_one_decides_as_one_built_alone(rnd: Round) 
     assert built_like.rp_node is engines[-1].rp_node and built_like.kept is not engines[-1].kept
     again = built_like.run()
     assert again.model_dump() == first.model_dump()
+    assert validate(rnd, again) == []
 
 
 def test_an_engine_is_not_built_like_one_of_another_round() -> None:
@@ -786,4 +787,6 @@ def test_an_engine_is_not_built_like_one_of_another_round() -> None:
     greedy(other, engines=engines)
     engine = GreedyEngine(rnd, "eager", like=engines[0])
     assert engine.rp_node is not engines[0].rp_node  # another round object: built, not shared
-    assert engine.run().admitted == greedy(rnd).admitted
+    plan = engine.run()
+    assert plan.admitted == greedy(rnd).admitted == ["p"]
+    assert validate(rnd, plan) == []

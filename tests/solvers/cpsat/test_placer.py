@@ -93,7 +93,9 @@ def test_a_placer_built_like_greedys_engine_places_as_one_built_alone(rnd: Round
         assert built_like.kept is not engine.kept and built_like.free is not engine.free  # its own state
         assert (built_like.surplus == alone.surplus).all() and (built_like.free == alone.free).all()
         assert _signature(built_like.run()) == _signature(alone.run())
-    assert _signature(placed(rnd, choice, like=engine)[0]) == _signature(placed(rnd, choice)[0])
+    plan = placed(rnd, choice, like=engine)[0]
+    assert _signature(plan) == _signature(placed(rnd, choice)[0])
+    assert gangopt.validate(rnd, plan) == []
 
 
 def _rule5_round() -> Round:
