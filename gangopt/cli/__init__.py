@@ -17,6 +17,7 @@ sees a partial plan even if gangopt is killed mid-write.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -87,7 +88,10 @@ def main(argv: list[str] | None = None, began: float | None = None, whole_proces
     collector), and its thresholds are restored on return."""
     began = time.perf_counter() if began is None else began
     with fewer_collections():
-        return _main(argv, began, whole_process)
+        code = _main(argv, began, whole_process)
+        if whole_process:  # what the command built dies with the process: no collection walks it
+            gc.freeze()
+        return code
 
 
 def process_age() -> float:
