@@ -2,7 +2,9 @@
 pays before and around the solve. Medians of ``--runs`` fresh processes, CPU seconds (user + sys
 of the process, from ``wait4``) and wall, run round-robin so that every row sees the same load:
 
-- ``import gangopt.cli``;
+- ``import gangopt.cli`` (a program importing gangopt's CLI), and ``python -m gangopt solve
+  --help``: the command's own start (imports as ``gangopt solve`` makes them, in the command's
+  process: :mod:`gangopt.startup`), without reading a round;
 - ``python -m gangopt solve ROUND -o PLAN`` end to end (import, parse, solve, write) on the
   fragmented S and M rounds (busy 0.75, preemption on), for cpsat, greedy and every peer
   emulation;
@@ -92,7 +94,12 @@ def main() -> None:
     for size in [*args.sizes, *([] if args.no_xl else ["XL"])]:
         rounds[size] = tmp / f"{size}.json"
         rounds[size].write_text(fragmented_text(size, 0.75), encoding="utf-8")
-    rows: dict[tuple[str, str], list[str]] = {("import", "-"): [sys.executable, "-c", "import gangopt.cli"]}
+    rows: dict[tuple[str, str], list[str]] = {
+        ("import", "-"): [sys.executable, "-c", "import gangopt.cli"],
+        # What the command itself pays before it reads a round (gangopt.startup: its process is
+        # not a program importing gangopt): `gangopt solve`'s imports, then argparse's help.
+        ("command start", "-"): [sys.executable, "-m", "gangopt", "solve", "--help"],
+    }
     for size in args.sizes:
         for solver in SOLVERS:  # cpsat, greedy and every peer emulation (no aliases)
             argv = [sys.executable, "-m", "gangopt", "solve", str(rounds[size]), "--solver", solver]
