@@ -19,7 +19,9 @@ PROBE = (
     "import gc, json, os, sys\n"
     "frozen = gc.get_freeze_count()\n"
     "import gangopt\n"
-    "print(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS'), frozen, gc.get_freeze_count() > 0]))\n"
+    f"gangopt.load_round({str(ROOT / 'instances' / 'basic.json')!r})\n"  # pydantic's validators built and used
+    "print(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS'), frozen, gc.get_freeze_count() > 0,\n"
+    "    os.environ.get('PYDANTIC_DISABLE_PLUGINS'), 'importlib.metadata' in sys.modules]))\n"
 )
 
 
@@ -45,26 +47,41 @@ def test_the_command_is_told_from_a_program_importing_gangopt(
 
 
 def _probe(argv0: str | None, **env: str) -> list[object]:
-    """What a fresh interpreter's import of gangopt did: [OPENBLAS_NUM_THREADS, freeze count
-    before the import, frozen after]; ``argv0``: what ``sys.argv[0]`` says when gangopt is
-    imported (the script's path for the ``gangopt`` command)."""
+    """What a fresh interpreter's import of gangopt (and a round's parse) did: [OPENBLAS_NUM_THREADS,
+    freeze count before the import, frozen after, PYDANTIC_DISABLE_PLUGINS, importlib.metadata
+    imported]; ``argv0``: what ``sys.argv[0]`` says when gangopt is imported (the script's path
+    for the ``gangopt`` command)."""
     code = PROBE if argv0 is None else f"import sys\nsys.argv[0] = {argv0!r}\n" + PROBE
-    environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"} | env
+    mine = {"OPENBLAS_NUM_THREADS", "PYDANTIC_DISABLE_PLUGINS"}
+    environ = {k: v for k, v in os.environ.items() if k not in mine} | env
     argv = [sys.executable, "-c", code]
     out = subprocess.run(argv, cwd=ROOT, env=environ, capture_output=True, text=True, check=True)
     return list(json.loads(out.stdout))
 
 
-def test_a_program_importing_gangopt_keeps_its_environment_and_collector() -> None:
-    assert _probe(None) == [None, 0, False]
+def test_a_program_importing_gangopt_keeps_its_environment_collector_and_plugins() -> None:
+    assert _probe(None) == [None, 0, False, None, True]
 
 
-def test_the_command_gets_one_blas_thread_and_frozen_imports() -> None:
-    assert _probe("/venv/bin/gangopt") == ["1", 0, True]
+def test_the_command_gets_one_blas_thread_frozen_imports_and_no_plugin_search() -> None:
+    """Also: the installed pydantic asks the plugin loader for nothing but ``get_plugins`` (else
+    the stand-in would have imported the real loader, and importlib.metadata with it)."""
+    assert _probe("/venv/bin/gangopt") == ["1", 0, True, startup.PLUGINS_OFF, False]
 
 
-def test_the_callers_blas_threads_are_kept() -> None:
-    assert _probe("/venv/bin/gangopt", OPENBLAS_NUM_THREADS="3") == ["3", 0, True]
+def test_the_callers_choices_are_kept() -> None:
+    """A number of BLAS threads, and plugins (an empty PYDANTIC_DISABLE_PLUGINS: none disabled)."""
+    probe = _probe("/venv/bin/gangopt", OPENBLAS_NUM_THREADS="3", PYDANTIC_DISABLE_PLUGINS="")
+    assert probe == ["3", 0, True, "", True]
+
+
+def test_the_stand_in_loader_says_no_plugins_and_passes_the_rest_on() -> None:
+    module = startup.plugins_off()
+    assert list(module.get_plugins()) == []
+    assert not hasattr(module, "__path__")  # a module, not a package, to the import system
+    assert module.PYDANTIC_ENTRY_POINT_GROUP == "pydantic"  # the real module's, loaded on demand
+    with pytest.raises(AttributeError):
+        _ = module.no_such_name
 
 
 SITE = (
