@@ -29,13 +29,13 @@ interpreter was started as the command, the ``gangopt`` script or ``python -m ga
 from __future__ import annotations
 
 import gc
-import importlib
-import importlib.machinery
-import importlib.util
 import os
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 COMMAND_NAMES = frozenset({"gangopt", "gangopt-script.py", "gangopt.exe"})
 """What the installed ``gangopt`` script is called (``sys.argv[0]``'s last part)."""
@@ -89,7 +89,11 @@ def plugins_off() -> types.ModuleType:
     def __getattr__(name: str) -> Any:  # a module's own attribute hook (PEP 562)
         if name.startswith("__"):  # the import system asks for __path__ etc.: a plain module's answer
             raise AttributeError(name)
-        if not real:
+        if not real:  # importlib's helpers only now: every `import gangopt` imports this module
+            import importlib
+            import importlib.machinery
+            import importlib.util
+
             package = importlib.import_module("pydantic.plugin")
             spec = importlib.machinery.PathFinder.find_spec(LOADER, package.__path__)
             if spec is None or spec.loader is None:
