@@ -97,8 +97,9 @@ SITE = (
 def test_python_dash_m_gangopt_is_the_command(tmp_path: Path, command: list[str]) -> None:
     """``python -m gangopt`` as a user runs it (``--version``: a command that exits the ordinary
     way, so a ``sitecustomize`` can report at exit): one BLAS thread, so no OpenBLAS thread
-    beside the main one, and the imports frozen; the same CLI run from a program is not the
-    command."""
+    beside the main one, and the imports frozen. The same CLI run from a program is not the
+    command: its BLAS threads are its own; only ``run``'s end freezes (``cli.main`` with
+    ``whole_process``: the process ends with the command)."""
     (tmp_path / "sitecustomize.py").write_text(SITE, encoding="utf-8")
     environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     environ["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
