@@ -133,6 +133,12 @@ class _Pool:
     """Per candidate pod group, its running gang's index."""
     pod_pods: np.ndarray
     """Per candidate pod group (one gang's pods of one role on one node), its pods."""
+    pod_evict: np.ndarray
+    """Per candidate pod group, the least secondary cost (objective units) one of its pods
+    costs when it leaves: its gang's eviction cost over its pods, and for an elastic gang no
+    more than the cost of shedding one pod (:meth:`~gangopt.objective.ObjectiveTerms.pod_removal_cost`)."""
+    pod_elastic: np.ndarray
+    """Per candidate pod group, whether its gang is elastic (its pods may leave one by one)."""
     pod_spare_value: np.ndarray
     """Per candidate pod group, 1 when its gang is elastic and in :attr:`spare`, 2 when it is
     in :attr:`whole`, else 0 (its units at their share of its gang's value)."""
@@ -237,6 +243,7 @@ def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], eno
         return {}
 
     plan = tuple(sorted(values.items()))
+    lowest = int(pool.prio.min())
 
     def tier_bound(prio: int, floors: Floors, chain: bool, value: int) -> int | None:
         key = ("lp", prio, floors)  # plans (and callers' ``enough``) that agree above share it
@@ -244,6 +251,8 @@ def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], eno
             pool.cache[key] = _tier_bound(pool, prio, list(floors))
         lp = pool.cache[key]
         assert lp is None or isinstance(lp, int)
+        if prio == lowest:
+            pool.cache[("lowest", plan)] = (prio, floors)  # :func:`eviction_floor`'s premise
         if chain and lp is not None and lp > value and ("open", plan) not in pool.cache:
             pool.cache[("open", plan)] = (prio, floors)  # the first tier the plan leaves open
         return lp
@@ -369,6 +378,12 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         if total > spare_units:
             spare[gi] = (worth[gi] / (total - spare_units), spare_units)
     spare_value = np.isin(cand_gang, np.fromiter(spare, dtype=np.int64, count=len(spare))).astype(float)
+    evict_of: dict[int, float] = {}
+    for gi in np.unique(cand_gang).tolist():
+        run = running[gi]
+        per = terms.eviction_cost(run) / max(1, len(run.pods))
+        evict_of[gi] = min(per, float(terms.pod_removal_cost(run))) if run.elastic else per
+    evict = np.fromiter((evict_of[gi] for gi in cand_gang.tolist()), dtype=float, count=len(cand_gang))
     # Rigid candidates with pods on two or more nodes: evicted whole or kept whole.
     groups_of = np.bincount(cand_gang, minlength=len(running)) if len(cand_gang) else np.zeros(0, np.int64)
     whole_gangs = np.flatnonzero((groups_of >= 2) & (gang_units > 0))
@@ -394,6 +409,8 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         pod_share=share,
         pod_gang_index=cand_gang,
         pod_pods=pods_in,
+        pod_evict=evict,
+        pod_elastic=elastic,
         pod_spare_value=spare_value,
         spare=spare,
         whole=whole,
@@ -407,6 +424,119 @@ def _pool(pre: Prefiltered) -> _Pool | None:
 def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | None:
     """The class LP's bound on tier ``prio`` given the ``floors`` of the tiers above."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    built = _tier_model(pool, prio, floors)
+    if built is None:
+        return None
+    pool.cache[("model", prio, tuple(floors))] = built  # :func:`eviction_floor` reads it again
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(built.model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    relaxed = float(solver.Objective().Value())
+    bound = pool.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+    response = linear_solver_pb2.MPSolutionResponse()
+    solver.FillSolutionResponseProto(response)
+    x = np.asarray(response.variable_value, dtype=float)
+    gang_var = built.gang_var
+    pool.cache[("solution", prio, tuple(floors))] = ClassSolution(
+        priority=prio,
+        levels=built.levels,
+        bound=bound,
+        started=np.where(gang_var >= 0, x[np.maximum(gang_var, 0)], 0.0),
+        domains={g: (pool.required_level[g], d[int(np.argmax(x[cols]))]) for g, (cols, d) in built.domain_of.items()},
+    )
+    return bound
+
+
+def eviction_floor(pre: Prefiltered, values: dict[int, int]) -> int:
+    """A lower bound (objective units, at least 0) on the secondary cost of the preemptions of
+    every plan lexicographically at least as good as one of tier ``values`` (objective units),
+    once :func:`class_tier_bounds` has bounded that plan's lowest tier: 0 otherwise.
+
+    The secondary terms' cheap bound (:func:`gangopt.bounds.cheap_bounds`) counts growth and
+    leaves the preemptions' cost out (0: any plan might evict nothing). But such a plan keeps
+    the tiers above, down to the first one it leaves open, at least at its values (the floors
+    of the lowest tier's LP), and on a fragmented round that takes evictions: the same LP,
+    its objective now the least cost of the units its node states evict (a node in state ``e``
+    pays at least its own cheapest pods summing to ``e_i`` units per band, at their gangs'
+    eviction cost per pod: a rigid gang's pods on one node together, an elastic one's pod by
+    pod at no more than shedding one costs), bounds that cost from below. Measured on issue
+    13's XL round (docs/benchmarks.md, "h30-XLgap")."""
+    pool = pre.derived.get(POOL_KEY)
+    if not isinstance(pool, _Pool):
+        return 0
+    plan = tuple(sorted(values.items()))
+    asked = pool.cache.get(("lowest", plan))
+    if not isinstance(asked, tuple):
+        return 0
+    key = ("evict", *asked)
+    if key not in pool.cache:
+        pool.cache[key] = _eviction_floor(pool, *asked)
+    found = pool.cache[key]
+    assert isinstance(found, int)
+    return found
+
+
+def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
+    """:func:`eviction_floor` for the LP of tier ``prio`` under ``floors``."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    built = pool.cache.get(("model", prio, floors))
+    if not isinstance(built, _Model):
+        return 0
+    model = linear_solver_pb2.MPModelProto()
+    model.CopyFrom(built.model)
+    for var in model.variable:
+        var.objective_coefficient = 0.0
+    cost = np.zeros(len(built.zvar))
+    for i, picked in enumerate(built.band_pods):
+        width = int(built.ze[:, i].max(initial=0)) + 1
+        if width <= 1 or width > NODE_LOSS_WIDTH or not picked.any():
+            continue  # no cost counted for the band: looser, still a bound
+        g = np.flatnonzero(picked)
+        per = np.floor(pool.pod_evict[g] * 1000.0) / 1000.0  # never above the real cost
+        rigid = ~pool.pod_elastic[g]
+        table = _cheapest(
+            pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, built.class_of, built.classes, width
+        )
+        cost += table[built.zc, built.ze[:, i]]
+    unreachable = ~np.isfinite(cost)
+    for v in built.zvar[unreachable].tolist():
+        model.variable[v].upper_bound = 0.0  # no node of its class can lose that (as :func:`_node_losses`)
+    for v, c in zip(built.zvar[~unreachable].tolist(), cost[~unreachable].tolist(), strict=True):
+        if c > 0:
+            model.variable[v].objective_coefficient = -c
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return 0
+    least = -float(solver.Objective().Value())
+    return max(0, math.floor(least - 1e-6 * abs(least) - LP_MARGIN))
+
+
+@dataclass
+class _Model:
+    """One tier's class LP (:func:`_tier_model`) and what its solutions are read by."""
+
+    model: linear_solver_pb2.MPModelProto
+    levels: tuple[int, ...]
+    gang_var: np.ndarray
+    domain_of: dict[int, tuple[list[int], list[int]]]
+    zvar: np.ndarray
+    """The node-state variables: class :attr:`zc`, units evicted per band :attr:`ze`."""
+    zc: np.ndarray
+    ze: np.ndarray
+    band_pods: list[np.ndarray]
+    """Per band, the candidate pod groups its states evict (a mask over the pool's groups)."""
+    units: np.ndarray
+    per_pod: np.ndarray
+    class_of: np.ndarray
+    classes: int
+
+
+def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model | None:
+    """The class LP of tier ``prio`` given the ``floors`` of the tiers above (its objective:
+    the tier's value); None when its states would be too many (:data:`MAX_STATES`)."""
+    from ortools.linear_solver import linear_solver_pb2
 
     floor_of = dict(floors)
     levels = sorted({prio, *floor_of})
@@ -689,22 +819,20 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
             lower_bound=rhs,
             upper_bound=math.inf,
         )
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
-    relaxed = float(solver.Objective().Value())
-    bound = pool.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
-    response = linear_solver_pb2.MPSolutionResponse()
-    solver.FillSolutionResponseProto(response)
-    x = np.asarray(response.variable_value, dtype=float)
-    pool.cache[("solution", prio, tuple(floors))] = ClassSolution(
-        priority=prio,
+    return _Model(
+        model=model,
         levels=tuple(levels),
-        bound=bound,
-        started=np.where(gang_var >= 0, x[np.maximum(gang_var, 0)], 0.0),
-        domains={g: (pool.required_level[g], d[int(np.argmax(x[cols]))]) for g, (cols, d) in domain_of.items()},
+        gang_var=gang_var,
+        domain_of=domain_of,
+        zvar=zvar,
+        zc=zc,
+        ze=ze,
+        band_pods=[movable & (band_of == i) & (units > 0) for i in range(bands)],
+        units=units,
+        per_pod=per_pod,
+        class_of=class_of,
+        classes=len(classes),
     )
-    return bound
 
 
 @dataclass
@@ -745,23 +873,42 @@ def _node_losses(
     :data:`NODE_LOSS_WIDTH`."""
     if width > NODE_LOSS_WIDTH or not picked.any():
         return None
-    n = pool.free.shape[0]
     g = np.flatnonzero(picked)
     cost = np.where(pool.pod_prio[g] == level, np.floor(pool.pod_share[g] * 1000.0) / 1000.0, 0.0)
-    free = cost <= 0
-    # Valued groups merged per node and gang; the others one item per pod.
-    valued = g[~free]
+    # Valued groups merged per node and gang; the others one item per pod, for nothing.
+    return _cheapest(pool, g, cost, cost > 0, np.zeros(len(g)), units, per_pod, class_of, classes, width)
+
+
+def _cheapest(
+    pool: _Pool,
+    g: np.ndarray,
+    cost: np.ndarray,
+    whole: np.ndarray,
+    pod_cost: np.ndarray,
+    units: np.ndarray,
+    per_pod: np.ndarray,
+    class_of: np.ndarray,
+    classes: int,
+    width: int,
+) -> np.ndarray:
+    """Per class and units ``x`` (``< width``), the least cost a node of the class pays when
+    exactly ``x`` units of the candidate pod groups ``g`` leave it (inf: no node can): the
+    groups ``whole`` go together per node and gang at their summed ``cost``, the others pod
+    by pod at ``pod_cost`` each (per group)."""
+    n = pool.free.shape[0]
+    valued = g[whole]
     key = np.stack([pool.pod_node[valued], pool.pod_gang_index[valued]], axis=1)
     merged, where = np.unique(key, axis=0, return_inverse=True)
     where = where.reshape(-1)
     m_units = np.bincount(where, weights=units[valued], minlength=len(merged)).astype(np.int64)
-    m_cost = np.bincount(where, weights=cost[~free], minlength=len(merged))
-    loose = g[free]
+    m_cost = np.bincount(where, weights=cost[whole], minlength=len(merged))
+    loose = g[~whole]
     p_node = np.repeat(pool.pod_node[loose], pool.pod_pods[loose])
     p_units = np.repeat(per_pod[loose], pool.pod_pods[loose])
+    p_cost = np.repeat(pod_cost[~whole], pool.pod_pods[loose])
     item_node = np.concatenate([merged[:, 0], p_node]).astype(np.int64)
     item_units = np.concatenate([m_units, p_units]).astype(np.int64)
-    item_cost = np.concatenate([m_cost, np.zeros(len(p_node))])
+    item_cost = np.concatenate([m_cost, p_cost])
     order = np.lexsort((item_units, item_node))
     item_node, item_units, item_cost = item_node[order], item_units[order], item_cost[order]
     slot = np.arange(len(item_node)) - np.searchsorted(item_node, item_node, side="left")
