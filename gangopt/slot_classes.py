@@ -497,7 +497,16 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
         per = np.floor(pool.pod_evict[g] * 1000.0) / 1000.0  # never above the real cost
         rigid = ~pool.pod_elastic[g]
         table = _cheapest(
-            pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, built.class_of, built.classes, width
+            pool,
+            g,
+            per * pool.pod_pods[g],
+            rigid,
+            per,
+            built.units,
+            built.per_pod,
+            built.class_of,
+            built.classes,
+            width,
         )
         cost += table[built.zc, built.ze[:, i]]
     unreachable = ~np.isfinite(cost)

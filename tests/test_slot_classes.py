@@ -193,10 +193,7 @@ def test_a_rigid_victim_on_two_nodes_is_lost_whole_for_one_of_them() -> None:
     assert class_tier_bounds(pre, {5: 80, 0: 20}, tier_ceilings(pre)) == {0: 20}
 
 
-
-@pytest.mark.parametrize(
-    ("seed", "running_mix"), [(0, "tilted"), (4, "tilted"), (0, "jobs")]
-)
+@pytest.mark.parametrize(("seed", "running_mix"), [(0, "tilted"), (4, "tilted"), (0, "jobs")])
 def test_the_per_node_loss_tightens_the_bound_and_keeps_it_valid(
     seed: int, running_mix: Literal["jobs", "tilted"], monkeypatch: pytest.MonkeyPatch
 ) -> None:
