@@ -33,6 +33,11 @@ until its model no longer grows with the running gangs:
   paid for by cheap pods on the class's other nodes, which stay.
 * **Lexicographic floors**, as in :mod:`gangopt.slots`: the tiers above, down to the first one
   the plan does not prove, at least the plan's values.
+* **The preemptions' cost** (:func:`eviction_floor`): the lowest tier's LP again, its objective
+  the least eviction cost of its node states (each node its own cheapest pods, at their gangs'
+  eviction cost per pod), a floor under the secondary cost of every plan that keeps the floors:
+  on issue 13's XL round 734.4 GPU-eq (greedy pays 4,792.7) in 0.16-0.18 CPU-s, the secondary
+  bound 3,960.2 -> 3,225.8 and the reported gap 4.8 % -> 4.6 % (docs/benchmarks.md, "h30-XLgap").
 
 Left out (each only loosens the bound): topology (required and preferred), gang groups,
 quotas, slices, growth, and the other resources per node. So it is a relaxation of the
@@ -77,7 +82,9 @@ here (its bands hold too many units per node: the model would grow with the runn
 SECONDS_PER_CANDIDATE_POD = 3e-5
 """Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) per pod of
 a candidate running gang: 1.3-1.4 CPU-s for the 59,283 candidate pods of issue 13's XL round
-(the pool 0.4, the models 0.6, GLOP 0.3) on a machine at load 9; rounded up for a busier one."""
+(the pool 0.4, the models 0.6, GLOP 0.3) on a machine at load 9; rounded up for a busier one.
+It covers :func:`eviction_floor`'s LP too (0.16-0.18 CPU-s more there: 1.4-1.7 of the 1.78
+estimated, load 4-6)."""
 
 SHARE = 0.25
 """The class bounds run when their estimate is at most this share of ``policy.time_limit``
@@ -428,7 +435,8 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
     built = _tier_model(pool, prio, floors)
     if built is None:
         return None
-    pool.cache[("model", prio, tuple(floors))] = built  # :func:`eviction_floor` reads it again
+    if prio == int(pool.prio.min()):
+        pool.cache[("model", prio, tuple(floors))] = built  # :func:`eviction_floor` reads it again
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if solver.LoadModelFromProto(built.model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
         return None
