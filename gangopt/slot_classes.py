@@ -485,8 +485,20 @@ def eviction_floor(pre: Prefiltered, values: dict[int, int]) -> int:
     return found
 
 
+EVICTION_SEGMENTS = 8
+"""Segments per node state of a class in :func:`eviction_floor`'s LP: the state's nodes pay at
+least the cheapest of the class's own costs for it, sorted, in this many steps (each at its
+segment's least). With the class's least cost alone (one segment) the floor at XL was 734.4
+GPU-eq."""
+
+
 def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
-    """:func:`eviction_floor` for the LP of tier ``prio`` under ``floors``."""
+    """:func:`eviction_floor` for the LP of tier ``prio`` under ``floors``.
+
+    Each node's cost of each state is its own cheapest pods (per band, summed over the bands);
+    ``z[k, e]`` nodes of class ``k`` in state ``e`` pay at least the ``z[k, e]`` cheapest of
+    the class's nodes' costs for ``e`` (a plan's nodes in that state are some of them), as a
+    convex piecewise cost of :data:`EVICTION_SEGMENTS` steps, each at its least."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
 
     built = pool.cache.get(("model", prio, floors))
@@ -496,7 +508,7 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
     model.CopyFrom(built.model)
     for var in model.variable:
         var.objective_coefficient = 0.0
-    cost = np.zeros(len(built.zvar))
+    tables: list[tuple[int, np.ndarray]] = []  # per band counted: (band, per node and units)
     for i, picked in enumerate(built.band_pods):
         width = int(built.ze[:, i].max(initial=0)) + 1
         if width <= 1 or width > NODE_LOSS_WIDTH or not picked.any():
@@ -504,30 +516,46 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
         g = np.flatnonzero(picked)
         per = np.floor(pool.pod_evict[g] * 1000.0) / 1000.0  # never above the real cost
         rigid = ~pool.pod_elastic[g]
-        table = _cheapest(
-            pool,
-            g,
-            per * pool.pod_pods[g],
-            rigid,
-            per,
-            built.units,
-            built.per_pod,
-            built.class_of,
-            built.classes,
-            width,
-        )
-        cost += table[built.zc, built.ze[:, i]]
-    unreachable = ~np.isfinite(cost)
-    for v in built.zvar[unreachable].tolist():
-        model.variable[v].upper_bound = 0.0  # no node of its class can lose that (as :func:`_node_losses`)
-    for v, c in zip(built.zvar[~unreachable].tolist(), cost[~unreachable].tolist(), strict=True):
-        if c > 0:
-            model.variable[v].objective_coefficient = -c
+        tables.append((i, _node_table(pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, width)))
+    if not tables:
+        return 0
+    by_class = np.argsort(built.class_of, kind="stable")
+    node_start = np.searchsorted(built.class_of[by_class], np.arange(built.classes + 1))
+    z_start = np.searchsorted(built.zc, np.arange(built.classes + 1))
+    for q in range(built.classes):
+        nodes = by_class[node_start[q] : node_start[q + 1]]
+        states = np.arange(z_start[q], z_start[q + 1])
+        if not len(nodes) or not len(states):
+            continue
+        cost = np.zeros((len(nodes), len(states)))
+        for i, table in tables:
+            cost += table[nodes[:, None], built.ze[states, i][None, :]]
+        cost.sort(axis=0)  # per state, the class's nodes cheapest first (inf: cannot)
+        cuts = np.unique(np.linspace(0, len(nodes), min(EVICTION_SEGMENTS, len(nodes)) + 1).astype(np.int64))
+        for j, state in enumerate(states.tolist()):
+            z = int(built.zvar[state])
+            least = cost[cuts[:-1], j]
+            if not np.isfinite(least[0]):
+                model.variable[z].upper_bound = 0.0  # no node of the class can lose that
+                continue
+            if len(cuts) == 2 or least[-1] == least[0]:
+                model.variable[z].objective_coefficient = -float(least[0])
+                continue
+            steps = [(float(c), float(hi - lo)) for c, lo, hi in zip(least, cuts[:-1], cuts[1:], strict=True)]
+            row = model.constraint.add(lower_bound=0.0, upper_bound=0.0)
+            row.var_index.append(z)
+            row.coefficient.append(1.0)
+            for c, size in steps:
+                if not math.isfinite(c):
+                    break  # the nodes past here cannot be in this state
+                row.var_index.append(len(model.variable))
+                row.coefficient.append(-1.0)
+                model.variable.add(lower_bound=0.0, upper_bound=size, objective_coefficient=-c)
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
         return 0
-    least = -float(solver.Objective().Value())
-    return max(0, math.floor(least - 1e-6 * abs(least) - LP_MARGIN))
+    least_cost = -float(solver.Objective().Value())
+    return max(0, math.floor(least_cost - 1e-6 * abs(least_cost) - LP_MARGIN))
 
 
 @dataclass
@@ -910,8 +938,27 @@ def _cheapest(
 ) -> np.ndarray:
     """Per class and units ``x`` (``< width``), the least cost a node of the class pays when
     exactly ``x`` units of the candidate pod groups ``g`` leave it (inf: no node can): the
-    groups ``whole`` go together per node and gang at their summed ``cost``, the others pod
-    by pod at ``pod_cost`` each (per group)."""
+    least of :func:`_node_table` over the class's nodes."""
+    table = _node_table(pool, g, cost, whole, pod_cost, units, per_pod, width)
+    out = np.full((classes, width), np.inf)
+    np.minimum.at(out, class_of, table)
+    return out
+
+
+def _node_table(
+    pool: _Pool,
+    g: np.ndarray,
+    cost: np.ndarray,
+    whole: np.ndarray,
+    pod_cost: np.ndarray,
+    units: np.ndarray,
+    per_pod: np.ndarray,
+    width: int,
+) -> np.ndarray:
+    """Per node and units ``x`` (``< width``), the least cost the node pays when exactly ``x``
+    units of the candidate pod groups ``g`` leave it (inf: it cannot): the groups ``whole`` go
+    together per node and gang at their summed ``cost``, the others pod by pod at ``pod_cost``
+    each (per group)."""
     n = pool.free.shape[0]
     valued = g[whole]
     key = np.stack([pool.pod_node[valued], pool.pod_gang_index[valued]], axis=1)
@@ -938,9 +985,7 @@ def _cheapest(
         src = x[None, :] - u[:, None]
         shifted = np.where(src >= 0, table[rows[:, None], np.maximum(src, 0)] + c[:, None], np.inf)
         table[rows] = np.minimum(table[rows], shifted)
-    out = np.full((classes, width), np.inf)
-    np.minimum.at(out, class_of, table)
-    return out
+    return table
 
 
 def _row(
