@@ -35,9 +35,11 @@ until its model no longer grows with the running gangs:
   the plan does not prove, at least the plan's values.
 * **The preemptions' cost** (:func:`eviction_floor`): the lowest tier's LP again, its objective
   the least eviction cost of its node states (each node its own cheapest pods, at their gangs'
-  eviction cost per pod), a floor under the secondary cost of every plan that keeps the floors:
-  on issue 13's XL round 734.4 GPU-eq (greedy pays 4,792.7) in 0.16-0.18 CPU-s, the secondary
-  bound 3,960.2 -> 3,225.8 and the reported gap 4.8 % -> 4.6 % (docs/benchmarks.md, "h30-XLgap").
+  eviction cost per pod; a state's nodes at least the cheapest of their class's own costs for
+  it, in :data:`EVICTION_SEGMENTS` steps), a floor under the secondary cost of every plan that
+  keeps the floors: on issue 13's XL round 2,499.8 GPU-eq (greedy pays 4,792.7) in 0.64-0.67
+  CPU-s, the secondary bound 3,960.2 -> 1,460.4 and the reported gap 4.8 % -> 4.2 %
+  (docs/benchmarks.md, "h30-XLgap").
 
 Left out (each only loosens the bound): topology (required and preferred), gang groups,
 quotas, slices, growth, and the other resources per node. So it is a relaxation of the
@@ -79,17 +81,17 @@ MAX_STATES = 200_000
 """Most node-state variables (``z``) one tier's LP may have; a round past it gets no bound
 here (its bands hold too many units per node: the model would grow with the running pods)."""
 
-SECONDS_PER_CANDIDATE_POD = 3e-5
-"""Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) per pod of
-a candidate running gang: 1.3-1.4 CPU-s for the 59,283 candidate pods of issue 13's XL round
-(the pool 0.4, the models 0.6, GLOP 0.3) on a machine at load 9; rounded up for a busier one.
-It covers :func:`eviction_floor`'s LP too (0.16-0.18 CPU-s more there: 1.4-1.7 of the 1.78
-estimated, load 4-6)."""
+SECONDS_PER_CANDIDATE_POD = 3.5e-5
+"""Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) and of
+:func:`eviction_floor`'s LP per pod of a candidate running gang: 1.3-1.4 CPU-s for the 59,283
+candidate pods of issue 13's XL round (the pool 0.4, the models 0.6, GLOP 0.3) on a machine at
+load 9, rounded up for a busier one (3e-5); the eviction floor adds 0.64-0.67 CPU-s there
+(1.9-2.3 in all at load 5-7: 2.07 estimated now, h30-XLgap)."""
 
 SHARE = 0.25
 """The class bounds run when their estimate is at most this share of ``policy.time_limit``
 (a rule on the round, not the clock: the same bounds on a loaded machine): XL at a 10 s limit
-(estimate 1.8 s), not at 3 s."""
+(estimate 2.1 s), not at 3 s."""
 
 
 def affordable(pre: Prefiltered) -> bool:
@@ -489,7 +491,8 @@ EVICTION_SEGMENTS = 8
 """Segments per node state of a class in :func:`eviction_floor`'s LP: the state's nodes pay at
 least the cheapest of the class's own costs for it, sorted, in this many steps (each at its
 segment's least). With the class's least cost alone (one segment) the floor at XL was 734.4
-GPU-eq."""
+GPU-eq; with 4, 8, 16 and 32: 2,167.0, 2,499.8, 2,633.8 and 2,714.2, in 0.58, 0.65, 0.78 and
+0.96 CPU-s (GLOP 0.44-0.69; load 7.6)."""
 
 
 def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
