@@ -196,8 +196,8 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
 
     Where the node-class LP bounded the lowest tier, the secondary bound is also lowered by
     the preemptions' cost every plan at least as good must pay
-    (:func:`~gangopt.slot_classes.eviction_floor`: fragmented XL, 3,960.2 -> 3,225.8 GPU-eq, the
-    gap 4.78 % -> 4.61 %, 0.16-0.18 CPU-s).
+    (:func:`~gangopt.slot_classes.eviction_floor`: fragmented XL, 3,960.2 -> 1,460.4 GPU-eq, the
+    gap 4.78 % -> 4.22 %, 0.64-0.67 CPU-s).
 
     What a solver's clock left out (:func:`leave_out`) stays out, whatever ``lp`` says."""
     left_out = bounds_left_out(pre)
