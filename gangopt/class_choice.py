@@ -36,7 +36,10 @@ SECONDS_PER_POD = 7e-5
 """Estimated CPU seconds of one slot-placer pass per pod (running, and pending minimums): 1.26
 CPU-s for the 19,476 of the fragmented 4,096-node round, 6.1-7.3 for the 78,415 of the
 16,384-node one (busy 0.75, load 4); so at a 10 s limit the XL round's choice is never placed
-(greedy and the bounds alone take most of it)."""
+(greedy and the bounds alone take most of it). With greedy's engine shared (``like``, as the
+door passes it) a pass there is 4.35-4.79 CPU-s (load 4-6, h30-XLgap): still a whole greedy
+run, and the LP's choice there is greedy's own admissions but for 3 gangs that fit nowhere
+after greedy's run (docs/benchmarks.md, "h30-XLgap")."""
 
 SHARE = 0.25
 """Without a clock (``policy.deterministic``) the class choice is placed when its estimated

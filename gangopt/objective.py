@@ -290,7 +290,12 @@ class ObjectiveTerms:
         return round(self.rnd.policy.weights.growth * self.pod_value(role))
 
     def preemption_cost(self, gang: RunningGang) -> float:
-        """GPU-hours lost if the whole gang is evicted."""
+        """GPU-hours lost if the whole gang is evicted; once per gang (greedy's victim order
+        and the node-class LP's eviction floor both ask for every candidate: 54,869 at
+        fragmented XL, 0.15 CPU-s a pass)."""
+        return self._once("preemption", gang, self._preemption_cost)
+
+    def _preemption_cost(self, gang: RunningGang) -> float:
         if gang.preemption_cost is not None:
             return gang.preemption_cost
         roles = gang.roles

@@ -33,6 +33,13 @@ until its model no longer grows with the running gangs:
   paid for by cheap pods on the class's other nodes, which stay.
 * **Lexicographic floors**, as in :mod:`gangopt.slots`: the tiers above, down to the first one
   the plan does not prove, at least the plan's values.
+* **The preemptions' cost** (:func:`eviction_floor`): the lowest tier's LP again, its objective
+  the least eviction cost of its node states (each node its own cheapest pods, at their gangs'
+  eviction cost per pod; a state's nodes at least the cheapest of their class's own costs for
+  it, in :data:`EVICTION_SEGMENTS` steps), a floor under the secondary cost of every plan that
+  keeps the floors: on issue 13's XL round 2,499.8 GPU-eq (greedy pays 4,792.7) in 0.64-0.67
+  CPU-s, the secondary bound 3,960.2 -> 1,460.4 and the reported gap 4.8 % -> 4.2 %
+  (docs/benchmarks.md, "h30-XLgap").
 
 Left out (each only loosens the bound): topology (required and preferred), gang groups,
 quotas, slices, growth, and the other resources per node. So it is a relaxation of the
@@ -74,15 +81,17 @@ MAX_STATES = 200_000
 """Most node-state variables (``z``) one tier's LP may have; a round past it gets no bound
 here (its bands hold too many units per node: the model would grow with the running pods)."""
 
-SECONDS_PER_CANDIDATE_POD = 3e-5
-"""Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) per pod of
-a candidate running gang: 1.3-1.4 CPU-s for the 59,283 candidate pods of issue 13's XL round
-(the pool 0.4, the models 0.6, GLOP 0.3) on a machine at load 9; rounded up for a busier one."""
+SECONDS_PER_CANDIDATE_POD = 3.5e-5
+"""Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) and of
+:func:`eviction_floor`'s LP per pod of a candidate running gang: 1.3-1.4 CPU-s for the 59,283
+candidate pods of issue 13's XL round (the pool 0.4, the models 0.6, GLOP 0.3) on a machine at
+load 9, rounded up for a busier one (3e-5); the eviction floor adds 0.64-0.67 CPU-s there
+(1.9-2.3 in all at load 5-7: 2.07 estimated now, h30-XLgap)."""
 
 SHARE = 0.25
 """The class bounds run when their estimate is at most this share of ``policy.time_limit``
 (a rule on the round, not the clock: the same bounds on a loaded machine): XL at a 10 s limit
-(estimate 1.8 s), not at 3 s."""
+(estimate 2.1 s), not at 3 s."""
 
 
 def affordable(pre: Prefiltered) -> bool:
@@ -133,6 +142,12 @@ class _Pool:
     """Per candidate pod group, its running gang's index."""
     pod_pods: np.ndarray
     """Per candidate pod group (one gang's pods of one role on one node), its pods."""
+    pod_evict: np.ndarray
+    """Per candidate pod group, the least secondary cost (objective units) one of its pods
+    costs when it leaves: its gang's eviction cost over its pods, and for an elastic gang no
+    more than the cost of shedding one pod (:meth:`~gangopt.objective.ObjectiveTerms.pod_removal_cost`)."""
+    pod_elastic: np.ndarray
+    """Per candidate pod group, whether its gang is elastic (its pods may leave one by one)."""
     pod_spare_value: np.ndarray
     """Per candidate pod group, 1 when its gang is elastic and in :attr:`spare`, 2 when it is
     in :attr:`whole`, else 0 (its units at their share of its gang's value)."""
@@ -237,6 +252,7 @@ def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], eno
         return {}
 
     plan = tuple(sorted(values.items()))
+    lowest = int(pool.prio.min())
 
     def tier_bound(prio: int, floors: Floors, chain: bool, value: int) -> int | None:
         key = ("lp", prio, floors)  # plans (and callers' ``enough``) that agree above share it
@@ -244,6 +260,8 @@ def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], eno
             pool.cache[key] = _tier_bound(pool, prio, list(floors))
         lp = pool.cache[key]
         assert lp is None or isinstance(lp, int)
+        if prio == lowest:
+            pool.cache[("lowest", plan)] = (prio, floors)  # :func:`eviction_floor`'s premise
         if chain and lp is not None and lp > value and ("open", plan) not in pool.cache:
             pool.cache[("open", plan)] = (prio, floors)  # the first tier the plan leaves open
         return lp
@@ -369,6 +387,12 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         if total > spare_units:
             spare[gi] = (worth[gi] / (total - spare_units), spare_units)
     spare_value = np.isin(cand_gang, np.fromiter(spare, dtype=np.int64, count=len(spare))).astype(float)
+    evict_of: dict[int, float] = {}
+    for gi in np.unique(cand_gang).tolist():
+        run = running[gi]
+        per = terms.eviction_cost(run) / max(1, len(run.pods))
+        evict_of[gi] = min(per, float(terms.pod_removal_cost(run))) if run.elastic else per
+    evict = np.fromiter((evict_of[gi] for gi in cand_gang.tolist()), dtype=float, count=len(cand_gang))
     # Rigid candidates with pods on two or more nodes: evicted whole or kept whole.
     groups_of = np.bincount(cand_gang, minlength=len(running)) if len(cand_gang) else np.zeros(0, np.int64)
     whole_gangs = np.flatnonzero((groups_of >= 2) & (gang_units > 0))
@@ -394,6 +418,8 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         pod_share=share,
         pod_gang_index=cand_gang,
         pod_pods=pods_in,
+        pod_evict=evict,
+        pod_elastic=elastic,
         pod_spare_value=spare_value,
         spare=spare,
         whole=whole,
@@ -407,6 +433,158 @@ def _pool(pre: Prefiltered) -> _Pool | None:
 def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | None:
     """The class LP's bound on tier ``prio`` given the ``floors`` of the tiers above."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    built = _tier_model(pool, prio, floors)
+    if built is None:
+        return None
+    if prio == int(pool.prio.min()):
+        pool.cache[("model", prio, tuple(floors))] = built  # :func:`eviction_floor` reads it again
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(built.model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    relaxed = float(solver.Objective().Value())
+    bound = pool.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
+    response = linear_solver_pb2.MPSolutionResponse()
+    solver.FillSolutionResponseProto(response)
+    x = np.asarray(response.variable_value, dtype=float)
+    gang_var = built.gang_var
+    pool.cache[("solution", prio, tuple(floors))] = ClassSolution(
+        priority=prio,
+        levels=built.levels,
+        bound=bound,
+        started=np.where(gang_var >= 0, x[np.maximum(gang_var, 0)], 0.0),
+        domains={g: (pool.required_level[g], d[int(np.argmax(x[cols]))]) for g, (cols, d) in built.domain_of.items()},
+    )
+    return bound
+
+
+def eviction_floor(pre: Prefiltered, values: dict[int, int]) -> int:
+    """A lower bound (objective units, at least 0) on the secondary cost of the preemptions of
+    every plan lexicographically at least as good as one of tier ``values`` (objective units),
+    once :func:`class_tier_bounds` has bounded that plan's lowest tier: 0 otherwise.
+
+    The secondary terms' cheap bound (:func:`gangopt.bounds.cheap_bounds`) counts growth and
+    leaves the preemptions' cost out (0: any plan might evict nothing). But such a plan keeps
+    the tiers above, down to the first one it leaves open, at least at its values (the floors
+    of the lowest tier's LP), and on a fragmented round that takes evictions: the same LP,
+    its objective now the least cost of the units its node states evict (a node in state ``e``
+    pays at least its own cheapest pods summing to ``e_i`` units per band, at their gangs'
+    eviction cost per pod: a rigid gang's pods on one node together, an elastic one's pod by
+    pod at no more than shedding one costs), bounds that cost from below. Measured on issue
+    13's XL round (docs/benchmarks.md, "h30-XLgap")."""
+    pool = pre.derived.get(POOL_KEY)
+    if not isinstance(pool, _Pool):
+        return 0
+    plan = tuple(sorted(values.items()))
+    asked = pool.cache.get(("lowest", plan))
+    if not isinstance(asked, tuple):
+        return 0
+    key = ("evict", *asked)
+    if key not in pool.cache:
+        pool.cache[key] = _eviction_floor(pool, *asked)
+    found = pool.cache[key]
+    assert isinstance(found, int)
+    return found
+
+
+EVICTION_SEGMENTS = 8
+"""Segments per node state of a class in :func:`eviction_floor`'s LP: the state's nodes pay at
+least the cheapest of the class's own costs for it, sorted, in this many steps (each at its
+segment's least). With the class's least cost alone (one segment) the floor at XL was 734.4
+GPU-eq; with 4, 8, 16 and 32: 2,167.0, 2,499.8, 2,633.8 and 2,714.2, in 0.58, 0.65, 0.78 and
+0.96 CPU-s (GLOP 0.44-0.69; load 7.6)."""
+
+
+def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
+    """:func:`eviction_floor` for the LP of tier ``prio`` under ``floors``.
+
+    Each node's cost of each state is its own cheapest pods (per band, summed over the bands);
+    ``z[k, e]`` nodes of class ``k`` in state ``e`` pay at least the ``z[k, e]`` cheapest of
+    the class's nodes' costs for ``e`` (a plan's nodes in that state are some of them), as a
+    convex piecewise cost of :data:`EVICTION_SEGMENTS` steps, each at its least."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    built = pool.cache.get(("model", prio, floors))
+    if not isinstance(built, _Model):
+        return 0
+    model = linear_solver_pb2.MPModelProto()
+    model.CopyFrom(built.model)
+    for var in model.variable:
+        var.objective_coefficient = 0.0
+    tables: list[tuple[int, np.ndarray]] = []  # per band counted: (band, per node and units)
+    for i, picked in enumerate(built.band_pods):
+        width = int(built.ze[:, i].max(initial=0)) + 1
+        if width <= 1 or width > NODE_LOSS_WIDTH or not picked.any():
+            continue  # no cost counted for the band: looser, still a bound
+        g = np.flatnonzero(picked)
+        per = np.floor(pool.pod_evict[g] * 1000.0) / 1000.0  # never above the real cost
+        rigid = ~pool.pod_elastic[g]
+        tables.append((i, _node_table(pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, width)))
+    if not tables:
+        return 0
+    by_class = np.argsort(built.class_of, kind="stable")
+    node_start = np.searchsorted(built.class_of[by_class], np.arange(built.classes + 1))
+    z_start = np.searchsorted(built.zc, np.arange(built.classes + 1))
+    for q in range(built.classes):
+        nodes = by_class[node_start[q] : node_start[q + 1]]
+        states = np.arange(z_start[q], z_start[q + 1])
+        if not len(nodes) or not len(states):
+            continue
+        cost = np.zeros((len(nodes), len(states)))
+        for i, table in tables:
+            cost += table[nodes[:, None], built.ze[states, i][None, :]]
+        cost.sort(axis=0)  # per state, the class's nodes cheapest first (inf: cannot)
+        cuts = np.unique(np.linspace(0, len(nodes), min(EVICTION_SEGMENTS, len(nodes)) + 1).astype(np.int64))
+        for j, state in enumerate(states.tolist()):
+            z = int(built.zvar[state])
+            least = cost[cuts[:-1], j]
+            if not np.isfinite(least[0]):
+                model.variable[z].upper_bound = 0.0  # no node of the class can lose that
+                continue
+            if len(cuts) == 2 or least[-1] == least[0]:
+                model.variable[z].objective_coefficient = -float(least[0])
+                continue
+            steps = [(float(c), float(hi - lo)) for c, lo, hi in zip(least, cuts[:-1], cuts[1:], strict=True)]
+            row = model.constraint.add(lower_bound=0.0, upper_bound=0.0)
+            row.var_index.append(z)
+            row.coefficient.append(1.0)
+            for c, size in steps:
+                if not math.isfinite(c):
+                    break  # the nodes past here cannot be in this state
+                row.var_index.append(len(model.variable))
+                row.coefficient.append(-1.0)
+                model.variable.add(lower_bound=0.0, upper_bound=size, objective_coefficient=-c)
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return 0
+    least_cost = -float(solver.Objective().Value())
+    return max(0, math.floor(least_cost - 1e-6 * abs(least_cost) - LP_MARGIN))
+
+
+@dataclass
+class _Model:
+    """One tier's class LP (:func:`_tier_model`) and what its solutions are read by."""
+
+    model: linear_solver_pb2.MPModelProto
+    levels: tuple[int, ...]
+    gang_var: np.ndarray
+    domain_of: dict[int, tuple[list[int], list[int]]]
+    zvar: np.ndarray
+    """The node-state variables: class :attr:`zc`, units evicted per band :attr:`ze`."""
+    zc: np.ndarray
+    ze: np.ndarray
+    band_pods: list[np.ndarray]
+    """Per band, the candidate pod groups its states evict (a mask over the pool's groups)."""
+    units: np.ndarray
+    per_pod: np.ndarray
+    class_of: np.ndarray
+    classes: int
+
+
+def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model | None:
+    """The class LP of tier ``prio`` given the ``floors`` of the tiers above (its objective:
+    the tier's value); None when its states would be too many (:data:`MAX_STATES`)."""
+    from ortools.linear_solver import linear_solver_pb2
 
     floor_of = dict(floors)
     levels = sorted({prio, *floor_of})
@@ -689,22 +867,20 @@ def _tier_bound(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> int | 
             lower_bound=rhs,
             upper_bound=math.inf,
         )
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
-    relaxed = float(solver.Objective().Value())
-    bound = pool.fixed_value.get(prio, 0) + math.floor(relaxed + 1e-6 * abs(relaxed) + LP_MARGIN)
-    response = linear_solver_pb2.MPSolutionResponse()
-    solver.FillSolutionResponseProto(response)
-    x = np.asarray(response.variable_value, dtype=float)
-    pool.cache[("solution", prio, tuple(floors))] = ClassSolution(
-        priority=prio,
+    return _Model(
+        model=model,
         levels=tuple(levels),
-        bound=bound,
-        started=np.where(gang_var >= 0, x[np.maximum(gang_var, 0)], 0.0),
-        domains={g: (pool.required_level[g], d[int(np.argmax(x[cols]))]) for g, (cols, d) in domain_of.items()},
+        gang_var=gang_var,
+        domain_of=domain_of,
+        zvar=zvar,
+        zc=zc,
+        ze=ze,
+        band_pods=[movable & (band_of == i) & (units > 0) for i in range(bands)],
+        units=units,
+        per_pod=per_pod,
+        class_of=class_of,
+        classes=len(classes),
     )
-    return bound
 
 
 @dataclass
@@ -745,23 +921,61 @@ def _node_losses(
     :data:`NODE_LOSS_WIDTH`."""
     if width > NODE_LOSS_WIDTH or not picked.any():
         return None
-    n = pool.free.shape[0]
     g = np.flatnonzero(picked)
     cost = np.where(pool.pod_prio[g] == level, np.floor(pool.pod_share[g] * 1000.0) / 1000.0, 0.0)
-    free = cost <= 0
-    # Valued groups merged per node and gang; the others one item per pod.
-    valued = g[~free]
+    # Valued groups merged per node and gang; the others one item per pod, for nothing.
+    return _cheapest(pool, g, cost, cost > 0, np.zeros(len(g)), units, per_pod, class_of, classes, width)
+
+
+def _cheapest(
+    pool: _Pool,
+    g: np.ndarray,
+    cost: np.ndarray,
+    whole: np.ndarray,
+    pod_cost: np.ndarray,
+    units: np.ndarray,
+    per_pod: np.ndarray,
+    class_of: np.ndarray,
+    classes: int,
+    width: int,
+) -> np.ndarray:
+    """Per class and units ``x`` (``< width``), the least cost a node of the class pays when
+    exactly ``x`` units of the candidate pod groups ``g`` leave it (inf: no node can): the
+    least of :func:`_node_table` over the class's nodes."""
+    table = _node_table(pool, g, cost, whole, pod_cost, units, per_pod, width)
+    out = np.full((classes, width), np.inf)
+    np.minimum.at(out, class_of, table)
+    return out
+
+
+def _node_table(
+    pool: _Pool,
+    g: np.ndarray,
+    cost: np.ndarray,
+    whole: np.ndarray,
+    pod_cost: np.ndarray,
+    units: np.ndarray,
+    per_pod: np.ndarray,
+    width: int,
+) -> np.ndarray:
+    """Per node and units ``x`` (``< width``), the least cost the node pays when exactly ``x``
+    units of the candidate pod groups ``g`` leave it (inf: it cannot): the groups ``whole`` go
+    together per node and gang at their summed ``cost``, the others pod by pod at ``pod_cost``
+    each (per group)."""
+    n = pool.free.shape[0]
+    valued = g[whole]
     key = np.stack([pool.pod_node[valued], pool.pod_gang_index[valued]], axis=1)
     merged, where = np.unique(key, axis=0, return_inverse=True)
     where = where.reshape(-1)
     m_units = np.bincount(where, weights=units[valued], minlength=len(merged)).astype(np.int64)
-    m_cost = np.bincount(where, weights=cost[~free], minlength=len(merged))
-    loose = g[free]
+    m_cost = np.bincount(where, weights=cost[whole], minlength=len(merged))
+    loose = g[~whole]
     p_node = np.repeat(pool.pod_node[loose], pool.pod_pods[loose])
     p_units = np.repeat(per_pod[loose], pool.pod_pods[loose])
+    p_cost = np.repeat(pod_cost[~whole], pool.pod_pods[loose])
     item_node = np.concatenate([merged[:, 0], p_node]).astype(np.int64)
     item_units = np.concatenate([m_units, p_units]).astype(np.int64)
-    item_cost = np.concatenate([m_cost, np.zeros(len(p_node))])
+    item_cost = np.concatenate([m_cost, p_cost])
     order = np.lexsort((item_units, item_node))
     item_node, item_units, item_cost = item_node[order], item_units[order], item_cost[order]
     slot = np.arange(len(item_node)) - np.searchsorted(item_node, item_node, side="left")
@@ -774,9 +988,7 @@ def _node_losses(
         src = x[None, :] - u[:, None]
         shifted = np.where(src >= 0, table[rows[:, None], np.maximum(src, 0)] + c[:, None], np.inf)
         table[rows] = np.minimum(table[rows], shifted)
-    out = np.full((classes, width), np.inf)
-    np.minimum.at(out, class_of, table)
-    return out
+    return table
 
 
 def _row(

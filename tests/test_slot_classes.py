@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, assume, given, settings
 import gangopt
 from gangopt import slot_classes
 from gangopt.bounds import tier_ceilings
-from gangopt.objective import SCALE, score
+from gangopt.objective import SCALE, ObjectiveTerms, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Round, Status, Weights
-from gangopt.slot_classes import class_tier_bounds
+from gangopt.slot_classes import class_tier_bounds, eviction_floor
 from tests.builders import cluster, fragmented_round, make_round, pending, running
 from tests.reference import reference_optimum
 from tests.strategies import examples, fragmented_rounds, rounds
@@ -193,10 +193,7 @@ def test_a_rigid_victim_on_two_nodes_is_lost_whole_for_one_of_them() -> None:
     assert class_tier_bounds(pre, {5: 80, 0: 20}, tier_ceilings(pre)) == {0: 20}
 
 
-
-@pytest.mark.parametrize(
-    ("seed", "running_mix"), [(0, "tilted"), (4, "tilted"), (0, "jobs")]
-)
+@pytest.mark.parametrize(("seed", "running_mix"), [(0, "tilted"), (4, "tilted"), (0, "jobs")])
 def test_the_per_node_loss_tightens_the_bound_and_keeps_it_valid(
     seed: int, running_mix: Literal["jobs", "tilted"], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,3 +214,76 @@ def test_the_per_node_loss_tightens_the_bound_and_keeps_it_valid(
     assert any(cut[p] < pooled[p] for p in cut), (cut, pooled)
     for prio, bound in cut.items():
         assert ref.tiers.get(prio, 0) <= bound <= pooled[prio], (prio, bound, pooled, ref.tiers)
+
+
+def preemption_cost(rnd: Round, plan: gangopt.Plan) -> int:
+    """The secondary cost of a plan's preemptions (objective units), as gangopt.objective
+    charges it: a whole gang's eviction cost, or each shed pod's removal cost."""
+    terms = ObjectiveTerms.of(rnd)
+    by_name = {g.name: g for g in rnd.running}
+    out = 0
+    for p in plan.preemptions:
+        run = by_name[p.gang]
+        out += terms.eviction_cost(run) if p.kind == "evict" else terms.pod_removal_cost(run) * len(p.pods)
+    return out
+
+
+def eviction_floor_of(rnd: Round, values: dict[int, int]) -> int:
+    """The class LP's floor on the preemptions' cost under the floors of a plan of tier
+    ``values`` (the tier bounds first: the floor reads their lowest tier's LP)."""
+    pre = prefilter(rnd)
+    class_tier_bounds(pre, values, tier_ceilings(pre))
+    return eviction_floor(pre, values)
+
+
+SOLVERS = ("greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit", "cpsat")
+
+
+@pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
+@pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (24, 10, 3), (48, 14, 4)])
+def test_every_plan_pays_at_least_the_eviction_floor_of_its_own_tiers(
+    nodes: int, gangs: int, seed: int, running_mix: Literal["jobs", "tilted"]
+) -> None:
+    """Every valid plan keeps its own tiers' floors, so its preemptions cost at least the floor
+    the class LP computes from them (slot_classes.eviction_floor); and the floor is not idle:
+    on some of these rounds it is above 0."""
+    rnd = fragmented_round(nodes, gangs, 0.75, seed, running_mix=running_mix)
+    floors = []
+    for solver in SOLVERS:
+        plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
+        assert gangopt.validate(rnd, plan) == [], solver
+        floor = eviction_floor_of(rnd, tiers_of(rnd, plan))
+        assert 0 <= floor <= preemption_cost(rnd, plan), (solver, floor, preemption_cost(rnd, plan))
+        floors.append(floor)
+    if (nodes, seed, running_mix) in {(32, 0, "tilted"), (48, 4, "jobs")}:
+        assert max(floors) > 0, floors
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rnd=fragmented_rounds(nodes=(16, 40), gangs=(6, 16)))
+def test_the_eviction_floor_holds_on_random_fragmented_rounds(rnd: Round) -> None:
+    """The property the secondary bound needs (gangopt.annotate.cheap_bounds_for subtracts the
+    floor from the growth bound): on random fragmented rounds, greedy's plan and CP-SAT's each
+    pay at least the floor of their own tiers, and CP-SAT's (never worse lexicographically)
+    at least the floor of greedy's."""
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    best = gangopt.solve(rnd)
+    for plan in (greedy_plan, best):
+        assert gangopt.validate(rnd, plan) == []
+        assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, plan)
+    assert eviction_floor_of(rnd, tiers_of(rnd, greedy_plan)) <= preemption_cost(rnd, best)
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rounds())
+def test_the_eviction_floor_holds_for_the_optimum(rnd: Round) -> None:
+    """On tests/strategies.py's rounds (quotas, groups, taints, elastic victims): the proven
+    optimum pays at least the floor of any plan's tiers, and each plan at least its own."""
+    best = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, best) == []
+    assume(best.status == Status.OPTIMAL)
+    for solver in ("greedy", "koordinator_like", "fifo_first_fit"):
+        plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
+        assert gangopt.validate(rnd, plan) == [], solver
+        assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, best), solver
+        assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, plan), solver
