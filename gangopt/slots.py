@@ -938,9 +938,10 @@ def _integer_bound(
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
     :data:`INTEGER_NODES` branch-and-bound nodes: it holds however early SCIP stops, once
-    SCIP has a whole solution; stopped before one, the LP's), never above the LP's. None if GLOP reports no optimum. With the bound, the best whole solution
-    found (GLOP's, or SCIP's incumbent; None if there is none, or if GLOP's bound is already
-    at most ``enough``, when SCIP is not run): :func:`slot_choice` reads it.
+    SCIP has a whole solution; stopped before one, the LP's), never above the LP's. None if
+    GLOP reports no optimum. With the bound, the best whole solution found (GLOP's, or SCIP's
+    incumbent; None if there is none, or if GLOP's bound is already at most ``enough``, when
+    SCIP is not run): :func:`slot_choice` reads it.
 
     Every variable is 0 or 1 in a real plan (a gang starts or not, a candidate is kept or
     not, a node has a kept or an evicted candidate or not), so the integer model is still a
