@@ -77,3 +77,14 @@ def test_a_bound_below_a_proven_reference_and_a_plan_above_any_reference_are_fou
     assert not reference_violations([cpsat], optimum, proven=False)[0]  # an unproven reference is a bound
     over = row("peer", {"10": (5.0, 5.0), "0": (4.5, 4.5)}, 0.0, None)
     assert reference_violations([cpsat, over], optimum, proven=False)[0]
+
+
+def test_a_peer_above_cpsat_is_a_broken_promise_unless_only_its_secondary_terms_within_the_gap_limit() -> None:
+    from bench.promise_sweep import versus_sign
+
+    cpsat = {"key": (5.0, 3.0, 10.0), "gap": 0.001}
+    assert versus_sign({"key": (5.0, 2.0, 99.0)}, cpsat, 0.005) == "<"
+    assert versus_sign({"key": (5.0, 3.0, 10.0)}, cpsat, 0.005) == "="
+    assert versus_sign({"key": (5.0, 3.0, 10.5)}, cpsat, 0.005) == "≈"
+    assert versus_sign({"key": (5.0, 3.0, 10.5)}, cpsat, 0.0) == ">"  # not within the limit
+    assert versus_sign({"key": (5.0, 3.5, 0.0)}, cpsat, 0.005) == ">"  # a tier above: always
