@@ -38,6 +38,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import gangopt
@@ -261,7 +262,7 @@ def check(case: Case, twice: bool, with_reference: bool) -> dict[str, Any]:
     if ref is not None:
         found, margin = reference_violations(rows, *ref)
         record["violations"] += [f"REF {v}" for v in found]
-        true_gap = 100 * float(cpsat["true_gap"])
+        true_gap = record["true_gap"] = 100 * float(cpsat["true_gap"])
         record["reference"] = f"{true_gap:.2f} % / {margin:+.2f}" + ("" if ref[1] else " (not proven)")
     limit = rnd.policy.time_limit
     if cpsat["wall"] > LIMIT_SLACK * limit:
@@ -321,12 +322,43 @@ def sweep(chosen: list[Case], json_out: str | None = None) -> int:
     return bad
 
 
+def summary(records: list[dict[str, Any]]) -> None:
+    """One line per family, size and preemption setting of recorded rows (``--json`` files):
+    rounds, rounds with a broken promise, each solver's below / equal / above-within-the-gap-
+    limit / above counts against CP-SAT, CP-SAT's largest gap and wall / limit, S's true gap."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        parts = r["round"].split()
+        key = " ".join([parts[0], parts[1], next(p for p in parts if p.startswith("pre-"))])
+        groups.setdefault(key, []).append(r)
+    print("| rounds | n | broken | vs cpsat (<, =, ≈, >) per solver | cpsat gap max | wall/limit max | true gap max |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for key, rows in groups.items():
+        done = [r for r in rows if "status" in r]
+        counts = []
+        for letter in LETTER.values():
+            signs = [s for r in done for s in r["versus"].split() if s[0] == letter]
+            counts.append(f"{letter} " + "/".join(str(sum(x[1:] == c for x in signs)) for c in "<=≈>"))
+        gap = max((100 * (r["gap"] or 0.0) for r in done), default=0.0)
+        ratio = max((r["wall"] / r["limit"] for r in done), default=0.0)
+        true = [float(r["true_gap"]) for r in done if "true_gap" in r]
+        print(
+            f"| {key} | {len(rows)} | {sum(bool(r['violations']) for r in rows)} | {' · '.join(counts)} "
+            f"| {gap:.2f} % | {ratio:.2f} | {f'{max(true):.2f} %' if true else '—'} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="S,M,L,XL", help="S, M, L, XL or nodes/gangs, comma-separated")
     parser.add_argument("--family", choices=["frag", "packed"], help="only this family")
     parser.add_argument("--json", help="append one JSON record a round to this file")
+    parser.add_argument("--summary", nargs="+", metavar="FILE", help="summarize --json files instead")
     args = parser.parse_args()
+    if args.summary:
+        lines = [x for f in args.summary for x in Path(f).read_text(encoding="utf-8").splitlines() if x.strip()]
+        summary([json.loads(x) for x in lines])
+        return
     chosen = [c for c in cases(args.sizes.split(",")) if args.family in (None, c.family)]
     sys.exit(1 if sweep(chosen, args.json) else 0)
 

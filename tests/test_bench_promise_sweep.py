@@ -5,18 +5,21 @@ themselves catch what they are meant to catch."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from bench.promise_sweep import Case, bound_violations, cases, reference_violations, sweep
+from bench.promise_sweep import Case, bound_violations, cases, reference_violations, summary, sweep
 from bench.rounds import fragmented_text
 from gangopt.objective import SCALE
 
 
-def test_the_sweep_checks_small_rounds_and_finds_no_broken_promise(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_sweep_checks_small_rounds_and_finds_no_broken_promise(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     chosen = cases(["24/6"])
     assert len(chosen) == 4  # busy 0.6 / 0.9, preemption on / off
-    bad = sweep(chosen)
+    bad = sweep(chosen, str(tmp_path / "rows.jsonl"))
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| frag 24/6 ")]
     assert len(rows) == 4
@@ -24,6 +27,12 @@ def test_the_sweep_checks_small_rounds_and_finds_no_broken_promise(capsys: pytes
     assert "| same |" in out  # the determinism check ran on the round of TWICE
     assert bad == 0
     assert out.rstrip().endswith("rounds breaking a promise: 0 of 4")
+    records = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all("true_gap" in r for r in records)  # 24 nodes: the reference ran
+    summary(records)
+    table = capsys.readouterr().out.splitlines()
+    expected = [["| frag 24/6 pre-on", "2", "0"], ["| frag 24/6 pre-off", "2", "0"]]
+    assert [line.split(" | ")[:3] for line in table[2:]] == expected
 
 
 def test_the_brief_sweep_covers_busy_levels_preemption_seeds_mixes_and_bin_packed_rounds() -> None:
