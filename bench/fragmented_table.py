@@ -21,6 +21,8 @@ secondary terms.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 import time
 from typing import Literal
@@ -64,6 +66,13 @@ def true_gaps(plan: Plan, optimum: dict[int, int]) -> tuple[float, float]:
     return shortfall, excess
 
 
+def digest(plan: Plan) -> str:
+    """A hash of everything the plan says but its timings (``stats``): two runs of one solver on
+    one round must give the same digest (same input + seed = same plan)."""
+    data = plan.model_dump(mode="json", exclude={"stats"})
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def measure(rnd: Round, optimum: dict[int, int] | None = None) -> list[dict[str, object]]:
     """Every registry solver on ``rnd`` in the same run (greedy first), each plan checked by the
     validator and judged by the same bounds (``lp_bounds``): one dict a solver, the table's row
@@ -88,6 +97,9 @@ def measure(rnd: Round, optimum: dict[int, int] | None = None) -> list[dict[str,
             "tiers": " · ".join(f"p{t.priority} {t.value:.1f} / {t.bound:.1f}" for t in plan.score.tiers),
             "tier_values": {str(t.priority): t.value for t in plan.score.tiers},
             "tier_bounds": {str(t.priority): t.bound for t in plan.score.tiers},
+            "key": key,
+            "secondary_bound": plan.score.secondary_bound,
+            "digest": digest(plan),
         }
         if optimum is not None:
             row["true_gap"], row["bound_excess"] = true_gaps(plan, optimum)

@@ -26,11 +26,25 @@ def round_text(size: str, seed: int = 0, contention: bool = False) -> str:
 
 
 @cache
-def fragmented_text(size: str, busy: float = 0.75, seed: int = 0) -> str:
+def fragmented_text(
+    size: str,
+    busy: float = 0.75,
+    seed: int = 0,
+    running_mix: Literal["jobs", "tilted"] | None = None,
+    preemption: bool = True,
+) -> str:
     """Issue 13's fragmented round of a size: running gangs where they happened to land, no
-    node wholly free, a fabric selector on 30 % of the pending gangs, preemption on."""
-    nodes, gangs = SIZES[size]
-    return dump_round(generate(fragmented_spec(nodes, gangs, busy, seed))[0])
+    node wholly free, a fabric selector on 30 % of the pending gangs, preemption on (or off:
+    ``preemption=False``, the wider sweep of bench/promise_sweep.py); ``size`` a name or
+    ``nodes/gangs``."""
+    nodes, gangs = SIZES[size] if "/" not in size else (int(x) for x in size.split("/"))
+    rnd = generate(fragmented_spec(nodes, gangs, busy, seed, running_mix))[0]
+    return dump_round(rnd if preemption else without_preemption(rnd))
+
+
+def without_preemption(rnd: Round) -> Round:
+    """``rnd`` with ``policy.preemption`` off (no running gang may be evicted or shrunk)."""
+    return rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"preemption": False})})
 
 
 def fragmented_spec(

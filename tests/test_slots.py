@@ -732,3 +732,20 @@ def test_a_slot_row_is_merged_scaled_and_dropped_when_it_never_binds(rows: list[
             ct.var_index.extend(merged.tolist())
             ct.coefficient.extend((summed / scale).tolist())
     assert fast.SerializeToString() == slow.SerializeToString()
+
+
+def test_scip_stopped_before_a_whole_solution_bounds_by_the_lp_not_by_zero() -> None:
+    """SCIP stopped before it has a whole solution (its time limit: here 0 s) reports NOT_SOLVED,
+    and the wrapper's dual bound is then 0.0, not SCIP's: taken as the bound it fell below the
+    optimum (the bin-packed M contention round's secondary stage: 0.0 against 31,848.7 units,
+    its plan's gap read 0). The LP's bound is returned instead, never below the optimum."""
+    from ortools.linear_solver import linear_solver_pb2
+
+    model = linear_solver_pb2.MPModelProto(maximize=True)
+    for _ in range(2):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=1.0)
+    model.constraint.add(var_index=[0, 1], coefficient=[2.0, 2.0], lower_bound=-float("inf"), upper_bound=3.0)
+    exact = slots._integer_bound(model, slots.SCIP_SETTINGS)
+    assert exact is not None and exact[0] == pytest.approx(1.0)  # whole variables: one of the two
+    stopped = slots._integer_bound(model, slots.SCIP_SETTINGS + "limits/time = 0\n")
+    assert stopped is not None and stopped[0] == pytest.approx(1.5) and stopped[1] is None  # the LP's
