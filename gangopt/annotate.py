@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Literal, cast
 
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
@@ -132,6 +133,33 @@ def slowdown(wall_start: float, cpu_start: float) -> float:
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
     return max(1.0, wall / cpu) if cpu > 0.05 else 1.0
+
+
+AFTER_PASS_SECONDS_PER_POD = 2.5e-5
+"""CPU seconds per pod (running, and the pending gangs' minimums) of what follows a greedy pass
+stopped at its deadline: building its plan, scoring it, the cheap bounds without their LPs, the
+waiting gangs' reasons (cut by their own deadline) and the validator. Measured on issue 13's
+fragmented XL round (73,956 running pods): ... CPU-s from the pass's stop to the solve's end."""
+
+
+def pass_reserve(rnd: Round) -> float:
+    """CPU seconds to keep after a greedy pass for what follows it (:data:`AFTER_PASS_SECONDS_PER_POD`)."""
+    pods = sum(len(g.pods) for g in rnd.running) + sum(g.minimum for g in rnd.pending)
+    return AFTER_PASS_SECONDS_PER_POD * pods
+
+
+def stop_by(end: float, reserve: float, wall: float, cpu: float) -> Callable[[], bool]:
+    """A stop for a greedy pass (:attr:`gangopt.solvers.greedy.engine.GreedyEngine.stop`): True
+    once ``reserve`` CPU seconds, scaled by how much slower than CPU time the process ran since
+    ``wall`` and ``cpu`` (:func:`slowdown`, read anew at each ask), no longer end before ``end``
+    (a :func:`time.perf_counter` instant: the end of the time limit). The time limit is wall
+    time, what a caller waits: on a loaded machine the pass stops sooner, leaving the work after
+    it the wall time it will take there."""
+
+    def stop() -> bool:
+        return time.perf_counter() + reserve * slowdown(wall, cpu) > end
+
+    return stop
 
 
 def finish_reserve(rnd: Round, plan: Plan) -> float:
