@@ -479,10 +479,10 @@ class GreedyEngine:
     # ------------------------------------------------------------------------- main loop
 
     def run(self) -> Plan:
-        order = self.transactions()
-        for k, members in enumerate(order):
+        transactions = self.transactions()
+        for k, members in enumerate(transactions):
             if self.stop is not None and self.stop():
-                self._not_considered(order[k:])
+                self._not_considered(transactions[k:])
                 break
             self.admit([self.pending[i] for i in members])
         self.final_reprieve()
