@@ -153,7 +153,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     # Steps 1 and 2 run on one thread: how much slower than CPU time they ran scales the
     # time kept for finishing (the search's threads and the child would blur the measure).
     slow = _slowdown(rnd, wall, cpu)
-    if engines and engines[0].stopped is not None:
+    if any(e.stopped is not None for e in engines):
         return _cut_short(pre, baseline, baseline_score, stats, slow)
     if proven is not None:
         return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow, bounds_decide=True)
@@ -520,7 +520,7 @@ def _best_greedy(
         began = time.perf_counter()
         plan = make(rnd)
         plan_score = score(rnd, plan)
-        if best is None and engines and engines[0].stopped is not None:
+        if best is None and engines and any(e.stopped is not None for e in engines):
             leave_out(pre, "lp", "bounds without their LPs (time limit; the gap is against looser bounds)")
             return plan, plan_score, None
         if best is None and slots_by is not None:
