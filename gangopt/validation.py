@@ -1,8 +1,9 @@
 """Independent plan validator: does a plan keep every rule of docs/plan-semantics.md?
 
 This module deliberately shares no code with the encoder. It recomputes, in plain Python
-over the round and the plan, what the cluster looks like after the plan (kept running pods
-plus new pods) and checks each rule on that picture. A solver that mis-encodes a rule then
+over the round and the plan (numpy only to add up the requests per node), what the cluster
+looks like after the plan (kept running pods plus new pods) and checks each rule on that
+picture. A solver that mis-encodes a rule then
 produces a plan this module rejects, instead of two copies of one bug agreeing with each other.
 
 Rules (see docs/rules.md for the peer-scheduler bug behind each one):
@@ -267,7 +268,7 @@ class _Context:
         requests (one key per distinct requests), numpy adds them up. On the fragmented XL round
         (73,956 running pods on 16,384 nodes) the per-node counters this replaces, added pod by
         pod, and the check over them took 0.24-0.33 of the validator's 0.5-0.8 CPU-s; now
-        ... (the checks' rules are unchanged: kept + new <= capacity, per node and resource)."""
+        0.14-0.15 (the rule is unchanged: kept + new <= capacity, per node and resource)."""
         node_row = self.node_row
         keys: dict[tuple[tuple[str, int], ...], int] = {}
         kept_rows: list[int] = []
