@@ -136,20 +136,27 @@ def slowdown(wall_start: float, cpu_start: float, least: float = 0.05) -> float:
     return max(1.0, wall / cpu) if cpu > least else 1.0
 
 
-AFTER_PASS_SECONDS_PER_POD = 2.5e-5
-"""CPU seconds per pod (running, and the pending gangs' minimums) of what follows a greedy pass
-stopped at its deadline: building its plan, scoring it, the cheap bounds without their LPs, the
-waiting gangs' reasons (cut by their own deadline) and the validator. Measured from the pass's
-stop to the solve's end on issue 13's fragmented rounds (load 4-5): XL (73,956 running pods and
-2,000 pending gangs' minimums, 78,400 pods) 1.08 CPU-s after CP-SAT's pass, 1.5-1.7 after
-greedy's (whose finisher prefilters the round again); 1,024 nodes (4,632 pods) 0.04 and 0.07:
-1-2.1e-5 per pod, this with some room."""
+AFTER_PASS_SECONDS_PER_POD = 1.6e-5
+"""CPU seconds per pod (running, and the pending gangs' minimums) of what follows CP-SAT's
+greedy pass stopped at its deadline: building its plan, scoring it, the cheap bounds without
+their LPs, the waiting gangs' reasons (cut by their own deadline) and the validator. Measured
+from the pass's stop to the solve's end on issue 13's fragmented rounds (load 4-5): XL (73,956
+running pods and 2,000 pending gangs' minimums: 78,400 pods) 1.08 CPU-s, 1.4e-5 per pod; 1,024
+nodes (4,632 pods) 0.04, 0.9e-5. At 2.5e-5 a 10 s limit at XL on a machine at load 5 stopped
+the pass after 3 gangs, and the solve ended 2.2 s before the limit."""
+
+REPREFILTER_SECONDS_PER_POD = 0.5e-5
+"""What the finisher adds per pod when the solver handed it no prefiltered round (greedy, the
+peers): it prefilters again (0.37 CPU-s at XL). Greedy's post-stop work measured 1.5-1.7 CPU-s
+at XL (1.9-2.1e-5 per pod), 0.07 at 1,024 nodes (1.5e-5)."""
 
 
-def pass_reserve(rnd: Round) -> float:
-    """CPU seconds to keep after a greedy pass for what follows it (:data:`AFTER_PASS_SECONDS_PER_POD`)."""
+def pass_reserve(rnd: Round, prefiltered: bool = True) -> float:
+    """CPU seconds to keep after a greedy pass for what follows it (:data:`AFTER_PASS_SECONDS_PER_POD`,
+    and :data:`REPREFILTER_SECONDS_PER_POD` unless the solver hands the finisher its ``prefiltered``
+    round)."""
     pods = sum(len(g.pods) for g in rnd.running) + sum(g.minimum for g in rnd.pending)
-    return AFTER_PASS_SECONDS_PER_POD * pods
+    return (AFTER_PASS_SECONDS_PER_POD + (0.0 if prefiltered else REPREFILTER_SECONDS_PER_POD)) * pods
 
 
 def stop_by(end: float, reserve: float, wall: float, cpu: float) -> Callable[[], bool]:

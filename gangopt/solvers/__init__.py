@@ -82,7 +82,8 @@ def _greedy(rnd: Round) -> Result:
     if rnd.policy.deterministic:
         return Result(plan=greedy(rnd))
     wall, cpu = time.perf_counter(), time.process_time()
-    return Result(plan=greedy(rnd, stop=stop_by(wall + rnd.policy.time_limit, pass_reserve(rnd), wall, cpu)))
+    stop = stop_by(wall + rnd.policy.time_limit, pass_reserve(rnd, prefiltered=False), wall, cpu)
+    return Result(plan=greedy(rnd, stop=stop))
 
 
 def _slurm(durations: Durations) -> Decide:
