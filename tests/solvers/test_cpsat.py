@@ -81,25 +81,26 @@ def test_a_tight_time_limit_still_returns_a_valid_plan_and_says_so() -> None:
 
 
 def test_with_no_time_to_search_the_greedy_plan_comes_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 1 ms limit: the greedy pass stops at once (its deadline is past), every gang waits
-    unconsidered, the plan is valid and says why. With the pass let run whole (its stop
-    disabled), greedy's whole plan comes back, no search started."""
-    from gangopt.solvers import cpsat
+    """A 1 ms limit on a round whose greedy pass is shorter than the pass's floor
+    (``annotate.PASS_FLOOR_SECONDS``): greedy's whole plan comes back, no search started, and
+    the message says why. Without the floor the pass stops at once (its deadline is past):
+    every gang waits unconsidered, the plan is valid and says so."""
+    from gangopt import annotate
     from gangopt.solvers.greedy.engine import NOT_CONSIDERED
 
     rnd = busy_round(nodes=32, gangs=20, time_limit=0.001)
     greedy_admits = [set(greedy(rnd).admitted), set(greedy(rnd, growth="deferred").admitted)]
-    plan = gangopt.solve(rnd)
-    assert plan.status == Status.FALLBACK
-    assert "the greedy pass stopped at its deadline after 0 of 20 pending gangs" in plan.message
-    assert not plan.admitted and all(w.reasons[0] == NOT_CONSIDERED for w in plan.waiting)
-    assert gangopt.validate(rnd, plan) == []
-    monkeypatch.setattr(cpsat, "stop_by", lambda *args: None)
     whole = gangopt.solve(rnd)
     assert whole.status in (Status.FEASIBLE, Status.FALLBACK)
     assert "time limit" in whole.message and "stopped at its deadline" not in whole.message
     assert set(whole.admitted) in greedy_admits
     assert gangopt.validate(rnd, whole) == []
+    monkeypatch.setattr(annotate, "PASS_FLOOR_SECONDS", 0.0)
+    plan = gangopt.solve(rnd)
+    assert plan.status == Status.FALLBACK
+    assert "the greedy pass stopped at its deadline after 0 of 20 pending gangs" in plan.message
+    assert not plan.admitted and all(w.reasons[0] == NOT_CONSIDERED for w in plan.waiting)
+    assert gangopt.validate(rnd, plan) == []
 
 
 def test_a_busy_round_beats_or_matches_greedy_and_reports_its_gap() -> None:
