@@ -159,6 +159,16 @@ def pass_reserve(rnd: Round, prefiltered: bool = True) -> float:
     return (AFTER_PASS_SECONDS_PER_POD + (0.0 if prefiltered else REPREFILTER_SECONDS_PER_POD)) * pods
 
 
+LIMIT_TOLERANCE = 0.1
+"""Share of the time limit a solve may overrun (issue 13: the limit held within +10 %), which
+the clock counts on where a step's cut costs the plan: the node-class bounds run when they and
+the validator should end by the limit plus this share
+(:func:`gangopt.solvers.cpsat._bounds_in_time`), and a greedy pass stops where the work after
+it would end past it (:func:`stop_by`'s ``end``). On issue 13's XL round at a 10 s limit on a
+machine at load 6 the pass aimed at the limit itself was cut after 719 of 2,000 gangs while the
+command ended before its limit (9.8 s), and in one process CP-SAT's plan came 568.7 GPU-eq of
+priority 5 below greedy's (docs/benchmarks.md, "h30-clock")."""
+
 PASS_FLOOR_SECONDS = 0.03
 """CPU seconds a greedy pass runs before :func:`stop_by` may stop it, counted from the stop's
 making: a pass this cheap costs less than what stopping it saves. The whole pass at 128 nodes
@@ -171,7 +181,8 @@ def stop_by(end: float, reserve: float, wall: float, cpu: float) -> Callable[[],
     """A stop for a greedy pass (:attr:`gangopt.solvers.greedy.engine.GreedyEngine.stop`): True
     once ``reserve`` CPU seconds, scaled by how much slower than CPU time the process ran since
     ``wall`` and ``cpu`` (:func:`slowdown`, read anew at each ask), no longer end before ``end``
-    (a :func:`time.perf_counter` instant: the end of the time limit). The time limit is wall
+    (a :func:`time.perf_counter` instant: the end of the time limit and its
+    :data:`LIMIT_TOLERANCE`). The time limit is wall
     time, what a caller waits: on a loaded machine the pass stops sooner, leaving the work after
     it the wall time it will take there. The slowdown is read after 0.01 CPU-s already (not
     :func:`slowdown`'s 0.05): a whole pass at 1,024 nodes is 0.1 CPU-s, and read from 0.05 on

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from gangopt.annotate import pass_reserve, stop_by
+from gangopt.annotate import LIMIT_TOLERANCE, pass_reserve, stop_by
 from gangopt.result import Result
 from gangopt.schema import Plan, Round, Stats
 from gangopt.solvers.fifo import fifo_first_fit
@@ -82,7 +82,8 @@ def _greedy(rnd: Round) -> Result:
     if rnd.policy.deterministic:
         return Result(plan=greedy(rnd))
     wall, cpu = time.perf_counter(), time.process_time()
-    stop = stop_by(wall + rnd.policy.time_limit, pass_reserve(rnd, prefiltered=False), wall, cpu)
+    end = wall + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
+    stop = stop_by(end, pass_reserve(rnd, prefiltered=False), wall, cpu)
     return Result(plan=greedy(rnd, stop=stop))
 
 

@@ -76,6 +76,7 @@ from typing import NamedTuple
 
 from gangopt import slot_classes, slots
 from gangopt.annotate import (
+    LIMIT_TOLERANCE,
     cheap_bounds_for,
     finish_reserve,
     leave_out,
@@ -145,7 +146,8 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     early = peers_first(rnd, pre)
     engines: list[GreedyEngine] = []  # greedy's engine: the slot placer's share its setup
     # Clocked, the first greedy pass stops where only the work after it still fits in the limit.
-    stop = stop_by(start + rnd.policy.time_limit, pass_reserve(rnd), wall, cpu) if clocked else None
+    end = start + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
+    stop = stop_by(end, pass_reserve(rnd), wall, cpu) if clocked else None
     makers = _candidates(engines, stop)
     first = _best_greedy(rnd, pre, wall, makers[:1], slots_by=(start, wall, cpu), engines=engines)
     baseline, baseline_score, proven = first
@@ -586,10 +588,6 @@ def _allow_large_slots(
         slots.allow_large(pre, "lp" if lp else False, deadline)
 
 
-LIMIT_TOLERANCE = 0.1
-"""Share of the time limit a solve may overrun (issue 13: the limit held within +10 %), which
-:func:`_bounds_in_time` counts on: the node-class bounds run when they and the validator
-should end by the limit plus this share."""
 
 VALIDATOR_SECONDS_PER_POD = 1.2e-5
 """The validator's cost per pod (running and new) as :func:`_bounds_in_time` expects it:
