@@ -588,7 +588,6 @@ def _allow_large_slots(
         slots.allow_large(pre, "lp" if lp else False, deadline)
 
 
-
 VALIDATOR_SECONDS_PER_POD = 1.2e-5
 """The validator's cost per pod (running and new) as :func:`_bounds_in_time` expects it:
 0.80-0.89 CPU-s for the 73,956 running and about 4,000 new pods of issue 13's fragmented XL
@@ -832,8 +831,9 @@ def _cut_short(pre: Prefiltered, plan: Plan, unbounded: Score, stats: Stats, slo
     """The answer when the first greedy pass stopped at its deadline (:func:`solve_cpsat`):
     its partial plan, status ``fallback``, with no other step and no LP bound (the finisher's
     cheap bounds without them: :func:`_best_greedy` left them out), since only the time to
-    score, explain and validate it is left. Issue 13's fragmented XL round at a 3 s limit:
-    the pass alone is 4 CPU-s, the solve took 5.4 s of wall time before it stopped."""
+    score, explain and validate it is left. Issue 13's fragmented XL round at a 3 s limit,
+    whose whole pass is 4 CPU-s: `gangopt solve` took 39.3 s on stop 29's code at load 8-10,
+    7.3 s now (3.65 CPU-s; docs/benchmarks.md, "h30-clock")."""
     message = f"{plan.message}; no time left for anything else; the partial greedy plan returned"
     cut = plan.model_copy(update={"status": Status.FALLBACK, "message": message})
     return Result(plan=cut, stats=stats, pre=pre, score=unbounded, slowdown=slow)

@@ -141,7 +141,7 @@ def greedy(
     :data:`UNEXPLAINED` reason instead of diagnosing it; the decisions are the same.
     ``engines``: each engine built is appended to it (CP-SAT's slot placer builds its own
     ``like`` greedy's: :class:`GreedyEngine`). ``stop``: the pass ends when it says so, the
-    gangs not reached waiting (:attr:`GreedyEngine.stop`; :func:`stop_at` makes one).
+    gangs not reached waiting (:attr:`GreedyEngine.stop`; :func:`gangopt.annotate.stop_by` makes one).
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
