@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Literal, cast
 
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
@@ -123,16 +124,81 @@ on the fragmented M, L and XL rounds (0.06 s for 14 gangs at 1,024 nodes, 0.43 s
 per gang and node it replaces (5 µs, fitted when they were 3-9x slower) kept 17 s at XL."""
 
 
-def slowdown(wall_start: float, cpu_start: float) -> float:
+def slowdown(wall_start: float, cpu_start: float, least: float = 0.05) -> float:
     """How many times slower than its own CPU time this process ran since ``wall_start``
-    (:func:`time.perf_counter`) and ``cpu_start`` (:func:`time.process_time`), at least 1.
+    (:func:`time.perf_counter`) and ``cpu_start`` (:func:`time.process_time`), at least 1
+    (1 until ``least`` CPU seconds have passed: too short a sample to tell).
 
     The reserves here are CPU costs measured on an idle machine; on a shared 2-core machine
     running three other jobs the same steps took 2-3 times as long in wall time, so the
     reserves are scaled by what the solve has seen so far."""
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
-    return max(1.0, wall / cpu) if cpu > 0.05 else 1.0
+    return max(1.0, wall / cpu) if cpu > least else 1.0
+
+
+AFTER_PASS_SECONDS_PER_POD = 1.6e-5
+"""CPU seconds per pod (running, and the pending gangs' minimums) of what follows CP-SAT's
+greedy pass stopped at its deadline: building its plan, scoring it, the cheap bounds without
+their LPs, the waiting gangs' reasons (cut by their own deadline) and the validator. Measured
+from the pass's stop to the solve's end on issue 13's fragmented rounds (load 4-5): XL (73,956
+running pods and 2,000 pending gangs' minimums: 78,400 pods) 1.08 CPU-s, 1.4e-5 per pod; 1,024
+nodes (4,632 pods) 0.04, 0.9e-5. At 2.5e-5 a 10 s limit at XL on a machine at load 5 stopped
+the pass after 3 gangs, and the solve ended 2.2 s before the limit."""
+
+REPREFILTER_SECONDS_PER_POD = 0.5e-5
+"""What the finisher adds per pod when the solver handed it no prefiltered round (greedy, the
+peers): it prefilters again (0.37 CPU-s at XL). Greedy's post-stop work measured 1.5-1.7 CPU-s
+at XL (1.9-2.1e-5 per pod), 0.07 at 1,024 nodes (1.5e-5)."""
+
+
+def pass_reserve(rnd: Round, prefiltered: bool = True) -> float:
+    """CPU seconds to keep after a greedy pass for what follows it (:data:`AFTER_PASS_SECONDS_PER_POD`,
+    and :data:`REPREFILTER_SECONDS_PER_POD` unless the solver hands the finisher its ``prefiltered``
+    round)."""
+    pods = sum(len(g.pods) for g in rnd.running) + sum(g.minimum for g in rnd.pending)
+    return (AFTER_PASS_SECONDS_PER_POD + (0.0 if prefiltered else REPREFILTER_SECONDS_PER_POD)) * pods
+
+
+LIMIT_TOLERANCE = 0.1
+"""Share of the time limit a solve may overrun (issue 13: the limit held within +10 %), which
+the clock counts on where a step's cut costs the plan: the node-class bounds run when they and
+the validator should end by the limit plus this share
+(:func:`gangopt.solvers.cpsat._bounds_in_time`), and a greedy pass stops where the work after
+it would end past it (:func:`stop_by`'s ``end``). On issue 13's XL round at a 10 s limit on a
+machine at load 6 the pass aimed at the limit itself was cut after 719 of 2,000 gangs while the
+command ended before its limit (9.8 s), and in one process CP-SAT's plan came 568.7 GPU-eq of
+priority 5 below greedy's (docs/benchmarks.md, "h30-clock")."""
+
+PASS_FLOOR_SECONDS = 0.03
+"""CPU seconds a greedy pass runs before :func:`stop_by` may stop it, counted from the stop's
+making: a pass this cheap costs less than what stopping it saves. The whole pass at 128 nodes
+is about 0.02 CPU-s; on a machine at load 6 a 1 s limit's solve began past its deadline
+there (the import and parse had taken it) and returned no gang started where stop 29 returned
+the optimal plan in the same 1.1 s."""
+
+
+def stop_by(end: float, reserve: float, wall: float, cpu: float) -> Callable[[], bool]:
+    """A stop for a greedy pass (:attr:`gangopt.solvers.greedy.engine.GreedyEngine.stop`): True
+    once ``reserve`` CPU seconds, scaled by how much slower than CPU time the process ran since
+    ``wall`` and ``cpu`` (:func:`slowdown`, read anew at each ask), no longer end before ``end``
+    (a :func:`time.perf_counter` instant: the end of the time limit and its
+    :data:`LIMIT_TOLERANCE`). The time limit is wall
+    time, what a caller waits: on a loaded machine the pass stops sooner, leaving the work after
+    it the wall time it will take there. The slowdown is read after 0.01 CPU-s already (not
+    :func:`slowdown`'s 0.05): a whole pass at 1,024 nodes is 0.1 CPU-s, and read from 0.05 on
+    the pass ran at the quiet machine's pace for half of it (a solve of 0.73 s for a 0.5 s
+    limit with the clock running 4 times faster, tests/test_solve.py; 0.35-0.45 s now). It
+    never stops the pass's first :data:`PASS_FLOOR_SECONDS`."""
+
+    floor = time.process_time() + PASS_FLOOR_SECONDS
+
+    def stop() -> bool:
+        if time.process_time() < floor:
+            return False
+        return time.perf_counter() + reserve * slowdown(wall, cpu, least=0.01) > end
+
+    return stop
 
 
 def finish_reserve(rnd: Round, plan: Plan) -> float:

@@ -80,13 +80,26 @@ def test_a_tight_time_limit_still_returns_a_valid_plan_and_says_so() -> None:
     assert plan.stats.total_seconds < 5.0
 
 
-def test_with_no_time_to_search_the_greedy_plan_comes_back_and_says_so() -> None:
+def test_with_no_time_to_search_the_greedy_plan_comes_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1 ms limit on a round whose greedy pass is shorter than the pass's floor
+    (``annotate.PASS_FLOOR_SECONDS``): greedy's whole plan comes back, no search started, and
+    the message says why. Without the floor the pass stops at once (its deadline is past):
+    every gang waits unconsidered, the plan is valid and says so."""
+    from gangopt import annotate
+    from gangopt.solvers.greedy.engine import NOT_CONSIDERED
+
     rnd = busy_round(nodes=32, gangs=20, time_limit=0.001)
-    plan = gangopt.solve(rnd)
-    assert plan.status in (Status.FEASIBLE, Status.FALLBACK)
-    assert "time limit" in plan.message
     greedy_admits = [set(greedy(rnd).admitted), set(greedy(rnd, growth="deferred").admitted)]
-    assert set(plan.admitted) in greedy_admits
+    whole = gangopt.solve(rnd)
+    assert whole.status in (Status.FEASIBLE, Status.FALLBACK)
+    assert "time limit" in whole.message and "stopped at its deadline" not in whole.message
+    assert set(whole.admitted) in greedy_admits
+    assert gangopt.validate(rnd, whole) == []
+    monkeypatch.setattr(annotate, "PASS_FLOOR_SECONDS", 0.0)
+    plan = gangopt.solve(rnd)
+    assert plan.status == Status.FALLBACK
+    assert "the greedy pass stopped at its deadline after 0 of 20 pending gangs" in plan.message
+    assert not plan.admitted and all(w.reasons[0] == NOT_CONSIDERED for w in plan.waiting)
     assert gangopt.validate(rnd, plan) == []
 
 
@@ -202,9 +215,11 @@ def test_a_round_too_large_for_its_time_limit_gets_the_greedy_plan_with_tier_bou
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     assert plan.status == Status.FALLBACK
-    # The candidates used the whole limit, so no model is started (or the child sees the model
-    # is too large, or the hard wall clock stops it). Either way: greedy, bounded, and said so.
-    assert any(why in plan.message for why in ("no time left for a model", "too many to build", "was stopped"))
+    # The greedy pass stopped at its deadline, or used the whole limit, so no model is started
+    # (or the child sees the model is too large, or the hard wall clock stops it). Either way:
+    # greedy, bounded, and said so.
+    whys = ("no time left for anything else", "no time left for a model", "too many to build", "was stopped")
+    assert any(why in plan.message for why in whys)
     # the greedy pass ended past the limit: no LP bound was added to it, and the plan says so
     assert "bounds without their LPs" in plan.message
     assert all(t.bound >= t.value for t in plan.score.tiers)

@@ -790,3 +790,34 @@ def test_an_engine_is_not_built_like_one_of_another_round() -> None:
     plan = engine.run()
     assert plan.admitted == greedy(rnd).admitted == ["p"]
     assert validate(rnd, plan) == []
+
+
+def test_a_pass_stopped_at_its_deadline_is_a_valid_prefix_of_the_whole_pass() -> None:
+    """A pass whose ``stop`` says so after ``k`` transactions decides exactly those, as the whole
+    pass decides them (every decision reads only the ones before it), and leaves the rest
+    waiting, not considered, with a message that counts them; the plan passes the validator."""
+    from gangopt.solvers.greedy.engine import NOT_CONSIDERED
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(128, 50, running_mix="jobs")
+    whole = greedy(rnd)
+    order = [rnd.pending[i].name for members in GreedyEngine(rnd, "eager").transactions() for i in members]
+    assert whole.admitted and not any(NOT_CONSIDERED in w.reasons for w in whole.waiting)
+    for k in (0, 7, 30):
+        asked = iter(range(1 << 30))
+        cut = greedy(rnd, stop=lambda: next(asked) >= k)  # noqa: B023 - called inside this iteration only
+        assert validate(rnd, cut) == []
+        decided = set(order[:k])
+        assert set(cut.admitted) == set(whole.admitted) & decided
+        skipped = {w.gang for w in cut.waiting if w.reasons == [NOT_CONSIDERED]}
+        assert skipped == set(order[k:])
+        assert all(w.code == "policy" for w in cut.waiting if w.gang in skipped)
+        assert f"after {k} of {len(rnd.pending)} pending gangs; {len(rnd.pending) - k} not considered" in cut.message
+    # Stopped before growing (deferred growth: 5 elastic gangs grow after every admission):
+    # every gang decided as the whole pass decides it, none grown.
+    deferred = greedy(rnd, growth="deferred")
+    asked = iter(range(1 << 30))
+    ungrown = greedy(rnd, growth="deferred", stop=lambda: next(asked) >= len(order))
+    assert validate(rnd, ungrown) == [] and ungrown.admitted == deferred.admitted
+    assert "before growing elastic gangs" in ungrown.message
+    assert len(ungrown.placements) < len(deferred.placements)  # the growth it left out

@@ -76,11 +76,14 @@ from typing import NamedTuple
 
 from gangopt import slot_classes, slots
 from gangopt.annotate import (
+    LIMIT_TOLERANCE,
     cheap_bounds_for,
     finish_reserve,
     leave_out,
+    pass_reserve,
     plan_gap,
     slowdown,
+    stop_by,
     tier_gap,
     tier_values,
 )
@@ -142,12 +145,18 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     # 2. Candidates; the answer already if the cheap bounds prove one.
     early = peers_first(rnd, pre)
     engines: list[GreedyEngine] = []  # greedy's engine: the slot placer's share its setup
-    makers = _candidates(engines)
-    baseline, baseline_score, proven = _best_greedy(rnd, pre, wall, makers[:1], slots_by=(start, wall, cpu))
+    # Clocked, the first greedy pass stops where only the work after it still fits in the limit.
+    end = start + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
+    stop = stop_by(end, pass_reserve(rnd), wall, cpu) if clocked else None
+    makers = _candidates(engines, stop)
+    first = _best_greedy(rnd, pre, wall, makers[:1], slots_by=(start, wall, cpu), engines=engines)
+    baseline, baseline_score, proven = first
     candidates_took = time.perf_counter() - wall
     # Steps 1 and 2 run on one thread: how much slower than CPU time they ran scales the
     # time kept for finishing (the search's threads and the child would blur the measure).
     slow = _slowdown(rnd, wall, cpu)
+    if any(e.stopped is not None for e in engines):
+        return _cut_short(pre, baseline, baseline_score, stats, slow)
     if proven is not None:
         return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow, bounds_decide=True)
     # 2a. The slot placer: the integer slot model's choice, placed by the greedy engine. Then
@@ -485,6 +494,7 @@ def _best_greedy(
     makers: list[Callable[[Round], Plan]],
     seed: tuple[Plan, Score] | None = None,
     slots_by: tuple[float, float, float] | None = None,
+    engines: list[GreedyEngine] | None = None,
 ) -> tuple[Plan, Score, Plan | None]:
     """The best of ``seed`` and the plans of ``makers`` (by the objective) with its score, and
     that plan marked as the answer when the cheap bounds already prove it within
@@ -500,7 +510,9 @@ def _best_greedy(
     search otherwise. No candidate after the first starts once :data:`CANDIDATE_SHARE` of the
     time limit since ``start`` is spent (``start``: after CP-SAT's import, which a process pays
     once, so that the same round gets the same candidates in a fresh process as in a
-    long-lived one where it can)."""
+    long-lived one where it can). ``engines``: the first maker's (greedy's); when its pass
+    stopped at its deadline, its plan is returned at once, every LP left out of the bounds
+    (:func:`_cut_short`)."""
     ceilings = tier_ceilings(pre)
     best: tuple[Plan, Score] | None = seed
     clocked = not rnd.policy.deterministic  # else every candidate runs: a count, not a clock
@@ -510,6 +522,9 @@ def _best_greedy(
         began = time.perf_counter()
         plan = make(rnd)
         plan_score = score(rnd, plan)
+        if best is None and engines and any(e.stopped is not None for e in engines):
+            leave_out(pre, "lp", "bounds without their LPs (time limit; the gap is against looser bounds)")
+            return plan, plan_score, None
         if best is None and slots_by is not None:
             if clocked:
                 solve_start, wall, cpu = slots_by
@@ -578,11 +593,6 @@ def _allow_large_slots(
         lp = now + slots.large_estimate(pre, lp_only=True) * slow <= by
         slots.allow_large(pre, "lp" if lp else False, deadline)
 
-
-LIMIT_TOLERANCE = 0.1
-"""Share of the time limit a solve may overrun (issue 13: the limit held within +10 %), which
-:func:`_bounds_in_time` counts on: the node-class bounds run when they and the validator
-should end by the limit plus this share."""
 
 VALIDATOR_SECONDS_PER_POD = 1.2e-5
 """The validator's cost per pod (running and new) as :func:`_bounds_in_time` expects it:
@@ -802,23 +812,37 @@ def portfolio_floor(rnd: Round, result: Result, deadline: float | None = None, e
     return replace(result, plan=chosen, score=best_score, proven=None)
 
 
-def _candidates(engines: list[GreedyEngine] | None = None) -> list[Callable[[Round], Plan]]:
+def _candidates(
+    engines: list[GreedyEngine] | None = None, stop: Callable[[], bool] | None = None
+) -> list[Callable[[Round], Plan]]:
     """Plan makers in the order :func:`_best_greedy` tries them; the first (greedy, eager
     growth) appends its engine to ``engines``: the slot placer's engines share its setup (gang
     views, running-pod index, victim order: a placer pass 0.50 -> 0.36 CPU-s at L 0.75,
-    docs/benchmarks.md, "h29-L")."""
+    docs/benchmarks.md, "h29-L"), and stops when ``stop`` says so (:func:`_cut_short`)."""
     from gangopt.solvers.fifo import fifo_first_fit
     from gangopt.solvers.peers import koordinator_like, kueue_like, slurm_backfill_like, volcano_like
 
     # The greedy candidates leave their waiting gangs unexplained: the finisher explains the
     # plan CP-SAT returns (:attr:`~gangopt.solvers.greedy.engine.GreedyEngine.explain`).
     def greedy_plan(rnd: Round) -> Plan:
-        return greedy(rnd, explain=False, engines=engines)
+        return greedy(rnd, explain=False, engines=engines, stop=stop)
 
     def deferred(rnd: Round) -> Plan:
         return greedy(rnd, growth="deferred", explain=False)
 
     return [greedy_plan, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
+
+
+def _cut_short(pre: Prefiltered, plan: Plan, unbounded: Score, stats: Stats, slow: float) -> Result:
+    """The answer when the first greedy pass stopped at its deadline (:func:`solve_cpsat`):
+    its partial plan, status ``fallback``, with no other step and no LP bound (the finisher's
+    cheap bounds without them: :func:`_best_greedy` left them out), since only the time to
+    score, explain and validate it is left. Issue 13's fragmented XL round at a 3 s limit,
+    whose whole pass is 4 CPU-s: `gangopt solve` took 39.3 s on stop 29's code at load 8-10,
+    7.3 s now (3.65 CPU-s; docs/benchmarks.md, "h30-clock")."""
+    message = f"{plan.message}; no time left for anything else; the partial greedy plan returned"
+    cut = plan.model_copy(update={"status": Status.FALLBACK, "message": message})
+    return Result(plan=cut, stats=stats, pre=pre, score=unbounded, slowdown=slow)
 
 
 def _tiers_at_cheap_bounds(pre: Prefiltered, unbounded: Score) -> bool:
