@@ -878,8 +878,9 @@ def _tier_model(
     for col in np.flatnonzero(active & (shared.minimum > 0)).tolist():
         pods = gvar[own[shared.gcol[own] == col]]
         _row(model, np.append(pods, var[col]), np.append(-np.ones(len(pods)), float(shared.minimum[col])), 0.0)
-        for pod in pods.tolist():
-            _row(model, np.array([pod, var[col]]), np.array([1.0, -1.0]), 0.0)
+        # Each pod kept only with its gang: ``pod - kept <= 0`` (a pod's variable comes after
+        # every column's, so the row's indices are (kept, pod)), all at once as wire bytes.
+        add_pair_rows(model, np.stack([np.full(len(pods), var[col]), pods], axis=1), (-1.0, 1.0), 0.0)
     # Capacity rows per level, node set, resource and size.
     gprio = shared.prio[shared.gcol]
     gpend = shared.gmask >= 0
@@ -1067,7 +1068,7 @@ def _blockers(
     nodes, inverse = np.unique(shared.gnode[picked], return_inverse=True)
     least = np.full((len(nodes), shared.greq.shape[1]), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(least, inverse, shared.greq[picked])
-    pairs = np.unique(np.stack([inverse, gvar[picked]], axis=1), axis=0)
+    pairs = _unique_pairs(inverse, gvar[picked])
     per_node = np.bincount(pairs[:, 0], minlength=len(nodes))
     # A node with one candidate gang needs no variable of its own: b is that gang's kept.
     b = np.full(len(nodes), -1, dtype=np.int64)
@@ -1079,6 +1080,18 @@ def _blockers(
     rest = pairs[~single]
     add_pair_rows(model, np.stack([rest[:, 1], b[rest[:, 0]]], axis=1), (1.0, -1.0), 0.0)
     return _Blockers(nodes=nodes, var=b, least=least)
+
+
+def _unique_pairs(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """``np.unique(np.stack([first, second], axis=1), axis=0)`` for non-negative integers, as
+    one key per pair: the same rows in the same order, without the row-wise unique's sort of a
+    structured view (5 calls on the L 0.75 round's tier models, 14,326 pairs each)."""
+    a, b = first.astype(np.int64), second.astype(np.int64)
+    if len(a) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    span = int(b.max()) + 1
+    key = np.unique(a * span + b)
+    return np.stack([key // span, key % span], axis=1)
 
 
 @dataclass
@@ -1098,7 +1111,7 @@ def _evicted(model: linear_solver_pb2.MPModelProto, shared: _Slots, gvar: np.nda
     nodes, inverse = np.unique(shared.gnode[picked], return_inverse=True)
     e = np.arange(len(model.variable), len(model.variable) + len(nodes))
     add_variables(model, np.ones(len(nodes)))
-    pairs = np.unique(np.stack([inverse, gvar[picked]], axis=1), axis=0)
+    pairs = _unique_pairs(inverse, gvar[picked])
     add_pair_rows(model, np.stack([pairs[:, 1], e[pairs[:, 0]]], axis=1), (-1.0, -1.0), -1.0)
     return _Evicted(nodes=nodes, var=e)
 
