@@ -1476,11 +1476,11 @@ def _secondary_terms(
         run = rnd.running[gi]
         grows = 0
         if gi in growers:
-            current: Counter[str] | dict[str, int]
-            if len(run.roles) == 1:
-                current = {run.roles[0].name: len(run.pods)}  # its pods are all of its one role
-            else:
-                current = Counter(p.role for p in run.pods)
+            # a gang of one role: its pods are all of it
+            one = len(run.roles) == 1
+            current: Counter[str] | dict[str, int] = (
+                {run.roles[0].name: len(run.pods)} if one else Counter(p.role for p in run.pods)
+            )
             grows = added(gi, run, current)
         kept = surplus_of[gi] + grows
         col = columns.get(gi)
