@@ -323,15 +323,26 @@ class _Slots:
         """Group indexes of set ``s``: pending groups whose pods must lie in it (mask within
         it; for a domain, the columns of that domain), and candidate groups on its nodes."""
         hit = self.member_cache.get(s)
+        if hit is None and s >= self.mask_sets:
+            # Domains count only their own gangs' pods: the kept candidates there would make
+            # hundreds of racks times every candidate (a 4,096-node LP 5x larger). Every
+            # domain's groups at once, by one stable sort (L 0.75: 256 domains, a pass over
+            # every group each).
+            domain = np.where(self.gmask >= 0, self.domain_set[self.gcol], -1)
+            order = np.argsort(domain, kind="stable")
+            sets, starts = np.unique(domain[order], return_index=True)
+            ends = [*starts[1:].tolist(), len(order)]
+            none = np.zeros(0, dtype=np.int64)
+            for d in range(self.mask_sets, len(self.sets)):
+                self.member_cache[d] = (none, none)
+            for d, a, b in zip(sets.tolist(), starts.tolist(), ends, strict=True):
+                if d >= self.mask_sets:
+                    self.member_cache[d] = (order[a:b].astype(np.int64), none)
+            hit = self.member_cache[s]
         if hit is None:
             pending = self.gmask >= 0
-            if s < self.mask_sets:
-                inside = pending & self.subset[np.maximum(self.gmask, 0), s]
-            else:
-                inside = pending & (self.domain_set[self.gcol] == s)
-            # Domains count only their own gangs' pods: the kept candidates there would make
-            # hundreds of racks times every candidate (a 4,096-node LP 5x larger).
-            on_nodes = (self.gnode >= 0) & self.sets[s][np.maximum(self.gnode, 0)] & (s < self.mask_sets)
+            inside = pending & self.subset[np.maximum(self.gmask, 0), s]
+            on_nodes = (self.gnode >= 0) & self.sets[s][np.maximum(self.gnode, 0)]
             hit = self.member_cache[s] = (np.flatnonzero(inside), np.flatnonzero(on_nodes))
         return hit
 
