@@ -85,7 +85,7 @@ from gangopt import arrays
 from gangopt.bounds import Floors, chained_tier_bounds
 from gangopt.lp_wire import Rows, add_variables
 from gangopt.objective import ObjectiveTerms
-from gangopt.prefilter import Prefiltered, request_vector
+from gangopt.prefilter import Prefiltered, request_vector, running_pod_rows
 from gangopt.schema import PendingGang, RunningGang
 from gangopt.slot_classes import affordable as classes_affordable
 from gangopt.slot_classes import class_tier_bounds
@@ -370,7 +370,6 @@ def _build(pre: Prefiltered) -> _Slots:
     terms = ObjectiveTerms.of(rnd)
     resources = pre.resources
     nres = len(resources)
-    index = pre.topo.node_index
     n = len(rnd.cluster.nodes)
     elig = arrays.per_cluster(rnd.cluster, "eligibility", lambda: arrays.Eligibility(rnd))
     masks: list[np.ndarray] = []
@@ -418,21 +417,9 @@ def _build(pre: Prefiltered) -> _Slots:
             groups.extend((col, count, request, m, -1) for count, request, m in pods)
     mask_count = len(masks)
     capacity = arrays.cluster_capacity(rnd, resources).astype(np.int64)
-    # Every running pod as array rows (one Python pass over pods, then numpy).
+    # Every running pod as array rows: the prefilter's (node, gang, requests).
     running = rnd.running
-    role_row: dict[tuple[int, str], int] = {}
-    role_requests: list[dict[str, int]] = []
-    for gi, run in enumerate(running):
-        for role in run.roles:
-            role_row[(gi, role.name)] = len(role_requests)
-            role_requests.append(role.requests)
-    table = arrays.request_matrix(role_requests, resources) if role_requests else np.zeros((0, nres), np.int64)
-    pod_gang = np.fromiter((gi for gi, run in enumerate(running) for _ in run.pods), dtype=np.intp)
-    pod_node = np.fromiter((index[p.node] for run in running for p in run.pods), dtype=np.intp, count=len(pod_gang))
-    pod_role = np.fromiter(
-        (role_row[(gi, p.role)] for gi, run in enumerate(running) for p in run.pods), dtype=np.intp, count=len(pod_gang)
-    )
-    pod_req = table[pod_role] if len(pod_role) else np.zeros((0, nres), np.int64)
+    pod_node, pod_gang, pod_req = running_pod_rows(pre)
     movable = np.zeros(len(running), dtype=bool)
     movable[np.asarray(pre.candidates, dtype=np.intp)] = True
     priority = np.fromiter((run.priority for run in running), dtype=np.int64, count=len(running))
