@@ -153,6 +153,7 @@ def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
         eligible_anywhere={},
         requests={},
     )
+    pre.derived[_RUNNING_PODS] = pods
     first = np.fromiter((c.nodes[0] for c in classes), dtype=np.intp, count=len(classes))
     class_masks = np.stack(masks, axis=1)[first] if masks else np.zeros((len(classes), 0), dtype=bool)
     _fit_counts(pre, class_masks, role_signature)
@@ -160,6 +161,26 @@ def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
     _drop_useless_classes(pre)
     pre.seconds = time.perf_counter() - start
     return pre
+
+
+_RUNNING_PODS = "running-pods"
+"""Key in ``pre.derived`` of the prefilter's running pods as arrays (:func:`running_pod_rows`)."""
+
+
+def running_pod_rows(pre: Prefiltered) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per running pod (the round's order, gang by gang): its node row, its gang's index and
+    its requests over ``pre.resources`` (read only): the arrays the prefilter built, kept on
+    ``pre`` so that the slot models' columns do not build them again (three passes over the
+    16,262 running gangs of L 0.75 and their roles' request table: 0.03 CPU-s)."""
+    pods = pre.derived.get(_RUNNING_PODS)
+    if not isinstance(pods, _RunningPods):
+        pods = _RunningPods.of(pre.rnd, pre.topo, pre.resources, pre.candidates)
+        pre.derived[_RUNNING_PODS] = pods
+    node, gang = pods.node, pods.gang
+    requests = pods.requests if len(gang) else np.zeros((0, len(pre.resources)), dtype=np.int64)
+    for array in (node, gang, requests):
+        array.flags.writeable = False
+    return node, gang, requests
 
 
 def _movable_running(rnd: Round) -> tuple[list[int], list[int]]:

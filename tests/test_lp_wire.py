@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangopt.lp_wire import add_pair_rows, add_row, add_variables
+from gangopt.lp_wire import Rows, add_pair_rows, add_row, add_variables
 from tests.strategies import examples
 
 
@@ -74,6 +74,44 @@ def test_rows_are_the_rows_the_api_adds(rows: list[dict[int, float]], upper: flo
         ct.lower_bound, ct.upper_bound = -math.inf, upper
         ct.var_index.extend(idx.tolist())
         ct.coefficient.extend(coeff.tolist())
+    assert fast.SerializeToString() == slow.SerializeToString()
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("row"),
+                st.dictionaries(st.integers(0, 1 << 22), st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=9),
+                st.floats(-5, 5, allow_nan=False),
+            ),
+            st.tuples(
+                st.just("pairs"),
+                st.lists(st.tuples(st.integers(0, (1 << 21) - 1), st.integers(0, (1 << 21) - 1)), max_size=5),
+                st.floats(-5, 5, allow_nan=False),
+            ),
+        ),
+        max_size=12,
+    ),
+)
+def test_kept_rows_are_the_rows_added_one_by_one(steps: list[tuple[str, Any, float]]) -> None:
+    """:class:`Rows` (rows kept, then written at once; pair rows after the rows before them):
+    the bytes of :func:`add_row` and :func:`add_pair_rows` called in the same order."""
+    fast, slow = _model(), _model()
+    kept = Rows(fast)
+    for kind, what, upper in steps:
+        if kind == "row":
+            idx = np.asarray(sorted(what), dtype=np.int64)
+            coeff = np.asarray([what[i] for i in sorted(what)], dtype=float)
+            kept.add(idx, coeff, upper)
+            add_row(slow, idx, coeff, upper)
+        else:
+            pairs = np.asarray(what, dtype=np.int64).reshape(-1, 2)
+            kept.pairs(pairs, (1.0, -1.0), upper)
+            add_pair_rows(slow, pairs, (1.0, -1.0), upper)
+    kept.flush()
+    kept.flush()  # nothing left: writes nothing
     assert fast.SerializeToString() == slow.SerializeToString()
 
 

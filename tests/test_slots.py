@@ -718,11 +718,14 @@ def test_a_slot_row_is_merged_scaled_and_dropped_when_it_never_binds(rows: list[
     import numpy as np
     from ortools.linear_solver import linear_solver_pb2
 
+    from gangopt.lp_wire import Rows
+
     fast, slow = linear_solver_pb2.MPModelProto(), linear_solver_pb2.MPModelProto()
+    written = Rows(fast)
     for row in rows:
         idx = np.asarray([i for i, _ in row], dtype=np.int64)
         coeff = np.asarray([c for _, c in row], dtype=float)
-        slots._row(fast, idx, coeff, -1.0)
+        slots._row(written, idx, coeff, -1.0)
         merged, where = np.unique(idx, return_inverse=True)
         summed = np.bincount(where, weights=coeff, minlength=len(merged))
         scale = max(1.0, float(np.abs(summed).max()))
@@ -731,6 +734,7 @@ def test_a_slot_row_is_merged_scaled_and_dropped_when_it_never_binds(rows: list[
             ct.lower_bound, ct.upper_bound = -math.inf, -1.0 / scale
             ct.var_index.extend(merged.tolist())
             ct.coefficient.extend((summed / scale).tolist())
+    written.flush()
     assert fast.SerializeToString() == slow.SerializeToString()
 
 
