@@ -298,17 +298,21 @@ def placed(
     the passes share (greedy's candidate's; else the first pass's: :class:`GreedyEngine`)."""
     chosen = {rnd.pending[i].name for i in choice.started}
     best: tuple[Plan, Score] | None = None
-    best_first: frozenset[str] = frozenset()
-    best_keys = SlotPlacer.gang_keys
     tried = 0
     took = 0.0
+
+    def short() -> bool:
+        """The best plan is below the model's value and one more pass ends in time."""
+        assert best is not None
+        below = _tier_value(best[1], choice.priority) < choice.value
+        return below and (until is None or time.perf_counter() + took <= until)
+
     for keys in (SlotPlacer.gang_keys, LARGEST_FIRST):
-        if best is not None and (
-            _tier_value(best[1], choice.priority) >= choice.value
-            or (until is not None and time.perf_counter() + took > until)
-        ):
-            break  # the model's value reached (or no time): no second order
+        if best is not None and not short():
+            break  # the model's value reached (or no time left): no second order
         first: frozenset[str] = frozenset()
+        order_best: tuple[float, ...] | None = None
+        order_first = first
         passes = 0
         while passes < PASSES:
             if tried and until is not None and time.perf_counter() + took > until:
@@ -320,24 +324,29 @@ def placed(
             like = like or placer
             plan = placer.run()
             plan_score = score(rnd, plan)
-            if best is None or lexicographic_key(plan_score) > lexicographic_key(best[1]):
-                best, best_first, best_keys = (plan, plan_score), first, keys
+            key = lexicographic_key(plan_score)
+            if order_best is None or key > order_best:
+                order_best, order_first = key, first
+            if best is None or key > lexicographic_key(best[1]):
+                best = (plan, plan_score)
             took = time.perf_counter() - began
             missed = (chosen - set(plan.admitted)) | placer.widened
             if not missed or missed <= first:
                 break
             first = first | missed
+        if short():
+            # Short of the model's value: this order's best pass once more with the chosen
+            # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
+            # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
+            # one's: at M 0.6 the three passes tie at 5,878.8, and set aside after the third
+            # (11 gangs first) reached 6,098.8 only.
+            tried += 1
+            plan = SlotPlacer(rnd, choice, order_first, spread=False, like=like, gang_keys=keys).run()
+            plan_score = score(rnd, plan)
+            assert best is not None
+            if lexicographic_key(plan_score) > lexicographic_key(best[1]):
+                best = (plan, plan_score)
     assert best is not None
-    if _tier_value(best[1], choice.priority) < choice.value and (until is None or time.perf_counter() + took <= until):
-        # Short of the model's value: the best pass once more with the chosen gangs' preferred
-        # levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the bound; 0.15 CPU-s), if it
-        # ends in time. The best pass's order, not the last one's: at M 0.6 the three passes
-        # tie at 5,878.8, and set aside after the third (11 gangs first) reached 6,098.8 only.
-        tried += 1
-        plan = SlotPlacer(rnd, choice, best_first, spread=False, like=like, gang_keys=best_keys).run()
-        plan_score = score(rnd, plan)
-        if lexicographic_key(plan_score) > lexicographic_key(best[1]):
-            best = (plan, plan_score)
     source = "integer slot model" if choice.levels else "node-class LP"  # :mod:`gangopt.class_choice`
     note = (
         f"slot placer: the {source}'s choice for priority {choice.priority} "
