@@ -56,16 +56,17 @@ from gangopt.slots import SlotChoice, slot_choice
 from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, GreedyEngine
 
 PASSES = 3
-"""Placer passes per choice at most (see :func:`placed`)."""
+"""Placer passes per choice and gang order at most (see :func:`placed`)."""
 LARGEST_FIRST: tuple[str, ...] = ("failed", "largest", "nodes", "priority")
 """The chosen gangs' order of :func:`placed`'s second round of passes, when the first (highest
 priority first) falls short of the model's value: largest pods first whatever their priority
-(every chosen gang is wanted, so their order need not follow the priorities). At fragmented M
-busy 0.6 (1,024 nodes, jobs mix) the priority-5 choice's 32- and 4-node gangs of whole-node
-pods found no whole nodes after the priority-10 gangs' smaller pods had taken them: priority 5
-went from 9,673.8 to 9,783.5 GPU-eq of the model's 9,820.9 (seed 0), 9,670.6 to 9,712.0 of
-9,728.2 (seed 1); on the tilted seed-2 round priority 0 from 8,020.0 to 10,090.0, the bound
-(docs/benchmarks.md, "h30-M06"). A pass there is 0.05-0.15 CPU-s."""
+(every chosen gang is wanted, so their order need not follow the priorities), then fewest
+eligible nodes. At fragmented M busy 0.6 (1,024 nodes, jobs mix) the priority-5 choice's 32-
+and 4-node gangs of whole-node pods found too few whole nodes once the priority-10 gangs'
+whole-node pods had gone first (the choice fits node by node: the reference model with it
+fixed reaches 9,820.9): priority 5 went from 9,673.8 to 9,783.5 GPU-eq of the model's
+9,820.9 (seed 0), 9,670.6 to 9,712.0 of 9,728.2 (seed 1); on the tilted seed-2 round
+priority 0 from 8,020.0 to 10,090.0, the bound (docs/benchmarks.md, "h30-M06"). A pass there is 0.05-0.15 CPU-s."""
 MAX_CHOICES = 4
 """Choices placed per solve at most: one per open tier, going down while each placement
 improves the plan (the fragmented rounds have three tiers)."""
