@@ -6,6 +6,7 @@ process and the CP-SAT child), status, the gap the bounds prove and the comparis
     python -m bench.fragmented_table S 0.75 --true   # also the true tier gaps (small rounds)
     python -m bench.fragmented_table 256/100 0.75    # any nodes/gangs (seed 0)
     python -m bench.fragmented_table 256/100/1 0.6   # nodes/gangs/seed
+    python -m bench.fragmented_table 1024/200/2 0.6 --tilted  # the tests' running mix
 
 The "victims" column counts the plan's evictions and shrinks and the tier value the evicted
 gangs held (GPU-eq, every priority): issue 13's headroom at M is in which running gangs make
@@ -107,8 +108,14 @@ def measure(rnd: Round, optimum: dict[int, int] | None = None) -> list[dict[str,
     return rows
 
 
-def main(size: str, busy: float, true: bool = False, seconds_per_tier: float = 120.0) -> None:
-    rnd = parse_json(Round, round_text(size, busy), "round")
+def main(
+    size: str,
+    busy: float,
+    true: bool = False,
+    seconds_per_tier: float = 120.0,
+    running_mix: Literal["jobs", "tilted"] | None = None,
+) -> None:
+    rnd = parse_json(Round, round_text(size, busy, running_mix), "round")
     optimum: dict[int, int] | None = None
     if true:
         from tests.reference import reference_optimum
@@ -134,4 +141,9 @@ def main(size: str, busy: float, true: bool = False, seconds_per_tier: float = 1
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(args[0] if args else "S", float(args[1]) if len(args) > 1 else 0.75, true="--true" in sys.argv)
+    main(
+        args[0] if args else "S",
+        float(args[1]) if len(args) > 1 else 0.75,
+        true="--true" in sys.argv,
+        running_mix="tilted" if "--tilted" in sys.argv else None,
+    )

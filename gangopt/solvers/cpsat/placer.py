@@ -56,7 +56,17 @@ from gangopt.slots import SlotChoice, slot_choice
 from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, GreedyEngine
 
 PASSES = 3
-"""Placer passes per choice at most (see :func:`placed`)."""
+"""Placer passes per choice and gang order at most (see :func:`placed`)."""
+LARGEST_FIRST: tuple[str, ...] = ("failed", "largest", "nodes", "priority")
+"""The chosen gangs' order of :func:`placed`'s second round of passes, when the first (highest
+priority first) falls short of the model's value: largest pods first whatever their priority
+(every chosen gang is wanted, so their order need not follow the priorities), then fewest
+eligible nodes. At fragmented M busy 0.6 (1,024 nodes, jobs mix) the priority-5 choice's 32-
+and 4-node gangs of whole-node pods found too few whole nodes once the priority-10 gangs'
+whole-node pods had gone first (the choice fits node by node: the reference model with it
+fixed reaches 9,820.9): priority 5 went from 9,673.8 to 9,783.5 GPU-eq of the model's
+9,820.9 (seed 0), 9,670.6 to 9,712.0 of 9,728.2 (seed 1); on the tilted seed-2 round
+priority 0 from 8,020.0 to 10,090.0, the bound (docs/benchmarks.md, "h30-M06"). A pass there is 0.05-0.15 CPU-s."""
 MAX_CHOICES = 4
 """Choices placed per solve at most: one per open tier, going down while each placement
 improves the plan (the fragmented rounds have three tiers)."""
@@ -80,9 +90,12 @@ class SlotPlacer(GreedyEngine):
         *,
         spread: bool = True,
         like: GreedyEngine | None = None,
+        gang_keys: tuple[str, ...] | None = None,
     ) -> None:
         super().__init__(rnd, "deferred", like=like)  # greedy's candidate's views and pod index
         self.choice = choice
+        if gang_keys is not None:
+            self.gang_keys = gang_keys
         self.first = first
         """Chosen gangs placed before the others of their priority (they failed a pass before)."""
         self.spread = spread
@@ -273,7 +286,9 @@ def placed(
 
     When chosen gangs do not fit, or fit only by evicting a candidate the model kept
     (:attr:`SlotPlacer.widened`), the pass is repeated with them placed first in their
-    priority, at most :data:`PASSES` passes, and the best-scoring pass is kept. At M 0.75 the
+    priority, at most :data:`PASSES` passes, and the best-scoring pass is kept; while the best
+    is short of the model's value, the same again with the chosen gangs largest first
+    (:data:`LARGEST_FIRST`). At M 0.75 the
     first pass places every chosen gang (0.05-0.1 CPU-s). On the fragmented 4,096-node round
     (busy 0.75) the first pass placed every chosen gang but evicted 4 kept priority-0
     candidates for them (priority 0: 46,348.6 GPU-eq of the model's 46,863.6); the second,
@@ -283,38 +298,56 @@ def placed(
     repeats whenever the passes end in time). ``like``: an engine of the round whose setup
     the passes share (greedy's candidate's; else the first pass's: :class:`GreedyEngine`)."""
     chosen = {rnd.pending[i].name for i in choice.started}
-    first: frozenset[str] = frozenset()
     best: tuple[Plan, Score] | None = None
-    best_first = first
     tried = 0
     took = 0.0
-    while tried < PASSES:
-        if tried and until is not None and time.perf_counter() + took > until:
-            break
-        tried += 1
-        began = time.perf_counter()
-        placer = SlotPlacer(rnd, choice, first, like=like)
-        like = like or placer
-        plan = placer.run()
-        plan_score = score(rnd, plan)
-        if best is None or lexicographic_key(plan_score) > lexicographic_key(best[1]):
-            best, best_first = (plan, plan_score), first
-        took = time.perf_counter() - began
-        missed = (chosen - set(plan.admitted)) | placer.widened
-        if not missed or missed <= first:
-            break
-        first = first | missed
+
+    def short() -> bool:
+        """The best plan is below the model's value and one more pass ends in time."""
+        assert best is not None
+        below = _tier_value(best[1], choice.priority) < choice.value
+        return below and (until is None or time.perf_counter() + took <= until)
+
+    for keys in (SlotPlacer.gang_keys, LARGEST_FIRST):
+        if best is not None and not short():
+            break  # the model's value reached (or no time left): no second order
+        first: frozenset[str] = frozenset()
+        order_best: tuple[float, ...] | None = None
+        order_first = first
+        passes = 0
+        while passes < PASSES:
+            if tried and until is not None and time.perf_counter() + took > until:
+                break
+            tried += 1
+            passes += 1
+            began = time.perf_counter()
+            placer = SlotPlacer(rnd, choice, first, like=like, gang_keys=keys)
+            like = like or placer
+            plan = placer.run()
+            plan_score = score(rnd, plan)
+            key = lexicographic_key(plan_score)
+            if order_best is None or key > order_best:
+                order_best, order_first = key, first
+            if best is None or key > lexicographic_key(best[1]):
+                best = (plan, plan_score)
+            took = time.perf_counter() - began
+            missed = (chosen - set(plan.admitted)) | placer.widened
+            if not missed or missed <= first:
+                break
+            first = first | missed
+        if short():
+            # Short of the model's value: this order's best pass once more with the chosen
+            # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
+            # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
+            # one's: at M 0.6 the three passes tie at 5,878.8, and set aside after the third
+            # (11 gangs first) reached 6,098.8 only.
+            tried += 1
+            plan = SlotPlacer(rnd, choice, order_first, spread=False, like=like, gang_keys=keys).run()
+            plan_score = score(rnd, plan)
+            assert best is not None
+            if lexicographic_key(plan_score) > lexicographic_key(best[1]):
+                best = (plan, plan_score)
     assert best is not None
-    if _tier_value(best[1], choice.priority) < choice.value and (until is None or time.perf_counter() + took <= until):
-        # Short of the model's value: the best pass once more with the chosen gangs' preferred
-        # levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the bound; 0.15 CPU-s), if it
-        # ends in time. The best pass's order, not the last one's: at M 0.6 the three passes
-        # tie at 5,878.8, and set aside after the third (11 gangs first) reached 6,098.8 only.
-        tried += 1
-        plan = SlotPlacer(rnd, choice, best_first, spread=False, like=like).run()
-        plan_score = score(rnd, plan)
-        if lexicographic_key(plan_score) > lexicographic_key(best[1]):
-            best = (plan, plan_score)
     source = "integer slot model" if choice.levels else "node-class LP"  # :mod:`gangopt.class_choice`
     note = (
         f"slot placer: the {source}'s choice for priority {choice.priority} "
