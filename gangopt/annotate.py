@@ -49,8 +49,9 @@ def annotate(
 
     ``deadline`` (a :func:`time.perf_counter` instant: the end of the time limit) bounds the
     waiting reasons, the one step here whose cost grows with the round (2.3 CPU-s for 207
-    waiting gangs at 16,384 nodes): they stop :func:`validation_reserve` (times ``slowdown``, see
-    :func:`slowdown`) before it, the gangs not reached keep the solver's own reason
+    waiting gangs at 16,384 nodes): they stop :func:`validator_seconds` (times ``slowdown``, see
+    :func:`slowdown`) before it, their plan's view is not built unless it ends by then
+    (:data:`REASONS_VIEW_SECONDS_PER_POD`), the gangs not reached keep the solver's own reason
     (:data:`gangopt.reasons.UNCHECKED`), and the message says how many."""
     pre = result.pre
     if pre is None:
@@ -67,8 +68,9 @@ def annotate(
     if left_out is not None and lp_bounds:
         plan = plan.model_copy(update={"message": f"{plan.message}; {left_out[1]}".lstrip("; ")})
     if explain_waiting:
-        by = None if deadline is None else deadline - validation_reserve(rnd, plan) * slowdown
-        waiting = waiting_reasons(rnd, plan, pre, deadline=by)
+        by = None if deadline is None else deadline - validator_seconds(rnd, plan) * slowdown
+        setup = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan) * slowdown
+        waiting = waiting_reasons(rnd, plan, pre, deadline=by, setup=setup)
         note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
         plan = plan.model_copy(update={"waiting": waiting, "message": note})
     gap = plan_gap(bounded)
@@ -110,9 +112,34 @@ a loaded machine: measured 26-27 µs on the fragmented L and XL rounds (0.24 s f
 
 
 def validation_reserve(rnd: Round, plan: Plan) -> float:
-    """Seconds to keep before the end of the time limit for validating ``plan``."""
-    pods = sum(len(g.pods) for g in rnd.running) + len(plan.placements)
-    return VALIDATION_SECONDS_PER_POD * pods
+    """Seconds to keep before the end of the time limit for validating ``plan``: what a
+    searching solver's clock counts (:func:`finish_reserve`)."""
+    return VALIDATION_SECONDS_PER_POD * plan_pods(rnd, plan)
+
+
+def plan_pods(rnd: Round, plan: Plan) -> int:
+    """Pods the validator walks for ``plan``: the running ones and the plan's new ones."""
+    return sum(len(g.pods) for g in rnd.running) + len(plan.placements)
+
+
+VALIDATOR_SECONDS_PER_POD = 1e-5
+"""CPU seconds per pod (:func:`plan_pods`) the waiting reasons leave the validator, which runs
+after them: measured 7.6 µs on the fragmented XL round (0.58-0.59 s for 77,300 pods, greedy's
+and CP-SAT's plans) and 6.2 µs at L (0.12 s for 19,400), quiet machine; ``slowdown`` scales it
+for a loaded one. The reasons were cut at :data:`VALIDATION_SECONDS_PER_POD` (6e-5, kept for
+CP-SAT's search clock): at XL with a 10 s limit that kept 4.64 s for a 0.59 s validation, the
+reasons' deadline fell 5.3 s into the process, before greedy's reasons began (6.3 s) and
+CP-SAT's (8.9 s), and all 207 waiting gangs went unchecked (docs/benchmarks.md, "h30-XLreasons")."""
+
+REASONS_VIEW_SECONDS_PER_POD = 6e-6
+"""CPU seconds per pod (:func:`plan_pods`) of the plan's view the waiting reasons build before
+their first gang (:class:`gangopt.reasons._PlanView`): 0.37-0.41 s for 77,300 pods at XL. Not
+built unless it ends before the reasons' deadline: built for no gang it only delays the end."""
+
+
+def validator_seconds(rnd: Round, plan: Plan) -> float:
+    """CPU seconds the validator is expected to take on ``plan`` (:data:`VALIDATOR_SECONDS_PER_POD`)."""
+    return VALIDATOR_SECONDS_PER_POD * plan_pods(rnd, plan)
 
 
 REASONS_SECONDS_PER_GANG_ROOT_NODE = 1.5e-4

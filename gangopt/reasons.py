@@ -150,7 +150,7 @@ class Check:
 
 
 def waiting_reasons(
-    rnd: Round, plan: Plan, pre: Prefiltered | None = None, *, deadline: float | None = None
+    rnd: Round, plan: Plan, pre: Prefiltered | None = None, *, deadline: float | None = None, setup: float = 0.0
 ) -> list[Waiting]:
     """One :class:`Waiting` per pending gang the plan does not admit, in input order: the code
     of its first failing check (``CHECK_ORDER``) and the text of every failing check.
@@ -158,9 +158,10 @@ def waiting_reasons(
 
     With ``deadline`` (a :func:`time.perf_counter` instant), gangs not reached by then (see
     :func:`waiting_checks`) keep the solver's own reason from ``plan.waiting`` (code
-    ``policy`` when it gave none) followed by :data:`UNCHECKED`."""
+    ``policy`` when it gave none) followed by :data:`UNCHECKED`; ``setup``: see
+    :func:`waiting_checks`."""
     del pre
-    checked = waiting_checks(rnd, plan, deadline=deadline)
+    checked = waiting_checks(rnd, plan, deadline=deadline, setup=setup)
     own = {w.gang: w for w in plan.waiting}
     admitted = set(plan.admitted)
     out = []
@@ -179,17 +180,21 @@ UNCHECKED = "not checked against the plan: the time limit ran out first (a longe
 """The reason given to a waiting gang whose checks the time limit cut off."""
 
 
-def waiting_checks(rnd: Round, plan: Plan, *, deadline: float | None = None) -> dict[str, list[Check]]:
+def waiting_checks(
+    rnd: Round, plan: Plan, *, deadline: float | None = None, setup: float = 0.0
+) -> dict[str, list[Check]]:
     """Every failing check per waiting gang, in input order, each list sorted by ``CHECK_ORDER``.
 
     With ``deadline``, gangs are checked highest priority first (input order within one) and
     those not reached by then are left out. Their cost grows with the round: 0.06 CPU-s for
     the 14 waiting gangs of greedy's plan of the fragmented M round, 0.36 for 52 at L, 2.3 for
     207 at XL (16,384 nodes, 68,536 running gangs; 33 CPU-s before the blockers were searched
-    in runs; ``python -m bench.finisher_costs XL``, a machine with a load of 5)."""
+    in runs; ``python -m bench.finisher_costs XL``, a machine with a load of 5). ``setup``:
+    the seconds the plan's view is expected to take (0.37-0.41 CPU-s at XL), not built unless
+    it ends by ``deadline``."""
     admitted = set(plan.admitted)
     waiting = [g for g in rnd.pending if g.name not in admitted]
-    if not waiting or (deadline is not None and time.perf_counter() > deadline):
+    if not waiting or (deadline is not None and time.perf_counter() + setup > deadline):
         return {}  # past the deadline no gang would be checked: the plan's view (0.6 CPU-s at XL) unbuilt
     view = _PlanView(rnd, plan)
     gangs = {g.name: _gang(view, g) for g in waiting}

@@ -11,6 +11,7 @@ round and the plan, with the validator's own reading of eligibility.
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 
 import numpy as np
@@ -407,6 +408,23 @@ def test_a_passed_deadline_builds_nothing(monkeypatch: pytest.MonkeyPatch) -> No
     assert waiting_checks(rnd, plan, deadline=0.0) == {}
     with pytest.raises(AssertionError, match="past the deadline"):
         waiting_checks(rnd, plan, deadline=float("inf"))
+
+
+def test_a_view_that_would_end_past_the_deadline_is_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``setup`` (the view's expected seconds) ending past the deadline: nothing is built (at XL
+    the view is 0.37-0.41 CPU-s, which built for no gang only delays the end); ending before it,
+    the gangs are checked."""
+    rnd, plan = _three_waiting()
+    soon = time.perf_counter() + 60.0
+    assert waiting_checks(rnd, plan, deadline=soon, setup=0.0) == waiting_checks(rnd, plan)
+
+    def view(*_: object) -> None:
+        raise AssertionError("the plan's view was built past the deadline")
+
+    monkeypatch.setattr(reasons, "_PlanView", view)
+    assert waiting_checks(rnd, plan, deadline=soon, setup=120.0) == {}
+    cut = waiting_reasons(rnd, plan, deadline=soon, setup=120.0)
+    assert cut and all(w.reasons[-1] == reasons.UNCHECKED for w in cut)
 
 
 def test_a_cpsat_plan_cut_short_says_policy_and_unchecked() -> None:

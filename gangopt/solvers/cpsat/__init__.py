@@ -279,8 +279,8 @@ def _guarded_search(
     if not rnd.policy.deterministic and left < MIN_SEARCH_SHARE * limit:
         message = (
             f"time limit: {time.perf_counter() - start:.2f} s of the {limit:g} s went to the prefilter and the "
-            f"candidates, and {timing.reserve:.2f} s are kept to explain and validate the plan; no time left for "
-            "a model; greedy plan returned"
+            f"candidates; a search had to end by {timing.deadline - start:.2f} s, keeping {timing.reserve:.2f} s "
+            "to expand, explain and validate its plan; no time left for a model; greedy plan returned"
         )
         return replace(_fallback(candidate, stats, pre, message), slowdown=slow)
     # The child's modules (multiprocessing, subprocess, signal: 32 M instructions, 2 % of the
