@@ -14,10 +14,10 @@ import gangopt
 from gangopt import slots
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
-from gangopt.result import Result
-from gangopt.schema import Plan, Policy, Round, Score, Status
+from gangopt.result import ProvenBounds, Result
+from gangopt.schema import Plan, Policy, Round, Score, Status, TierScore
 from gangopt.solvers import SOLVERS, SolverName
-from gangopt.solvers.cpsat import _allow_large_slots, peers_first, portfolio_floor
+from gangopt.solvers.cpsat import _allow_large_slots, _for_plan, peers_first, portfolio_floor
 from gangopt.solvers.cpsat.encoding import encode
 from gangopt.solvers.cpsat.hints import complete, plan_values, trivial_values
 from gangopt.solvers.cpsat.placer import Placed
@@ -686,3 +686,23 @@ def test_a_clocked_solve_stops_the_secondary_stage_of_a_small_round_by_its_limit
     policy = rnd.policy.model_copy(update={"deterministic": True})
     assert gangopt.validate(rnd, gangopt.solve(rnd, policy)) == []
     assert seen and all(d is None for d in seen), seen
+
+
+@pytest.mark.parametrize(
+    ("values", "keeps_secondary"),
+    [
+        ({10: 5.0, 0: 16.8}, True),  # at the proven tier optima: the secondary stage bounds it
+        ({10: 5.0, 0: 14.4}, False),  # the hypothesis round: greedy's plan one tier short
+        ({10: 4.0, 0: 16.8}, False),  # a higher tier short
+        ({10: 5.0}, False),  # a tier the plan does not reach at all
+    ],
+)
+def test_a_returned_warm_start_keeps_the_secondary_bound_only_at_the_tier_optima(
+    values: dict[int, float], keeps_secondary: bool
+) -> None:
+    proven = ProvenBounds(tiers={10: 5.0, 0: 16.8}, secondary=7.3)
+    plan_score = Score(tiers=[TierScore(priority=p, value=v, bound=v) for p, v in values.items()], secondary=11.6)
+    kept = _for_plan(proven, plan_score)
+    assert kept is not None and kept.tiers == proven.tiers  # tier bounds bound every plan
+    assert kept.secondary == (7.3 if keeps_secondary else None)
+    assert _for_plan(None, plan_score) is None
