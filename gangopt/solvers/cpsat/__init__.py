@@ -478,7 +478,7 @@ def _for_plan(proven: ProvenBounds | None, plan_score: Score) -> ProvenBounds | 
     16.8."""
     if proven is None or proven.secondary is None:
         return proven
-    values = {t.priority: t.value for t in plan_score.tiers}
+    values = tier_values(plan_score)
     if all(values.get(p, 0.0) >= v - 1e-9 for p, v in proven.tiers.items()):
         return proven
     return ProvenBounds(tiers=proven.tiers, secondary=None)
