@@ -27,6 +27,7 @@ from gangopt.solvers.peers import SlurmBackfillLike, koordinator_like, kueue_lik
 
 Decide = Callable[[Round], Result]
 Durations = Mapping[str, float] | None
+Stop = Callable[[], bool] | None
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,31 @@ class Solver:
     protection) instead of the round itself; the plan is validated against the round."""
 
 
-def _plain(decide: Callable[[Round], Plan]) -> Callable[[Durations], Decide]:
-    """A stateless plan function as a registry decider, with the round's size in its stats."""
+def _plain(decide: Callable[..., Plan]) -> Callable[[Durations], Decide]:
+    """A plan function taking a ``stop`` (the peers, FIFO) as a registry decider, clocked
+    (:func:`_pass_stop`), with the round's size in its stats."""
 
     def make(durations: Durations) -> Decide:
         def run(rnd: Round) -> Result:
-            return Result(plan=decide(rnd), stats=Stats(nodes=len(rnd.cluster.nodes), gangs=len(rnd.pending)))
+            plan = decide(rnd, stop=_pass_stop(rnd))
+            return Result(plan=plan, stats=Stats(nodes=len(rnd.cluster.nodes), gangs=len(rnd.pending)))
 
         return run
 
     return make
+
+
+def _pass_stop(rnd: Round) -> Stop:
+    """The stop of a pass that must end within the time limit (from this call), keeping time for
+    what follows it (:func:`gangopt.annotate.pass_reserve`, the finisher prefiltering again), or
+    None under ``policy.deterministic`` (replays: the pass always runs whole). Greedy's pass and
+    every peer's run alone (``gangopt solve --solver PEER``): at 16,384 nodes greedy's pass is
+    about 4 CPU-s, koordinator_like's 9-10 (25 s of wall for a 10 s limit at load 6, stop 30)."""
+    if rnd.policy.deterministic:
+        return None
+    wall, cpu = time.perf_counter(), time.process_time()
+    end = wall + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
+    return stop_by(end, pass_reserve(rnd, prefiltered=False), wall, cpu)
 
 
 def _cpsat(rnd: Round) -> Result:
@@ -76,15 +92,9 @@ def _cpsat(rnd: Round) -> Result:
 
 
 def _greedy(rnd: Round) -> Result:
-    """Greedy's pass within the time limit (from this call), keeping time for what follows it
-    (:func:`gangopt.annotate.pass_reserve`): at 16,384 nodes the pass alone is about 4 CPU-s,
-    past a 3 s limit. Under ``policy.deterministic`` (replays) it always runs whole."""
-    if rnd.policy.deterministic:
-        return Result(plan=greedy(rnd))
-    wall, cpu = time.perf_counter(), time.process_time()
-    end = wall + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
-    stop = stop_by(end, pass_reserve(rnd, prefiltered=False), wall, cpu)
-    return Result(plan=greedy(rnd, stop=stop))
+    """Greedy's pass within the time limit (:func:`_pass_stop`): at 16,384 nodes the pass alone
+    is about 4 CPU-s, past a 3 s limit. Under ``policy.deterministic`` (replays) it runs whole."""
+    return Result(plan=greedy(rnd, stop=_pass_stop(rnd)))
 
 
 def _slurm(durations: Durations) -> Decide:

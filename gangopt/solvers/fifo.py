@@ -8,12 +8,16 @@ maximum if it fits. Any sensible scheduler should beat it; replays show how much
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gangopt.schema import Plan, Round, Waiting
 from gangopt.solvers.greedy import greedy
 
 
-def fifo_first_fit(rnd: Round) -> Plan:
-    """Strict FIFO first fit, no preemption, priorities ignored (see the module docstring)."""
+def fifo_first_fit(rnd: Round, *, stop: Callable[[], bool] | None = None) -> Plan:
+    """Strict FIFO first fit, no preemption, priorities ignored (see the module docstring).
+    ``stop``: greedy's (the gangs its pass did not reach wait "not considered", none of them
+    a blocker: they come after every gang it decided)."""
     flat = rnd.model_copy(
         update={
             "pending": [g.model_copy(update={"priority": 0}) for g in rnd.pending],
@@ -21,7 +25,7 @@ def fifo_first_fit(rnd: Round) -> Plan:
             "policy": rnd.policy.model_copy(update={"preemption": False}),
         }
     )
-    plan = greedy(flat)
+    plan = greedy(flat, stop=stop)
     order = sorted(rnd.pending, key=lambda g: (g.submit_time, g.name))
     admitted = set(plan.admitted)
     blocker = next((g.name for g in order if g.name not in admitted), None)

@@ -22,8 +22,9 @@ rounds); by name through the registry (:data:`gangopt.solvers.SOLVERS`) and the 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +39,19 @@ NodeScore = Literal["first", "least", "most"]
 ``LeastAllocated`` (spread: most free share first) or Volcano's ``binpack`` (most used first)."""
 Slots = list[tuple[int, int]]
 """An ordered node list with pods per node: ``(node row, pods)``."""
+
+
+P = TypeVar("P", bound="Peer")
+Stop = Callable[[], bool] | None
+"""A pass's stop (:attr:`gangopt.solvers.greedy.engine.GreedyEngine.stop`; None: the pass runs whole)."""
+
+
+def stopping(peer: P, stop: Stop) -> P:
+    """``peer`` with ``stop`` as its pass's stop: run alone (``gangopt solve --solver PEER``) a
+    peer gets the time limit's promise greedy gets (the registry makes the stop:
+    :func:`gangopt.annotate.stop_by`); the gangs it did not reach wait "not considered"."""
+    peer.stop = stop
+    return peer
 
 
 # ----------------------------------------------------------------------------- shared machinery
@@ -90,7 +104,12 @@ class Peer(GreedyEngine):
         """Per-node preemption cost; when set, pods go to the cheapest feasible node first."""
 
     def decide(self) -> Plan:
-        return self.run().model_copy(update={"solver": self.solver})
+        return self.run()
+
+    def plan(self) -> Plan:
+        """The engine's plan under the peer's name (also in the message of a pass its
+        :attr:`~gangopt.solvers.greedy.engine.GreedyEngine.stop` cut)."""
+        return super().plan().model_copy(update={"solver": self.solver})
 
     # ------------------------------------------------------------------ quota rows
 

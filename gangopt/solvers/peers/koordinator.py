@@ -11,7 +11,7 @@ import numpy as np
 from gangopt.arrays import IntArray
 from gangopt.schema import NODE_LEVEL, Plan, Policy, Round
 from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode, decided
-from gangopt.solvers.peers.common import Peer, has_topology, near_domains, victim_units
+from gangopt.solvers.peers.common import Peer, Stop, has_topology, near_domains, stopping, victim_units
 
 
 class _Koordinator(Peer):
@@ -153,7 +153,7 @@ class _Koordinator(Peer):
         return code, f'{gang} gets rejected due to member Pod "{pod}" is unschedulable with reason "{kube}"'
 
 
-def koordinator_like(rnd: Round, policy: Policy | None = None) -> Plan:
+def koordinator_like(rnd: Round, policy: Policy | None = None, *, stop: Stop = None) -> Plan:
     """Koordinator koord-scheduler with the coscheduling plugin, ``Strict`` mode (peers.md §2.1).
 
     Mimics:
@@ -187,7 +187,10 @@ def koordinator_like(rnd: Round, policy: Policy | None = None) -> Plan:
     background over-quota killer, and the "terminating victims" check. Roles of different
     shapes are counted as copies of their element-wise largest pod by the topology solver,
     which assumes homogeneous member pods. An elastic topology gang needs room for its maximum.
+
+    ``stop``: the pass ends when it says so, the gangs not reached waiting "not considered"
+    (:func:`~gangopt.solvers.peers.common.stopping`).
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return decided(lambda: _Koordinator(rnd), _Koordinator.decide)
+    return decided(lambda: stopping(_Koordinator(rnd), stop), _Koordinator.decide)

@@ -16,7 +16,7 @@ from gangopt.arrays import IntArray
 from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL, PendingGang, Plan, Policy, Round
 from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode, decided
-from gangopt.solvers.peers.common import Peer, has_topology, victim_units
+from gangopt.solvers.peers.common import Peer, Stop, has_topology, stopping, victim_units
 
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
 
@@ -103,7 +103,7 @@ class _Kueue(Peer):
         for members in self.transactions():  # priority, then FIFO within each ClusterQueue
             heads[self.pending[members[0]].spec.queue].append(members)
         blocked: set[str] = set()
-        while True:
+        while not self._stopped_at(heads):
             entries = []
             for q in sorted(heads):
                 if heads[q] and q not in blocked:
@@ -118,6 +118,8 @@ class _Kueue(Peer):
                 break
             admitted_before = len(self.admitted)
             for *_, q, mode, gangs, counts in sorted(entries, key=lambda e: e[:4]):
+                if self._stopped_at(heads):
+                    break
                 if mode == "Fit" and not self._fits_quota(gangs, counts):
                     if len(self.admitted) > admitted_before:
                         continue  # "no longer fits after processing another workload": next cycle
@@ -136,7 +138,19 @@ class _Kueue(Peer):
                         )
                     heads[q] = []
         self.final_reprieve()
-        return self.plan()
+        return self.plan() if self.stopped is None else self._stopped_plan()
+
+    def _stopped_at(self, heads: dict[str, list[list[int]]]) -> bool:
+        """Whether the pass's stop (:attr:`~gangopt.solvers.greedy.engine.GreedyEngine.stop`) has
+        ended it (asked again: once it has); at its first True every workload left in ``heads``
+        (the heads not yet processed included) waits "not considered" and ``heads`` is emptied."""
+        if self.stopped is not None:
+            return True
+        if self.stop is None or not self.stop():
+            return False
+        self._not_considered([members for q in sorted(heads) for members in heads[q]])
+        heads.clear()
+        return True
 
     def _process(self, gangs: list[GangView], counts: list[list[int]], mode: str) -> bool:
         tas = any(has_topology(g) for g in gangs)
@@ -270,7 +284,9 @@ class _Kueue(Peer):
         return alloc, dom
 
 
-def kueue_like(rnd: Round, policy: Policy | None = None, *, strategy: QueueingStrategy = "BestEffortFIFO") -> Plan:
+def kueue_like(
+    rnd: Round, policy: Policy | None = None, *, strategy: QueueingStrategy = "BestEffortFIFO", stop: Stop = None
+) -> Plan:
     """Kueue admission with classical preemption and TAS (peers.md §2.3).
 
     Mimics:
@@ -306,7 +322,10 @@ def kueue_like(rnd: Round, policy: Policy | None = None, *, strategy: QueueingSt
     admission they make room for land in the same plan (Kueue admits in a later cycle).
     Deviation the plan contract imposes: a victim that frees only quota, on nodes the workload
     does not use, is not evicted (then the workload waits). Gang groups are one workload.
+
+    ``stop``: admission ends when it says so, the workloads not reached waiting "not considered"
+    (:func:`~gangopt.solvers.peers.common.stopping`).
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return decided(lambda: _Kueue(rnd, strategy), _Kueue.decide)
+    return decided(lambda: stopping(_Kueue(rnd, strategy), stop), _Kueue.decide)

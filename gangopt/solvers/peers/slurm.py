@@ -15,7 +15,7 @@ import numpy as np
 from gangopt.arrays import BoolArray, IndexArray, IntArray
 from gangopt.schema import Plan, Policy, Round
 from gangopt.solvers.greedy.engine import Attempt, GangView, WaitingCode
-from gangopt.solvers.peers.common import PREEMPT_NOTE, Peer
+from gangopt.solvers.peers.common import PREEMPT_NOTE, Peer, Stop, stopping
 
 
 class _Slurm(Peer):
@@ -232,8 +232,10 @@ class SlurmBackfillLike:
         self.durations = durations
         self.started: dict[str, float] = {}
 
-    def __call__(self, rnd: Round) -> Plan:
-        plan = _Slurm(rnd, self.durations, self.started).decide()
+    def __call__(self, rnd: Round, *, stop: Stop = None) -> Plan:
+        """This round's plan; ``stop``: the pass ends when it says so, the jobs not reached
+        waiting "not considered" (:func:`~gangopt.solvers.peers.common.stopping`)."""
+        plan = stopping(_Slurm(rnd, self.durations, self.started), stop).decide()
         live = {g.name for g in rnd.running}
         self.started = {k: v for k, v in self.started.items() if k in live}
         for name in plan.admitted:
@@ -242,9 +244,9 @@ class SlurmBackfillLike:
 
 
 def slurm_backfill_like(
-    rnd: Round, policy: Policy | None = None, *, durations: Mapping[str, float] | None = None
+    rnd: Round, policy: Policy | None = None, *, durations: Mapping[str, float] | None = None, stop: Stop = None
 ) -> Plan:
     """One round of :class:`SlurmBackfillLike` (see there for what it mimics and leaves out)."""
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return SlurmBackfillLike(durations)(rnd)
+    return SlurmBackfillLike(durations)(rnd, stop=stop)

@@ -14,7 +14,7 @@ from gangopt.arrays import IntArray
 from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL, Plan, Policy, Round
 from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, WaitingCode, decided
-from gangopt.solvers.peers.common import FloatArray, Peer, near_domains
+from gangopt.solvers.peers.common import FloatArray, Peer, Stop, near_domains, stopping
 
 
 class _Volcano(Peer):
@@ -109,6 +109,9 @@ class _Volcano(Peer):
         for members in self.transactions():
             queues[self.pending[members[0]].spec.queue].append(members)
         while any(queues.values()):
+            if self.stop is not None and self.stop():
+                self._not_considered([members for jobs in queues.values() for members in jobs])
+                break
             open_ = [q for q, jobs in queues.items() if jobs and not self._overused(q)]
             if not open_:
                 for q, jobs in queues.items():
@@ -122,7 +125,12 @@ class _Volcano(Peer):
             q = min(open_, key=lambda name: (self._share(name), name))
             self.admit([self.pending[i] for i in queues[q].pop(0)])
         self.final_reprieve()
+        if self.stopped is not None:  # no growth past the deadline (as the engine's run)
+            return self._stopped_plan()
         for gi in range(len(self.running)):
+            if self.stop is not None and self.running[gi].elastic and self.stop():
+                self.stopped = 0
+                return self._stopped_plan()
             self.grow_running(gi)
         return self.plan()
 
@@ -286,7 +294,7 @@ class _Volcano(Peer):
         )
 
 
-def volcano_like(rnd: Round, policy: Policy | None = None) -> Plan:
+def volcano_like(rnd: Round, policy: Policy | None = None, *, stop: Stop = None) -> Plan:
     """Volcano's scheduler session with actions ``allocate`` (then ``preempt``, ``reclaim``
     when ``policy.preemption``) and plugins ``priority, gang, proportion, binpack`` (peers.md §2.2).
 
@@ -326,7 +334,10 @@ def volcano_like(rnd: Round, policy: Policy | None = None) -> Plan:
     limits (Volcano has no cohorts). Two deviations the plan contract imposes: preempt/reclaim
     victims are reprieved when the plan does not need them, and reclaim only takes lower
     priorities. Gang groups are decided as one job.
+
+    ``stop``: the session ends when it says so, the jobs not reached waiting "not considered"
+    (:func:`~gangopt.solvers.peers.common.stopping`).
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
-    return decided(lambda: _Volcano(rnd), _Volcano.decide)
+    return decided(lambda: stopping(_Volcano(rnd), stop), _Volcano.decide)
