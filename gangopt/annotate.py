@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Literal, cast
 
+from gangopt import slot_classes, slots
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
@@ -54,13 +55,17 @@ def annotate(
     (:data:`REASONS_VIEW_SECONDS_PER_POD`), the gangs not reached keep the solver's own reason
     (:data:`gangopt.reasons.UNCHECKED`), and the message says how many."""
     pre = result.pre
+    plan = result.plan
     if pre is None:
         pre = prefilter(rnd)
         # A solver that hands over no prefiltered round (greedy, the peers) and asks for the LP
         # bounds gets the slot bounds of a large round too (``gangopt.slots.allow_large``): what
         # CP-SAT's plans are judged by when its clock allows them (4,096 nodes: 1.6-2.4 CPU-s).
-        allow_large(pre, lp_bounds)
-    plan = result.plan
+        clocked = lp_bounds and deadline is not None and not rnd.policy.deterministic
+        allow_large(pre, lp_bounds, deadline if clocked else None)
+        if clocked:
+            assert deadline is not None
+            _lps_in_time(pre, plan, deadline - rnd.policy.time_limit, slowdown)
     unbounded = result.score if result.score is not None else score(rnd, plan)
     tiers, secondary = combined_bounds(result.proven or ProvenBounds(), _finisher_bounds(pre, unbounded, lp_bounds))
     bounded = with_bounds(unbounded, tiers, secondary)
@@ -79,6 +84,38 @@ def annotate(
         note = f"{plan.message}; optimal by the finisher's bounds"
         plan = plan.model_copy(update={"status": Status.OPTIMAL, "message": note})
     return plan.model_copy(update={"score": bounded, "gap": gap, "stats": result.stats})
+
+
+FINISHER_LP_SECONDS_PER_POD = 2.8e-5
+"""CPU seconds per pod (:func:`plan_pods`) of the LP bounds the finisher computes for greedy's
+and the peers' plans (``--lp-bounds``), the node-class bounds aside (their own estimate,
+:func:`bounds_in_time`): measured on greedy's plans of issue 13's fragmented rounds, OR-Tools
+imported (load 4-5): 1,024 nodes 0.09 CPU-s for 5,043 pods (1.8e-5), 4,096 nodes 0.54 for
+19,218 (2.8e-5), 16,384 nodes 0.56 for 77,355 with the node-class bounds left out (0.7e-5;
+with them 3.4 CPU-s)."""
+
+
+def _lps_in_time(pre: Prefiltered, plan: Plan, start: float, slow: float) -> None:
+    """For a solver that hands the finisher no prefiltered round (greedy, the peers) and asks for
+    the LP bounds, on a clocked solve that began at ``start``: leave out what the time limit
+    cannot cover (:func:`bounds_in_time`), then every LP when their estimate
+    (:data:`FINISHER_LP_SECONDS_PER_POD`) and the validator's, times ``slow``, would end past the
+    limit and :data:`LIMIT_TOLERANCE`; the plan's message says so. Before stop 31 these LPs were
+    not clocked: greedy's ``--lp-bounds`` at 16,384 nodes spent 3.7 CPU-s on them whatever the
+    limit (0.6 at 4,096 nodes)."""
+    rnd, limit = pre.rnd, pre.rnd.policy.time_limit
+    validator = validator_seconds(rnd, plan) * slow
+    bounds_in_time(pre, start, slow, validator, f"{plan.solver} pass")
+    left_out = bounds_left_out(pre)
+    if left_out is not None and left_out[0] == "lp":
+        return
+    now, lps = time.perf_counter(), FINISHER_LP_SECONDS_PER_POD * plan_pods(rnd, plan) * slow
+    if now + lps + validator > start + (1 + LIMIT_TOLERANCE) * limit:
+        note = (
+            f"time limit: bounds without their LPs (about {lps:.1f} s of them and {validator:.1f} s of validation "
+            f"after {now - start:.1f} s of the {limit:g} s limit; the gap is against looser bounds)"
+        )
+        leave_out(pre, "lp", note)
 
 
 LARGE_SECONDARY_GANGS = 1500
@@ -264,6 +301,51 @@ def leave_out(pre: Prefiltered, what: LeftOut, note: str) -> None:
     clock decides (:func:`gangopt.solvers.cpsat.solve_cpsat`) before the first bound is asked
     for, so that every bound of the solve, the finisher's included, is the same."""
     pre.derived[BOUNDS_LEFT_OUT] = (what, note)
+
+
+def bounds_in_time(
+    pre: Prefiltered, start: float, slow: float, validator: float, first: str = "first greedy pass"
+) -> None:
+    """Leave out the bounds the time limit counted from ``start`` (a :func:`time.perf_counter`
+    instant) cannot cover after the ``first`` pass (clocked solves; :func:`leave_out`, the
+    finisher says so in the plan's message): every LP when that pass already ended past the
+    limit (a 3 s limit at XL: the parse, one greedy pass and the validator are about 7 s there,
+    and the growth LP, the node-class bounds and OR-Tools' import would add 1-2.5 s), else the
+    node-class bounds of a round too large for the per-node ones when their estimate
+    (:data:`gangopt.slot_classes.SECONDS_PER_CANDIDATE_POD`, times ``slow``: :func:`slowdown`)
+    and ``validator`` (the validator's seconds, scaled) would end past the limit and
+    :data:`LIMIT_TOLERANCE`. CP-SAT's clock asks after its first candidate
+    (:func:`gangopt.solvers.cpsat.solve_cpsat`), the finisher for greedy and the peers when
+    they ask for the LP bounds (``--lp-bounds``)."""
+    rnd, limit = pre.rnd, pre.rnd.policy.time_limit
+    now = time.perf_counter()
+    if now > start + limit:
+        note = (
+            f"time limit: the {first} ended {now - start:.1f} s into the {limit:g} s limit (with the "
+            f"validator, about {now - start + validator:.1f} s is the least this solve can take here); bounds "
+            "without their LPs (the gap is against looser bounds)"
+        )
+        leave_out(pre, "lp", note)
+        return
+    if not _on_class_bounds(pre) or not slot_classes.affordable(pre):
+        return
+    pods = pre.kept("slot-classes-pods", lambda: sum(len(rnd.running[gi].pods) for gi in pre.candidates))
+    classes = slot_classes.SECONDS_PER_CANDIDATE_POD * pods * slow
+    if now + classes + validator > start + (1 + LIMIT_TOLERANCE) * limit:
+        note = (
+            f"time limit: node-class bounds left out (about {classes:.1f} s of them and {validator:.1f} s of "
+            f"validation after {now - start:.1f} s of the {limit:g} s limit); the gap is against looser bounds"
+        )
+        leave_out(pre, "classes", note)
+
+
+def _on_class_bounds(pre: Prefiltered) -> bool:
+    """Whether the round's slot bounds are the node-class ones: too many pending and candidate
+    gangs for the per-node models (:data:`gangopt.slots.MAX_COLUMNS`), and no leave for the
+    large per-node ones (:func:`gangopt.slots.allow_large`)."""
+    if len(pre.pending) + len(pre.candidates) <= slots.MAX_COLUMNS:
+        return False
+    return not pre.derived.get(slots.LARGE_KEY, False) or not slots.large_affordable(pre)
 
 
 def bounds_left_out(pre: Prefiltered) -> tuple[LeftOut, str] | None:

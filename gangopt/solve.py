@@ -95,7 +95,7 @@ def _run(
     deadline = start + rnd.policy.time_limit
     wall, own = time.perf_counter(), time.process_time()
     result = decide(decided)
-    slow = result.slowdown if result.slowdown is not None else slowdown(wall, own)
+    slow = result.slowdown if result.slowdown is not None else slowdown(wall, own, least=0.01)
     slow = 1.0 if rnd.policy.deterministic else slow  # no reserve read from the load (policy.deterministic)
     lp = spec.lp_bounds if lp_bounds is None else lp_bounds
     plan = _finished(decided, spec, result, annotate, deadline, slow, lp)

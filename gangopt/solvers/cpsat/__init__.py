@@ -74,14 +74,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
-from gangopt import slot_classes, slots
+from gangopt import slots
 from gangopt.annotate import (
     LIMIT_TOLERANCE,
+    bounds_in_time,
     cheap_bounds_for,
     finish_reserve,
     leave_out,
     pass_reserve,
     plan_gap,
+    plan_pods,
     slowdown,
     stop_by,
     tier_gap,
@@ -618,47 +620,15 @@ round (load 2-4). The finisher's reserve (:data:`gangopt.annotate.VALIDATION_SEC
 
 def _bounds_in_time(pre: Prefiltered, plan: Plan, start: float, wall: float, cpu: float) -> None:
     """After the first greedy pass (``plan``; clocked solves), leave out the bounds the time limit
-    counted from ``start`` cannot cover (:func:`gangopt.annotate.leave_out`; the finisher
-    says so in the plan's message): every LP when that pass already ended past the limit (a
-    3 s limit at XL: the parse, one greedy pass and the validator are about 7 s there, and
-    the growth LP, the node-class bounds and OR-Tools' import would add 1-2.5 s), else the
-    node-class bounds of a round too large for the per-node ones when their estimate
-    (:data:`gangopt.slot_classes.SECONDS_PER_CANDIDATE_POD`) and the validator's, scaled by
-    how much slower than CPU time the solve ran since ``wall`` and ``cpu``, would end past the
-    limit and :data:`LIMIT_TOLERANCE`. At XL with a 10 s limit the solve gets about 8.1 s
-    after the import and the parse, and the first greedy pass ends 5-5.5 s in on a quiet
-    machine: the bounds (1.3-1.8 s) fit; on a loaded one they are what pushed the command
-    from 11 to 12-17 s."""
-    rnd, limit = pre.rnd, pre.rnd.policy.time_limit
-    now, slow = time.perf_counter(), slowdown(wall, cpu)
-    validator = VALIDATOR_SECONDS_PER_POD * (sum(len(g.pods) for g in rnd.running) + len(plan.placements)) * slow
-    if now > start + limit:
-        note = (
-            f"time limit: the first greedy pass ended {now - start:.1f} s into the {limit:g} s limit (with the "
-            f"validator, about {now - start + validator:.1f} s is the least this solve can take here); bounds "
-            "without their LPs (the gap is against looser bounds)"
-        )
-        leave_out(pre, "lp", note)
-        return
-    if not _on_class_bounds(pre) or not slot_classes.affordable(pre):
-        return
-    pods = pre.kept("slot-classes-pods", lambda: sum(len(rnd.running[gi].pods) for gi in pre.candidates))
-    classes = slot_classes.SECONDS_PER_CANDIDATE_POD * pods * slow
-    if now + classes + validator > start + (1 + LIMIT_TOLERANCE) * limit:
-        note = (
-            f"time limit: node-class bounds left out (about {classes:.1f} s of them and {validator:.1f} s of "
-            f"validation after {now - start:.1f} s of the {limit:g} s limit); the gap is against looser bounds"
-        )
-        leave_out(pre, "classes", note)
-
-
-def _on_class_bounds(pre: Prefiltered) -> bool:
-    """Whether the round's slot bounds are the node-class ones: too many pending and candidate
-    gangs for the per-node models (:data:`gangopt.slots.MAX_COLUMNS`), and no leave for the
-    large per-node ones (:func:`_allow_large_slots`)."""
-    if len(pre.pending) + len(pre.candidates) <= slots.MAX_COLUMNS:
-        return False
-    return not pre.derived.get(slots.LARGE_KEY, False) or not slots.large_affordable(pre)
+    counted from ``start`` cannot cover (:func:`gangopt.annotate.bounds_in_time`, with the
+    validator's cost per pod here, :data:`VALIDATOR_SECONDS_PER_POD`, scaled by how much slower
+    than CPU time the solve ran since ``wall`` and ``cpu``). At XL with a 10 s limit the solve
+    gets about 8.1 s after the import and the parse, and the first greedy pass ends 5-5.5 s in
+    on a quiet machine: the bounds (1.3-1.8 s) fit; on a loaded one they are what pushed the
+    command from 11 to 12-17 s."""
+    slow = slowdown(wall, cpu)
+    validator = VALIDATOR_SECONDS_PER_POD * plan_pods(pre.rnd, plan) * slow
+    bounds_in_time(pre, start, slow, validator)
 
 
 def _placer_by(rnd: Round, pre: Prefiltered, start: float, plan: Plan, slow: float) -> float:
