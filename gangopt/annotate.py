@@ -265,6 +265,27 @@ def stop_by(end: float, reserve: float, wall: float, cpu: float) -> Callable[[],
     return stop
 
 
+SETUP_SECONDS_PER_POD = 3.5e-6
+"""The least CPU seconds per pod (running, and the pending gangs' minimums) a pass's setup takes
+before its stop's first ask (the engine's arrays, indexes and order): measured 3.6-8.8 µs on
+issue 13's fragmented rounds at 1,024, 4,096 and 16,384 nodes for greedy, CP-SAT's first pass
+and the peers (koordinator_like's the least; load 4-5)."""
+
+
+def pass_hopeless(rnd: Round, end: float, reserve: float, wall: float, cpu: float) -> bool:
+    """Whether a pass with the stop :func:`stop_by` makes from ``end``, ``reserve``, ``wall`` and
+    ``cpu`` would stop at its first ask whatever it did before it: the least its setup takes
+    (:data:`SETUP_SECONDS_PER_POD`), and ``reserve``, scaled (:func:`slowdown` since ``wall``
+    and ``cpu``), end past ``end`` now. Never for a setup within :data:`PASS_FLOOR_SECONDS` (no
+    pass that cheap is stopped) nor a round with no pending gang. Then the pass is not built
+    (:func:`gangopt.solvers.greedy.engine.unstarted`): issue 13's XL round at a 3 s limit."""
+    pods = sum(len(g.pods) for g in rnd.running) + sum(g.minimum for g in rnd.pending)
+    setup = SETUP_SECONDS_PER_POD * pods
+    if not rnd.pending or setup < PASS_FLOOR_SECONDS:
+        return False
+    return time.perf_counter() + (setup + reserve) * slowdown(wall, cpu, least=0.01) > end
+
+
 def finish_reserve(rnd: Round, plan: Plan) -> float:
     """Seconds to keep at the end of the time limit for explaining and validating a plan like
     ``plan`` (its waiting gangs and pods): what a solver that searches leaves for the finisher

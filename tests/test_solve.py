@@ -383,3 +383,27 @@ def test_lp_bounds_asked_for_hold_the_time_limit_on_a_loaded_machine(
     if "bounds without their LPs" not in plan.message:
         assert "node-class bounds left out" not in plan.message  # nothing left out: the LPs ran in time
     assert gangopt.validate(rnd, plan) == []
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "greedy", "koordinator_like"])
+def test_a_pass_that_would_stop_at_its_first_ask_is_not_built(solver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When even the least setup of a pass and the work after it end past the limit
+    (:func:`gangopt.annotate.pass_hopeless`; here its setup cost per pod is raised so that the
+    1,024-node round's counts as 16,384 nodes' does, where a 3 s limit stopped every pass at its
+    first ask), the solve returns the unstarted plan without building the pass: every gang
+    "not considered", valid, the message saying so; CP-SAT's status ``fallback``. Under
+    ``policy.deterministic`` the pass runs whole."""
+    from gangopt import annotate
+    from gangopt.solvers.greedy.engine import NOT_CONSIDERED
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(1024, 200, running_mix="jobs")
+    policy = rnd.policy.model_copy(update={"time_limit": 0.05})
+    monkeypatch.setattr(annotate, "SETUP_SECONDS_PER_POD", 1e-3)
+    plan = gangopt.solve(rnd, policy, solver=solver)
+    assert plan.admitted == [] and all(NOT_CONSIDERED in w.reasons for w in plan.waiting), plan.message
+    assert "after 0 of 200 pending gangs; 200 not considered" in plan.message
+    assert plan.status == (Status.FALLBACK if solver == "cpsat" else Status.FEASIBLE)
+    assert gangopt.validate(rnd, plan) == []
+    whole = gangopt.solve(rnd, policy.model_copy(update={"deterministic": True}), solver=solver)
+    assert whole.admitted

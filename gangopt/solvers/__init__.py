@@ -18,16 +18,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from gangopt.annotate import LIMIT_TOLERANCE, pass_reserve, stop_by
+from gangopt.annotate import LIMIT_TOLERANCE, pass_hopeless, pass_reserve, stop_by
 from gangopt.result import Result
 from gangopt.schema import Plan, Round, Stats
 from gangopt.solvers.fifo import fifo_first_fit
 from gangopt.solvers.greedy import greedy
+from gangopt.solvers.greedy.engine import unstarted
 from gangopt.solvers.peers import SlurmBackfillLike, koordinator_like, kueue_like, volcano_like
 
 Decide = Callable[[Round], Result]
 Durations = Mapping[str, float] | None
-Stop = Callable[[], bool] | None
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,13 @@ class Solver:
     protection) instead of the round itself; the plan is validated against the round."""
 
 
-def _plain(decide: Callable[..., Plan]) -> Callable[[Durations], Decide]:
-    """A plan function taking a ``stop`` (the peers, FIFO) as a registry decider, clocked
-    (:func:`_pass_stop`), with the round's size in its stats."""
+def _plain(decide: Callable[..., Plan], name: str) -> Callable[[Durations], Decide]:
+    """A plan function taking a ``stop`` (the peers, FIFO) as the registry decider of solver
+    ``name``, clocked (:func:`_clocked`), with the round's size in its stats."""
 
     def make(durations: Durations) -> Decide:
         def run(rnd: Round) -> Result:
-            plan = decide(rnd, stop=_pass_stop(rnd))
+            plan = _clocked(rnd, decide, name)
             return Result(plan=plan, stats=Stats(nodes=len(rnd.cluster.nodes), gangs=len(rnd.pending)))
 
         return run
@@ -68,17 +68,23 @@ def _plain(decide: Callable[..., Plan]) -> Callable[[Durations], Decide]:
     return make
 
 
-def _pass_stop(rnd: Round) -> Stop:
-    """The stop of a pass that must end within the time limit (from this call), keeping time for
-    what follows it (:func:`gangopt.annotate.pass_reserve`, the finisher prefiltering again), or
-    None under ``policy.deterministic`` (replays: the pass always runs whole). Greedy's pass and
-    every peer's run alone (``gangopt solve --solver PEER``): at 16,384 nodes greedy's pass is
-    about 4 CPU-s, koordinator_like's 9-10 (25 s of wall for a 10 s limit at load 6, stop 30)."""
+def _clocked(rnd: Round, decide: Callable[..., Plan], name: str) -> Plan:
+    """``decide(rnd, stop=...)`` within the time limit (from this call): its pass stops where only
+    the work after it still fits (:func:`gangopt.annotate.stop_by`, keeping
+    :func:`~gangopt.annotate.pass_reserve` with the finisher prefiltering again), and is not even
+    built when it would stop at its first ask (:func:`~gangopt.annotate.pass_hopeless`: the
+    plan of :func:`~gangopt.solvers.greedy.engine.unstarted`). Under ``policy.deterministic``
+    (replays) the pass always runs whole. Greedy's pass and every peer's run alone (``gangopt
+    solve --solver PEER``): at 16,384 nodes greedy's pass is about 4 CPU-s, koordinator_like's
+    9-10 (25 s of wall for a 10 s limit at load 6, stop 30)."""
     if rnd.policy.deterministic:
-        return None
+        return decide(rnd, stop=None)
     wall, cpu = time.perf_counter(), time.process_time()
     end = wall + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
-    return stop_by(end, pass_reserve(rnd, prefiltered=False), wall, cpu)
+    reserve = pass_reserve(rnd, prefiltered=False)
+    if pass_hopeless(rnd, end, reserve, wall, cpu):
+        return unstarted(rnd, name)
+    return decide(rnd, stop=stop_by(end, reserve, wall, cpu))
 
 
 def _cpsat(rnd: Round) -> Result:
@@ -92,13 +98,13 @@ def _cpsat(rnd: Round) -> Result:
 
 
 def _greedy(rnd: Round) -> Result:
-    """Greedy's pass within the time limit (:func:`_pass_stop`): at 16,384 nodes the pass alone
-    is about 4 CPU-s, past a 3 s limit. Under ``policy.deterministic`` (replays) it runs whole."""
-    return Result(plan=greedy(rnd, stop=_pass_stop(rnd)))
+    """Greedy's pass within the time limit (:func:`_clocked`): at 16,384 nodes the pass alone is
+    about 4 CPU-s, past a 3 s limit. Under ``policy.deterministic`` (replays) it runs whole."""
+    return Result(plan=_clocked(rnd, greedy, "greedy"))
 
 
 def _slurm(durations: Durations) -> Decide:
-    return _plain(SlurmBackfillLike(durations))(durations)
+    return _plain(SlurmBackfillLike(durations), "slurm_backfill_like")(durations)
 
 
 SOLVERS: dict[str, Solver] = {
@@ -109,13 +115,13 @@ SOLVERS: dict[str, Solver] = {
         Solver("greedy", "the baseline: one gang at a time, first fit, Koordinator/Kueue-style preemption",
                lambda _: _greedy),
         Solver("fifo_first_fit", "the floor: strict FIFO, priorities ignored, no preemption",
-               _plain(fifo_first_fit), own_reasons=True),
+               _plain(fifo_first_fit, "fifo_first_fit"), own_reasons=True),
         Solver("koordinator_like", "Koordinator's coscheduling and network-topology plugins",
-               _plain(koordinator_like), own_reasons=True),
+               _plain(koordinator_like, "koordinator_like"), own_reasons=True),
         Solver("volcano_like", "Volcano's allocate, preempt and reclaim actions",
-               _plain(volcano_like), own_reasons=True),
+               _plain(volcano_like, "volcano_like"), own_reasons=True),
         Solver("kueue_like", "Kueue's admission with cohorts, preemption and TAS",
-               _plain(kueue_like), own_reasons=True),
+               _plain(kueue_like, "kueue_like"), own_reasons=True),
         Solver("slurm_backfill_like", "Slurm's priority scheduling with backfill reservations",
                _slurm, own_reasons=True),
     )

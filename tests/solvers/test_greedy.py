@@ -821,3 +821,25 @@ def test_a_pass_stopped_at_its_deadline_is_a_valid_prefix_of_the_whole_pass() ->
     assert validate(rnd, ungrown) == [] and ungrown.admitted == deferred.admitted
     assert "before growing elastic gangs" in ungrown.message
     assert len(ungrown.placements) < len(deferred.placements)  # the growth it left out
+
+
+def test_an_unstarted_plan_is_the_plan_of_a_pass_stopped_at_its_first_ask() -> None:
+    """:func:`~gangopt.solvers.greedy.engine.unstarted` (a pass not built: it would stop at its
+    first ask) says what the engine stopped before its first gang says, without the engine's
+    setup: every pending gang waits "not considered", nothing starts or is evicted, the plan is
+    valid, and the message is the stopped pass's."""
+    from gangopt.solvers.greedy.engine import NOT_CONSIDERED, unstarted
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(128, 50, running_mix="jobs")
+    stopped = greedy(rnd, stop=lambda: True)
+    plan = unstarted(rnd)
+    assert plan.message == stopped.message and "after 0 of 50 pending gangs; 50 not considered" in plan.message
+    assert plan.admitted == stopped.admitted == [] and plan.placements == stopped.placements == []
+    assert plan.preemptions == stopped.preemptions and plan.resizes == stopped.resizes
+    assert sorted((w.gang, w.code, tuple(w.reasons)) for w in plan.waiting) == sorted(
+        (w.gang, w.code, tuple(w.reasons)) for w in stopped.waiting
+    )
+    assert all(w.reasons == [NOT_CONSIDERED] for w in plan.waiting)
+    assert validate(rnd, plan) == []
+    assert unstarted(rnd, "kueue_like").solver == "kueue_like"

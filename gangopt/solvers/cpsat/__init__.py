@@ -81,6 +81,7 @@ from gangopt.annotate import (
     cheap_bounds_for,
     finish_reserve,
     leave_out,
+    pass_hopeless,
     pass_reserve,
     plan_gap,
     plan_pods,
@@ -107,7 +108,7 @@ from gangopt.solvers.cpsat.lns import STALL_AFTER_PLACER, Outcome, applicable, i
 from gangopt.solvers.cpsat.neighbourhood import restrict
 from gangopt.solvers.cpsat.placer import place_choices
 from gangopt.solvers.greedy import greedy
-from gangopt.solvers.greedy.engine import GreedyEngine
+from gangopt.solvers.greedy.engine import GreedyEngine, unstarted
 
 SEARCH_SHARE = 0.85
 """Share of the time limit the search may use; the rest is kept for expanding the answer to
@@ -149,7 +150,12 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     engines: list[GreedyEngine] = []  # greedy's engine: the slot placer's share its setup
     # Clocked, the first greedy pass stops where only the work after it still fits in the limit.
     end = start + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
-    stop = stop_by(end, pass_reserve(rnd), wall, cpu) if clocked else None
+    reserve = pass_reserve(rnd)
+    if clocked and pass_hopeless(rnd, end, reserve, wall, cpu):  # it would stop at its first ask: not built
+        unbuilt = unstarted(rnd)
+        leave_out(pre, "lp", "bounds without their LPs (time limit; the gap is against looser bounds)")
+        return _cut_short(pre, unbuilt, score(rnd, unbuilt), stats, _slowdown(rnd, wall, cpu))
+    stop = stop_by(end, reserve, wall, cpu) if clocked else None
     makers = _candidates(engines, stop)
     first = _best_greedy(rnd, pre, wall, makers[:1], slots_by=(start, wall, cpu), engines=engines)
     baseline, baseline_score, proven = first

@@ -162,6 +162,23 @@ NOT_CONSIDERED = (
 )
 """The waiting reason of a gang a pass stopped at its deadline never reached (:attr:`GreedyEngine.stop`)."""
 
+def unstarted(rnd: Round, solver: str = "greedy") -> Plan:
+    """The plan of a pass its stop ends before the first gang, made without building the engine
+    (:func:`gangopt.annotate.pass_hopeless` decides): every pending gang waits "not considered"
+    (highest priority first), nothing else changes, and the message is a stopped pass's. What
+    the engine's setup would have cost is saved: 0.4-0.7 CPU-s at 16,384 nodes, where a 3 s
+    limit stopped every pass at its first ask."""
+    order = sorted(rnd.pending, key=lambda g: (-g.priority, g.submit_time, g.name))
+    n = len(order)
+    note = f"time limit: the {solver} pass stopped at its deadline after 0 of {n} pending gangs; {n} not considered"
+    return Plan(
+        status=Status.FEASIBLE,
+        solver=solver,
+        message=note,
+        waiting=[Waiting(gang=g.name, code="policy", reasons=[NOT_CONSIDERED]) for g in order],
+    )
+
+
 UNEXPLAINED = "not started (unexplained: the plan was not annotated)"
 """The waiting reason of a gang an engine with :attr:`GreedyEngine.explain` off leaves waiting."""
 
