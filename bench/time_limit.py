@@ -69,7 +69,7 @@ def main() -> None:
                     waiting = plan["waiting"]
                     assert isinstance(waiting, list)
                     unchecked = sum(1 for w in waiting if w["reasons"][-1] == UNCHECKED)
-                    unreached = sum(1 for w in waiting if w["reasons"][-1] == NOT_CONSIDERED)
+                    unreached = sum(1 for w in waiting if NOT_CONSIDERED in w["reasons"])
                     total, parse = float(stats["total_seconds"]), float(stats["parse_seconds"])
                     print(
                         f"| {size} | {solver} | {limit:g} | {wall:.2f} | {cpu:.2f} | {rss:.2f} | {parse:.2f} "
