@@ -26,6 +26,7 @@ def fifo_first_fit(rnd: Round, *, stop: Callable[[], bool] | None = None) -> Pla
         }
     )
     plan = greedy(flat, stop=stop)
+    plan = plan.model_copy(update={"message": plan.message.replace("the greedy pass", "the fifo_first_fit pass")})
     order = sorted(rnd.pending, key=lambda g: (g.submit_time, g.name))
     admitted = set(plan.admitted)
     blocker = next((g.name for g in order if g.name not in admitted), None)
