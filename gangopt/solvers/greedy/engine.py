@@ -63,6 +63,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import accumulate, chain
+from operator import attrgetter
 from typing import Literal, TypeVar
 
 import numpy as np
@@ -380,20 +382,21 @@ class GreedyEngine:
         are walked in Python; requests and quota rows are gathered in one step for all gangs,
         since replays index every running gang again in every round."""
         rows = node_index(self.rnd)
-        nodes: list[int] = []
+        specs = [g.spec for g in self.running]
+        pod_lists = list(map(_PODS, specs))
+        flat_pods = list(chain.from_iterable(pod_lists))
+        nodes = list(map(rows.__getitem__, map(_NODE, flat_pods)))
+        starts = [0, *accumulate(map(len, pod_lists))]
         roles: list[int] = []
-        starts = [0]
-        for g in self.running:
-            assert isinstance(g.spec, RunningGang)
-            pods = g.spec.pods
-            nodes += [rows[pod.node] for pod in pods]
-            spec_roles = g.spec.roles
-            if len(spec_roles) == 1 and all(pod.role == spec_roles[0].name for pod in pods):
-                roles += [0] * len(pods)  # one role, most gangs: no map of role names
+        pod_roles = list(map(_ROLE, flat_pods))
+        for gi, spec in enumerate(specs):
+            spec_roles = spec.roles
+            s, e = starts[gi], starts[gi + 1]
+            if len(spec_roles) == 1 and pod_roles[s:e].count(spec_roles[0].name) == e - s:
+                roles += [0] * (e - s)  # one role, most gangs: no map of role names
             else:
                 role_of = {r.name: i for i, r in enumerate(spec_roles)}
-                roles += [role_of[pod.role] for pod in pods]
-            starts.append(len(nodes))
+                roles += [role_of[role] for role in pod_roles[s:e]]
         self.rp_node = np.asarray(nodes, dtype=np.intp)
         self.rp_gang = np.repeat(np.arange(len(self.running), dtype=np.intp), np.diff(starts))
         self.rp_start = np.asarray(starts, dtype=np.intp)
@@ -407,9 +410,10 @@ class GreedyEngine:
         self.kept = np.ones(len(nodes), dtype=np.bool_)
         self.alive = np.ones(len(self.running), dtype=np.bool_)
         self.surplus = np.zeros(len(nodes), dtype=np.bool_)
-        for gi, g in enumerate(self.running):
-            if g.elastic:
-                self._refresh_surplus(gi)
+        self._elastic_running = [gi for gi, spec in enumerate(specs) if spec.elastic]
+        """The running gangs that are elastic (by index): only they have surplus pods or grow."""
+        for gi in self._elastic_running:
+            self._refresh_surplus(gi)
         self._surplus_before = read_only(self.surplus.copy())
         """:attr:`surplus` before any decision (an engine built ``like`` this one starts from it)."""
 
@@ -426,6 +430,7 @@ class GreedyEngine:
         self.alive = np.ones(len(self.running), dtype=np.bool_)
         self.surplus = like._surplus_before.copy()
         self._surplus_before = like._surplus_before
+        self._elastic_running = like._elastic_running
         self._ranked = like._ranked
 
     def _running_usage(self) -> IntArray:
@@ -446,11 +451,16 @@ class GreedyEngine:
         built ``like``: it depends on the round only); subclasses that override the property
         read it here."""
         if self._ranked is None:
-            rank = sorted(
-                (i for i, g in enumerate(self.running) if isinstance(g.spec, RunningGang) and g.spec.preemptible),
-                key=lambda i: (self.running[i].spec.priority, self._cost(i), self.running[i].name),
-            )
-            self._ranked = read_only(np.asarray(rank, dtype=np.intp))
+            # One stable sort of arrays instead of a key tuple per gang (the same order: costs
+            # are finite floats, names have no control character, so NumPy's string order is
+            # Python's): 0.022 -> 0.005 CPU-s for the 14,668 victims of fragmented L.
+            rank = [i for i, g in enumerate(self.running) if isinstance(g.spec, RunningGang) and g.spec.preemptible]
+            specs = [self.running[i].spec for i in rank]
+            priority = np.fromiter(map(_PRIORITY, specs), dtype=np.int64, count=len(rank))
+            cost = np.fromiter(map(self._cost, rank), dtype=np.float64, count=len(rank))
+            names = np.asarray([spec.name for spec in specs], dtype=np.str_)
+            order = np.lexsort((names, cost, priority)) if rank else np.zeros(0, dtype=np.intp)
+            self._ranked = read_only(np.asarray(rank, dtype=np.intp)[order])
         return self._ranked
 
     @cached_property
@@ -494,7 +504,7 @@ class GreedyEngine:
             growers += [(-g.spec.priority, order[g.name], g) for g in self.pending if g.name in order]
         base = len(growers)
         # only elastic running gangs can grow: skipping the rest changes no order among these
-        growers += [(-g.spec.priority, base + k, g) for k, g in enumerate(self.running) if g.elastic]
+        growers += [(-self.running[k].spec.priority, base + k, self.running[k]) for k in self._elastic_running]
         for _, k, g in sorted(growers, key=lambda t: (t[0], t[1])):
             if self.stop is not None and self.stop():
                 self.stopped = 0
@@ -1735,6 +1745,12 @@ class GreedyEngine:
         (the others are most of a round, so they are not visited one by one)."""
         losing = set(np.unique(self.rp_gang[~self.kept]).tolist())
         return sorted(losing | {gi for gi, g in enumerate(self.running) if g.name in self.allocs})
+
+
+_PODS = attrgetter("pods")
+_NODE = attrgetter("node")
+_ROLE = attrgetter("role")
+_PRIORITY = attrgetter("priority")
 
 
 def _stacked(blocks: list[IntArray], width: int) -> IntArray:
