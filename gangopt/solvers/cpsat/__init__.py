@@ -87,6 +87,7 @@ from gangopt.annotate import (
     tier_gap,
     tier_values,
 )
+from gangopt.arrays import running_pod_count
 from gangopt.bounds import reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
@@ -323,7 +324,7 @@ class Timing(NamedTuple):
 
 def _timing(rnd: Round, start: float, baseline: Plan, slow: float) -> Timing:
     limit = rnd.policy.time_limit
-    pods = sum(len(g.pods) for g in rnd.running) + len(baseline.placements)
+    pods = running_pod_count(rnd) + len(baseline.placements)
     reserve = finish_reserve(rnd, baseline) + EXPANSION_SECONDS_PER_POD * pods
     search = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
     reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
@@ -631,7 +632,7 @@ def _bounds_in_time(pre: Prefiltered, plan: Plan, start: float, wall: float, cpu
     from 11 to 12-17 s."""
     rnd, limit = pre.rnd, pre.rnd.policy.time_limit
     now, slow = time.perf_counter(), slowdown(wall, cpu)
-    validator = VALIDATOR_SECONDS_PER_POD * (sum(len(g.pods) for g in rnd.running) + len(plan.placements)) * slow
+    validator = VALIDATOR_SECONDS_PER_POD * (running_pod_count(rnd) + len(plan.placements)) * slow
     if now > start + limit:
         note = (
             f"time limit: the first greedy pass ended {now - start:.1f} s into the {limit:g} s limit (with the "
