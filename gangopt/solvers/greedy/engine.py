@@ -843,11 +843,11 @@ class GreedyEngine:
                 ),
                 dtype=np.intp,
             )
-        work[rows] -= RESERVED
+        _shift_rows(work, rows, -RESERVED)
         try:
             yield
         finally:
-            work[rows] += RESERVED
+            _shift_rows(work, rows, RESERVED)
 
     def place(
         self, work: IntArray, g: GangView, counts: list[int], *, topology: bool = True
@@ -1832,6 +1832,15 @@ def _pod_rows(blocks: list[IntArray], width: int, gang: IndexArray, role: IndexA
         offsets.append(at)
     out: IntArray = _stacked(unique, width)[np.asarray(offsets, dtype=np.intp)[gang] + role]
     return out
+
+
+def _shift_rows(matrix: IntArray, rows: IndexArray, amount: int) -> None:
+    """``matrix[rows] += amount`` (``rows`` unique), one column at a time: on the engine's
+    Fortran-ordered free matrix a quarter faster than the 2-D fancy index (3 columns, 300
+    rows: 30 against 41 µs a reservation and its release, 2,263 of them at fragmented L)."""
+    for j in range(matrix.shape[1]):
+        column = matrix[:, j]
+        column[rows] += amount
 
 
 def _scatter_add(matrix: IntArray, rows: IndexArray, values: IntArray) -> None:
