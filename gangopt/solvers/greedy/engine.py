@@ -60,6 +60,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -1850,7 +1851,7 @@ def _scatter_add(matrix: IntArray, rows: IndexArray, values: IntArray) -> None:
         np.add.at(matrix[:, j], rows, values[:, j])
 
 
-def _pod_names(gang: str, role: str, k: int, taken: set[str]) -> list[str]:
+def _pod_names(gang: str, role: str, k: int, taken: AbstractSet[str]) -> list[str]:
     """The ``k`` lowest-index names ``{gang}-{role}-{i}`` that no running pod has."""
     out: list[str] = []
     i = 0
