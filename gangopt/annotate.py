@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Literal, cast
 
 from gangopt import slot_classes, slots
+from gangopt.arrays import running_pod_count
 from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
@@ -156,7 +157,7 @@ def validation_reserve(rnd: Round, plan: Plan) -> float:
 
 def plan_pods(rnd: Round, plan: Plan) -> int:
     """Pods the validator walks for ``plan``: the running ones and the plan's new ones."""
-    return sum(len(g.pods) for g in rnd.running) + len(plan.placements)
+    return running_pod_count(rnd) + len(plan.placements)
 
 
 VALIDATOR_SECONDS_PER_POD = 1e-5
@@ -220,7 +221,7 @@ def pass_reserve(rnd: Round, prefiltered: bool = True) -> float:
     """CPU seconds to keep after a greedy pass for what follows it (:data:`AFTER_PASS_SECONDS_PER_POD`,
     and :data:`REPREFILTER_SECONDS_PER_POD` unless the solver hands the finisher its ``prefiltered``
     round)."""
-    pods = sum(len(g.pods) for g in rnd.running) + sum(g.minimum for g in rnd.pending)
+    pods = running_pod_count(rnd) + sum(g.minimum for g in rnd.pending)
     return (AFTER_PASS_SECONDS_PER_POD + (0.0 if prefiltered else REPREFILTER_SECONDS_PER_POD)) * pods
 
 
@@ -279,7 +280,7 @@ def pass_hopeless(rnd: Round, end: float, reserve: float, wall: float, cpu: floa
     and ``cpu``), end past ``end`` now. Never for a setup within :data:`PASS_FLOOR_SECONDS` (no
     pass that cheap is stopped) nor a round with no pending gang. Then the pass is not built
     (:func:`gangopt.solvers.greedy.engine.unstarted`): issue 13's XL round at a 3 s limit."""
-    pods = sum(len(g.pods) for g in rnd.running) + sum(g.minimum for g in rnd.pending)
+    pods = running_pod_count(rnd) + sum(g.minimum for g in rnd.pending)
     setup = SETUP_SECONDS_PER_POD * pods
     if not rnd.pending or setup < PASS_FLOOR_SECONDS:
         return False

@@ -23,3 +23,22 @@ def test_after_keeps_an_explicit_work_limit_and_the_floor() -> None:
 def test_after_changes_nothing_when_deterministic_or_nothing_was_spent(policy: Policy) -> None:
     spent = 3.0 if policy.deterministic else 0.0
     assert policy.after(spent) is policy
+
+
+@pytest.mark.parametrize("min_members", [None, 1, 3, 4])
+@pytest.mark.parametrize("max_members", [None, 2, 4])
+@pytest.mark.parametrize("min_replicas", [None, 0, 2])
+def test_elastic_is_a_minimum_below_the_maximum(
+    min_members: int | None, max_members: int | None, min_replicas: int | None
+) -> None:
+    """``elastic`` answers a gang with no minimum set without computing its totals: the answer
+    is still ``minimum < maximum``, read from the totals themselves."""
+    from tests.builders import pending, role
+
+    roles = [role("a", 2, min_replicas=min_replicas), role("b", 2)]
+    try:
+        gang = pending("g", roles=roles, min_members=min_members, max_members=max_members)
+    except ValueError:
+        return  # a combination the schema refuses
+    fresh = pending("g", roles=roles, min_members=min_members, max_members=max_members)
+    assert gang.elastic == (fresh.minimum < fresh.maximum)

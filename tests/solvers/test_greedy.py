@@ -843,3 +843,33 @@ def test_an_unstarted_plan_is_the_plan_of_a_pass_stopped_at_its_first_ask() -> N
     assert all(w.reasons == [NOT_CONSIDERED] for w in plan.waiting)
     assert validate(rnd, plan) == []
     assert unstarted(rnd, "kueue_like").solver == "kueue_like"
+
+
+def test_victims_rank_lowest_priority_then_cost_then_name() -> None:
+    """The victim order (one array sort) is the order of the key (priority, preemption cost,
+    name): names break ties of equal cost, non-preemptible gangs are left out."""
+    rng = random.Random(7)
+    names = [f"r{i:02d}" for i in range(40)]
+    rng.shuffle(names)
+    gangs = [
+        running(
+            name,
+            [f"n{i % 8}"],
+            gpu=1,
+            priority=rng.choice([0, 1, 2]),
+            preemption_cost=rng.choice([None, 0.5, 1.0, 1.0]),
+            preemptible=rng.random() > 0.2,
+        )
+        for i, name in enumerate(names)
+    ]
+    rnd = make_round(cluster(8, gpus=8), running=gangs, pending=[pending("p", 1, priority=5)])
+    engine = GreedyEngine(rnd, "eager")
+    expected = sorted(
+        (i for i, g in enumerate(rnd.running) if g.preemptible),
+        key=lambda i: (rnd.running[i].priority, engine.terms.preemption_cost(rnd.running[i]), rnd.running[i].name),
+    )
+    assert engine.victim_rank.tolist() == expected
+    assert len(expected) < len(gangs)  # some are not preemptible
+    built_like = GreedyEngine(rnd, "eager", like=engine)
+    assert built_like.victim_rank.tolist() == expected
+    assert built_like.plan() == engine.plan()

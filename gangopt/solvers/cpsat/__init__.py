@@ -90,6 +90,7 @@ from gangopt.annotate import (
     tier_gap,
     tier_values,
 )
+from gangopt.arrays import running_pod_count
 from gangopt.bounds import reaches_ceilings, tier_ceilings
 from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
@@ -331,7 +332,7 @@ class Timing(NamedTuple):
 
 def _timing(rnd: Round, start: float, baseline: Plan, slow: float) -> Timing:
     limit = rnd.policy.time_limit
-    pods = sum(len(g.pods) for g in rnd.running) + len(baseline.placements)
+    pods = running_pod_count(rnd) + len(baseline.placements)
     reserve = finish_reserve(rnd, baseline) + EXPANSION_SECONDS_PER_POD * pods
     search = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
     reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)

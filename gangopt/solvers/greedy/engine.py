@@ -60,9 +60,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import accumulate, chain
+from operator import attrgetter
 from typing import Literal, TypeVar
 
 import numpy as np
@@ -87,6 +90,7 @@ from gangopt.arrays import (
     request_matrix,
     resource_names,
     role_signature,
+    running_pod_names,
 )
 from gangopt.objective import ObjectiveTerms
 from gangopt.quantities import human
@@ -322,8 +326,9 @@ class GreedyEngine:
         self._shapes: tuple[QuotaLimits, dict[_ShapeKey, _Shape]] = (self.quota, {})
         self._ranked: IndexArray | None = None
         """:meth:`ranked_victims`, once computed or shared from ``like``."""
-        if like is not None and like.rnd is rnd and like.quota.size == self.quota.size:
-            self._share_setup(like)
+        shared = like if like is not None and like.rnd is rnd and like.quota.size == self.quota.size else None
+        if shared is not None:
+            self._share_setup(shared)
         else:
             self.pending = [self._gang(g) for g in rnd.pending]
             self.running = [self._gang(g) for g in rnd.running]
@@ -346,6 +351,11 @@ class GreedyEngine:
         (the fragmented XL round: 7,834 attempts, 0.41 CPU-s of 3.2 in the scans)."""
         self._views_of: tuple[list[GangView], list[GangView], dict[str, GangView]] | None = None
         """:meth:`_views`' cache: the gang lists it was built from and the views by name."""
+        self._running_at_of: tuple[list[GangView], dict[str, int]] | None = None
+        """:meth:`_running_at`'s cache: the running-gang list it was built from, and the index."""
+        if shared is not None:  # the same views as ``like``'s: their maps too
+            self._views_of = (self.pending, self.running, shared._views())
+            self._running_at_of = (self.running, shared._running_at())
         self.lowest_new = np.full(len(self.free), np.iinfo(np.int64).max, dtype=np.int64)
         """Per node, the lowest priority of a gang that got new pods there: running gangs of
         that priority or higher may no longer lose pods on it (rule 5, seen from the victim)."""
@@ -397,20 +407,21 @@ class GreedyEngine:
         are walked in Python; requests and quota rows are gathered in one step for all gangs,
         since replays index every running gang again in every round."""
         rows = node_index(self.rnd)
-        nodes: list[int] = []
+        specs = [g.spec for g in self.running]
+        pod_lists = list(map(_PODS, specs))
+        flat_pods = list(chain.from_iterable(pod_lists))
+        nodes = list(map(rows.__getitem__, map(_NODE, flat_pods)))
+        starts = [0, *accumulate(map(len, pod_lists))]
         roles: list[int] = []
-        starts = [0]
-        for g in self.running:
-            assert isinstance(g.spec, RunningGang)
-            pods = g.spec.pods
-            nodes += [rows[pod.node] for pod in pods]
-            spec_roles = g.spec.roles
-            if len(spec_roles) == 1 and all(pod.role == spec_roles[0].name for pod in pods):
-                roles += [0] * len(pods)  # one role, most gangs: no map of role names
+        pod_roles = list(map(_ROLE, flat_pods))
+        for gi, spec in enumerate(specs):
+            spec_roles = spec.roles
+            s, e = starts[gi], starts[gi + 1]
+            if len(spec_roles) == 1 and pod_roles[s:e].count(spec_roles[0].name) == e - s:
+                roles += [0] * (e - s)  # one role, most gangs: no map of role names
             else:
                 role_of = {r.name: i for i, r in enumerate(spec_roles)}
-                roles += [role_of[pod.role] for pod in pods]
-            starts.append(len(nodes))
+                roles += [role_of[role] for role in pod_roles[s:e]]
         self.rp_node = np.asarray(nodes, dtype=np.intp)
         self.rp_gang = np.repeat(np.arange(len(self.running), dtype=np.intp), np.diff(starts))
         self.rp_start = np.asarray(starts, dtype=np.intp)
@@ -424,9 +435,10 @@ class GreedyEngine:
         self.kept = np.ones(len(nodes), dtype=np.bool_)
         self.alive = np.ones(len(self.running), dtype=np.bool_)
         self.surplus = np.zeros(len(nodes), dtype=np.bool_)
-        for gi, g in enumerate(self.running):
-            if g.elastic:
-                self._refresh_surplus(gi)
+        self._elastic_running = [gi for gi, spec in enumerate(specs) if spec.elastic]
+        """The running gangs that are elastic (by index): only they have surplus pods or grow."""
+        for gi in self._elastic_running:
+            self._refresh_surplus(gi)
         self._surplus_before = read_only(self.surplus.copy())
         """:attr:`surplus` before any decision (an engine built ``like`` this one starts from it)."""
 
@@ -443,6 +455,7 @@ class GreedyEngine:
         self.alive = np.ones(len(self.running), dtype=np.bool_)
         self.surplus = like._surplus_before.copy()
         self._surplus_before = like._surplus_before
+        self._elastic_running = like._elastic_running
         self._ranked = like._ranked
 
     def _running_usage(self) -> IntArray:
@@ -463,11 +476,16 @@ class GreedyEngine:
         built ``like``: it depends on the round only); subclasses that override the property
         read it here."""
         if self._ranked is None:
-            rank = sorted(
-                (i for i, g in enumerate(self.running) if isinstance(g.spec, RunningGang) and g.spec.preemptible),
-                key=lambda i: (self.running[i].spec.priority, self._cost(i), self.running[i].name),
-            )
-            self._ranked = read_only(np.asarray(rank, dtype=np.intp))
+            # One stable sort of arrays instead of a key tuple per gang (the same order: costs
+            # are finite floats, names have no control character, so NumPy's string order is
+            # Python's): 0.022 -> 0.005 CPU-s for the 14,668 victims of fragmented L.
+            rank = [i for i, g in enumerate(self.running) if isinstance(g.spec, RunningGang) and g.spec.preemptible]
+            specs = [self.running[i].spec for i in rank]
+            priority = np.fromiter(map(_PRIORITY, specs), dtype=np.int64, count=len(rank))
+            cost = np.fromiter(map(self._cost, rank), dtype=np.float64, count=len(rank))
+            names = np.asarray([spec.name for spec in specs], dtype=np.str_)
+            order = np.lexsort((names, cost, priority)) if rank else np.zeros(0, dtype=np.intp)
+            self._ranked = read_only(np.asarray(rank, dtype=np.intp)[order])
         return self._ranked
 
     @cached_property
@@ -511,7 +529,7 @@ class GreedyEngine:
             growers += [(-g.spec.priority, order[g.name], g) for g in self.pending if g.name in order]
         base = len(growers)
         # only elastic running gangs can grow: skipping the rest changes no order among these
-        growers += [(-g.spec.priority, base + k, g) for k, g in enumerate(self.running) if g.elastic]
+        growers += [(-self.running[k].spec.priority, base + k, self.running[k]) for k in self._elastic_running]
         for _, k, g in sorted(growers, key=lambda t: (t[0], t[1])):
             if self.stop is not None and self.stop():
                 self.stopped = 0
@@ -843,11 +861,11 @@ class GreedyEngine:
                 ),
                 dtype=np.intp,
             )
-        work[rows] -= RESERVED
+        _shift_rows(work, rows, -RESERVED)
         try:
             yield
         finally:
-            work[rows] += RESERVED
+            _shift_rows(work, rows, RESERVED)
 
     def place(
         self, work: IntArray, g: GangView, counts: list[int], *, topology: bool = True
@@ -1678,11 +1696,11 @@ class GreedyEngine:
 
     def plan(self) -> Plan:
         nodes = [n.name for n in self.rnd.cluster.nodes]
-        taken = {p.name for gang in self.rnd.running for p in gang.pods}
+        taken = running_pod_names(self.rnd)
         placements: list[Placement] = []
         users: dict[int, list[str]] = defaultdict(list)
-        gangs = {g.name: g for g in [*self.pending, *self.running]}
-        order = [*self.admitted, *(g.name for g in self.running if g.name in self.allocs)]
+        gangs = self._views()
+        order = [*self.admitted, *(self.running[gi].name for gi in self._running_allocated())]
         for name in order:
             g = gangs[name]
             for r, role in enumerate(g.spec.roles):
@@ -1751,7 +1769,26 @@ class GreedyEngine:
         """Running gangs that lose or gain pods, in input order: the only ones a plan lists
         (the others are most of a round, so they are not visited one by one)."""
         losing = set(np.unique(self.rp_gang[~self.kept]).tolist())
-        return sorted(losing | {gi for gi, g in enumerate(self.running) if g.name in self.allocs})
+        return sorted(losing.union(self._running_allocated()))
+
+    def _running_allocated(self) -> list[int]:
+        """Running gangs (by index, ascending) with new pods: found from the gangs with new pods,
+        not by a pass over every running gang (two per plan, 16,262 gangs at fragmented L)."""
+        at = self._running_at()
+        return sorted(at[name] for name in self.allocs if name in at)
+
+    def _running_at(self) -> dict[str, int]:
+        """Each running gang's index by name, built once per running-gang list (as :meth:`_views`)."""
+        cached = self._running_at_of
+        if cached is None or cached[0] is not self.running:
+            cached = self._running_at_of = (self.running, {g.name: gi for gi, g in enumerate(self.running)})
+        return cached[1]
+
+
+_PODS = attrgetter("pods")
+_NODE = attrgetter("node")
+_ROLE = attrgetter("role")
+_PRIORITY = attrgetter("priority")
 
 
 def _stacked(blocks: list[IntArray], width: int) -> IntArray:
@@ -1815,6 +1852,15 @@ def _pod_rows(blocks: list[IntArray], width: int, gang: IndexArray, role: IndexA
     return out
 
 
+def _shift_rows(matrix: IntArray, rows: IndexArray, amount: int) -> None:
+    """``matrix[rows] += amount`` (``rows`` unique), one column at a time: on the engine's
+    Fortran-ordered free matrix a quarter faster than the 2-D fancy index (3 columns, 300
+    rows: 30 against 41 µs a reservation and its release, 2,263 of them at fragmented L)."""
+    for j in range(matrix.shape[1]):
+        column = matrix[:, j]
+        column[rows] += amount
+
+
 def _scatter_add(matrix: IntArray, rows: IndexArray, values: IntArray) -> None:
     """``matrix[rows] += values`` with repeated rows summed, one column at a time (much faster
     than a 2-D ``np.add.at`` on a Fortran-ordered matrix)."""
@@ -1822,7 +1868,7 @@ def _scatter_add(matrix: IntArray, rows: IndexArray, values: IntArray) -> None:
         np.add.at(matrix[:, j], rows, values[:, j])
 
 
-def _pod_names(gang: str, role: str, k: int, taken: set[str]) -> list[str]:
+def _pod_names(gang: str, role: str, k: int, taken: AbstractSet[str]) -> list[str]:
     """The ``k`` lowest-index names ``{gang}-{role}-{i}`` that no running pod has."""
     out: list[str] = []
     i = 0
