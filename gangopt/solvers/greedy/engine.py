@@ -162,9 +162,12 @@ def greedy(
 
 
 NOT_CONSIDERED = (
-    "not considered: the time limit ran out before the greedy pass reached it (a longer time limit decides every gang)"
+    "not considered: the time limit ran out before the scheduling pass reached it"
+    " (a longer time limit decides every gang)"
 )
-"""The waiting reason of a gang a pass stopped at its deadline never reached (:attr:`GreedyEngine.stop`)."""
+"""The waiting reason of a gang a pass stopped at its deadline never reached (:attr:`GreedyEngine.stop`):
+greedy's, CP-SAT's first candidate's or a peer's run alone, so it names no solver (the plan's
+message does)."""
 
 def unstarted(rnd: Round, solver: str = "greedy") -> Plan:
     """The plan of a pass its stop ends before the first gang, made without building the engine
