@@ -141,6 +141,21 @@ def chained_tier_bounds(
     return out
 
 
+def lexicographic_floors(values: dict[int, int], bounds: dict[int, int]) -> dict[int, int]:
+    """What every plan at least as good lexicographically as one of tier ``values`` keeps:
+    going down from the highest priority, each tier the plan proves (its value at least its
+    bound in ``bounds``) at that value, then the first tier it does not prove at least at its
+    value; nothing below that (as :func:`chained_tier_bounds` floors the tier models). The
+    lexicographic optimum is such a plan, so a bound on the plans that keep these floors
+    bounds it (:func:`gangopt.slots.secondary_bound_at`)."""
+    floors: dict[int, int] = {}
+    for prio in sorted(set(values) | set(bounds), reverse=True):
+        floors[prio] = values.get(prio, 0)
+        if prio not in bounds or bounds[prio] > floors[prio]:
+            break
+    return floors
+
+
 def packed_tier_bounds(pre: Prefiltered, reached: dict[int, bool]) -> dict[int, int]:
     """Tighter tier bounds from capacity, for the tiers below a run of tiers at their ceiling.
 
