@@ -460,6 +460,27 @@ def test_the_secondary_bound_under_the_floors_when_a_tier_above_the_lowest_is_op
     assert far_bounds.secondary == cheap_bounds(far_pre, tiers_at_ceiling=False).secondary
 
 
+@pytest.mark.parametrize(("busy", "seed"), [(0.6, 1), (0.75, 0), (0.75, 2)])
+def test_the_whole_secondary_bound_of_a_large_round_is_at_most_its_lp(
+    monkeypatch: pytest.MonkeyPatch, busy: float, seed: int
+) -> None:
+    """A round over WHOLE_SECONDARY_GANGS gets the secondary LP (no preferred columns); asked
+    ``whole`` it gets the small rounds' integer model, which is at most the LP, at least the
+    plan's own secondary terms, and the same as the small rounds' model; over
+    WHOLE_SECONDARY_MAX, none."""
+    rnd = fragmented_round(64, 24, busy, seed=seed, running_mix="jobs")
+    pre, s, values, bounds = _greedy_against_its_bounds(rnd)
+    floors = lexicographic_floors(values, bounds.tiers)
+    small = secondary_bound_at(prefilter(rnd), floors)
+    monkeypatch.setattr(slots, "WHOLE_SECONDARY_GANGS", 1)
+    lp = secondary_bound_at(pre, floors)
+    whole = secondary_bound_at(pre, floors, whole=True)
+    assert lp is not None and whole is not None and small is not None
+    assert round(s.secondary * SCALE) <= whole == small <= lp
+    monkeypatch.setattr(slots, "WHOLE_SECONDARY_MAX", 1)
+    assert secondary_bound_at(prefilter(rnd), floors, whole=True) is None
+
+
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rounds())
 def test_the_secondary_bound_under_a_plans_floors_holds_for_the_optimum(rnd: Round) -> None:
