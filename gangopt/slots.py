@@ -1226,6 +1226,7 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int], whole: bool = F
     the LP's 198.7 GPU-eq was -58.6 whole, for a plan at -66.7 (0.87 CPU-s against 0.09:
     :func:`gangopt.annotate.cheap_bounds_for` asks it only when the LP leaves the plan more
     than :data:`gangopt.annotate.WHOLE_SECONDARY_GAP` short)."""
+    whole = whole and len(pre.pending) + len(pre.candidates) > WHOLE_SECONDARY_GANGS  # else it is whole already
     key = ("slot-secondary", tuple(sorted(values.items())), whole)
     return pre.kept(key, lambda: _secondary_bound_at(pre, values, whole))
 
