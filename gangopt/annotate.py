@@ -350,10 +350,12 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
         return CheapBounds(tiers=tiers, secondary=secondary)
     at_plan = secondary_bound_at(pre, floors)
     secondary = secondary if at_plan is None else min(secondary, at_plan)
-    if enough is None and not _within(unbounded, tiers, secondary, WHOLE_SECONDARY_GAP):
-        # The finisher, the LP leaving the plan short: the second stage with whole variables
-        # where the round is small enough (M busy 0.6 seed 2: 198.7 -> -58.6 GPU-eq for a plan
-        # at -66.7, gap 1.15 % -> 0.04 %, 0.87 CPU-s; :func:`~gangopt.slots.secondary_bound_at`).
+    if at_bounds and enough is None and not _within(unbounded, tiers, secondary, WHOLE_SECONDARY_GAP):
+        # The finisher, every tier at its bound and the LP leaving the plan short: the second
+        # stage with whole variables where the round is small enough (M busy 0.6 seed 2: 198.7
+        # -> -58.6 GPU-eq for a plan at -66.7, gap 1.15 % -> 0.04 %, 0.87 CPU-s;
+        # :func:`~gangopt.slots.secondary_bound_at`). Under the floors of an open tier it cost
+        # greedy's plan there 3.2 CPU-s for 2.6 points, cpsat's at seed 0 0.6 for 12.5 GPU-eq.
         whole = secondary_bound_at(pre, floors, whole=True)
         secondary = secondary if whole is None else min(secondary, whole)
     return CheapBounds(tiers=tiers, secondary=secondary)
@@ -361,8 +363,9 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
 
 WHOLE_SECONDARY_GAP = 0.005
 """Gap (tiers and the secondary LP's bound) above which the finisher asks the secondary
-terms' whole-variable model on a round whose LP it solved (:func:`cheap_bounds_for`). At busy
-0.75 the 1,024- and 4,096-node plans are proven within 0.1 % by the LP and never ask it."""
+terms' whole-variable model for a plan at every tier bound on a round whose LP it solved
+(:func:`cheap_bounds_for`). At busy 0.75 the 1,024- and 4,096-node plans are proven within
+0.1 % by the LP and never ask it."""
 
 
 CHAINED_GAP = 0.05
