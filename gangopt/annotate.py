@@ -22,7 +22,14 @@ from typing import Literal, cast
 
 from gangopt import slot_classes, slots
 from gangopt.arrays import running_pod_count
-from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
+from gangopt.bounds import (
+    CheapBounds,
+    cheap_bounds,
+    lexicographic_floors,
+    packed_tier_bounds,
+    reaches_ceilings,
+    tier_ceilings,
+)
 from gangopt.objective import SCALE, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.reasons import UNCHECKED, waiting_reasons
@@ -435,9 +442,49 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
         # 0.5 %; one LP, 0.7-1.0 CPU-s there), asked with ``enough`` only when every tier is
         # within it (no other plan could be proven), without it within :data:`AT_PLAN_GAP`.
         # Neither is asked for when the looser bound already proves the plan within ``enough``.
-        at_plan = secondary_bound_at(pre, units)
-        secondary = secondary if at_plan is None else min(secondary, at_plan)
+        floors = units
+    elif not _only_lowest_open(units, tiers) and _tiers_within(units, tiers, CHAINED_GAP if enough is None else enough):
+        # A tier above the lowest open: every plan at least as good lexicographically keeps
+        # the tiers above it and that tier at least at the plan's values (the tier bounds'
+        # floors), whatever it does below; the same second stage under those floors bounds the
+        # secondary terms (fragmented M busy 0.6 seed 0: 320.2 -> -260.0 GPU-eq, gap 6.1 % ->
+        # 3.5 %, 0.07 CPU-s; h31-bound in docs/benchmarks.md).
+        floors = lexicographic_floors(units, tiers)
+    else:
+        return CheapBounds(tiers=tiers, secondary=secondary)
+    at_plan = secondary_bound_at(pre, floors)
+    secondary = secondary if at_plan is None else min(secondary, at_plan)
+    if at_bounds and enough is None and not _within(unbounded, tiers, secondary, WHOLE_SECONDARY_GAP):
+        # The finisher, every tier at its bound and the LP leaving the plan short: the second
+        # stage with whole variables where the round is small enough (M busy 0.6 seed 2: 198.7
+        # -> -58.6 GPU-eq for a plan at -66.7, gap 1.15 % -> 0.04 %, 0.87 CPU-s;
+        # :func:`~gangopt.slots.secondary_bound_at`). Under the floors of an open tier it cost
+        # greedy's plan there 3.2 CPU-s for 2.6 points, cpsat's at seed 0 0.6 for 12.5 GPU-eq.
+        whole = secondary_bound_at(pre, floors, whole=True)
+        secondary = secondary if whole is None else min(secondary, whole)
     return CheapBounds(tiers=tiers, secondary=secondary)
+
+
+WHOLE_SECONDARY_GAP = 0.005
+"""Gap (tiers and the secondary LP's bound) above which the finisher asks the secondary
+terms' whole-variable model for a plan at every tier bound on a round whose LP it solved
+(:func:`cheap_bounds_for`). At busy 0.75 the 1,024- and 4,096-node plans are proven within
+0.1 % by the LP and never ask it."""
+
+
+CHAINED_GAP = 0.05
+"""Largest gap of the tiers alone (their bounds over the plan's value, relative to its total)
+at which the finisher bounds the secondary terms under the tier bounds' floors when a tier
+above the lowest is open (:func:`cheap_bounds_for`): one LP (0.07-0.09 CPU-s on the fragmented
+1,024-node rounds at busy 0.6); a plan further from its tier bounds has a gap the secondary
+terms do not decide. With ``enough``, the tiers must be within it instead."""
+
+
+def _tiers_within(units: dict[int, int], tiers: dict[int, int], gap: float) -> bool:
+    """Whether the plan's tiers (``units``) are within ``gap`` of their bounds (``tiers``),
+    summed, relative to the plan's total tier value (objective units)."""
+    short = sum(max(0, v - units.get(p, 0)) for p, v in tiers.items())
+    return short <= gap * max(1, abs(sum(units.values())))
 
 
 AT_PLAN_GAP = 0.01

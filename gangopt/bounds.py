@@ -141,6 +141,25 @@ def chained_tier_bounds(
     return out
 
 
+def lexicographic_floors(values: dict[int, int], bounds: dict[int, int]) -> dict[int, int]:
+    """What every plan at least as good lexicographically as one of tier ``values`` keeps:
+    going down from the highest priority, each tier the plan proves (its value at least its
+    bound in ``bounds``) at that value, then the first tier it does not prove at least at its
+    value (as :func:`chained_tier_bounds` floors the tier models), and every tier below at 0,
+    which no tier value is under (a sum of gang values, none negative). The lexicographic
+    optimum is such a plan, so a bound on the plans that keep these floors bounds it
+    (:func:`gangopt.slots.secondary_bound_at`). The tiers below are listed so that a model
+    under these floors keeps their gangs: a second stage without a tier's pending gangs left
+    their growth out (a random round's optimum at 20.4 GPU-eq of secondary terms, such a bound
+    20.2)."""
+    floors: dict[int, int] = {}
+    open_tier = False
+    for prio in sorted(set(values) | set(bounds), reverse=True):
+        floors[prio] = 0 if open_tier else values.get(prio, 0)
+        open_tier = open_tier or prio not in bounds or bounds[prio] > floors[prio]
+    return floors
+
+
 def packed_tier_bounds(pre: Prefiltered, reached: dict[int, bool]) -> dict[int, int]:
     """Tighter tier bounds from capacity, for the tiers below a run of tiers at their ceiling.
 

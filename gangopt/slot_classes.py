@@ -522,6 +522,31 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
         tables.append((i, _node_table(pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, width)))
     if not tables:
         return 0
+    for v, cost in zip(*_state_costs(model, built, tables, EVICTION_SEGMENTS), strict=True):
+        model.variable[v].objective_coefficient = -cost
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return 0
+    least_cost = -float(solver.Objective().Value())
+    return max(0, math.floor(least_cost - 1e-6 * abs(least_cost) - LP_MARGIN))
+
+
+def _state_costs(
+    model: linear_solver_pb2.MPModelProto,
+    built: _Model,
+    tables: list[tuple[int, np.ndarray]],
+    segments: int,
+) -> tuple[list[int], list[float]]:
+    """What the nodes in each node state pay at least, as terms (variable, cost) of ``model``.
+
+    A node's cost of a state is the sum over ``tables`` (band, per node and units) at the
+    state's units per band; ``z[k, e]`` nodes of class ``k`` in state ``e`` are some of the
+    class's nodes, so they pay at least the ``z[k, e]`` cheapest of the class's own costs for
+    ``e``: a convex piecewise cost of up to ``segments`` steps, each at its segment's least
+    (one step: the class's least cost, on ``z`` itself). Adds the steps' variables and rows,
+    fixes at 0 the states no node of the class can reach, and leaves out terms of cost 0."""
+    out_vars: list[int] = []
+    out_costs: list[float] = []
     by_class = np.argsort(built.class_of, kind="stable")
     node_start = np.searchsorted(built.class_of[by_class], np.arange(built.classes + 1))
     z_start = np.searchsorted(built.zc, np.arange(built.classes + 1))
@@ -534,7 +559,7 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
         for i, table in tables:
             cost += table[nodes[:, None], built.ze[states, i][None, :]]
         cost.sort(axis=0)  # per state, the class's nodes cheapest first (inf: cannot)
-        cuts = np.unique(np.linspace(0, len(nodes), min(EVICTION_SEGMENTS, len(nodes)) + 1).astype(np.int64))
+        cuts = np.unique(np.linspace(0, len(nodes), min(segments, len(nodes)) + 1).astype(np.int64))
         for j, state in enumerate(states.tolist()):
             z = int(built.zvar[state])
             least = cost[cuts[:-1], j]
@@ -542,23 +567,23 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
                 model.variable[z].upper_bound = 0.0  # no node of the class can lose that
                 continue
             if len(cuts) == 2 or least[-1] == least[0]:
-                model.variable[z].objective_coefficient = -float(least[0])
+                if least[0] > 0:
+                    out_vars.append(z)
+                    out_costs.append(float(least[0]))
                 continue
-            steps = [(float(c), float(hi - lo)) for c, lo, hi in zip(least, cuts[:-1], cuts[1:], strict=True)]
             row = model.constraint.add(lower_bound=0.0, upper_bound=0.0)
             row.var_index.append(z)
             row.coefficient.append(1.0)
-            for c, size in steps:
+            for c, lo, hi in zip(least.tolist(), cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
                 if not math.isfinite(c):
                     break  # the nodes past here cannot be in this state
                 row.var_index.append(len(model.variable))
                 row.coefficient.append(-1.0)
-                model.variable.add(lower_bound=0.0, upper_bound=size, objective_coefficient=-c)
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return 0
-    least_cost = -float(solver.Objective().Value())
-    return max(0, math.floor(least_cost - 1e-6 * abs(least_cost) - LP_MARGIN))
+                model.variable.add(lower_bound=0.0, upper_bound=float(hi - lo))
+                if c > 0:
+                    out_vars.append(len(model.variable) - 1)
+                    out_costs.append(float(c))
+    return out_vars, out_costs
 
 
 @dataclass
@@ -781,22 +806,33 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
             )
     # Value lost per node, not only per class's pool: a node in state ``e`` loses at least the
     # cheapest of its own pods summing to ``e_i`` (a rigid gang's units on it at its share of
-    # the gang's value, whole), the least of that over the class's nodes; a state no node of
-    # its class can reach holds no node.
+    # the gang's value, whole), and the ``z[k, e]`` nodes of a class in state ``e`` at least
+    # the cheapest of the class's own such losses (:func:`_state_costs`, :data:`LOSS_SEGMENTS`);
+    # a state no node of its class can reach holds no node.
+    built = _Model(
+        model=model,
+        levels=tuple(levels),
+        gang_var=gang_var,
+        domain_of=domain_of,
+        zvar=zvar,
+        zc=zc,
+        ze=ze,
+        band_pods=[movable & (band_of == i) & (units > 0) for i in range(bands)],
+        units=units,
+        per_pod=per_pod,
+        class_of=class_of,
+        classes=len(classes),
+    )
     for i in range(bands):
         level = levels[i]
         if not (level == prio or level in floor_of):
             continue
-        picked = movable & (band_of == i) & (units > 0)
         width = int(ze[:, i].max(initial=0)) + 1
-        cheapest = _node_losses(pool, picked, level, units, per_pod, class_of, len(classes), width)
-        if cheapest is None:
+        table = _node_losses(pool, built.band_pods[i], level, units, per_pod, width)
+        if table is None:
             continue
-        node_cost = cheapest[zc, ze[:, i]]
-        for v in zvar[~np.isfinite(node_cost)].tolist():
-            model.variable[v].upper_bound = 0.0
-        finite = np.isfinite(node_cost) & (node_cost > 0)
-        if not finite.any():
+        node_vars, node_costs = _state_costs(model, built, [(i, table)], LOSS_SEGMENTS)
+        if not node_vars:
             continue
         lost = len(model.variable)
         model.variable.add(lower_bound=0.0, upper_bound=math.inf)
@@ -808,8 +844,8 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
             upper_bound=math.inf,
         )
         model.constraint.add(
-            var_index=[lost, *zvar[finite].tolist()],
-            coefficient=[1.0, *(-node_cost[finite]).tolist()],
+            var_index=[lost, *node_vars],
+            coefficient=[1.0, *(-c for c in node_costs)],
             lower_bound=0.0,
             upper_bound=math.inf,
         )
@@ -867,20 +903,7 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
             lower_bound=rhs,
             upper_bound=math.inf,
         )
-    return _Model(
-        model=model,
-        levels=tuple(levels),
-        gang_var=gang_var,
-        domain_of=domain_of,
-        zvar=zvar,
-        zc=zc,
-        ze=ze,
-        band_pods=[movable & (band_of == i) & (units > 0) for i in range(bands)],
-        units=units,
-        per_pod=per_pod,
-        class_of=class_of,
-        classes=len(classes),
-    )
+    return built
 
 
 @dataclass
@@ -902,6 +925,10 @@ class ClassSolution:
 NODE_LOSS_WIDTH = 64
 """Most units per band a node may lose for :func:`_node_losses` (the bit-set classes' limit)."""
 
+LOSS_SEGMENTS = 1
+"""Segments per node state of a class for the tier value a state's nodes lose
+(:func:`_state_costs`), as :data:`EVICTION_SEGMENTS` for the eviction floor."""
+
 
 def _node_losses(
     pool: _Pool,
@@ -909,43 +936,19 @@ def _node_losses(
     level: int,
     units: np.ndarray,
     per_pod: np.ndarray,
-    class_of: np.ndarray,
-    classes: int,
     width: int,
 ) -> np.ndarray | None:
-    """Per class and units ``x`` (``< width``), the least value of tier ``level`` a node of the
-    class loses when exactly ``x`` units of the ``picked`` candidate pod groups leave it (inf:
-    no node can). A rigid gang's groups on a node go together at their shares of its value
-    (their sum over its nodes is its value: a plan evicting it loses that); a pod group valued
-    0 (an elastic gang's, another tier's) pod by pod for nothing. None past
-    :data:`NODE_LOSS_WIDTH`."""
+    """Per node and units ``x`` (``< width``), the least value of tier ``level`` the node loses
+    when exactly ``x`` units of the ``picked`` candidate pod groups leave it (inf: it cannot). A
+    rigid gang's groups on a node go together at their shares of its value (their sum over its
+    nodes is its value: a plan evicting it loses that); a pod group valued 0 (an elastic
+    gang's, another tier's) pod by pod for nothing. None past :data:`NODE_LOSS_WIDTH`."""
     if width > NODE_LOSS_WIDTH or not picked.any():
         return None
     g = np.flatnonzero(picked)
     cost = np.where(pool.pod_prio[g] == level, np.floor(pool.pod_share[g] * 1000.0) / 1000.0, 0.0)
     # Valued groups merged per node and gang; the others one item per pod, for nothing.
-    return _cheapest(pool, g, cost, cost > 0, np.zeros(len(g)), units, per_pod, class_of, classes, width)
-
-
-def _cheapest(
-    pool: _Pool,
-    g: np.ndarray,
-    cost: np.ndarray,
-    whole: np.ndarray,
-    pod_cost: np.ndarray,
-    units: np.ndarray,
-    per_pod: np.ndarray,
-    class_of: np.ndarray,
-    classes: int,
-    width: int,
-) -> np.ndarray:
-    """Per class and units ``x`` (``< width``), the least cost a node of the class pays when
-    exactly ``x`` units of the candidate pod groups ``g`` leave it (inf: no node can): the
-    least of :func:`_node_table` over the class's nodes."""
-    table = _node_table(pool, g, cost, whole, pod_cost, units, per_pod, width)
-    out = np.full((classes, width), np.inf)
-    np.minimum.at(out, class_of, table)
-    return out
+    return _node_table(pool, g, cost, cost > 0, np.zeros(len(g)), units, per_pod, width)
 
 
 def _node_table(

@@ -1190,7 +1190,7 @@ def _row(rows: Rows, idx: np.ndarray, coeff: np.ndarray, rhs: float) -> None:
     rows.add(idx, coeff / scale, rhs / scale)
 
 
-def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
+def secondary_bound_at(pre: Prefiltered, values: dict[int, int], whole: bool = False) -> int | None:
     """A bound on the secondary terms of every plan whose tiers, from the lowest with pending
     gangs up, are at least ``values`` (objective units); None when there is none to give.
 
@@ -1218,11 +1218,26 @@ def secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
     2.2 % to 0.50 %, in 0.7-1.0 CPU-s (2,727 columns: a round over :data:`MAX_COLUMNS` gets it
     with the leave its slot bounds have, :func:`allow_large`). On the many-small-gangs L round
     259.9 GPU-eq for a plan at 140.2 (every tier at its bound), 0.43-0.45 CPU-s at load 9
-    (GLOP on the model with preferred columns: 2.4-3.8, :data:`SECONDARY_LP_SOLVER`)."""
-    return pre.kept(("slot-secondary", tuple(sorted(values.items()))), lambda: _secondary_bound_at(pre, values))
+    (GLOP on the model with preferred columns: 2.4-3.8, :data:`SECONDARY_LP_SOLVER`).
+
+    ``whole``: a round over :data:`WHOLE_SECONDARY_GANGS` gangs gets the whole-variable model
+    (with the preferred columns) too, when it has at most :data:`WHOLE_SECONDARY_MAX`; None
+    above that. On the fragmented 1,024-node busy-0.6 round (seed 2, every tier at its bound)
+    the LP's 198.7 GPU-eq was -58.6 whole, for a plan at -66.7 (0.87 CPU-s against 0.09:
+    :func:`gangopt.annotate.cheap_bounds_for` asks it only when the LP leaves the plan more
+    than :data:`gangopt.annotate.WHOLE_SECONDARY_GAP` short)."""
+    whole = whole and len(pre.pending) + len(pre.candidates) > WHOLE_SECONDARY_GANGS  # else it is whole already
+    key = ("slot-secondary", tuple(sorted(values.items())), whole)
+    return pre.kept(key, lambda: _secondary_bound_at(pre, values, whole))
 
 
-def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
+WHOLE_SECONDARY_MAX = 6000
+"""Most pending and candidate gangs for :func:`secondary_bound_at`'s ``whole`` (the
+1,024-node fragmented rounds have 3,000-4,600; the 4,096-node ones about 14,000, whose
+integer model would not fit their limit)."""
+
+
+def _secondary_bound_at(pre: Prefiltered, values: dict[int, int], whole: bool = False) -> int | None:
     settings = _scip_settings(pre)
     if settings is None:  # a large round without leave for its slot models (:func:`allow_large`)
         return None
@@ -1231,7 +1246,10 @@ def _secondary_bound_at(pre: Prefiltered, values: dict[int, int]) -> int | None:
         return None
     prio = int(shared.prio.min())  # the lowest tier with pending gangs or candidates: every candidate a column
     floors = [(p, v) for p, v in sorted(values.items(), reverse=True) if p > prio]
-    large = len(pre.pending) + len(pre.candidates) > WHOLE_SECONDARY_GANGS
+    gangs = len(pre.pending) + len(pre.candidates)
+    if whole and (gangs > WHOLE_SECONDARY_MAX or settings == LP_ONLY):
+        return None
+    large = gangs > WHOLE_SECONDARY_GANGS and not whole
     kept = shared.models.get((prio, tuple(floors))) if large else None
     shared = _growth_only(pre, shared) if large else _with_growth(pre, shared)
     if kept is None:

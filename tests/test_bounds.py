@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, assume, example, given, settings
 
 import gangopt
-from gangopt.bounds import cheap_bounds, packed_tier_bounds, reaches_ceilings, tier_ceilings
+from gangopt.bounds import cheap_bounds, lexicographic_floors, packed_tier_bounds, reaches_ceilings, tier_ceilings
 from gangopt.io import load_round
 from gangopt.objective import SCALE, ObjectiveTerms, score
 from gangopt.prefilter import prefilter
@@ -225,3 +225,15 @@ def test_the_pods_that_stay_are_subtracted_as_pod_by_pod() -> None:
         expected = np.maximum(free, 0)
         assert (expected < cluster_capacity(rnd, pre.resources)).any()
         assert np.array_equal(_free_after_fixed(pre, must_run), expected)
+
+
+def test_lexicographic_floors_hold_the_proven_tiers_and_the_first_open_one() -> None:
+    """Going down, the tiers a plan proves are held at its values, the first one it leaves
+    open at least at its value, and every tier below at 0; a tier with no bound counts as
+    open."""
+    assert lexicographic_floors({10: 5, 5: 7, 0: 3}, {10: 5, 5: 9, 0: 4}) == {10: 5, 5: 7, 0: 0}
+    assert lexicographic_floors({10: 5, 5: 9, 0: 3}, {10: 5, 5: 9, 0: 4}) == {10: 5, 5: 9, 0: 3}
+    assert lexicographic_floors({10: 4, 5: 9, 0: 3}, {10: 5, 5: 9, 0: 3}) == {10: 4, 5: 0, 0: 0}
+    assert lexicographic_floors({10: 5, 0: 3}, {10: 5}) == {10: 5, 0: 3}
+    assert lexicographic_floors({3: 0, 2: 44, 0: 510}, {2: 44, 0: 510}) == {3: 0, 2: 0, 0: 0}
+    assert lexicographic_floors({5: 2}, {10: 0, 5: 2, 0: 1}) == {10: 0, 5: 2, 0: 0}

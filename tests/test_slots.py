@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import gangopt
 from gangopt import slot_classes, slots
-from gangopt.annotate import cheap_bounds_for
-from gangopt.bounds import CheapBounds, cheap_bounds, packed_tier_bounds, tier_ceilings
+from gangopt.annotate import _only_lowest_open, cheap_bounds_for
+from gangopt.bounds import CheapBounds, cheap_bounds, lexicographic_floors, packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.schema import Round, Score, Status, Weights
@@ -437,6 +437,76 @@ def test_the_secondary_bound_at_a_plans_tiers_when_only_the_lowest_is_open() -> 
     far = fragmented_round(64, 24, seed=3)  # greedy's priority 0 21 % short of its bound
     far_score = score(far, gangopt.solve(far, solver="greedy", annotate=False))
     assert cheap_bounds_for(prefilter(far), far_score).secondary == cheap_bounds(prefilter(far), False).secondary
+
+
+def test_the_secondary_bound_under_the_floors_when_a_tier_above_the_lowest_is_open() -> None:
+    """Greedy on this fragmented round leaves priority 5 open (above the lowest, 0): every
+    plan at least as good keeps priority 10 and at least greedy's priority 5, whatever it does
+    at priority 0, so the finisher bounds the secondary terms by the second stage under those
+    floors, below the growth bound and above greedy's own; a plan further from its tier
+    bounds than :data:`gangopt.annotate.CHAINED_GAP` keeps the growth bound."""
+    rnd = fragmented_round(64, 24, 0.6, seed=1, running_mix="jobs")
+    pre, s, values, bounds = _greedy_against_its_bounds(rnd)
+    assert [values[p] >= bounds.tiers[p] for p in (10, 5)] == [True, False]
+    floors = lexicographic_floors(values, bounds.tiers)
+    assert floors == {10: values[10], 5: values[5], 0: 0}
+    chained = secondary_bound_at(pre, floors)
+    growth = cheap_bounds(pre, tiers_at_ceiling=False).secondary
+    assert chained is not None and round(s.secondary * SCALE) <= chained < growth
+    assert bounds.secondary == chained
+    far = fragmented_round(128, 50, 0.6, seed=1, running_mix="jobs")  # its tiers 18 % short of their bounds
+    far_pre, _, far_values, far_bounds = _greedy_against_its_bounds(far)
+    assert not _only_lowest_open(far_values, far_bounds.tiers)
+    assert far_bounds.secondary == cheap_bounds(far_pre, tiers_at_ceiling=False).secondary
+
+
+@pytest.mark.parametrize(("busy", "seed"), [(0.6, 1), (0.75, 0), (0.75, 2)])
+def test_the_whole_secondary_bound_of_a_large_round_is_at_most_its_lp(
+    monkeypatch: pytest.MonkeyPatch, busy: float, seed: int
+) -> None:
+    """A round over WHOLE_SECONDARY_GANGS gets the secondary LP (no preferred columns); asked
+    ``whole`` it gets the small rounds' integer model, which is at most the LP, at least the
+    plan's own secondary terms, and the same as the small rounds' model; over
+    WHOLE_SECONDARY_MAX, none."""
+    rnd = fragmented_round(64, 24, busy, seed=seed, running_mix="jobs")
+    pre, s, values, bounds = _greedy_against_its_bounds(rnd)
+    floors = lexicographic_floors(values, bounds.tiers)
+    small = secondary_bound_at(prefilter(rnd), floors)
+    monkeypatch.setattr(slots, "WHOLE_SECONDARY_GANGS", 1)
+    lp = secondary_bound_at(pre, floors)
+    whole = secondary_bound_at(pre, floors, whole=True)
+    assert lp is not None and whole is not None and small is not None
+    assert round(s.secondary * SCALE) <= whole == small <= lp
+    monkeypatch.setattr(slots, "WHOLE_SECONDARY_MAX", 1)
+    assert secondary_bound_at(prefilter(rnd), floors, whole=True) is None
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rounds())
+def test_the_secondary_bound_under_a_plans_floors_holds_for_the_optimum(rnd: Round) -> None:
+    """Under the floors of a plan's tiers (its proven tiers held, the first open one at least
+    its value: :func:`gangopt.bounds.lexicographic_floors`), no optimum has secondary terms
+    above the second stage's bound: the premise of the finisher's bound when a tier above the
+    lowest is open. The optimum keeps those floors (else a tier bound is below it). Found by
+    it: the floors must name the tiers below the first open one too (at 0), else the second
+    stage leaves their gangs' growth out."""
+    assume(not Scope(rnd).beyond_priority)  # the slot model assumes strictly lower victims
+    best = gangopt.solve(rnd)
+    assume(best.status == Status.OPTIMAL and best.gap == 0)
+    assert gangopt.validate(rnd, best) == []
+    pre = prefilter(rnd)
+    top = units({t.priority: t.value for t in best.score.tiers})
+    ceilings = tier_ceilings(pre)
+    for name in ("greedy", "kueue_like", "fifo_first_fit"):
+        plan = gangopt.solve(rnd, solver=name, annotate=False)  # type: ignore[arg-type]
+        assert gangopt.validate(rnd, plan) == []
+        values = units({t.priority: t.value for t in score(rnd, plan).tiers})
+        tiers = {p: min(v, b) for p, v in ceilings.items() for b in [slot_tier_bounds(pre, values, ceilings).get(p, v)]}
+        floors = lexicographic_floors(values, tiers)
+        assert all(top.get(p, 0) >= v for p, v in floors.items()), (name, floors, top)
+        bound = secondary_bound_at(pre, floors)
+        if bound is not None:
+            assert round(best.score.secondary * SCALE) <= bound, (name, floors, bound, best.score.secondary)
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))

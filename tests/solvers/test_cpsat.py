@@ -671,9 +671,9 @@ def test_a_clocked_solve_stops_the_secondary_stage_of_a_small_round_by_its_limit
     seen: list[float | None] = []
     secondary = slots._secondary_bound_at
 
-    def spy(pre: Any, values: dict[int, int]) -> Any:
+    def spy(pre: Any, values: dict[int, int], whole: bool = False) -> Any:
         seen.append(slots._deadline(pre))
-        return secondary(pre, values)
+        return secondary(pre, values, whole)
 
     monkeypatch.setattr(slots, "_secondary_bound_at", spy)
     began = time.perf_counter()
