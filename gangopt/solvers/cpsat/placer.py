@@ -67,6 +67,9 @@ whole-node pods had gone first (the choice fits node by node: the reference mode
 fixed reaches 9,820.9): priority 5 went from 9,673.8 to 9,783.5 GPU-eq of the model's
 9,820.9 (seed 0), 9,670.6 to 9,712.0 of 9,728.2 (seed 1); on the tilted seed-2 round
 priority 0 from 8,020.0 to 10,090.0, the bound (docs/benchmarks.md, "h30-M06"). A pass there is 0.05-0.15 CPU-s."""
+CONSOLIDATE = True
+"""Whether :func:`placed` tries, while short of the model's value after both gang orders, the
+same orders again with whole nodes kept for the largest pods (:attr:`SlotPlacer.consolidate`)."""
 MAX_CHOICES = 4
 """Choices placed per solve at most: one per open tier, going down while each placement
 improves the plan (the fragmented rounds have three tiers)."""
@@ -91,9 +94,17 @@ class SlotPlacer(GreedyEngine):
         spread: bool = True,
         like: GreedyEngine | None = None,
         gang_keys: tuple[str, ...] | None = None,
+        consolidate: bool = False,
     ) -> None:
         super().__init__(rnd, "deferred", like=like)  # greedy's candidate's views and pod index
         self.choice = choice
+        self.consolidate = consolidate
+        """Whether whole nodes are kept for the chosen gangs' largest pods (:attr:`big`): the
+        other pods go to nodes that cannot hold one first, and their victims are taken there
+        first; a largest pod's victims are taken node by node, the cheapest node to clear
+        first (:meth:`preempt`)."""
+        self._order: tuple[IndexArray, IntArray] | None = None
+        """The victim order of the transaction being preempted for (:attr:`consolidate`)."""
         if gang_keys is not None:
             self.gang_keys = gang_keys
         self.first = first
@@ -134,13 +145,101 @@ class SlotPlacer(GreedyEngine):
 
     @property
     def victim_rank(self) -> IndexArray:
-        return self._victims[self._wide][0]
+        return self._victims[self._wide][0] if self._order is None else self._order[0]
 
     @property
     def victim_prio(self) -> IntArray:
-        return self._victims[self._wide][1]
+        return self._victims[self._wide][1] if self._order is None else self._order[1]
+
+    @cached_property
+    def _biggest(self) -> list[IntArray]:
+        """The chosen gangs' largest pod shapes (the largest share of a node's capacity)."""
+        shapes = [(int(share), g.reqs[r]) for g in self.pending if g.name in self.chosen for r, share in enumerate(self._share(g))]
+        top = max((sh for sh, _ in shapes), default=0)
+        return list({tuple(req.tolist()): req for sh, req in shapes if sh == top}.values())
+
+    @cached_property
+    def big(self) -> IntArray:
+        """Per node, how many of the chosen gangs' largest pods (:attr:`_biggest`) its room for
+        the chosen tier holds: its capacity less the pods no chosen gang may take (every kept
+        pod but those of preemptible gangs below the choice's priority)."""
+        movable = np.asarray([bool(getattr(g.spec, "preemptible", False)) for g in self.running], dtype=np.bool_)
+        fixed = self.kept & ~(movable[self.rp_gang] & (self.rp_priority < self.choice.priority))
+        room = self.cap.copy(order="F")
+        pods = np.flatnonzero(fixed)
+        np.subtract.at(room, self.rp_node[pods], self.rp_rows[pods])
+        out = np.zeros(len(room), dtype=np.int64)
+        for req in self._biggest:
+            out = np.maximum(out, fit_counts(room, req))
+        return out
+
+    def _is_big(self, g: GangView, r: int) -> bool:
+        return any(np.array_equal(g.reqs[r], req) for req in self._biggest)
+
+    @cached_property
+    def _victim_cost(self) -> dict[int, float]:
+        return {gi: self._cost(gi) for gi in self._victims[True][0].tolist()}
+
+    def _consolidated(self, gangs: list[GangView], counts: list[list[int]]) -> tuple[IndexArray, IntArray]:
+        """The victim order for :attr:`consolidate`, priority by priority as greedy's: for a
+        transaction with a largest pod, the victims of the node cheapest to clear first (a
+        node that cannot hold a largest pod is never cleared for one); for any other, the
+        victims on no node that can hold a largest pod first."""
+        rank, prio = self._victims[self._wide]
+        if rank.size == 0:
+            return rank, prio
+        nodes = self.rp_node
+        kept = self.kept
+        big_nodes = self.big[nodes] > 0
+        first = self.rp_start[rank]
+        lengths = self.rp_start[rank + 1] - first
+        owner = np.repeat(np.arange(rank.size), lengths)
+        pods = np.arange(int(lengths.sum())) + np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
+        live = kept[pods]
+        if any(self._is_big(g, r) for g, c in zip(gangs, counts, strict=True) for r, n in enumerate(c) if n):
+            cost = np.asarray([self._victim_cost[gi] for gi in rank.tolist()], dtype=np.float64)
+            node_cost = np.zeros(len(self.cap), dtype=np.float64)
+            lp = pods[live]
+            np.add.at(node_cost, nodes[lp], cost[owner[live]] / np.maximum(lengths[owner[live]], 1))
+            # Nodes by the highest floor the transaction may use first (rule 5: a node only
+            # its priority may use wastes nothing), then by what clearing them costs; a node
+            # that cannot hold a largest pod last.
+            floor = np.maximum(self.floor, -(1 << 40)).astype(np.float64)
+            floor[floor >= min(g.spec.priority for g in gangs)] = -np.inf
+            node_rank = np.empty(len(node_cost), dtype=np.float64)
+            node_rank[np.lexsort((node_cost, -floor, self.big == 0))] = np.arange(len(node_cost))
+            pod_key = np.where(live, node_rank[nodes[pods]], np.inf)
+            key = np.full(rank.size, np.inf)
+            np.minimum.at(key, owner, pod_key)
+        else:
+            touch = np.zeros(rank.size, dtype=np.float64)
+            np.maximum.at(touch, owner, (live & big_nodes[pods]).astype(np.float64))
+            key = touch
+        order = np.lexsort((np.arange(rank.size), key, prio))
+        return rank[order], prio[order]
 
     def preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
+        if not self.consolidate:
+            return self._preempt(gangs, counts)
+        self._order = self._consolidated(gangs, counts)
+        try:
+            found = super().preempt(gangs, counts)
+        finally:
+            self._order = None
+        if found is not None or not all(g.name in self.chosen for g in gangs):
+            return found
+        self._wide = True
+        try:
+            self._order = self._consolidated(gangs, counts)
+            found = super().preempt(gangs, counts)
+        finally:
+            self._wide = False
+            self._order = None
+        if found is not None:
+            self.widened.update(g.name for g in gangs)
+        return found
+
+    def _preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
         """Greedy's preemption among the candidates the model left open; for a chosen gang that
         still does not fit, among all (a lower tier's kept candidate gives way: lexicographically
         better than leaving the chosen gang out: at M 0.6 one priority-5 gang found no whole node
@@ -231,6 +330,10 @@ class SlotPlacer(GreedyEngine):
         (nodes where none fits left out)."""
         slots = fit_counts(rows, g.reqs[r], rows=cand)
         usable = slots > 0
+        if self.consolidate and not self._rest and not self._is_big(g, r):
+            # While the chosen gangs are placed, the nodes that can hold a largest pod are
+            # kept for those (at M busy 0.6 there are as many such nodes as largest pods).
+            usable &= self.big[cand if nodes is None else nodes[cand]] == 0
         cand, slots = cand[usable], slots[usable]
         # Nodes only this priority's peers may use first (a victim of a higher priority left
         # them: rule 5), then those the fewest chosen roles may use (a node selector's nodes
@@ -240,30 +343,36 @@ class SlotPlacer(GreedyEngine):
         floor = np.maximum(self.floor[rows_of], -(1 << 40))  # no overflow on -
         wanted = self.wanted[rows_of] if self.wanted.size else np.zeros(len(cand), np.int64)
         keys = {"wanted": wanted, "floor": -floor, "slots": slots}
+        node_keys = self.node_keys
+        if self.consolidate:
+            # The nodes only this priority's peers may use first (a higher pod there wastes
+            # nothing a lower one could use: at M busy 0.6, 64 of the 193 nodes that can hold
+            # an 8-GPU pod are priority 10's alone).
+            node_keys = ("floor", *(k for k in node_keys if k != "floor"))
         want = self._want[r] if self._want is not None and r < len(self._want) else 0
         if 0 < want < len(cand):
             # Every node here takes at least one pod, so first fit uses only the first ``want``
             # nodes of the order: sort only the nodes whose leading keys are at most the
             # ``want``-th smallest (the same first ``want`` nodes, ties in the same order).
             # At L 0.75 a role's few pods were sorted among ~4,000 nodes, 981 times a pass.
-            lead = self._lead(keys)
+            lead = self._lead(keys, node_keys)
             if lead is not None:
                 keep = lead <= np.partition(lead, want - 1)[want - 1]
                 cand, rows_of = cand[keep], rows_of[keep]
                 keys = {k: v[keep] for k, v in keys.items()}
-        if "room" in self.node_keys:
+        if "room" in node_keys:
             keys["room"] = (np.maximum(rows[cand], 0) / self._largest).sum(axis=1)
-        ordered: IndexArray = cand[np.lexsort(tuple(keys[k] for k in reversed(self.node_keys)))]
+        ordered: IndexArray = cand[np.lexsort(tuple(keys[k] for k in reversed(node_keys)))]
         return ordered
 
-    def _lead(self, keys: dict[str, IntArray]) -> IntArray | None:
-        """The first two integer keys of :attr:`node_keys` as one (None when the first is the
+    def _lead(self, keys: dict[str, IntArray], node_keys: tuple[str, ...]) -> IntArray | None:
+        """The first two integer keys of ``node_keys`` as one (None when the first is the
         room, a float)."""
-        first = self.node_keys[0]
+        first = node_keys[0]
         if first not in keys:
             return None
         lead = keys[first].astype(np.int64)
-        second = self.node_keys[1] if len(self.node_keys) > 1 else None
+        second = node_keys[1] if len(node_keys) > 1 else None
         if second in keys and len(lead):
             low = keys[second].astype(np.int64)
             span = int(low.max()) - int(low.min()) + 1
@@ -308,7 +417,10 @@ def placed(
         below = _tier_value(best[1], choice.priority) < choice.value
         return below and (until is None or time.perf_counter() + took <= until)
 
-    for keys in (SlotPlacer.gang_keys, LARGEST_FIRST):
+    orders = [(SlotPlacer.gang_keys, False), (LARGEST_FIRST, False)]
+    if CONSOLIDATE:
+        orders += [(LARGEST_FIRST, True), (SlotPlacer.gang_keys, True)]
+    for keys, consolidate in orders:
         if best is not None and not short():
             break  # the model's value reached (or no time left): no second order
         first: frozenset[str] = frozenset()
@@ -321,7 +433,7 @@ def placed(
             tried += 1
             passes += 1
             began = time.perf_counter()
-            placer = SlotPlacer(rnd, choice, first, like=like, gang_keys=keys)
+            placer = SlotPlacer(rnd, choice, first, like=like, gang_keys=keys, consolidate=consolidate)
             like = like or placer
             plan = placer.run()
             plan_score = score(rnd, plan)
@@ -342,7 +454,9 @@ def placed(
             # one's: at M 0.6 the three passes tie at 5,878.8, and set aside after the third
             # (11 gangs first) reached 6,098.8 only.
             tried += 1
-            plan = SlotPlacer(rnd, choice, order_first, spread=False, like=like, gang_keys=keys).run()
+            plan = SlotPlacer(
+                rnd, choice, order_first, spread=False, like=like, gang_keys=keys, consolidate=consolidate
+            ).run()
             plan_score = score(rnd, plan)
             assert best is not None
             if lexicographic_key(plan_score) > lexicographic_key(best[1]):
