@@ -154,7 +154,12 @@ class SlotPlacer(GreedyEngine):
     @cached_property
     def _biggest(self) -> list[IntArray]:
         """The chosen gangs' largest pod shapes (the largest share of a node's capacity)."""
-        shapes = [(int(share), g.reqs[r]) for g in self.pending if g.name in self.chosen for r, share in enumerate(self._share(g))]
+        shapes = [
+            (int(share), g.reqs[r])
+            for g in self.pending
+            if g.name in self.chosen
+            for r, share in enumerate(self._share(g))
+        ]
         top = max((sh for sh, _ in shapes), default=0)
         return list({tuple(req.tolist()): req for sh, req in shapes if sh == top}.values())
 
@@ -411,18 +416,21 @@ def placed(
     tried = 0
     took = 0.0
 
-    def short() -> bool:
-        """The best plan is below the model's value and one more pass ends in time."""
+    def short(missing: bool = False) -> bool:
+        """The best plan is below the model's value (with ``missing``, or leaves a chosen gang
+        out) and one more pass ends in time."""
         assert best is not None
         below = _tier_value(best[1], choice.priority) < choice.value
+        below = below or (missing and not chosen <= set(best[0].admitted))
         return below and (until is None or time.perf_counter() + took <= until)
 
     orders = [(SlotPlacer.gang_keys, False), (LARGEST_FIRST, False)]
     if CONSOLIDATE:
-        orders += [(LARGEST_FIRST, True), (SlotPlacer.gang_keys, True)]
+        orders[1:1] = [(LARGEST_FIRST, True)]
+        orders.append((SlotPlacer.gang_keys, True))
     for keys, consolidate in orders:
-        if best is not None and not short():
-            break  # the model's value reached (or no time left): no second order
+        if best is not None and not short(consolidate):
+            continue  # the model's value reached (or no time left): not this order
         first: frozenset[str] = frozenset()
         order_best: tuple[float, ...] | None = None
         order_first = first
@@ -447,7 +455,7 @@ def placed(
             if not missed or missed <= first:
                 break
             first = first | missed
-        if short():
+        if short(consolidate):
             # Short of the model's value: this order's best pass once more with the chosen
             # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
             # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
@@ -526,7 +534,8 @@ def place_choices(
         took = time.perf_counter() - began
         better = lexicographic_key(plan_score) > lexicographic_key(out.score)
         answer = proven(plan, plan_score) if better else None
-        if choice.rounded and answer is None and (until is None or time.perf_counter() + took <= until):
+        reached = _tier_value(plan_score, choice.priority) >= choice.bound
+        if choice.rounded and answer is None and not reached and (until is None or time.perf_counter() + took <= until):
             # The LP's own solution placed (no SCIP, :func:`gangopt.slots.slot_choice`) is not
             # proven: SCIP's whole solution, placed, as before the LP's choice (tilted L 0.75).
             whole = slot_choice(pre, values, whole=True)
