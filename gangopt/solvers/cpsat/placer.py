@@ -22,6 +22,13 @@ four changes through its hooks:
   (:meth:`node_order`), so that the holes of a fragmented cluster are used before whole nodes.
 * **Deferred growth**: elastic gangs grow after every gang had its minimum (the model counts
   minimums only).
+* **Whole nodes kept** (:attr:`SlotPlacer.consolidate`, the last passes of :func:`placed`):
+  the nodes that can hold a chosen gang's largest pod once the lower tiers' candidates go
+  (:attr:`SlotPlacer.big`) are kept for those pods while the chosen gangs are placed, and
+  victims are taken node by node (:meth:`SlotPlacer.preempt`). Greedy's victim order (lowest
+  cost first, wherever they are) and best fit alone left 7 priority-5 gangs of 8-GPU pods out
+  at M busy 0.6 (seed 0: priority 5 at 9,783.5 GPU-eq of the model's 9,820.9, which needs all
+  193 such nodes); consolidating, none (docs/benchmarks.md, "h31-plan").
 
 The plan is a candidate like greedy's: the door keeps it only when it validates and is better
 lexicographically than the plan it would replace (:func:`place_choices`).
