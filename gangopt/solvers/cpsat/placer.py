@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import numpy.typing as npt
 
 from gangopt.arrays import BoolArray, IndexArray, IntArray, fit_counts
 from gangopt.class_choice import class_choice
@@ -189,8 +190,12 @@ class SlotPlacer(GreedyEngine):
         return any(np.array_equal(g.reqs[r], req) for req in self._biggest)
 
     @cached_property
-    def _victim_cost(self) -> dict[int, float]:
-        return {gi: self._cost(gi) for gi in self._victims[True][0].tolist()}
+    def _victim_cost(self) -> npt.NDArray[np.float64]:
+        """Per running gang, its preemption cost (0 for a gang no one may preempt)."""
+        cost = np.zeros(len(self.running), dtype=np.float64)
+        for gi in self._victims[True][0].tolist():
+            cost[gi] = self._cost(gi)
+        return cost
 
     def _consolidated(self, gangs: list[GangView], counts: list[list[int]]) -> tuple[IndexArray, IntArray]:
         """The victim order for :attr:`consolidate`, priority by priority as greedy's: for a
@@ -209,7 +214,7 @@ class SlotPlacer(GreedyEngine):
         pods = np.arange(int(lengths.sum())) + np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
         live = kept[pods]
         if any(self._is_big(g, r) for g, c in zip(gangs, counts, strict=True) for r, n in enumerate(c) if n):
-            cost = np.asarray([self._victim_cost[gi] for gi in rank.tolist()], dtype=np.float64)
+            cost = self._victim_cost[rank]
             node_cost = np.zeros(len(self.cap), dtype=np.float64)
             lp = pods[live]
             np.add.at(node_cost, nodes[lp], cost[owner[live]] / np.maximum(lengths[owner[live]], 1))
