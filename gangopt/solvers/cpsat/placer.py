@@ -190,6 +190,46 @@ class SlotPlacer(GreedyEngine):
         return any(np.array_equal(g.reqs[r], req) for req in self._biggest)
 
     @cached_property
+    def _whole(self) -> list[int]:
+        """[nodes of :attr:`big` no new pod took yet, chosen largest pods not yet placed]."""
+        left = sum(
+            n
+            for g in self.pending
+            if g.name in self.chosen
+            for r, n in enumerate(self.min_counts(g))
+            if self._is_big(g, r)
+        )
+        return [int((self.big > 0).sum()), left]
+
+    @cached_property
+    def _open(self) -> BoolArray:
+        """Per node, whether it is one of :attr:`big` and no new pod took it yet."""
+        return self.big > 0
+
+    def _record_new(self, alloc: Alloc, g: GangView) -> None:
+        super()._record_new(alloc, g)
+        if self.consolidate and alloc:
+            rows = np.asarray([node for _, node, _ in alloc], dtype=np.intp)
+            self._whole[0] -= int(self._open[rows].sum())
+            self._open[rows] = False
+            if g.name in self.chosen:
+                self._whole[1] -= sum(n for r, _, n in alloc if self._is_big(g, r))
+
+    def _kept_whole(self, nodes: IndexArray) -> BoolArray | None:
+        """Of ``nodes``, those kept for the chosen gangs' largest pods: while the chosen gangs
+        are placed, every node of :attr:`big` no new pod took when there are no more of them
+        than largest pods left to place (at M busy 0.6 as many as 8-GPU pods: all kept); None
+        when there are more (the fragmented XL round's class choice: keeping them all cost
+        priority 5 3,915 GPU-eq)."""
+        if not self.consolidate or self._rest:
+            return None
+        free_whole, left = self._whole
+        if free_whole > left:
+            return None
+        kept: BoolArray = self._open[nodes]
+        return kept
+
+    @cached_property
     def _victim_cost(self) -> npt.NDArray[np.float64]:
         """Per running gang, its preemption cost (0 for a gang no one may preempt)."""
         cost = np.zeros(len(self.running), dtype=np.float64)
@@ -347,10 +387,10 @@ class SlotPlacer(GreedyEngine):
         (nodes where none fits left out)."""
         slots = fit_counts(rows, g.reqs[r], rows=cand)
         usable = slots > 0
-        if self.consolidate and not self._rest and not self._is_big(g, r):
-            # While the chosen gangs are placed, the nodes that can hold a largest pod are
-            # kept for those (at M busy 0.6 there are as many such nodes as largest pods).
-            usable &= self.big[cand if nodes is None else nodes[cand]] == 0
+        whole = self.consolidate and not self._is_big(g, r)
+        kept = self._kept_whole(cand if nodes is None else nodes[cand]) if whole else None
+        if kept is not None:
+            usable &= ~kept
         cand, slots = cand[usable], slots[usable]
         # Nodes only this priority's peers may use first (a victim of a higher priority left
         # them: rule 5), then those the fewest chosen roles may use (a node selector's nodes

@@ -115,7 +115,7 @@ def _rule5_round() -> Round:
     )
 
 
-def test_a_node_a_chosen_victim_left_receives_only_higher_pods() -> None:
+def test_a_node_a_chosen_victim_left_receives_only_higher_pods(monkeypatch: pytest.MonkeyPatch) -> None:
     rnd = _rule5_round()
     victim = next(i for i, g in enumerate(rnd.running) if g.name == "victim")
     choice = SlotChoice(
@@ -127,12 +127,22 @@ def test_a_node_a_chosen_victim_left_receives_only_higher_pods() -> None:
         evicted=frozenset({victim}),
         shed={},
     )
+    # The consolidating pass (small was left out): top first on the node only priorities
+    # above 0 may use (the victim's), small on n1 beside the fixed pod; the victim, which
+    # top's 4 GPUs did not need gone, put back.
+    plan, _ = placed(rnd, choice)
+    assert gangopt.validate(rnd, plan) == []
+    on = {(p.gang, p.node) for p in plan.placements}
+    assert on == {("top", "n0"), ("small", "n1")}
+    assert plan.preemptions == []
+    # Without it: best fit puts top on n1 (where one 4-GPU pod fits, not two); the victim
+    # helped no one, so the reprieve put it back, and small, which n0 may not receive, waits.
+    monkeypatch.setattr(placer_module, "CONSOLIDATE", False)
     plan, _ = placed(rnd, choice)
     assert gangopt.validate(rnd, plan) == []
     on = {(p.gang, p.node) for p in plan.placements}
     assert ("small", "n0") not in on
-    assert ("top", "n1") in on  # best fit: the node where one 4-GPU pod fits, not two
-    # The victim helped no one (top went to n1): the reprieve put it back, small waits.
+    assert ("top", "n1") in on
     assert plan.preemptions == []
     assert plan.admitted == ["top"]
 
