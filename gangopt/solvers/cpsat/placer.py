@@ -76,8 +76,11 @@ fixed reaches 9,820.9): priority 5 went from 9,673.8 to 9,783.5 GPU-eq of the mo
 9,820.9 (seed 0), 9,670.6 to 9,712.0 of 9,728.2 (seed 1); on the tilted seed-2 round
 priority 0 from 8,020.0 to 10,090.0, the bound (docs/benchmarks.md, "h30-M06"). A pass there is 0.05-0.15 CPU-s."""
 CONSOLIDATE = True
-"""Whether :func:`placed` tries, while short of the model's value after both gang orders, the
-same orders again with whole nodes kept for the largest pods (:attr:`SlotPlacer.consolidate`)."""
+"""Whether :func:`placed` tries, while short of the model's value or leaving a chosen gang out
+after both gang orders, the same orders again (largest first, then by priority) with whole
+nodes kept for the largest pods (:attr:`SlotPlacer.consolidate`). At fragmented M busy 0.6
+(jobs mix) the door's plan went from 6.1 % / 2.4 % to 0.5 % / 0.1 % on seeds 0 and 1, proven
+by the cheap bounds (docs/benchmarks.md, "h31-plan")."""
 MAX_CHOICES = 4
 """Choices placed per solve at most: one per open tier, going down while each placement
 improves the plan (the fragmented rounds have three tiers)."""
@@ -107,10 +110,11 @@ class SlotPlacer(GreedyEngine):
         super().__init__(rnd, "deferred", like=like)  # greedy's candidate's views and pod index
         self.choice = choice
         self.consolidate = consolidate
-        """Whether whole nodes are kept for the chosen gangs' largest pods (:attr:`big`): the
-        other pods go to nodes that cannot hold one first, and their victims are taken there
-        first; a largest pod's victims are taken node by node, the cheapest node to clear
-        first (:meth:`preempt`)."""
+        """Whether whole nodes are kept for the chosen gangs' largest pods (:attr:`big`): every
+        pod goes first to the nodes only its priority may use (:meth:`node_order`); while no
+        more of those nodes are free than largest pods are left, no other pod takes one
+        (:meth:`_kept_whole`); a largest pod's victims are taken node by node, other pods'
+        first where no largest pod fits (:meth:`_consolidated`)."""
         self._order: tuple[IndexArray, IntArray] | None = None
         """The victim order of the transaction being preempted for (:attr:`consolidate`)."""
         if gang_keys is not None:
@@ -276,6 +280,8 @@ class SlotPlacer(GreedyEngine):
         return rank[order], prio[order]
 
     def preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
+        """:meth:`_preempt`; with :attr:`consolidate`, the same over the victims in
+        :meth:`_consolidated`'s order."""
         if not self.consolidate:
             return self._preempt(gangs, counts)
         self._order = self._consolidated(gangs, counts)
