@@ -22,6 +22,13 @@ four changes through its hooks:
   (:meth:`node_order`), so that the holes of a fragmented cluster are used before whole nodes.
 * **Deferred growth**: elastic gangs grow after every gang had its minimum (the model counts
   minimums only).
+* **Whole nodes kept** (:attr:`SlotPlacer.consolidate`, the last passes of :func:`placed`):
+  the nodes that can hold a chosen gang's largest pod once the lower tiers' candidates go
+  (:attr:`SlotPlacer.big`) are kept for those pods while the chosen gangs are placed, and
+  victims are taken node by node (:meth:`SlotPlacer.preempt`). Greedy's victim order (lowest
+  cost first, wherever they are) and best fit alone left 7 priority-5 gangs of 8-GPU pods out
+  at M busy 0.6 (seed 0: priority 5 at 9,783.5 GPU-eq of the model's 9,820.9, which needs all
+  193 such nodes); consolidating, none (docs/benchmarks.md, "h31-plan").
 
 The plan is a candidate like greedy's: the door keeps it only when it validates and is better
 lexicographically than the plan it would replace (:func:`place_choices`).
@@ -46,6 +53,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import numpy.typing as npt
 
 from gangopt.arrays import BoolArray, IndexArray, IntArray, fit_counts
 from gangopt.class_choice import class_choice
@@ -67,6 +75,12 @@ whole-node pods had gone first (the choice fits node by node: the reference mode
 fixed reaches 9,820.9): priority 5 went from 9,673.8 to 9,783.5 GPU-eq of the model's
 9,820.9 (seed 0), 9,670.6 to 9,712.0 of 9,728.2 (seed 1); on the tilted seed-2 round
 priority 0 from 8,020.0 to 10,090.0, the bound (docs/benchmarks.md, "h30-M06"). A pass there is 0.05-0.15 CPU-s."""
+CONSOLIDATE = True
+"""Whether :func:`placed` tries, while short of the model's value or leaving a chosen gang out
+after both gang orders, the same orders again (largest first, then by priority) with whole
+nodes kept for the largest pods (:attr:`SlotPlacer.consolidate`). At fragmented M busy 0.6
+(jobs mix) the door's plan went from 6.1 % / 2.4 % to 0.5 % / 0.1 % on seeds 0 and 1, proven
+by the cheap bounds (docs/benchmarks.md, "h31-plan")."""
 MAX_CHOICES = 4
 """Choices placed per solve at most: one per open tier, going down while each placement
 improves the plan (the fragmented rounds have three tiers)."""
@@ -91,9 +105,18 @@ class SlotPlacer(GreedyEngine):
         spread: bool = True,
         like: GreedyEngine | None = None,
         gang_keys: tuple[str, ...] | None = None,
+        consolidate: bool = False,
     ) -> None:
         super().__init__(rnd, "deferred", like=like)  # greedy's candidate's views and pod index
         self.choice = choice
+        self.consolidate = consolidate
+        """Whether whole nodes are kept for the chosen gangs' largest pods (:attr:`big`): every
+        pod goes first to the nodes only its priority may use (:meth:`node_order`); while no
+        more of those nodes are free than largest pods are left, no other pod takes one
+        (:meth:`_kept_whole`); a largest pod's victims are taken node by node, other pods'
+        first where no largest pod fits (:meth:`_consolidated`)."""
+        self._order: tuple[IndexArray, IntArray] | None = None
+        """The victim order of the transaction being preempted for (:attr:`consolidate`)."""
         if gang_keys is not None:
             self.gang_keys = gang_keys
         self.first = first
@@ -134,13 +157,152 @@ class SlotPlacer(GreedyEngine):
 
     @property
     def victim_rank(self) -> IndexArray:
-        return self._victims[self._wide][0]
+        return self._victims[self._wide][0] if self._order is None else self._order[0]
 
     @property
     def victim_prio(self) -> IntArray:
-        return self._victims[self._wide][1]
+        return self._victims[self._wide][1] if self._order is None else self._order[1]
+
+    @cached_property
+    def _biggest(self) -> list[IntArray]:
+        """The chosen gangs' largest pod shapes (the largest share of a node's capacity)."""
+        shapes = [
+            (int(share), g.reqs[r])
+            for g in self.pending
+            if g.name in self.chosen
+            for r, share in enumerate(self._share(g))
+        ]
+        top = max((sh for sh, _ in shapes), default=0)
+        return list({tuple(req.tolist()): req for sh, req in shapes if sh == top}.values())
+
+    @cached_property
+    def big(self) -> IntArray:
+        """Per node, how many of the chosen gangs' largest pods (:attr:`_biggest`) its room for
+        the chosen tier holds: its capacity less the pods no chosen gang may take (every kept
+        pod but those of preemptible gangs below the choice's priority)."""
+        movable = np.asarray([bool(getattr(g.spec, "preemptible", False)) for g in self.running], dtype=np.bool_)
+        fixed = self.kept & ~(movable[self.rp_gang] & (self.rp_priority < self.choice.priority))
+        room = self.cap.copy(order="F")
+        pods = np.flatnonzero(fixed)
+        np.subtract.at(room, self.rp_node[pods], self.rp_rows[pods])
+        out = np.zeros(len(room), dtype=np.int64)
+        for req in self._biggest:
+            out = np.maximum(out, fit_counts(room, req))
+        return out
+
+    def _is_big(self, g: GangView, r: int) -> bool:
+        return any(np.array_equal(g.reqs[r], req) for req in self._biggest)
+
+    @cached_property
+    def _whole(self) -> list[int]:
+        """[nodes of :attr:`big` no new pod took yet, chosen largest pods not yet placed]."""
+        left = sum(
+            n
+            for g in self.pending
+            if g.name in self.chosen
+            for r, n in enumerate(self.min_counts(g))
+            if self._is_big(g, r)
+        )
+        return [int((self.big > 0).sum()), left]
+
+    @cached_property
+    def _open(self) -> BoolArray:
+        """Per node, whether it is one of :attr:`big` and no new pod took it yet."""
+        return self.big > 0
+
+    def _record_new(self, alloc: Alloc, g: GangView) -> None:
+        super()._record_new(alloc, g)
+        if self.consolidate and alloc:
+            rows = np.asarray([node for _, node, _ in alloc], dtype=np.intp)
+            self._whole[0] -= int(self._open[rows].sum())
+            self._open[rows] = False
+            if g.name in self.chosen:
+                self._whole[1] -= sum(n for r, _, n in alloc if self._is_big(g, r))
+
+    def _kept_whole(self, nodes: IndexArray) -> BoolArray | None:
+        """Of ``nodes``, those kept for the chosen gangs' largest pods: while the chosen gangs
+        are placed, every node of :attr:`big` no new pod took when there are no more of them
+        than largest pods left to place (at M busy 0.6 as many as 8-GPU pods: all kept); None
+        when there are more (the fragmented XL round's class choice: keeping them all cost
+        priority 5 3,915 GPU-eq)."""
+        if not self.consolidate or self._rest:
+            return None
+        free_whole, left = self._whole
+        if free_whole > left:
+            return None
+        kept: BoolArray = self._open[nodes]
+        return kept
+
+    @cached_property
+    def _victim_cost(self) -> npt.NDArray[np.float64]:
+        """Per running gang, its preemption cost (0 for a gang no one may preempt)."""
+        cost = np.zeros(len(self.running), dtype=np.float64)
+        for gi in self._victims[True][0].tolist():
+            cost[gi] = self._cost(gi)
+        return cost
+
+    def _consolidated(self, gangs: list[GangView], counts: list[list[int]]) -> tuple[IndexArray, IntArray]:
+        """The victim order for :attr:`consolidate`, priority by priority as greedy's: for a
+        transaction with a largest pod, the victims of the node cheapest to clear first (a
+        node that cannot hold a largest pod is never cleared for one); for any other, the
+        victims on no node that can hold a largest pod first."""
+        rank, prio = self._victims[self._wide]
+        if rank.size == 0:
+            return rank, prio
+        nodes = self.rp_node
+        kept = self.kept
+        big_nodes = self.big[nodes] > 0
+        first = self.rp_start[rank]
+        lengths = self.rp_start[rank + 1] - first
+        owner = np.repeat(np.arange(rank.size), lengths)
+        pods = np.arange(int(lengths.sum())) + np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
+        live = kept[pods]
+        if any(self._is_big(g, r) for g, c in zip(gangs, counts, strict=True) for r, n in enumerate(c) if n):
+            cost = self._victim_cost[rank]
+            node_cost = np.zeros(len(self.cap), dtype=np.float64)
+            lp = pods[live]
+            np.add.at(node_cost, nodes[lp], cost[owner[live]] / np.maximum(lengths[owner[live]], 1))
+            # Nodes by the highest floor the transaction may use first (rule 5: a node only
+            # its priority may use wastes nothing), then by what clearing them costs; a node
+            # that cannot hold a largest pod last.
+            floor = np.maximum(self.floor, -(1 << 40)).astype(np.float64)
+            floor[floor >= min(g.spec.priority for g in gangs)] = -np.inf
+            node_rank = np.empty(len(node_cost), dtype=np.float64)
+            node_rank[np.lexsort((node_cost, -floor, self.big == 0))] = np.arange(len(node_cost))
+            pod_key = np.where(live, node_rank[nodes[pods]], np.inf)
+            key = np.full(rank.size, np.inf)
+            np.minimum.at(key, owner, pod_key)
+        else:
+            touch = np.zeros(rank.size, dtype=np.float64)
+            np.maximum.at(touch, owner, (live & big_nodes[pods]).astype(np.float64))
+            key = touch
+        order = np.lexsort((np.arange(rank.size), key, prio))
+        return rank[order], prio[order]
 
     def preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
+        """:meth:`_preempt`; with :attr:`consolidate`, the same over the victims in
+        :meth:`_consolidated`'s order."""
+        if not self.consolidate:
+            return self._preempt(gangs, counts)
+        self._order = self._consolidated(gangs, counts)
+        try:
+            found = super().preempt(gangs, counts)
+        finally:
+            self._order = None
+        if found is not None or not all(g.name in self.chosen for g in gangs):
+            return found
+        self._wide = True
+        try:
+            self._order = self._consolidated(gangs, counts)
+            found = super().preempt(gangs, counts)
+        finally:
+            self._wide = False
+            self._order = None
+        if found is not None:
+            self.widened.update(g.name for g in gangs)
+        return found
+
+    def _preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
         """Greedy's preemption among the candidates the model left open; for a chosen gang that
         still does not fit, among all (a lower tier's kept candidate gives way: lexicographically
         better than leaving the chosen gang out: at M 0.6 one priority-5 gang found no whole node
@@ -231,6 +393,10 @@ class SlotPlacer(GreedyEngine):
         (nodes where none fits left out)."""
         slots = fit_counts(rows, g.reqs[r], rows=cand)
         usable = slots > 0
+        whole = self.consolidate and not self._is_big(g, r)
+        kept = self._kept_whole(cand if nodes is None else nodes[cand]) if whole else None
+        if kept is not None:
+            usable &= ~kept
         cand, slots = cand[usable], slots[usable]
         # Nodes only this priority's peers may use first (a victim of a higher priority left
         # them: rule 5), then those the fewest chosen roles may use (a node selector's nodes
@@ -240,30 +406,36 @@ class SlotPlacer(GreedyEngine):
         floor = np.maximum(self.floor[rows_of], -(1 << 40))  # no overflow on -
         wanted = self.wanted[rows_of] if self.wanted.size else np.zeros(len(cand), np.int64)
         keys = {"wanted": wanted, "floor": -floor, "slots": slots}
+        node_keys = self.node_keys
+        if self.consolidate:
+            # The nodes only this priority's peers may use first (a higher pod there wastes
+            # nothing a lower one could use: at M busy 0.6, 64 of the 193 nodes that can hold
+            # an 8-GPU pod are priority 10's alone).
+            node_keys = ("floor", *(k for k in node_keys if k != "floor"))
         want = self._want[r] if self._want is not None and r < len(self._want) else 0
         if 0 < want < len(cand):
             # Every node here takes at least one pod, so first fit uses only the first ``want``
             # nodes of the order: sort only the nodes whose leading keys are at most the
             # ``want``-th smallest (the same first ``want`` nodes, ties in the same order).
             # At L 0.75 a role's few pods were sorted among ~4,000 nodes, 981 times a pass.
-            lead = self._lead(keys)
+            lead = self._lead(keys, node_keys)
             if lead is not None:
                 keep = lead <= np.partition(lead, want - 1)[want - 1]
                 cand, rows_of = cand[keep], rows_of[keep]
                 keys = {k: v[keep] for k, v in keys.items()}
-        if "room" in self.node_keys:
+        if "room" in node_keys:
             keys["room"] = (np.maximum(rows[cand], 0) / self._largest).sum(axis=1)
-        ordered: IndexArray = cand[np.lexsort(tuple(keys[k] for k in reversed(self.node_keys)))]
+        ordered: IndexArray = cand[np.lexsort(tuple(keys[k] for k in reversed(node_keys)))]
         return ordered
 
-    def _lead(self, keys: dict[str, IntArray]) -> IntArray | None:
-        """The first two integer keys of :attr:`node_keys` as one (None when the first is the
+    def _lead(self, keys: dict[str, IntArray], node_keys: tuple[str, ...]) -> IntArray | None:
+        """The first two integer keys of ``node_keys`` as one (None when the first is the
         room, a float)."""
-        first = self.node_keys[0]
+        first = node_keys[0]
         if first not in keys:
             return None
         lead = keys[first].astype(np.int64)
-        second = self.node_keys[1] if len(self.node_keys) > 1 else None
+        second = node_keys[1] if len(node_keys) > 1 else None
         if second in keys and len(lead):
             low = keys[second].astype(np.int64)
             span = int(low.max()) - int(low.min()) + 1
@@ -302,15 +474,25 @@ def placed(
     tried = 0
     took = 0.0
 
-    def short() -> bool:
-        """The best plan is below the model's value and one more pass ends in time."""
+    def short(missing: bool = False) -> bool:
+        """The best plan is below the model's value (with ``missing``, or leaves a chosen gang
+        out) and one more pass ends in time."""
         assert best is not None
         below = _tier_value(best[1], choice.priority) < choice.value
+        below = below or (missing and not chosen <= set(best[0].admitted))
         return below and (until is None or time.perf_counter() + took <= until)
 
-    for keys in (SlotPlacer.gang_keys, LARGEST_FIRST):
-        if best is not None and not short():
-            break  # the model's value reached (or no time left): no second order
+    orders = [(SlotPlacer.gang_keys, False), (LARGEST_FIRST, False)]
+    if CONSOLIDATE:
+        # After the other orders, so that the plan is never below theirs: placed before the
+        # largest-first order, it reached the value first with a lower plan on 2 of 49 small
+        # fragmented rounds with a choice (64-256 nodes, busy 0.6-0.9, seeds 0-4, both mixes;
+        # priority 0 40 GPU-eq lower on 256 nodes, busy 0.6, seed 1), higher on 2; after
+        # them, higher on 1 (256 nodes, busy 0.6, seed 4: priority 0 +5), lower on none.
+        orders += [(LARGEST_FIRST, True), (SlotPlacer.gang_keys, True)]
+    for keys, consolidate in orders:
+        if best is not None and not short(consolidate):
+            continue  # the model's value reached (or no time left): not this order
         first: frozenset[str] = frozenset()
         order_best: tuple[float, ...] | None = None
         order_first = first
@@ -321,7 +503,7 @@ def placed(
             tried += 1
             passes += 1
             began = time.perf_counter()
-            placer = SlotPlacer(rnd, choice, first, like=like, gang_keys=keys)
+            placer = SlotPlacer(rnd, choice, first, like=like, gang_keys=keys, consolidate=consolidate)
             like = like or placer
             plan = placer.run()
             plan_score = score(rnd, plan)
@@ -335,14 +517,16 @@ def placed(
             if not missed or missed <= first:
                 break
             first = first | missed
-        if short():
+        if short(consolidate):
             # Short of the model's value: this order's best pass once more with the chosen
             # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
             # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
             # one's: at M 0.6 the three passes tie at 5,878.8, and set aside after the third
             # (11 gangs first) reached 6,098.8 only.
             tried += 1
-            plan = SlotPlacer(rnd, choice, order_first, spread=False, like=like, gang_keys=keys).run()
+            plan = SlotPlacer(
+                rnd, choice, order_first, spread=False, like=like, gang_keys=keys, consolidate=consolidate
+            ).run()
             plan_score = score(rnd, plan)
             assert best is not None
             if lexicographic_key(plan_score) > lexicographic_key(best[1]):
@@ -412,7 +596,10 @@ def place_choices(
         took = time.perf_counter() - began
         better = lexicographic_key(plan_score) > lexicographic_key(out.score)
         answer = proven(plan, plan_score) if better else None
-        if choice.rounded and answer is None and (until is None or time.perf_counter() + took <= until):
+        # Placed to the tier's bound and taken: SCIP's whole choice cannot do better on the
+        # tier (M busy 0.6 seed 0: 1.9 s of the clock's 8 s went to placing it again).
+        reached = better and _tier_value(plan_score, choice.priority) >= choice.bound
+        if choice.rounded and answer is None and not reached and (until is None or time.perf_counter() + took <= until):
             # The LP's own solution placed (no SCIP, :func:`gangopt.slots.slot_choice`) is not
             # proven: SCIP's whole solution, placed, as before the LP's choice (tilted L 0.75).
             whole = slot_choice(pre, values, whole=True)

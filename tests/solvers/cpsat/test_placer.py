@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import re
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
@@ -19,7 +20,8 @@ from gangopt.objective import SCALE, lexicographic_key, score
 from gangopt.prefilter import prefilter
 from gangopt.replay.generate import generate
 from gangopt.schema import Plan, Round, Score
-from gangopt.slots import SlotChoice, slot_choice
+from gangopt.slots import SlotChoice, allow_large, slot_choice
+from gangopt.solvers.cpsat import placer as placer_module
 from gangopt.solvers.cpsat.placer import LARGEST_FIRST, SlotPlacer, placed
 from gangopt.solvers.greedy import greedy
 from gangopt.solvers.greedy.engine import GreedyEngine
@@ -27,9 +29,12 @@ from tests.builders import cluster, fragmented_round, make_round, pending, runni
 from tests.strategies import examples, fragmented_rounds
 
 
-def _choice_after_greedy(rnd: Round) -> SlotChoice | None:
-    """The slot model's choice for the first tier greedy's plan leaves open (as the door asks)."""
+def _choice_after_greedy(rnd: Round, large: bool = False) -> SlotChoice | None:
+    """The slot model's choice for the first tier greedy's plan leaves open (as the door asks;
+    ``large``: with leave for a round over the slot models' size, as CP-SAT's clock gives)."""
     pre = prefilter(rnd)
+    if large:
+        allow_large(pre, True)
     plan_score = score(rnd, greedy(rnd))
     cheap_bounds_for(pre, plan_score)  # solves the tier models, keeps their solutions
     return slot_choice(pre, {t.priority: round(t.value * SCALE) for t in plan_score.tiers})
@@ -110,7 +115,7 @@ def _rule5_round() -> Round:
     )
 
 
-def test_a_node_a_chosen_victim_left_receives_only_higher_pods() -> None:
+def test_a_node_a_chosen_victim_left_receives_only_higher_pods(monkeypatch: pytest.MonkeyPatch) -> None:
     rnd = _rule5_round()
     victim = next(i for i, g in enumerate(rnd.running) if g.name == "victim")
     choice = SlotChoice(
@@ -122,12 +127,22 @@ def test_a_node_a_chosen_victim_left_receives_only_higher_pods() -> None:
         evicted=frozenset({victim}),
         shed={},
     )
+    # The consolidating pass (small was left out): top first on the node only priorities
+    # above 0 may use (the victim's), small on n1 beside the fixed pod; the victim, which
+    # top's 4 GPUs did not need gone, put back.
+    plan, _ = placed(rnd, choice)
+    assert gangopt.validate(rnd, plan) == []
+    on = {(p.gang, p.node) for p in plan.placements}
+    assert on == {("top", "n0"), ("small", "n1")}
+    assert plan.preemptions == []
+    # Without it: best fit puts top on n1 (where one 4-GPU pod fits, not two); the victim
+    # helped no one, so the reprieve put it back, and small, which n0 may not receive, waits.
+    monkeypatch.setattr(placer_module, "CONSOLIDATE", False)
     plan, _ = placed(rnd, choice)
     assert gangopt.validate(rnd, plan) == []
     on = {(p.gang, p.node) for p in plan.placements}
     assert ("small", "n0") not in on
-    assert ("top", "n1") in on  # best fit: the node where one 4-GPU pod fits, not two
-    # The victim helped no one (top went to n1): the reprieve put it back, small waits.
+    assert ("top", "n1") in on
     assert plan.preemptions == []
     assert plan.admitted == ["top"]
 
@@ -249,3 +264,42 @@ def test_a_choice_short_in_priority_order_is_placed_largest_first() -> None:
     assert value(plan_score) == choice.value
     assert gangopt.validate(rnd, plan) == []
     assert placed(rnd, choice)[0] == plan  # repeats exactly
+
+
+def test_a_choice_short_for_want_of_whole_nodes_is_placed_consolidating(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,024 nodes, 200 gangs, busy 0.6, seed 0, jobs mix (the bench's M 0.6): priority 5's
+    choice needs exactly the 193 nodes that can hold an 8-GPU pod for its 193 8-GPU pods, 64 of
+    them left by the model's priority-5 victims (priority 10's alone, rule 5). Both of today's
+    orders leave chosen gangs out (priority 5 at most 9,783.5 GPU-eq of the model's 9,820.9);
+    the consolidating pass (whole nodes kept for the 8-GPU pods, their victims node by node,
+    priority 10 on its own nodes first) places every chosen gang and reaches the value."""
+    rnd = generate(fragmented_spec(1024, 200, 0.6, 0, running_mix="jobs"))[0]
+    choice = _choice_after_greedy(rnd, large=True)
+    assert choice is not None and choice.priority == 5
+    chosen = {rnd.pending[i].name for i in choice.started}
+
+    def value(s: Score) -> int:
+        return next(round(t.value * SCALE) for t in s.tiers if t.priority == 5)
+
+    one = SlotPlacer(rnd, choice, gang_keys=LARGEST_FIRST, consolidate=True)
+    assert int((one.big > 0).sum()) == 193
+    one_plan = one.run()
+    assert chosen <= set(one_plan.admitted)
+    assert value(score(rnd, one_plan)) == choice.value
+    big_nodes = {rnd.cluster.nodes[n].name for n in np.flatnonzero(one.big > 0).tolist()}
+    largest = {
+        (g.name, role) for g in one.pending if g.name in chosen for role in range(len(g.reqs)) if one._is_big(g, role)
+    }
+    roles = {g.name: [r.name for r in g.spec.roles] for g in one.pending}
+    for p in one_plan.placements:
+        if p.gang in chosen and p.node in big_nodes:
+            assert (p.gang, roles[p.gang].index(p.role)) in largest  # whole nodes kept for the largest pods
+    assert gangopt.validate(rnd, one_plan) == []
+
+    plan, plan_score = placed(rnd, choice)
+    assert value(plan_score) == choice.value and chosen <= set(plan.admitted)
+    assert gangopt.validate(rnd, plan) == []
+    assert placed(rnd, choice)[0] == plan  # repeats exactly
+    monkeypatch.setattr(placer_module, "CONSOLIDATE", False)
+    today, today_score = placed(rnd, choice)
+    assert value(today_score) < choice.value and not chosen <= set(today.admitted)
