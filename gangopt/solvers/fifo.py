@@ -25,13 +25,12 @@ def fifo_first_fit(rnd: Round, *, stop: Callable[[], bool] | None = None) -> Pla
             "policy": rnd.policy.model_copy(update={"preemption": False}),
         }
     )
-    plan = greedy(flat, stop=stop)
-    plan = plan.model_copy(update={"message": plan.message.replace("the greedy pass", "the fifo_first_fit pass")})
+    plan = greedy(flat, stop=stop, solver="fifo_first_fit")
     order = sorted(rnd.pending, key=lambda g: (g.submit_time, g.name))
     admitted = set(plan.admitted)
     blocker = next((g.name for g in order if g.name not in admitted), None)
     if blocker is None:
-        return plan.model_copy(update={"solver": "fifo_first_fit"})
+        return plan
     position = {g.name: i for i, g in enumerate(order)}
     dropped = {name for name in admitted if position[name] > position[blocker]}
     groups = {g.group for g in rnd.pending if g.name in dropped and g.group is not None}
@@ -42,7 +41,6 @@ def fifo_first_fit(rnd: Round, *, stop: Callable[[], bool] | None = None) -> Pla
     ]
     return plan.model_copy(
         update={
-            "solver": "fifo_first_fit",
             "admitted": [g for g in plan.admitted if g not in dropped],
             "placements": [p for p in plan.placements if p.gang not in dropped],
             "waiting": waiting,

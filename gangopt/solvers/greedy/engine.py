@@ -136,10 +136,12 @@ def greedy(
     explain: bool = True,
     engines: list[GreedyEngine] | None = None,
     stop: Callable[[], bool] | None = None,
+    solver: str = "greedy",
 ) -> Plan:
     """Decide ``rnd`` greedily (see the module docstring); ``policy`` overrides ``rnd.policy``.
 
-    Returns a ``FEASIBLE`` plan with ``solver="greedy"``, every pending gang either admitted or
+    Returns a ``FEASIBLE`` plan with ``solver`` as its solver name (FIFO first fit's pass is
+    greedy's on a flattened round), every pending gang either admitted or
     waiting with a code and a reason; score and stats are left at their defaults.
     ``explain=False`` (:attr:`GreedyEngine.explain`) gives every waiting gang the plain
     :data:`UNEXPLAINED` reason instead of diagnosing it; the decisions are the same.
@@ -154,6 +156,7 @@ def greedy(
         engine = GreedyEngine(rnd, growth)
         engine.explain = explain
         engine.stop = stop
+        engine.solver = solver
         if engines is not None:
             engines.append(engine)
         return engine
@@ -287,6 +290,10 @@ class GreedyEngine:
     fair_share = True
     """Within a priority, the gangs of a weighted cohort go least-served queue first (the
     objective's tie-break); the peer emulations order as their schedulers do instead."""
+
+    solver = "greedy"
+    """The plan's solver name (its message's too when :attr:`stop` cuts the pass): a peer's own,
+    FIFO's through :func:`greedy`'s ``solver``."""
 
     explain = True
     """Diagnose why each waiting gang waits (:meth:`diagnose`). Off for CP-SAT's candidates
@@ -1750,7 +1757,7 @@ class GreedyEngine:
                 resizes.append(Resize(gang=g.name, from_members=len(spec.pods), to_members=after))
         return Plan(
             status=Status.FEASIBLE,
-            solver="greedy",
+            solver=self.solver,
             admitted=list(self.admitted),
             placements=placements,
             preemptions=preemptions,

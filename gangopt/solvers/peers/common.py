@@ -106,11 +106,6 @@ class Peer(GreedyEngine):
     def decide(self) -> Plan:
         return self.run()
 
-    def plan(self) -> Plan:
-        """The engine's plan under the peer's name (also in the message of a pass its
-        :attr:`~gangopt.solvers.greedy.engine.GreedyEngine.stop` cut)."""
-        return super().plan().model_copy(update={"solver": self.solver})
-
     # ------------------------------------------------------------------ quota rows
 
     def _extend_quota(self, extra: list[tuple[str, int, int, str]]) -> None:
