@@ -224,12 +224,17 @@ peers): it prefilters again (0.37 CPU-s at XL). Greedy's post-stop work measured
 at XL (1.9-2.1e-5 per pod), 0.07 at 1,024 nodes (1.5e-5)."""
 
 
+def pass_pods(rnd: Round) -> int:
+    """The pods a greedy pass's costs are counted in: the running ones and the pending gangs'
+    minimums (:func:`pass_reserve`, :func:`pass_hopeless`)."""
+    return running_pod_count(rnd) + sum(g.minimum for g in rnd.pending)
+
+
 def pass_reserve(rnd: Round, prefiltered: bool = True) -> float:
     """CPU seconds to keep after a greedy pass for what follows it (:data:`AFTER_PASS_SECONDS_PER_POD`,
     and :data:`REPREFILTER_SECONDS_PER_POD` unless the solver hands the finisher its ``prefiltered``
     round)."""
-    pods = running_pod_count(rnd) + sum(g.minimum for g in rnd.pending)
-    return (AFTER_PASS_SECONDS_PER_POD + (0.0 if prefiltered else REPREFILTER_SECONDS_PER_POD)) * pods
+    return (AFTER_PASS_SECONDS_PER_POD + (0.0 if prefiltered else REPREFILTER_SECONDS_PER_POD)) * pass_pods(rnd)
 
 
 LIMIT_TOLERANCE = 0.1
@@ -287,8 +292,7 @@ def pass_hopeless(rnd: Round, end: float, reserve: float, wall: float, cpu: floa
     and ``cpu``), end past ``end`` now. Never for a setup within :data:`PASS_FLOOR_SECONDS` (no
     pass that cheap is stopped) nor a round with no pending gang. Then the pass is not built
     (:func:`gangopt.solvers.greedy.engine.unstarted`): issue 13's XL round at a 3 s limit."""
-    pods = running_pod_count(rnd) + sum(g.minimum for g in rnd.pending)
-    setup = SETUP_SECONDS_PER_POD * pods
+    setup = SETUP_SECONDS_PER_POD * pass_pods(rnd)
     if not rnd.pending or setup < PASS_FLOOR_SECONDS:
         return False
     return time.perf_counter() + (setup + reserve) * slowdown(wall, cpu, least=0.01) > end

@@ -280,44 +280,33 @@ class SlotPlacer(GreedyEngine):
         return rank[order], prio[order]
 
     def preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
-        """:meth:`_preempt`; with :attr:`consolidate`, the same over the victims in
-        :meth:`_consolidated`'s order."""
-        if not self.consolidate:
-            return self._preempt(gangs, counts)
-        self._order = self._consolidated(gangs, counts)
-        try:
-            found = super().preempt(gangs, counts)
-        finally:
-            self._order = None
+        """Greedy's preemption among the candidates the model left open; for a chosen gang that
+        still does not fit, among all (a lower tier's kept candidate gives way: lexicographically
+        better than leaving the chosen gang out: at M 0.6 one priority-5 gang found no whole node
+        among the model's victims, and priority 0 stayed at 4,288.8 GPU-eq instead of 5,878.8).
+        With :attr:`consolidate`, each over the victims in :meth:`_consolidated`'s order."""
+        found = self._preempt_once(gangs, counts)
         if found is not None or not all(g.name in self.chosen for g in gangs):
             return found
         self._wide = True
         try:
-            self._order = self._consolidated(gangs, counts)
-            found = super().preempt(gangs, counts)
+            found = self._preempt_once(gangs, counts)
         finally:
             self._wide = False
-            self._order = None
         if found is not None:
             self.widened.update(g.name for g in gangs)
         return found
 
-    def _preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
-        """Greedy's preemption among the candidates the model left open; for a chosen gang that
-        still does not fit, among all (a lower tier's kept candidate gives way: lexicographically
-        better than leaving the chosen gang out: at M 0.6 one priority-5 gang found no whole node
-        among the model's victims, and priority 0 stayed at 4,288.8 GPU-eq instead of 5,878.8)."""
-        found = super().preempt(gangs, counts)
-        if found is not None or not all(g.name in self.chosen for g in gangs):
-            return found
-        self._wide = True
+    def _preempt_once(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
+        """Greedy's preemption over the victims :attr:`_wide` opens, in :meth:`_consolidated`'s
+        order with :attr:`consolidate`."""
+        if not self.consolidate:
+            return super().preempt(gangs, counts)
+        self._order = self._consolidated(gangs, counts)
         try:
-            found = super().preempt(gangs, counts)
+            return super().preempt(gangs, counts)
         finally:
-            self._wide = False
-        if found is not None:
-            self.widened.update(g.name for g in gangs)
-        return found
+            self._order = None
 
     def transactions(self) -> list[list[int]]:
         """The chosen gangs (a group only when all of it is chosen) by priority, required level

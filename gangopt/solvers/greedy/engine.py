@@ -172,6 +172,7 @@ NOT_CONSIDERED = (
 greedy's, CP-SAT's first candidate's or a peer's run alone, so it names no solver (the plan's
 message does)."""
 
+
 def unstarted(rnd: Round, solver: str = "greedy") -> Plan:
     """The plan of a pass its stop ends before the first gang, made without building the engine
     (:func:`gangopt.annotate.pass_hopeless` decides): every pending gang waits "not considered"
