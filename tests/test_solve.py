@@ -262,6 +262,17 @@ on a machine whose other jobs leave it a quarter of a core, whatever the real ma
 SLACK = 0.05
 """Seconds beyond the limit's 10 % the loaded-machine test allows (see the assertion)."""
 
+LOADED_LIMIT = 0.8
+"""The time limit of the loaded-machine tests of greedy, CP-SAT and ``--lp-bounds`` (1,024
+nodes, :data:`LOAD`): above the round's floor, the least a solve takes with its pass stopped at
+once (finisher, validator: 0.08-0.09 CPU-s on the bench machine, 0.15-0.16 in a slower CI dry
+run: 0.6-0.65 s of this clock), so the test checks the clock's promise, not the machine's speed
+(greedy 0.65-0.70 s, CP-SAT 0.60-0.84 here). It was 0.5, at the floor: stop 31's CI dry runs
+failed it at 0.60-0.65 s. Greedy's pass is cut below this limit (tests/solvers/test_greedy.py,
+and :func:`test_a_pass_that_would_stop_at_its_first_ask_is_not_built`); the peers' test keeps
+0.6, where their whole passes overran."""
+
+
 
 def _solve_on_loaded_machine(monkeypatch: pytest.MonkeyPatch, rnd: Round, policy: Policy, **kwargs: Any) -> Plan:
     """``gangopt.solve(rnd, policy, **kwargs)`` while :func:`time.perf_counter` runs :data:`LOAD`
@@ -290,7 +301,7 @@ def _solve_on_loaded_machine(monkeypatch: pytest.MonkeyPatch, rnd: Round, policy
 
 @pytest.mark.parametrize("solver", ["cpsat", "greedy"])
 def test_the_time_limit_holds_on_a_loaded_machine(solver: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The 1,024-node fragmented round (4,429 running gangs) with a 0.5 s limit while
+    """The 1,024-node fragmented round (4,429 running gangs) with a :data:`LOADED_LIMIT` limit while
     :func:`time.perf_counter` runs 4 times faster than the process's CPU time: the solve ends
     within the limit and 10 %, the greedy pass cut at its deadline when it must be, the message
     saying so. Before the pass could stop (stop 29), either solve took 0.61 s of its 0.5 s here
@@ -301,7 +312,7 @@ def test_the_time_limit_holds_on_a_loaded_machine(solver: str, monkeypatch: pyte
     from tests.builders import fragmented_round
 
     rnd = fragmented_round(1024, 200, running_mix="jobs")
-    policy = rnd.policy.model_copy(update={"time_limit": 0.5})
+    policy = rnd.policy.model_copy(update={"time_limit": LOADED_LIMIT})
     gangopt.solve(rnd, solver=solver)  # imports and first-call costs paid (a process pays them once)
     plan = _solve_on_loaded_machine(monkeypatch, rnd, policy, solver=solver)
     # +10 % and 0.05 s: the work after the pass is reserved by per-pod costs measured on the bench
@@ -389,12 +400,13 @@ def test_lp_bounds_asked_for_hold_the_time_limit_on_a_loaded_machine(
     """``--lp-bounds`` for greedy or a peer on the loaded machine of the tests above: the LPs
     run only when they and the validator fit the limit and its 10 %; left out, the plan's
     message says so and its bounds are still bounds. Before stop 31 they were not clocked:
-    0.68 s (greedy) and 1.04 s (koordinator_like) here for the 0.5 s limit; now 0.44-0.46 s."""
+    0.68 s (greedy) and 1.04 s (koordinator_like) here for a 0.5 s limit; then 0.44-0.46 s
+    (the limit is now :data:`LOADED_LIMIT`)."""
 
     from tests.builders import fragmented_round
 
     rnd = fragmented_round(1024, 200, running_mix="jobs")
-    policy = rnd.policy.model_copy(update={"time_limit": 0.5})
+    policy = rnd.policy.model_copy(update={"time_limit": LOADED_LIMIT})
     gangopt.solve(rnd, solver=solver, lp_bounds=True)  # imports (OR-Tools') and first-call costs paid
     plan = _solve_on_loaded_machine(monkeypatch, rnd, policy, solver=solver, lp_bounds=True)
     assert plan.stats.total_seconds <= 1.1 * policy.time_limit + SLACK, plan.message
