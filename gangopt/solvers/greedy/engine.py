@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate, chain
 from operator import attrgetter
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import numpy as np
 
@@ -491,9 +491,9 @@ class GreedyEngine:
             # are finite floats, names have no control character, so NumPy's string order is
             # Python's): 0.022 -> 0.005 CPU-s for the 14,668 victims of fragmented L.
             rank = [i for i, g in enumerate(self.running) if isinstance(g.spec, RunningGang) and g.spec.preemptible]
-            specs = [self.running[i].spec for i in rank]
+            specs = [cast(RunningGang, self.running[i].spec) for i in rank]
             priority = np.fromiter(map(_PRIORITY, specs), dtype=np.int64, count=len(rank))
-            cost = np.fromiter(map(self._cost, rank), dtype=np.float64, count=len(rank))
+            cost = np.asarray(self.terms.preemption_costs(specs), dtype=np.float64)
             names = np.asarray([spec.name for spec in specs], dtype=np.str_)
             order = np.lexsort((names, cost, priority)) if rank else np.zeros(0, dtype=np.intp)
             self._ranked = read_only(np.asarray(rank, dtype=np.intp)[order])
@@ -1408,23 +1408,30 @@ class GreedyEngine:
             if self.put_back(work, used, pods):
                 retained[away] = False
         evicting: set[int] = set()
-        for u in range(n_units - 1, -1, -1):
-            if not retained[u]:
-                continue
-            v = int(unit_victim[u])
-            if not unit_evict[u] and v in evicting:
+        # Only the units still retained, last first (the loop clears only the unit it is at, so
+        # the list is the loop's own): the units away went back above, and looping over every
+        # unit to skip them was 2.7 M steps on the fragmented XL round (170 preemptions).
+        todo = np.flatnonzero(retained)[::-1]
+        for u, v, evict in zip(
+            todo.tolist(), unit_victim[todo].tolist(), unit_evict[todo].tolist(), strict=True
+        ):
+            if not evict and v in evicting:
                 continue
             if self.put_back(work, used, flat[starts[u] : starts[u + 1]]):
                 retained[u] = False
-            elif unit_evict[u]:
+            elif evict:
                 evicting.add(v)
-        # An evicted victim loses all its pods: take back its reprieved surplus pods too.
-        for u in np.flatnonzero(~retained & ~unit_evict).tolist():
-            if int(unit_victim[u]) in evicting:
-                pods = flat[starts[u] : starts[u + 1]]
+        # An evicted victim loses all its pods: take back its reprieved surplus pods too (at
+        # once: integer sums, the same in any order).
+        if evicting:
+            back = np.flatnonzero(
+                ~retained & ~unit_evict & np.isin(unit_victim, np.fromiter(evicting, dtype=np.intp))
+            )
+            if back.size:
+                pods = np.concatenate([flat[starts[u] : starts[u + 1]] for u in back.tolist()])
                 _scatter_add(work, self.rp_node[pods], self.rp_rows[pods])
                 used -= self.rp_q[pods].sum(axis=0)
-                retained[u] = True
+                retained[back] = True
         by_victim: dict[int, list[int]] = defaultdict(list)
         for u in np.flatnonzero(retained).tolist():
             by_victim[int(unit_victim[u])].append(u)
