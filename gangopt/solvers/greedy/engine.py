@@ -1410,9 +1410,7 @@ class GreedyEngine:
         # the list is the loop's own): the units away went back above, and looping over every
         # unit to skip them was 2.7 M steps on the fragmented XL round (170 preemptions).
         todo = np.flatnonzero(retained)[::-1]
-        for u, v, evict in zip(
-            todo.tolist(), unit_victim[todo].tolist(), unit_evict[todo].tolist(), strict=True
-        ):
+        for u, v, evict in zip(todo.tolist(), unit_victim[todo].tolist(), unit_evict[todo].tolist(), strict=True):
             if not evict and v in evicting:
                 continue
             if self.put_back(work, used, flat[starts[u] : starts[u + 1]]):
@@ -1422,9 +1420,7 @@ class GreedyEngine:
         # An evicted victim loses all its pods: take back its reprieved surplus pods too (at
         # once: integer sums, the same in any order).
         if evicting:
-            back = np.flatnonzero(
-                ~retained & ~unit_evict & np.isin(unit_victim, np.fromiter(evicting, dtype=np.intp))
-            )
+            back = np.flatnonzero(~retained & ~unit_evict & np.isin(unit_victim, np.fromiter(evicting, dtype=np.intp)))
             if back.size:
                 pods = np.concatenate([flat[starts[u] : starts[u + 1]] for u in back.tolist()])
                 _scatter_add(work, self.rp_node[pods], self.rp_rows[pods])
@@ -1845,16 +1841,25 @@ class _Shortfall:
             return
         lo, hi = min(end, self.end), max(end, self.end)
         seg, rows = self.nodes[lo:hi], self.rows[lo:hi]
-        mark = np.zeros(len(self.work), dtype=np.bool_)
-        mark[seg] = True
-        touched = np.flatnonzero(mark)  # the nodes moved, in order: no sort of the pods
-        before = [fit_counts(self.work, req, cap=n, rows=touched[elig[touched]]).sum() for elig, req, n in self.needs]
-        if end > self.end:
-            _scatter_add(self.work, seg, rows)
-        else:
-            _scatter_add(self.work, seg, -rows)
-        for i, (elig, req, n) in enumerate(self.needs):
-            self.slots[i] += int(fit_counts(self.work, req, cap=n, rows=touched[elig[touched]]).sum() - before[i])
+        if 16 * len(seg) < len(self.work):  # a few pods: their nodes by a sort, the rows gathered
+            touched, delta = _node_sums(len(self.work), seg, rows)
+            before = self.work[touched]
+            after = before + delta if end > self.end else before - delta
+            for i, (elig, req, n) in enumerate(self.needs):
+                mine = elig[touched]
+                gained = fit_counts(after[mine], req, cap=n).sum() - fit_counts(before[mine], req, cap=n).sum()
+                self.slots[i] += int(gained)
+            self.work[touched] = after
+        else:  # many: their nodes by a mask, the pods added in place
+            mark = np.zeros(len(self.work), dtype=np.bool_)
+            mark[seg] = True
+            touched = np.flatnonzero(mark)
+            rows_of = [touched[elig[touched]] for elig, _, _ in self.needs]
+            pairs = list(zip(self.needs, rows_of, strict=True))
+            slots_before = [int(fit_counts(self.work, req, cap=n, rows=at).sum()) for (_, req, n), at in pairs]
+            _scatter_add(self.work, seg, rows if end > self.end else -rows)
+            for i, ((_, req, n), at) in enumerate(pairs):
+                self.slots[i] += int(fit_counts(self.work, req, cap=n, rows=at).sum()) - slots_before[i]
         self.end = end
 
     def certain(self, end: int) -> bool:
