@@ -823,3 +823,29 @@ def test_a_score_from_the_running_table_is_the_gang_by_gang_score(mix: Any) -> N
     terms = ObjectiveTerms.of(rnd)
     terms.__dict__["running_base"] = replace(terms.running_base, owner=None)
     assert [score(rnd, p) for p in plans] == fast
+
+
+def test_the_preemption_costs_in_one_pass_are_each_gangs_bit_for_bit() -> None:
+    # ``preemption_costs`` (greedy's victim order) must give every gang the float
+    # ``preemption_cost`` gives it, or the victim order, and with it greedy's plan, changes:
+    # sums of several equal pod sizes, explicit costs, two roles, and gangs already memoised.
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(128, 20, running_mix="jobs")
+    two = [role("a", 2, 3), role("b", 1, 5)]
+    extra = [
+        running("explicit", ["n0", "n1"], gpu=3, preemption_cost=2.5),
+        running("two-roles", {"a": ["n0", "n1"], "b": ["n2"]}, roles=two),
+        running("seven", ["n3"] * 7, gpu=0, cpu=5).model_copy(update={"seconds_since_checkpoint": 3600.0}),
+    ]
+    rnd = rnd.model_copy(update={"running": [*rnd.running, *extra]})
+    assert {len(g.pods) for g in rnd.running} >= {1, 2, 3, 7}
+    alone = ObjectiveTerms(rnd)
+    one = alone.pod_geq(extra[-1].roles[0])
+    assert sum([one] * 7) != 7 * one  # a sum the batch must make as the gang's cost does
+    expected = [alone.preemption_cost(g).hex() for g in rnd.running]
+    batch = ObjectiveTerms(rnd)
+    asked_first = rnd.running[:-3:3]
+    assert [batch.preemption_cost(g).hex() for g in asked_first] == expected[:-3:3]
+    assert [c.hex() for c in batch.preemption_costs(rnd.running)] == expected
+    assert [batch.preemption_cost(g).hex() for g in rnd.running] == expected  # kept in the memo

@@ -873,3 +873,41 @@ def test_victims_rank_lowest_priority_then_cost_then_name() -> None:
     built_like = GreedyEngine(rnd, "eager", like=engine)
     assert built_like.victim_rank.tolist() == expected
     assert built_like.plan() == engine.plan()
+
+
+def test_the_removal_cursor_is_the_free_capacity_with_the_leading_pods_removed() -> None:
+    """``_Shortfall`` moves one matrix forward and back by the pods between two tries (a few
+    by a sort of their nodes, many by a mask, in place): after every move it is the free
+    capacity with the first ``end`` victim pods added back at once, and its slot counts are a
+    recount's, so the tries and their skips are those of sums made from scratch."""
+    from gangopt.solvers.greedy.engine import _node_sums, _Shortfall
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 60, running_mix="jobs")
+    engine = GreedyEngine(rnd, "eager")
+    flat, _, _, _ = engine.units(engine.victim_rank)
+    nodes, rows = engine.rp_node[flat], engine.rp_rows[flat]
+    gangs = engine.pending[:2]
+    counts = [engine.min_counts(g) for g in gangs]
+    short = _Shortfall(engine.free, gangs, counts, nodes, rows)
+    rng = random.Random(0)
+    n = len(flat)
+    ends = [1, 3, n, 2, n // 2, n // 2 + 5, n // 2 + 1, 0, *(rng.randrange(n + 1) for _ in range(20)), n - 1]
+    small = 0
+    for end in ends:
+        small += 16 * abs(end - short.end) < len(engine.free)
+        work = short.work_at(end)
+        expected = engine.free.copy()
+        np.add.at(expected, nodes[:end], rows[:end])
+        assert np.array_equal(work, expected)
+        for (elig, req, need), slots in zip(short.needs, short.slots, strict=True):
+            assert slots == int(fit_counts(expected, req, cap=need, rows=np.flatnonzero(elig)).sum())
+    assert 0 < small < len(ends)  # both ways of moving were taken
+    for size in (5, 3 * len(engine.free)):
+        some = np.asarray([rng.randrange(len(engine.free)) for _ in range(size)], dtype=np.intp)
+        some_rows = engine.rp_rows[[rng.randrange(len(engine.rp_rows)) for _ in range(size)]]
+        touched, sums = _node_sums(len(engine.free), some, some_rows)
+        expected_nodes, inverse = np.unique(some, return_inverse=True)
+        expected_sums = np.zeros_like(sums)
+        np.add.at(expected_sums, inverse, some_rows)
+        assert np.array_equal(touched, expected_nodes) and np.array_equal(sums, expected_sums)
