@@ -298,7 +298,7 @@ class ObjectiveTerms:
     def preemption_costs(self, gangs: Iterable[RunningGang]) -> list[float]:
         """:meth:`preemption_cost` of each of ``gangs``, the same floats by the same arithmetic,
         kept in its memo, without two memo calls and a role lookup per gang: greedy's victim
-        order asks for every preemptible running gang (61,768 at fragmented XL: 0.27 -> 0.07
+        order asks for every preemptible running gang (61,768 at fragmented XL: the order 0.29 -> 0.16
         CPU-s, docs/benchmarks.md "h32-greedy")."""
         table = self._memo["preemption"]
         known = table.get
