@@ -1026,17 +1026,18 @@ class _Room:
         more than the arithmetic (fragmented L round: 23,134 runs added or taken away, 83 % of
         them on at most :data:`FEW_NODES` nodes)."""
         if len(rows) <= FEW_NODES:
-            roles = self.g.spec.roles
-            for r, amount in zip(rows.tolist(), amounts, strict=True):
-                here = self.room[r]
-                here += sign * amount
-                values = here.tolist()
+            # In Python ints, row by row, each row read and written once (a run of them may
+            # repeat a row); a numpy scalar op per resource and role cost more than the sums.
+            roles, room, count = self.g.spec.roles, self.room, self.count
+            for r, amount in zip(rows.tolist(), amounts.tolist(), strict=True):
+                values = [v + sign * a for v, a in zip(room[r].tolist(), amount, strict=True)]
+                room[r] = values
                 for ri, role in enumerate(roles):
                     if self.active[ri][r]:
                         fit = min((values[j] // q for j, q in self.divisors[ri]), default=arrays.UNBOUNDED)
                         fit = min(max(fit, 0), role.replicas)
                         fit_ri = self.fit[ri]
-                        self.count[ri] += fit - int(fit_ri[r])
+                        count[ri] += fit - int(fit_ri[r])
                         fit_ri[r] = fit
             return
         if unique:
@@ -1064,8 +1065,8 @@ class _Room:
         if len(rows) > FEW_NODES:
             return None
         count = list(self.count)
-        for r, amount in zip(rows.tolist(), amounts, strict=True):
-            values = (self.room[r] - amount).tolist()
+        for r, amount in zip(rows.tolist(), amounts.tolist(), strict=True):
+            values = [v - a for v, a in zip(self.room[r].tolist(), amount, strict=True)]
             for ri, role in enumerate(self.g.spec.roles):
                 if self.active[ri][r]:
                     fit = min((values[j] // q for j, q in self.divisors[ri]), default=arrays.UNBOUNDED)
