@@ -51,6 +51,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -771,7 +772,8 @@ def _best_domain(
     able = [(k, d) for k, (d, fits) in enumerate(zip(domains, fitting, strict=True)) if fits]
     able = able or list(enumerate(domains))  # none even empty on the nodes rule 5 leaves it
     # The roomiest few after the plan: a 4,096-node round has 128 racks per waiting gang.
-    able.sort(key=lambda kd: (-_usable_sum(g, free, kd[1][1], j), kd[0]))
+    roomy = _domain_sums(np.where(g.usable, np.maximum(free[:, j], 0), 0), domains)
+    able.sort(key=lambda kd: (-roomy[kd[0]], kd[0]))
     best: tuple[tuple[int, int, int], tuple[str, IndexArray, list[str]]] | None = None
     for k, (name, rows) in able[:DOMAINS_TRIED]:
         blockers = _blockers(view, g, free, rows)
@@ -781,6 +783,17 @@ def _best_domain(
             best = (key, (name, rows, blockers))
     assert best is not None  # domains is not empty: the level has at least one
     return best[1]
+
+
+def _domain_sums(values: IntArray, domains: list[tuple[str, IndexArray]]) -> list[int]:
+    """Per domain (its rows), the sum of ``values`` there: one cumulative sum over the domains'
+    rows instead of a sum per domain (the 128 racks of a 4,096-node round per waiting gang
+    with a required level)."""
+    order = np.concatenate([rows for _, rows in domains])
+    ends = np.cumsum([len(rows) for _, rows in domains])
+    total = np.concatenate([[0], np.cumsum(values[order])])
+    sums: list[int] = (total[ends] - total[ends - np.asarray([len(rows) for _, rows in domains])]).tolist()
+    return sums
 
 
 def _room_waits(
@@ -865,11 +878,6 @@ def _listing(items: Sequence[str]) -> str:
 def _usable_rows(g: _Gang, rows: IndexArray) -> IndexArray:
     usable = g.usable
     return rows[usable[rows]] if len(rows) else rows
-
-
-def _usable_sum(g: _Gang, room: IntArray, rows: IndexArray, j: int) -> int:
-    """Free ``room`` of resource column ``j`` on the nodes of ``rows`` it may use."""
-    return int(np.maximum(room[_usable_rows(g, rows), j], 0).sum())
 
 
 def _short_resource(view: _PlanView, g: _Gang, free: IntArray, rows: IndexArray) -> tuple[str, int, int]:
@@ -1075,16 +1083,25 @@ class _Room:
 
     def _counted(self, count: list[int]) -> bool | None:
         """What the per-role pod counts ``count`` decide: whether its minimum fits, None when
-        they cannot (several roles placed, or slices: the exact fit decides)."""
-        gang = self.g.spec
-        counts = [min(c, r.replicas) for c, r in zip(count, gang.roles, strict=True)]
-        if any(c < gang.role_minimum(r) for c, r in zip(counts, gang.roles, strict=True)):
+        they cannot (several roles placed, or slices: the exact fit decides). The gang's
+        numbers are read once per room (:attr:`_limits`): the backward pass asks thousands of
+        times (2,828 for one gang of the fragmented L round)."""
+        replicas, lows, minimum, sliced = self._limits
+        counts = [min(c, r) for c, r in zip(count, replicas, strict=True)]
+        if any(c < low for c, low in zip(counts, lows, strict=True)):
             return False
-        if sum(counts) < gang.minimum:
+        if sum(counts) < minimum:
             return False
-        if sum(c > 0 for c in counts) <= 1 and _slice_level(gang) is None:
+        if sum(c > 0 for c in counts) <= 1 and not sliced:
             return True
         return None
+
+    @cached_property
+    def _limits(self) -> tuple[list[int], list[int], int, bool]:
+        """Per role its replicas and minimum, the gang's minimum, and whether it is sliced."""
+        gang = self.g.spec
+        lows = [gang.role_minimum(r) for r in gang.roles]
+        return [r.replicas for r in gang.roles], lows, gang.minimum, _slice_level(gang) is not None
 
 
 def _capacity_never(view: _PlanView, g: _Gang, free: IntArray) -> Check:
@@ -1161,7 +1178,8 @@ def _topology_never(view: _PlanView, g: _Gang, level: str, domains: list[tuple[s
     gang = g.spec
     res, need, _ = _short_resource(view, g, view.capacity, np.arange(view.capacity.shape[0], dtype=np.intp))
     j = view.resources.index(res)
-    sizes = [(_usable_sum(g, view.capacity, rows, j), k) for k, (_, rows) in enumerate(domains)]
+    have = _domain_sums(np.where(g.usable, np.maximum(view.capacity[:, j], 0), 0), domains)
+    sizes = [(h, k) for k, h in enumerate(have)]
     best_have, k = max(sizes, key=lambda s: (s[0], -s[1]))
     best = domains[k][0]
     text = (
