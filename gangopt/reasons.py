@@ -1042,7 +1042,7 @@ class _Room:
                 room[r] = values
                 for ri, role in enumerate(roles):
                     if self.active[ri][r]:
-                        fit = min((values[j] // q for j, q in self.divisors[ri]), default=arrays.UNBOUNDED)
+                        fit = _fit(values, self.divisors[ri])
                         fit = min(max(fit, 0), role.replicas)
                         fit_ri = self.fit[ri]
                         count[ri] += fit - int(fit_ri[r])
@@ -1077,7 +1077,7 @@ class _Room:
             values = [v - a for v, a in zip(self.room[r].tolist(), amount, strict=True)]
             for ri, role in enumerate(self.g.spec.roles):
                 if self.active[ri][r]:
-                    fit = min((values[j] // q for j, q in self.divisors[ri]), default=arrays.UNBOUNDED)
+                    fit = _fit(values, self.divisors[ri])
                     count[ri] += min(max(fit, 0), role.replicas) - int(self.fit[ri][r])
         return self._counted(count)
 
@@ -1102,6 +1102,23 @@ class _Room:
         gang = self.g.spec
         lows = [gang.role_minimum(r) for r in gang.roles]
         return [r.replicas for r in gang.roles], lows, gang.minimum, _slice_level(gang) is not None
+
+
+def _fit(values: list[int], divisors: list[tuple[int, int]]) -> int:
+    """Pods of a request that fit in the room ``values`` (one node's, per resource): the least
+    of ``values[j] // q`` over its ``divisors`` (resource column, request), as
+    :func:`arrays.fit_counts` counts one row; :data:`arrays.UNBOUNDED` for a request of
+    nothing. A loop, not ``min`` over a generator: asked 61,000 times by the reasons of the
+    fragmented L round."""
+    if not divisors:
+        return arrays.UNBOUNDED
+    j, q = divisors[0]
+    fit = values[j] // q
+    for j, q in divisors[1:]:
+        here = values[j] // q
+        if here < fit:
+            fit = here
+    return fit
 
 
 def _capacity_never(view: _PlanView, g: _Gang, free: IntArray) -> Check:
