@@ -806,6 +806,8 @@ def _domain_sums(values: IntArray, domains: list[tuple[str, IndexArray]]) -> lis
     """Per domain (its rows), the sum of ``values`` there: one cumulative sum over the domains'
     rows instead of a sum per domain (the 128 racks of a 4,096-node round per waiting gang
     with a required level)."""
+    if not domains:
+        return []
     order = np.concatenate([rows for _, rows in domains])
     ends = np.cumsum([len(rows) for _, rows in domains])
     total = np.concatenate([[0], np.cumsum(values[order])])
