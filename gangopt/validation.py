@@ -313,12 +313,6 @@ class _Context:
             capacity,
         )
 
-    def used_on_node(self, node: str) -> Counter[str]:
-        """Requests on ``node`` after the plan (the resources with any)."""
-        u, row = self.usage, self.node_row[node]
-        used = u.kept[row] + u.new[row]
-        return Counter({res: int(used[c]) for res, c in u.columns.items() if used[c] > 0})
-
     @cached_property
     def new_by_priority(self) -> dict[int, tuple[dict[str, Counter[str]], dict[str, Counter[str]]]]:
         """Per priority, the requests of new pods of gangs of that priority, per node and per
@@ -924,28 +918,36 @@ def _reprieve_candidates(ctx: _Context, victim: RunningGang, lost: list[BoundPod
 def _fits_back(ctx: _Context, victim: RunningGang, pods: list[BoundPod], above: bool) -> bool:
     """Whether ``pods`` of the victim could stay where they were on top of the plan: capacity
     on their nodes and every quota of the victim's queue and cohort still hold. With ``above``,
-    on top of the new pods of the gangs that may preempt the victim only."""
-    per_node: dict[str, Counter[str]] = defaultdict(Counter)
-    total: Counter[str] = Counter()
+    on top of the new pods of the gangs that may preempt the victim only.
+
+    Capacity first, from :attr:`_Context.usage`'s matrices, and the quota only when it holds
+    (the same answer: both must hold): greedy's plan of the fragmented L round asks 1,000
+    times, 0.08 of the validator's 0.17 CPU-s with a counter per node and queue each time."""
+    per_node: dict[str, dict[str, int]] = {}
+    total: dict[str, int] = {}
     for pod in pods:
         amounts = ctx.requests(victim.name, pod.role)
-        per_node[pod.node].update(amounts)
-        total.update(amounts)
+        here = per_node.setdefault(pod.node, {})
+        for r, a in amounts.items():
+            here[r] = here.get(r, 0) + a
+            total[r] = total.get(r, 0) + a
     low_nodes, low_queues = ctx.new_not_preempting(victim) if above else ({}, {})
-
-    def over_capacity(node: str, extra: Counter[str]) -> bool:
-        used = ctx.used_on_node(node)
-        used.subtract(low_nodes.get(node, Counter()))
-        return any(used[r] + a > _capacity(ctx.nodes[node], r) for r, a in extra.items())
-
+    usage, rows = ctx.usage, ctx.node_row
+    for node, extra in per_node.items():
+        row, low, capacity = rows[node], low_nodes.get(node), ctx.nodes[node].capacity
+        for r, a in extra.items():
+            c = usage.columns.get(r)
+            used = 0 if c is None else int(usage.kept[row, c]) + int(usage.new[row, c])
+            if low is not None:
+                used -= low[r]
+            if used + a > capacity.get(r, 0):
+                return False
+    scopes = [s for s in _quota_scopes(ctx.rnd) if victim.queue in s.queues and total.get(s.resource, 0)]
+    if not scopes:
+        return True
     extras: dict[str, Counter[str]] = {q: Counter({r: -a for r, a in c.items()}) for q, c in low_queues.items()}
     extras.setdefault(victim.queue, Counter()).update(total)
-    over_quota = (
-        _scope_over(ctx, scope, extra=extras)
-        for scope in _quota_scopes(ctx.rnd)
-        if victim.queue in scope.queues and total[scope.resource]
-    )
-    return not any(over_capacity(node, extra) for node, extra in per_node.items()) and not any(over_quota)
+    return not any(_scope_over(ctx, scope, extra=extras) for scope in scopes)
 
 
 # ----------------------------------------------------------------------------- rule 6: quota

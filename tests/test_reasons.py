@@ -532,3 +532,31 @@ def test_the_blockers_taken_in_runs_are_those_taken_one_at_a_time() -> None:
                     assert fast == _blockers_one_at_a_time(view, g, free, rows), (seed, spec.name, rows)
                     searched, largest, kept = searched + 1, max(largest, len(fast)), kept + len(fast)
     assert searched >= 100 and largest >= 10 and kept >= searched, (searched, largest, kept)  # runs exercised
+
+
+def test_twins_get_the_checks_each_would_get_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waiting gangs of one shape (:func:`gangopt.reasons._shape`) share their own checks, and
+    the masks those checks set (a role no node admits: every schedulable node after its fix):
+    the reasons are those of checking every gang alone, whose own texts differ by nothing but
+    what the shape leaves out (name, submit time, group)."""
+    rnd = make_round(
+        cluster(3, gpus=8, taints={"n2": [("dedicated", "infra", "NoSchedule")]}),
+        running=[running("old", ["n0", "n1"], gpu=6, priority=9, preemptible=False)],
+        pending=[
+            pending("big", replicas=2, gpu=8, priority=2),
+            pending("a", replicas=2, gpu=4, selector={"zone": "nowhere"}),
+            pending("b", replicas=2, gpu=4, selector={"zone": "nowhere"}),
+            pending("c", replicas=2, gpu=4, selector={"zone": "nowhere"}, group="g"),
+            pending("d", replicas=1, gpu=8),
+            pending("e", replicas=1, gpu=8),
+        ],
+    )
+    plan = gangopt.solve(rnd)
+    waiting = {w.gang for w in plan.waiting}
+    shapes = Counter(reasons._shape(g) for g in rnd.pending if g.name in waiting)
+    assert max(shapes.values()) >= 2  # twins wait, so the shared checks are exercised
+    shared = waiting_checks(rnd, plan)
+    monkeypatch.setattr(reasons, "_shape", lambda gang: gang.name)  # every gang alone
+    alone = waiting_checks(rnd, plan)
+    assert {g: [c.text for c in cs] for g, cs in shared.items()} == {g: [c.text for c in cs] for g, cs in alone.items()}
+    assert shared == alone

@@ -69,6 +69,56 @@ def test_the_process_age_is_read() -> None:
     assert 0 < age < time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
+def test_a_whole_process_solves_without_the_collector(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``gangopt solve`` in a whole process solves with the collector off and turns it back on;
+    in-process (a test, a library caller) and with the caller's collector off, untouched."""
+    import gc
+
+    from gangopt.cli import solve as command
+
+    seen: list[bool] = []
+
+    def solve(*args: Any, **kwargs: Any) -> Plan:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    real = command.solve
+    monkeypatch.setattr(command, "solve", solve)
+    argv = ["solve", str(INSTANCES / "basic.json"), "-o", str(tmp_path / "plan.json")]
+    assert gc.isenabled()
+    assert main(argv) == 0
+    assert main(argv, whole_process=False) == 0
+    with command._collector_off(whole_process=True):
+        seen.append(gc.isenabled())
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with command._collector_off(whole_process=True):
+            seen.append(gc.isenabled())
+        assert not gc.isenabled()  # the caller's choice stands
+    finally:
+        gc.enable()
+    assert seen == [True, True, False, False]
+    import subprocess
+    import sys
+
+    code = (  # as the script runs: a fresh process (it freezes what it parsed)
+        "import gc, json, sys\n"
+        "from gangopt.cli import main, solve as command\n"
+        "seen = []\n"
+        "real = command.solve\n"
+        "def solve(*args, **kwargs):\n"
+        "    seen.append(gc.isenabled())\n"
+        "    return real(*args, **kwargs)\n"
+        "command.solve = solve\n"
+        "code = main(['solve', sys.argv[1], '-o', sys.argv[2]], whole_process=True)\n"
+        "print(json.dumps([code, seen, gc.isenabled()]))\n"
+    )
+    argv = [sys.executable, "-c", code, str(INSTANCES / "basic.json"), str(tmp_path / "whole.json")]
+    out = subprocess.run(argv, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [0, [False], True]
+
+
 def test_a_whole_process_parses_without_the_collector_and_freezes_the_round() -> None:
     """``gangopt`` (a process that ends with the command) reads the round with the collector off
     and freezes it afterwards; called in-process (``main`` without ``whole_process``: a test, a
