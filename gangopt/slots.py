@@ -575,7 +575,7 @@ def slot_choice(pre: Prefiltered, values: dict[int, int], whole: bool = False) -
     if whole and solution.rounded:
         kept = shared.models.get(opened)
         model = kept.model if kept is not None else _tier_model(shared, prio, list(floors))[0]
-        solved = _integer_bound(model, settings)
+        solved = _integer_bound(model, settings, deadline=_deadline(pre), cap=_integer_cap(pre))
         if solved is None or solved[1] is None:
             return None
         solution = shared.solutions[opened] = replace(solution, x=solved[1], rounded=False)
@@ -734,6 +734,22 @@ def _deadline(pre: Prefiltered) -> float | None:
     return deadline if isinstance(deadline, float) else None
 
 
+INTEGER_SHARE = 0.15
+"""Share of ``policy.time_limit`` one integer solve of a large round's slot model (CP-SAT or
+SCIP, after its LP) may take, on a clocked solve (one with :func:`allow_large`'s deadline):
+stopped there, the tier keeps the LP's bound (or the solver's, when tighter) and the placer
+gets the LP's own solution as its choice. On the fragmented 4,096-node busy-0.6 round SCIP
+took 3.0 CPU-s for priority 5's whole solution and ran 3.7 s to the limit's end on priority 0
+without one (20 CPU-s for its 10 nodes offline), so a 10 s limit ended at 10.6-11.1 s with
+greedy's plan; CP-SAT proves priority 5 in 0.9-1.0 CPU-s, inside the 1.5 s this gives."""
+
+
+def _integer_cap(pre: Prefiltered) -> float | None:
+    """:data:`INTEGER_SHARE` of the round's time limit, on a clocked solve; None otherwise
+    (node and deterministic work limits alone, so that the bounds repeat)."""
+    return None if _deadline(pre) is None else INTEGER_SHARE * pre.rnd.policy.time_limit
+
+
 def _slot_tier_bounds(
     pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None = None
 ) -> dict[int, int]:
@@ -743,6 +759,7 @@ def _slot_tier_bounds(
     shared = _shared(pre)
     large = settings in (LARGE_SCIP_SETTINGS, LP_ONLY)
     deadline = _deadline(pre) if large else None
+    cap = _integer_cap(pre) if large else None
     lowest = int(shared.prio.min()) if len(shared.prio) else 0
     plan = tuple(sorted(values.items()))
 
@@ -756,7 +773,15 @@ def _slot_tier_bounds(
             # the growth groups held at 0 here: :func:`_tier_lp`).
             growth = _growth_only(pre, shared) if large and prio == lowest else None
             shared.lps[key] = _tier_lp(
-                shared, prio, list(floors), settings, target=value, solution=chain, growth=growth, deadline=deadline
+                shared,
+                prio,
+                list(floors),
+                settings,
+                target=value,
+                solution=chain,
+                growth=growth,
+                deadline=deadline,
+                cap=cap,
             )
         lp = shared.lps[key]
         bound = lp if prio not in known or lp is None else min(known[prio], lp)
@@ -776,6 +801,7 @@ def _tier_lp(
     solution: bool = True,
     growth: _Slots | None = None,
     deadline: float | None = None,
+    cap: float | None = None,
 ) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
     (objective units); None if GLOP does not report an optimum. ``settings``: how SCIP solves
@@ -810,7 +836,7 @@ def _tier_lp(
     fixed = shared.fixed_value.get(prio, 0)
     enough = None if target is None else target - fixed
     solved = _integer_bound(
-        model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS, deadline=deadline
+        model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS, deadline=deadline, cap=cap
     )
     if solved is None:
         return None
@@ -922,6 +948,15 @@ a deterministic limit, so the bound does not depend on the machine's load. On th
 fractional slot models of the Philly b436b2 replay's first 400 rounds it proved the same
 optimum as SCIP on every one, at 5.6 ms a model against SCIP's 18."""
 
+LARGE_SAT_SETTINGS = "num_workers: 1\nmax_deterministic_time: 1.0\n"
+"""CP-SAT on a large round's integer slot model whose LP bound lies within
+:data:`LP_CHOICE_GAP` of the plan (:func:`_integer_bound` with ``lp_choice``), in place of
+SCIP: one worker and a deterministic limit (the bound and choice repeat; a clocked solve also
+stops it at :data:`INTEGER_SHARE` of its limit). On the fragmented 4,096-node busy-0.6 round's
+priority 5 (10,766 variables, 11 fractional in the LP, plan 357,235, LP 358,514) CP-SAT proved
+the whole optimum, 358,164, in 0.9-1.0 CPU-s; SCIP with its presolve took 2.7-2.8 (without:
+1.9, ten nodes)."""
+
 SAT_MAX_VARIABLES = 500
 """CP-SAT is tried (:data:`SAT_SETTINGS`) only on slot models of at most this many variables:
 the replays' rounds (2 to 14 nodes) are far below it. On the fragmented 1,024-node round (busy
@@ -937,6 +972,7 @@ def _integer_bound(
     solution: bool = True,
     lp_choice: bool = False,
     deadline: float | None = None,
+    cap: float | None = None,
 ) -> tuple[float, np.ndarray | None] | tuple[float, None, str] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
@@ -987,21 +1023,34 @@ def _integer_bound(
         return lp, None  # the LP's bound only (a large round's leave for the LPs alone)
     if enough is not None and _rounded(lp) <= enough:
         return lp, None, _BOUND_ONLY
-    if lp_choice and solution and enough is not None and lp - enough > LP_CHOICE_GAP * abs(lp):
-        return lp, values
+    if lp_choice and enough is not None and lp - enough > LP_CHOICE_GAP * abs(lp):
+        # Far above the plan: the LP's own solution as the choice, or its bound alone (a tier
+        # below the first open one; :func:`_tier_lp` solves it again should it open).
+        return (lp, values) if solution else (lp, None, _BOUND_ONLY)
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:
         v.is_integer = True
+    stop = _integer_stop(deadline, cap)
+    if lp_choice and enough is not None:
+        # Within LP_CHOICE_GAP of the plan on a large round: CP-SAT's whole optimum, capped
+        # (:data:`LARGE_SAT_SETTINGS`); stopped short, the LP's choice (or bound) with the
+        # tighter of the two bounds, and no SCIP.
+        sat = _sat_solve(integer, LARGE_SAT_SETTINGS, stop)
+        if sat is None:
+            return (lp, values) if solution else (lp, None, _BOUND_ONLY)
+        optimal, bound, whole, value = sat
+        bound = min(lp, bound)
+        if not solution:
+            return bound, None, _BOUND_ONLY
+        # Its whole solution when proven, or when it beats the plan (a choice that fits whole).
+        return (bound, whole) if optimal or value > enough else (bound, values)
     if enough is not None and not solution and settings == SCIP_SETTINGS and len(model.variable) <= SAT_MAX_VARIABLES:
-        sat = pywraplp.Solver.CreateSolver("CP_SAT")
-        if sat is not None and not sat.LoadModelFromProto(integer):
-            if not sat.SetSolverSpecificParametersAsString(SAT_SETTINGS):
-                raise RuntimeError("CP-SAT refused its settings")
-            if sat.Solve() == pywraplp.Solver.OPTIMAL:
-                return min(lp, float(sat.Objective().BestBound())), None, _BOUND_ONLY
+        small = _sat_solve(integer, SAT_SETTINGS, stop)
+        if small is not None and small[0]:
+            return min(lp, small[1]), None, _BOUND_ONLY
     scip = pywraplp.Solver.CreateSolver("SCIP")
-    if scip is None or scip.LoadModelFromProto(integer) or not _time_left(scip, deadline):
+    if scip is None or scip.LoadModelFromProto(integer) or not _time_left(scip, stop):
         return lp, None
     scip.SetNumThreads(1)
     if not scip.SetSolverSpecificParametersAsString(settings):
@@ -1016,6 +1065,44 @@ def _integer_bound(
     whole = np.round(_values(scip, len(model.variable)))
     bound = float(scip.Objective().BestBound())
     return (min(lp, bound) if math.isfinite(bound) else lp), whole
+
+
+def _integer_stop(deadline: float | None, cap: float | None) -> float | None:
+    """When an integer solve must stop: ``cap`` seconds from now (:func:`_integer_cap`), never
+    after ``deadline``; None when neither is given (an unclocked solve: node and work limits
+    alone)."""
+    if cap is None:
+        return deadline
+    stop = time.perf_counter() + cap
+    return stop if deadline is None else min(stop, deadline)
+
+
+def _sat_solve(
+    integer: linear_solver_pb2.MPModelProto, settings: str, stop: float | None
+) -> tuple[bool, float, np.ndarray, float] | None:
+    """CP-SAT on the integer model ``integer`` with ``settings``, stopped by ``stop`` too:
+    whether it proved its optimum, its bound, its best whole solution and that solution's
+    value; None when it ends without a whole solution (or has no time at all)."""
+    from ortools.linear_solver import pywraplp
+
+    sat = pywraplp.Solver.CreateSolver("CP_SAT")
+    if sat is None or sat.LoadModelFromProto(integer):
+        return None
+    if stop is not None:
+        left = stop - time.perf_counter()
+        if left < 0.001:
+            return None
+        settings = f"{settings}max_time_in_seconds: {left:.3f}\n"
+    if not sat.SetSolverSpecificParametersAsString(settings):
+        raise RuntimeError("CP-SAT refused its settings")
+    status = sat.Solve()
+    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return None
+    bound = float(sat.Objective().BestBound())
+    if not math.isfinite(bound):
+        return None
+    whole = np.round(_values(sat, len(integer.variable)))
+    return status == pywraplp.Solver.OPTIMAL, bound, whole, float(sat.Objective().Value())
 
 
 def _time_left(solver: pywraplp.Solver, deadline: float | None) -> bool:
