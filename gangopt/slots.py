@@ -584,6 +584,8 @@ def slot_choice(pre: Prefiltered, values: dict[int, int], whole: bool = False) -
     decided = var >= 0
     chosen = np.zeros(len(var), dtype=bool)
     chosen[decided] = x[var[decided]] > 0.5
+    if solution.rounded:
+        _round_gangs(shared, x, var, chosen)
     started = {int(shared.gang[c]): shared.place[c] for c in np.flatnonzero(chosen & shared.pending).tolist()}
     evicted = frozenset(int(shared.running[c]) for c in np.flatnonzero(decided & ~chosen & ~shared.pending).tolist())
     groups = np.flatnonzero(shared.flex & chosen[shared.gcol])
@@ -604,6 +606,28 @@ def slot_choice(pre: Prefiltered, values: dict[int, int], whole: bool = False) -
         shed=shed,
         rounded=solution.rounded,
     )
+
+
+def _round_gangs(shared: _Slots, x: np.ndarray, var: np.ndarray, chosen: np.ndarray) -> None:
+    """Read the LP's own solution gang by gang, in ``chosen``: a pending gang starts when its
+    columns (one per allowed required domain) sum to more than one half, in its column with the
+    largest value (the first on a tie). Column by column at one half, a gang the LP spread over
+    racks (six columns of 0.06-0.38) did not start at all: on the fragmented 4,096-node
+    busy-0.6 round three priority-10 gangs (24.6 GPU-eq) fell out of priority 0's choice, so
+    its placed plan, 2,625 GPU-eq better on priority 0, lost on priority 10 and was refused."""
+    pend = np.flatnonzero((var >= 0) & shared.pending)
+    if not len(pend):
+        return
+    vals = x[var[pend]]
+    gangs = shared.gang[pend]
+    order = np.lexsort((pend, -vals, gangs))  # per gang: largest value first, then first column
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = gangs[order][1:] != gangs[order][:-1]
+    ids, where = np.unique(gangs, return_inverse=True)
+    total = np.bincount(where, weights=vals, minlength=len(ids))
+    best = order[first]  # one per gang, in the order of ``ids``
+    chosen[pend] = False
+    chosen[pend[best[total > 0.5]]] = True
 
 
 def _scip_settings(pre: Prefiltered) -> str | None:
@@ -957,6 +981,24 @@ priority 5 (10,766 variables, 11 fractional in the LP, plan 357,235, LP 358,514)
 the whole optimum, 358,164, in 0.9-1.0 CPU-s; SCIP with its presolve took 2.7-2.8 (without:
 1.9, ten nodes)."""
 
+LARGE_LP_SOLVER = "CLP"
+"""The LP solver of a large round's tier models (:data:`LARGE_SCIP_SETTINGS`, :data:`LP_ONLY`),
+with its primal simplex (GLOP when the OR-Tools build has no CLP). On the fragmented
+4,096-node busy-0.6 round GLOP's (primal) took 0.87 CPU-s on priority 5's model (10,766
+variables) and 0.67 on priority 0's (22,853); CLP's primal 0.11 and 0.35, the same optima
+(CLP's dual: 0.06 and 3.2); at busy 0.75 the same 0.17 and 0.02 as GLOP. Rounds within
+:data:`MAX_COLUMNS` (the replays among them) keep GLOP."""
+
+SCIP_BOUND_MAX_VARIABLES = 10_000
+"""Largest slot model of a large round (:data:`LARGE_SCIP_SETTINGS`) on which SCIP runs for a
+bound alone when the LP lies more than :data:`LP_CHOICE_GAP` above the plan (a tier below the
+first open one): larger ones keep the LP's bound. Measured per variable: on the fragmented
+1,024-node busy-0.6 rounds (5,365-5,428 variables) SCIP took 0.5-1.1 CPU-s and brought
+priority 0's bound from 112,186 to 100,784 units (seed 2; greedy's reported gap 11.0 % to
+4.0 %); on the 4,096-node busy-0.6 round (22,853 variables) it ran 20 CPU-s for its ten nodes
+and 37 for the placer's whole choice without a whole solution, so without one its bound is
+the LP's: about 1e-3 CPU-s a variable there against 2e-4 at 1,024 nodes."""
+
 SAT_MAX_VARIABLES = 500
 """CP-SAT is tried (:data:`SAT_SETTINGS`) only on slot models of at most this many variables:
 the replays' rounds (2 to 14 nodes) are far below it. On the fragmented 1,024-node round (busy
@@ -1010,10 +1052,14 @@ def _integer_bound(
     a tier gap of 0.001 %)."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
 
-    solver = pywraplp.Solver.CreateSolver("GLOP")
+    large = settings in (LARGE_SCIP_SETTINGS, LP_ONLY)
+    solver = (large and pywraplp.Solver.CreateSolver(LARGE_LP_SOLVER)) or pywraplp.Solver.CreateSolver("GLOP")
     if solver.LoadModelFromProto(model) or not _time_left(solver, deadline):
         return None
-    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+    params = pywraplp.MPSolverParameters()
+    if large:
+        params.SetIntegerParam(params.LP_ALGORITHM, params.PRIMAL)
+    if solver.Solve(params) != pywraplp.Solver.OPTIMAL:
         return None
     lp = float(solver.Objective().Value())
     values = _values(solver, len(model.variable))
@@ -1023,16 +1069,19 @@ def _integer_bound(
         return lp, None  # the LP's bound only (a large round's leave for the LPs alone)
     if enough is not None and _rounded(lp) <= enough:
         return lp, None, _BOUND_ONLY
-    if lp_choice and enough is not None and lp - enough > LP_CHOICE_GAP * abs(lp):
-        # Far above the plan: the LP's own solution as the choice, or its bound alone (a tier
-        # below the first open one; :func:`_tier_lp` solves it again should it open).
-        return (lp, values) if solution else (lp, None, _BOUND_ONLY)
+    far = lp_choice and enough is not None and lp - enough > LP_CHOICE_GAP * abs(lp)
+    if far and solution:
+        return lp, values
+    if far and len(model.variable) > SCIP_BOUND_MAX_VARIABLES:
+        # A bound alone (a tier below the first open one; :func:`_tier_lp` solves it again
+        # should it open) on a model too large for SCIP: the LP's.
+        return lp, None, _BOUND_ONLY
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:
         v.is_integer = True
     stop = _integer_stop(deadline, cap)
-    if lp_choice and enough is not None:
+    if lp_choice and enough is not None and not far:
         # Within LP_CHOICE_GAP of the plan on a large round: CP-SAT's whole optimum, capped
         # (:data:`LARGE_SAT_SETTINGS`); stopped short, the LP's choice (or bound) with the
         # tighter of the two bounds, and no SCIP.

@@ -668,10 +668,15 @@ def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -
     lp = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0, lp_choice=True)
     assert lp is not None and lp[0] == pytest.approx(1.5) and len(lp) == 2 and lp[1] is not None
     assert lp[1].sum() == pytest.approx(1.5) and any(v % 1 for v in lp[1].tolist())
-    # A bound alone that far above the plan: the LP's (no integer solve; h32-L06: SCIP ran 20
-    # CPU-s on L busy 0.6's priority 0 for no bound at all).
+    # A bound alone that far above the plan: SCIP's, as before, on a model of at most
+    # SCIP_BOUND_MAX_VARIABLES; above it the LP's (h32-L06: SCIP ran 20 CPU-s on L busy 0.6's
+    # priority 0 for no bound at all).
     alone = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0, solution=False, lp_choice=True)
-    assert alone is not None and alone[0] == pytest.approx(1.5) and alone[1] is None and len(alone) == 3
+    assert alone is not None and alone[0] == pytest.approx(1.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(slots, "SCIP_BOUND_MAX_VARIABLES", 1)
+        lp = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0, solution=False, lp_choice=True)
+    assert lp is not None and lp[0] == pytest.approx(1.5) and lp[1] is None and len(lp) == 3
     for v in model.variable:
         v.objective_coefficient = 1000.0  # LP 1,500, whole 1,000: a plan at 1,499 is within 0.5 %
     # Within LP_CHOICE_GAP of it: CP-SAT's whole optimum, for the choice and for a bound alone.
@@ -708,6 +713,27 @@ def test_a_large_rounds_integer_solve_stops_at_its_cap() -> None:
     assert slots._integer_cap(pre) is None
     slots.allow_large(pre, True, time.perf_counter() + 100.0)
     assert slots._integer_cap(pre) == pytest.approx(slots.INTEGER_SHARE * pre.rnd.policy.time_limit)
+
+
+def test_the_lps_own_solution_is_read_gang_by_gang() -> None:
+    """The LP's own solution as the placer's choice: a gang spread over racks (columns of 0.25,
+    0.25 and 0.5: none above one half) starts, in its largest column; a gang at 0.3 does not;
+    a tie goes to the first column; candidates (kept at 0.7) and columns outside the model
+    keep the column-by-column reading (h32-L06: L busy 0.6 lost three priority-10 gangs)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    x = np.array([0.25, 0.25, 0.5, 0.3, 0.7, 0.5, 0.5, 0.2])
+    var = np.array([0, 1, 2, 3, 4, 5, 6, -1])
+    shared = SimpleNamespace(
+        pending=np.array([True, True, True, True, False, True, True, True]),
+        gang=np.array([0, 0, 0, 1, -1, 2, 2, 3]),
+    )
+    chosen = np.zeros(len(var), dtype=bool)
+    chosen[var >= 0] = x[var[var >= 0]] > 0.5
+    slots._round_gangs(shared, x, var, chosen)  # type: ignore[arg-type]
+    assert chosen.tolist() == [False, False, True, False, True, True, False, False]
 
 
 def test_the_solution_read_from_the_response_is_each_variables_value() -> None:
