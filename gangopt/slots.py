@@ -584,8 +584,6 @@ def slot_choice(pre: Prefiltered, values: dict[int, int], whole: bool = False) -
     decided = var >= 0
     chosen = np.zeros(len(var), dtype=bool)
     chosen[decided] = x[var[decided]] > 0.5
-    if solution.rounded:
-        _round_gangs(shared, x, var, chosen)
     started = {int(shared.gang[c]): shared.place[c] for c in np.flatnonzero(chosen & shared.pending).tolist()}
     evicted = frozenset(int(shared.running[c]) for c in np.flatnonzero(decided & ~chosen & ~shared.pending).tolist())
     groups = np.flatnonzero(shared.flex & chosen[shared.gcol])
@@ -606,28 +604,6 @@ def slot_choice(pre: Prefiltered, values: dict[int, int], whole: bool = False) -
         shed=shed,
         rounded=solution.rounded,
     )
-
-
-def _round_gangs(shared: _Slots, x: np.ndarray, var: np.ndarray, chosen: np.ndarray) -> None:
-    """Read the LP's own solution gang by gang, in ``chosen``: a pending gang starts when its
-    columns (one per allowed required domain) sum to more than one half, in its column with the
-    largest value (the first on a tie). Column by column at one half, a gang the LP spread over
-    racks (six columns of 0.06-0.38) did not start at all: on the fragmented 4,096-node
-    busy-0.6 round three priority-10 gangs (24.6 GPU-eq) fell out of priority 0's choice, so
-    its placed plan, 2,625 GPU-eq better on priority 0, lost on priority 10 and was refused."""
-    pend = np.flatnonzero((var >= 0) & shared.pending)
-    if not len(pend):
-        return
-    vals = x[var[pend]]
-    gangs = shared.gang[pend]
-    order = np.lexsort((pend, -vals, gangs))  # per gang: largest value first, then first column
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = gangs[order][1:] != gangs[order][:-1]
-    ids, where = np.unique(gangs, return_inverse=True)
-    total = np.bincount(where, weights=vals, minlength=len(ids))
-    best = order[first]  # one per gang, in the order of ``ids``
-    chosen[pend] = False
-    chosen[pend[best[total > 0.5]]] = True
 
 
 def _scip_settings(pre: Prefiltered) -> str | None:

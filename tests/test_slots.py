@@ -715,27 +715,6 @@ def test_a_large_rounds_integer_solve_stops_at_its_cap() -> None:
     assert slots._integer_cap(pre) == pytest.approx(slots.INTEGER_SHARE * pre.rnd.policy.time_limit)
 
 
-def test_the_lps_own_solution_is_read_gang_by_gang() -> None:
-    """The LP's own solution as the placer's choice: a gang spread over racks (columns of 0.25,
-    0.25 and 0.5: none above one half) starts, in its largest column; a gang at 0.3 does not;
-    a tie goes to the first column; candidates (kept at 0.7) and columns outside the model
-    keep the column-by-column reading (h32-L06: L busy 0.6 lost three priority-10 gangs)."""
-    from types import SimpleNamespace
-
-    import numpy as np
-
-    x = np.array([0.25, 0.25, 0.5, 0.3, 0.7, 0.5, 0.5, 0.2])
-    var = np.array([0, 1, 2, 3, 4, 5, 6, -1])
-    shared = SimpleNamespace(
-        pending=np.array([True, True, True, True, False, True, True, True]),
-        gang=np.array([0, 0, 0, 1, -1, 2, 2, 3]),
-    )
-    chosen = np.zeros(len(var), dtype=bool)
-    chosen[var >= 0] = x[var[var >= 0]] > 0.5
-    slots._round_gangs(shared, x, var, chosen)  # type: ignore[arg-type]
-    assert chosen.tolist() == [False, False, True, False, True, True, False, False]
-
-
 def test_the_solution_read_from_the_response_is_each_variables_value() -> None:
     """:func:`slots._values` (one proto) against ``solution_value()`` per variable, on an LP
     whose optimum is fractional and not symmetric, and for GLOP and SCIP alike."""
