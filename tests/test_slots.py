@@ -715,6 +715,31 @@ def test_a_large_rounds_integer_solve_stops_at_its_cap() -> None:
     assert slots._integer_cap(pre) == pytest.approx(slots.INTEGER_SHARE * pre.rnd.policy.time_limit)
 
 
+@pytest.mark.parametrize("gap", [0.0, math.inf])
+def test_a_large_rounds_cheaper_solves_keep_true_bounds(monkeypatch: pytest.MonkeyPatch, gap: float) -> None:
+    """The large path's solvers (CLP's primal LPs; CP-SAT's whole optimum for a tier within
+    LP_CHOICE_GAP, every fractional one at ``inf``; the LP's own choice and bound at 0, and the
+    LP's bound alone below the first open tier, SCIP_BOUND_MAX_VARIABLES 0) on the small
+    fragmented round (seed 2): every tier bound at least the reference optimum, and priority
+    0's, the first open tier, exact with CP-SAT as on the small path (SCIP)."""
+    rnd = _fragmented(32, 12, 2)
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": FLAT})})
+    ref = reference_optimum(rnd)
+    values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    monkeypatch.setattr(slots, "LP_CHOICE_GAP", gap)
+    monkeypatch.setattr(slots, "SCIP_BOUND_MAX_VARIABLES", 0)
+    pre = prefilter(rnd)
+    slots.allow_large(pre, True)
+    large = slot_tier_bounds(pre, values, tier_ceilings(pre))
+    assert large and all(large[p] >= ref.tiers.get(p, 0) for p in large), (large, ref.tiers)
+    assert values[0] < ref.tiers[0] <= large[0]
+    if gap == math.inf:
+        assert large[0] == ref.tiers[0]
+        choice = slot_choice(pre, values)
+        assert choice is not None and not choice.rounded and choice.value == choice.bound == ref.tiers[0]
+
+
 def test_the_solution_read_from_the_response_is_each_variables_value() -> None:
     """:func:`slots._values` (one proto) against ``solution_value()`` per variable, on an LP
     whose optimum is fractional and not symmetric, and for GLOP and SCIP alike."""
