@@ -69,6 +69,16 @@ LP's own solution instead of SCIP's (:data:`LP_CHOICE_GAP`, :func:`slot_choice`)
 secondary stage reuses the lowest tier's model (:func:`_tier_lp`): on the many-small-gangs
 4,096-node round the bounds, the placer pass and the secondary bound went from 6.0-7.3 to
 2.2-2.3 CPU-s (docs/benchmarks.md, "h28-L").
+
+Since h32-L06 a large round's integer solves keep to the clock and cost less: CLP's primal
+simplex solves its tier LPs (:data:`LARGE_LP_SOLVER`), CP-SAT (not SCIP) the integer model
+of a tier whose LP lies within :data:`LP_CHOICE_GAP` of the plan (:data:`LARGE_SAT_SETTINGS`),
+SCIP runs for a bound alone far above the plan only on models of at most
+:data:`SCIP_BOUND_MAX_VARIABLES`, and every integer solve of a clocked solve stops at
+:data:`INTEGER_SHARE` of the limit (the LP's bound and its own solution then stand). On the
+fragmented 4,096-node busy-0.6 round the slot models' solves went from 7.6 CPU-s (5 calls;
+the 10 s limit ended at 10.6-11.1 s with greedy's plan) to 1.6-2.0 (docs/benchmarks.md,
+"h32-L06").
 """
 
 from __future__ import annotations
@@ -575,7 +585,7 @@ def slot_choice(pre: Prefiltered, values: dict[int, int], whole: bool = False) -
     if whole and solution.rounded:
         kept = shared.models.get(opened)
         model = kept.model if kept is not None else _tier_model(shared, prio, list(floors))[0]
-        solved = _integer_bound(model, settings)
+        solved = _integer_bound(model, settings, deadline=_deadline(pre), cap=_integer_cap(pre))
         if solved is None or solved[1] is None:
             return None
         solution = shared.solutions[opened] = replace(solution, x=solved[1], rounded=False)
@@ -734,6 +744,22 @@ def _deadline(pre: Prefiltered) -> float | None:
     return deadline if isinstance(deadline, float) else None
 
 
+INTEGER_SHARE = 0.15
+"""Share of ``policy.time_limit`` one integer solve of a large round's slot model (CP-SAT or
+SCIP, after its LP) may take, on a clocked solve (one with :func:`allow_large`'s deadline):
+stopped there, the tier keeps the LP's bound (or the solver's, when tighter) and the placer
+gets the LP's own solution as its choice. On the fragmented 4,096-node busy-0.6 round SCIP
+took 3.0 CPU-s for priority 5's whole solution and ran 3.7 s to the limit's end on priority 0
+without one (20 CPU-s for its 10 nodes offline), so a 10 s limit ended at 10.6-11.1 s with
+greedy's plan; CP-SAT proves priority 5 in 0.9-1.0 CPU-s, inside the 1.5 s this gives."""
+
+
+def _integer_cap(pre: Prefiltered) -> float | None:
+    """:data:`INTEGER_SHARE` of the round's time limit, on a clocked solve; None otherwise
+    (node and deterministic work limits alone, so that the bounds repeat)."""
+    return None if _deadline(pre) is None else INTEGER_SHARE * pre.rnd.policy.time_limit
+
+
 def _slot_tier_bounds(
     pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None = None
 ) -> dict[int, int]:
@@ -743,6 +769,7 @@ def _slot_tier_bounds(
     shared = _shared(pre)
     large = settings in (LARGE_SCIP_SETTINGS, LP_ONLY)
     deadline = _deadline(pre) if large else None
+    cap = _integer_cap(pre) if large else None
     lowest = int(shared.prio.min()) if len(shared.prio) else 0
     plan = tuple(sorted(values.items()))
 
@@ -756,7 +783,15 @@ def _slot_tier_bounds(
             # the growth groups held at 0 here: :func:`_tier_lp`).
             growth = _growth_only(pre, shared) if large and prio == lowest else None
             shared.lps[key] = _tier_lp(
-                shared, prio, list(floors), settings, target=value, solution=chain, growth=growth, deadline=deadline
+                shared,
+                prio,
+                list(floors),
+                settings,
+                target=value,
+                solution=chain,
+                growth=growth,
+                deadline=deadline,
+                cap=cap,
             )
         lp = shared.lps[key]
         bound = lp if prio not in known or lp is None else min(known[prio], lp)
@@ -776,6 +811,7 @@ def _tier_lp(
     solution: bool = True,
     growth: _Slots | None = None,
     deadline: float | None = None,
+    cap: float | None = None,
 ) -> int | None:
     """The slot model's bound of tier ``prio`` given the ``floors`` of the tiers above
     (objective units); None if GLOP does not report an optimum. ``settings``: how SCIP solves
@@ -810,7 +846,7 @@ def _tier_lp(
     fixed = shared.fixed_value.get(prio, 0)
     enough = None if target is None else target - fixed
     solved = _integer_bound(
-        model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS, deadline=deadline
+        model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS, deadline=deadline, cap=cap
     )
     if solved is None:
         return None
@@ -922,6 +958,33 @@ a deterministic limit, so the bound does not depend on the machine's load. On th
 fractional slot models of the Philly b436b2 replay's first 400 rounds it proved the same
 optimum as SCIP on every one, at 5.6 ms a model against SCIP's 18."""
 
+LARGE_SAT_SETTINGS = "num_workers: 1\nmax_deterministic_time: 1.0\n"
+"""CP-SAT on a large round's integer slot model whose LP bound lies within
+:data:`LP_CHOICE_GAP` of the plan (:func:`_integer_bound` with ``lp_choice``), in place of
+SCIP: one worker and a deterministic limit (the bound and choice repeat; a clocked solve also
+stops it at :data:`INTEGER_SHARE` of its limit). On the fragmented 4,096-node busy-0.6 round's
+priority 5 (10,766 variables, 11 fractional in the LP, plan 357,235, LP 358,514) CP-SAT proved
+the whole optimum, 358,164, in 0.9-1.0 CPU-s; SCIP with its presolve took 2.7-2.8 (without:
+1.9, ten nodes)."""
+
+LARGE_LP_SOLVER = "CLP"
+"""The LP solver of a large round's tier models (:data:`LARGE_SCIP_SETTINGS`, :data:`LP_ONLY`),
+with its primal simplex (GLOP when the OR-Tools build has no CLP). On the fragmented
+4,096-node busy-0.6 round GLOP's (primal) took 0.87 CPU-s on priority 5's model (10,766
+variables) and 0.67 on priority 0's (22,853); CLP's primal 0.11 and 0.35, the same optima
+(CLP's dual: 0.06 and 3.2); at busy 0.75 the same 0.17 and 0.02 as GLOP. Rounds within
+:data:`MAX_COLUMNS` (the replays among them) keep GLOP."""
+
+SCIP_BOUND_MAX_VARIABLES = 10_000
+"""Largest slot model of a large round (:data:`LARGE_SCIP_SETTINGS`) on which SCIP runs for a
+bound alone when the LP lies more than :data:`LP_CHOICE_GAP` above the plan (a tier below the
+first open one): larger ones keep the LP's bound. Measured per variable: on the fragmented
+1,024-node busy-0.6 rounds (5,365-5,428 variables) SCIP took 0.5-1.1 CPU-s and brought
+priority 0's bound from 112,186 to 100,784 units (seed 2; greedy's reported gap 11.0 % to
+4.0 %); on the 4,096-node busy-0.6 round (22,853 variables) it ran 20 CPU-s for its ten nodes
+and 37 for the placer's whole choice without a whole solution, so without one its bound is
+the LP's: about 1e-3 CPU-s a variable there against 2e-4 at 1,024 nodes."""
+
 SAT_MAX_VARIABLES = 500
 """CP-SAT is tried (:data:`SAT_SETTINGS`) only on slot models of at most this many variables:
 the replays' rounds (2 to 14 nodes) are far below it. On the fragmented 1,024-node round (busy
@@ -937,6 +1000,7 @@ def _integer_bound(
     solution: bool = True,
     lp_choice: bool = False,
     deadline: float | None = None,
+    cap: float | None = None,
 ) -> tuple[float, np.ndarray | None] | tuple[float, None, str] | None:
     """The slot model's optimum with every variable whole, or a bound on it: GLOP's LP value
     when its solution is already whole; else SCIP's dual bound (one thread, at most
@@ -974,10 +1038,14 @@ def _integer_bound(
     a tier gap of 0.001 %)."""
     from ortools.linear_solver import linear_solver_pb2, pywraplp
 
-    solver = pywraplp.Solver.CreateSolver("GLOP")
+    large = settings in (LARGE_SCIP_SETTINGS, LP_ONLY)
+    solver = (large and pywraplp.Solver.CreateSolver(LARGE_LP_SOLVER)) or pywraplp.Solver.CreateSolver("GLOP")
     if solver.LoadModelFromProto(model) or not _time_left(solver, deadline):
         return None
-    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+    params = pywraplp.MPSolverParameters()
+    if large:
+        params.SetIntegerParam(params.LP_ALGORITHM, params.PRIMAL)
+    if solver.Solve(params) != pywraplp.Solver.OPTIMAL:
         return None
     lp = float(solver.Objective().Value())
     values = _values(solver, len(model.variable))
@@ -987,21 +1055,37 @@ def _integer_bound(
         return lp, None  # the LP's bound only (a large round's leave for the LPs alone)
     if enough is not None and _rounded(lp) <= enough:
         return lp, None, _BOUND_ONLY
-    if lp_choice and solution and enough is not None and lp - enough > LP_CHOICE_GAP * abs(lp):
+    far = lp_choice and enough is not None and lp - enough > LP_CHOICE_GAP * abs(lp)
+    if far and solution:
         return lp, values
+    if far and len(model.variable) > SCIP_BOUND_MAX_VARIABLES:
+        # A bound alone (a tier below the first open one; :func:`_tier_lp` solves it again
+        # should it open) on a model too large for SCIP: the LP's.
+        return lp, None, _BOUND_ONLY
     integer = linear_solver_pb2.MPModelProto()
     integer.CopyFrom(model)
     for v in integer.variable:
         v.is_integer = True
+    stop = _integer_stop(deadline, cap)
+    if lp_choice and enough is not None and not far:
+        # Within LP_CHOICE_GAP of the plan on a large round: CP-SAT's whole optimum, capped
+        # (:data:`LARGE_SAT_SETTINGS`); stopped short, the LP's choice (or bound) with the
+        # tighter of the two bounds, and no SCIP.
+        sat = _sat_solve(integer, LARGE_SAT_SETTINGS, stop)
+        if sat is None:
+            return (lp, values) if solution else (lp, None, _BOUND_ONLY)
+        optimal, bound, whole, value = sat
+        bound = min(lp, bound)
+        if not solution:
+            return bound, None, _BOUND_ONLY
+        # Its whole solution when proven, or when it beats the plan (a choice that fits whole).
+        return (bound, whole) if optimal or value > enough else (bound, values)
     if enough is not None and not solution and settings == SCIP_SETTINGS and len(model.variable) <= SAT_MAX_VARIABLES:
-        sat = pywraplp.Solver.CreateSolver("CP_SAT")
-        if sat is not None and not sat.LoadModelFromProto(integer):
-            if not sat.SetSolverSpecificParametersAsString(SAT_SETTINGS):
-                raise RuntimeError("CP-SAT refused its settings")
-            if sat.Solve() == pywraplp.Solver.OPTIMAL:
-                return min(lp, float(sat.Objective().BestBound())), None, _BOUND_ONLY
+        small = _sat_solve(integer, SAT_SETTINGS, stop)
+        if small is not None and small[0]:
+            return min(lp, small[1]), None, _BOUND_ONLY
     scip = pywraplp.Solver.CreateSolver("SCIP")
-    if scip is None or scip.LoadModelFromProto(integer) or not _time_left(scip, deadline):
+    if scip is None or scip.LoadModelFromProto(integer) or not _time_left(scip, stop):
         return lp, None
     scip.SetNumThreads(1)
     if not scip.SetSolverSpecificParametersAsString(settings):
@@ -1016,6 +1100,44 @@ def _integer_bound(
     whole = np.round(_values(scip, len(model.variable)))
     bound = float(scip.Objective().BestBound())
     return (min(lp, bound) if math.isfinite(bound) else lp), whole
+
+
+def _integer_stop(deadline: float | None, cap: float | None) -> float | None:
+    """When an integer solve must stop: ``cap`` seconds from now (:func:`_integer_cap`), never
+    after ``deadline``; None when neither is given (an unclocked solve: node and work limits
+    alone)."""
+    if cap is None:
+        return deadline
+    stop = time.perf_counter() + cap
+    return stop if deadline is None else min(stop, deadline)
+
+
+def _sat_solve(
+    integer: linear_solver_pb2.MPModelProto, settings: str, stop: float | None
+) -> tuple[bool, float, np.ndarray, float] | None:
+    """CP-SAT on the integer model ``integer`` with ``settings``, stopped by ``stop`` too:
+    whether it proved its optimum, its bound, its best whole solution and that solution's
+    value; None when it ends without a whole solution (or has no time at all)."""
+    from ortools.linear_solver import pywraplp
+
+    sat = pywraplp.Solver.CreateSolver("CP_SAT")
+    if sat is None or sat.LoadModelFromProto(integer):
+        return None
+    if stop is not None:
+        left = stop - time.perf_counter()
+        if left < 0.001:
+            return None
+        settings = f"{settings}max_time_in_seconds: {left:.3f}\n"
+    if not sat.SetSolverSpecificParametersAsString(settings):
+        raise RuntimeError("CP-SAT refused its settings")
+    status = sat.Solve()
+    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return None
+    bound = float(sat.Objective().BestBound())
+    if not math.isfinite(bound):
+        return None
+    whole = np.round(_values(sat, len(integer.variable)))
+    return status == pywraplp.Solver.OPTIMAL, bound, whole, float(sat.Objective().Value())
 
 
 def _time_left(solver: pywraplp.Solver, deadline: float | None) -> bool:

@@ -668,13 +668,76 @@ def test_the_integer_model_is_skipped_only_when_the_lp_already_proves_enough() -
     lp = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0, lp_choice=True)
     assert lp is not None and lp[0] == pytest.approx(1.5) and len(lp) == 2 and lp[1] is not None
     assert lp[1].sum() == pytest.approx(1.5) and any(v % 1 for v in lp[1].tolist())
-    # Within LP_CHOICE_GAP of it (and for a bound alone), SCIP as before.
+    # A bound alone that far above the plan: SCIP's, as before, on a model of at most
+    # SCIP_BOUND_MAX_VARIABLES; above it the LP's (h32-L06: SCIP ran 20 CPU-s on L busy 0.6's
+    # priority 0 for no bound at all).
     alone = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0, solution=False, lp_choice=True)
     assert alone is not None and alone[0] == pytest.approx(1.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(slots, "SCIP_BOUND_MAX_VARIABLES", 1)
+        lp = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=0, solution=False, lp_choice=True)
+    assert lp is not None and lp[0] == pytest.approx(1.5) and lp[1] is None and len(lp) == 3
     for v in model.variable:
         v.objective_coefficient = 1000.0  # LP 1,500, whole 1,000: a plan at 1,499 is within 0.5 %
+    # Within LP_CHOICE_GAP of it: CP-SAT's whole optimum, for the choice and for a bound alone.
     near = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=1499, lp_choice=True)
     assert near is not None and near[0] == pytest.approx(1000.0) and near[1] is not None
+    assert near[1].sum() == 1 and set(near[1].tolist()) == {0.0, 1.0}
+    bound = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=1499, solution=False, lp_choice=True)
+    assert bound is not None and bound[0] == pytest.approx(1000.0) and bound[1] is None
+
+
+def test_a_large_rounds_integer_solve_stops_at_its_cap() -> None:
+    """LP 1,500, whole 1,000, a plan at 1,499: with no time under its cap (INTEGER_SHARE of the
+    limit, on a clocked solve) CP-SAT does not run, and the LP's own solution is the choice,
+    with the LP's bound (still a true bound); a cap or a deadline in the past stops SCIP's
+    whole solution too (the bound is then the LP's, no solution). Without a clock, no cap."""
+    import time
+
+    from ortools.linear_solver import linear_solver_pb2
+
+    model = linear_solver_pb2.MPModelProto(maximize=True)
+    for _ in range(2):
+        model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=1000.0)
+    model.constraint.add(var_index=[0, 1], coefficient=[2.0, 2.0], lower_bound=-float("inf"), upper_bound=3.0)
+    capped = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=1499, lp_choice=True, cap=0.0)
+    assert capped is not None and capped[0] == pytest.approx(1500.0) and capped[1] is not None
+    assert capped[1].tolist() == pytest.approx([0.5, 1.0]) or capped[1].tolist() == pytest.approx([1.0, 0.5])
+    whole = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, cap=0.0)
+    assert whole == (pytest.approx(1500.0), None)
+    late = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, deadline=time.perf_counter() + 1000.0, cap=0.0)
+    assert late == (pytest.approx(1500.0), None)
+    free = slots._integer_bound(model, slots.LARGE_SCIP_SETTINGS, enough=1499, lp_choice=True)
+    assert free is not None and free[0] == pytest.approx(1000.0)
+    pre = prefilter(_fragmented(32, 12, 0))
+    assert slots._integer_cap(pre) is None
+    slots.allow_large(pre, True, time.perf_counter() + 100.0)
+    assert slots._integer_cap(pre) == pytest.approx(slots.INTEGER_SHARE * pre.rnd.policy.time_limit)
+
+
+@pytest.mark.parametrize("gap", [0.0, math.inf])
+def test_a_large_rounds_cheaper_solves_keep_true_bounds(monkeypatch: pytest.MonkeyPatch, gap: float) -> None:
+    """The large path's solvers (CLP's primal LPs; CP-SAT's whole optimum for a tier within
+    LP_CHOICE_GAP, every fractional one at ``inf``; the LP's own choice and bound at 0, and the
+    LP's bound alone below the first open tier, SCIP_BOUND_MAX_VARIABLES 0) on the small
+    fragmented round (seed 2): every tier bound at least the reference optimum, and priority
+    0's, the first open tier, exact with CP-SAT as on the small path (SCIP)."""
+    rnd = _fragmented(32, 12, 2)
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": FLAT})})
+    ref = reference_optimum(rnd)
+    values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    monkeypatch.setattr(slots, "LP_CHOICE_GAP", gap)
+    monkeypatch.setattr(slots, "SCIP_BOUND_MAX_VARIABLES", 0)
+    pre = prefilter(rnd)
+    slots.allow_large(pre, True)
+    large = slot_tier_bounds(pre, values, tier_ceilings(pre))
+    assert large and all(large[p] >= ref.tiers.get(p, 0) for p in large), (large, ref.tiers)
+    assert values[0] < ref.tiers[0] <= large[0]
+    if gap == math.inf:
+        assert large[0] == ref.tiers[0]
+        choice = slot_choice(pre, values)
+        assert choice is not None and not choice.rounded and choice.value == choice.bound == ref.tiers[0]
 
 
 def test_the_solution_read_from_the_response_is_each_variables_value() -> None:

@@ -273,9 +273,10 @@ def test_cpsat_gives_a_large_round_its_slot_bounds_only_when_its_clock_leaves_ti
         solution: bool = True,
         lp_choice: bool = False,
         deadline: float | None = None,
+        cap: float | None = None,
     ) -> Any:
         solved.append(settings)
-        return integer_bound(model, settings, enough, solution, lp_choice, deadline)
+        return integer_bound(model, settings, enough, solution, lp_choice, deadline, cap)
 
     monkeypatch.setattr(slots, "_integer_bound", spy)
     allowed = gangopt.solve(rnd)
