@@ -287,3 +287,26 @@ def test_the_eviction_floor_holds_for_the_optimum(rnd: Round) -> None:
         assert gangopt.validate(rnd, plan) == [], solver
         assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, best), solver
         assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, plan), solver
+
+
+@pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
+def test_the_pool_values_every_candidate_as_the_scores_do(running_mix: Literal["jobs", "tilted"]) -> None:
+    """The pool reads the running gangs' tier values from ``running_base`` (h32-XLbound: 0.8
+    CPU-s less at fragmented XL): the same values, tier sums, eviction costs and pod groups per
+    gang as asking each gang, so the bounds are those computed gang by gang."""
+    rnd = fragmented_round(64, 16, seed=2, running_mix=running_mix)
+    pre = prefilter(rnd)
+    pool = slot_classes._pool(pre)
+    assert pool is not None and len(pool.pod_gang_index)
+    terms = ObjectiveTerms.of(rnd)
+    sums: dict[int, int] = {}
+    for run in rnd.running:
+        sums[run.priority] = sums.get(run.priority, 0) + terms.tier_value(run)
+    assert pool.fixed_value == sums
+    for row, gi in enumerate(pool.pod_gang_index.tolist()):
+        run = rnd.running[gi]
+        per = terms.eviction_cost(run) / len(run.pods)
+        assert pool.pod_evict[row] == (min(per, terms.pod_removal_cost(run)) if run.elastic else per)
+        assert pool.pod_elastic[row] == run.elastic and pool.pod_prio[row] == run.priority
+    for g in range(len(pool.prio)):
+        assert pool.pods_of(g).tolist() == [p for p, owner in enumerate(pool.pod_gang.tolist()) if owner == g]
