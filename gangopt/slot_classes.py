@@ -62,7 +62,7 @@ a placed plan reaches it), 0.5 CPU-s against 2.5.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from itertools import product
 from typing import TYPE_CHECKING
@@ -625,6 +625,12 @@ class _Model:
     per_pod: np.ndarray
     class_of: np.ndarray
     classes: int
+    room_of: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    """Per state and level ``j``, the units a pod of ``L_j`` may use: ``f + sum_{i<j} e_i``."""
+    class_in: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    member: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    capacity: tuple[int, int] = (0, 0)
+    """The capacity rows' range (:func:`_capacity_rows`)."""
 
 
 def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model | None:
@@ -876,41 +882,13 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
         model.variable[v].objective_coefficient = -cost
     # Capacity: per level j, set s and size t, slots of pods of priority <= L_j over every
     # state, and of priority L_j over the states where no band >= j lost a unit.
-    gang_of_pod = pool.pod_gang
-    pod_on = gang_on[gang_of_pod]
     room_of = f_of[zc][:, None] + np.concatenate(
         [np.zeros((len(zc), 1), np.int64), np.cumsum(ze, axis=1)], axis=1
     )  # per state and level j: f + sum_{i<j} e_i
-    for j, level in enumerate(levels):
-        clean = ~(ze[:, j:] > 0).any(axis=1) if bands else np.ones(len(zc), dtype=bool)
-        for exact in (False, True):
-            pods = pod_on & (pool.prio[gang_of_pod] == level if exact else pool.prio[gang_of_pod] <= level)
-            if not pods.any():
-                continue
-            states = clean if exact else np.ones(len(zc), dtype=bool)
-            sizes = np.unique(pool.pod_units[pods & (pool.pod_units > 0)]).tolist()
-            if 1 not in sizes:
-                sizes.append(1)
-            for s in range(pool.subset.shape[1]):
-                inside = pods & pool.subset[pool.pod_mask, s]
-                if not inside.any():
-                    continue
-                in_set = class_in[zc, s] & states
-                for t in sizes:
-                    slots = room_of[in_set, j] // t
-                    usage = pool.pod_count[inside] * (pool.pod_units[inside] // t)
-                    _row(model, gang_var[gang_of_pod[inside]], usage, zvar[in_set], slots)
-                # The other resources by amount: every candidate below L_j gone (only when the
-                # binding resource is not the only one).
-                for r in range(pool.free.shape[1]):
-                    if r == k:
-                        continue
-                    lower = cand & (pool.pod_prio >= level)
-                    avail = pool.free[:, r].copy()
-                    np.subtract.at(avail, pool.pod_node[lower], pool.pod_use[lower, r])
-                    cap = float(np.maximum(avail[member[:, s]], 0).sum(dtype=object))
-                    need = pool.pod_count[inside] * pool.pod_req[inside, r]
-                    _row(model, gang_var[gang_of_pod[inside]], need, np.zeros(0, np.int64), np.zeros(0), cap)
+    built.room_of, built.class_in, built.member = room_of, class_in, member
+    first_row = len(model.constraint)
+    _capacity_rows(model, pool, built, None)
+    built.capacity = (first_row, len(model.constraint))
     # Floors of the tiers above.
     for level, floor_value in floor_of.items():
         base = pool.fixed_value.get(level, 0)
@@ -925,6 +903,76 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
             upper_bound=math.inf,
         )
     return built
+
+
+@dataclass
+class _Growth:
+    """Members above pending gangs' role minimums as columns of a class LP: per item (a role
+    of a gang whose minimum is its role minimums), its gang (pool index), pods at most, units
+    per pod (rounded down: a pod asking ``s`` fits where ``s`` does), request, mask and the
+    column."""
+
+    gang: np.ndarray
+    count: np.ndarray
+    units: np.ndarray
+    req: np.ndarray
+    mask: np.ndarray
+    var: np.ndarray
+
+
+def _capacity_rows(model: linear_solver_pb2.MPModelProto, pool: _Pool, built: _Model, growth: _Growth | None) -> None:
+    """The class LP's capacity rows (:func:`_tier_model`): per level ``j``, eligibility set and
+    size ``t``, the slots pods of priority ``<= L_j`` take over every state, and those of
+    ``L_j`` over the states where no band ``>= j`` lost a unit; the other resources by amount.
+    With ``growth`` its members take slots beside their gangs' minimums."""
+    levels, gang_var, zc, ze, zvar = built.levels, built.gang_var, built.zc, built.ze, built.zvar
+    k, bands = pool.k, len(levels) - 1
+    cand = pool.pod_prio >= levels[0]
+    gang_of_pod = pool.pod_gang
+    pod_on = (gang_var >= 0)[gang_of_pod]
+    none = np.zeros(0, dtype=np.int64)
+    g_gang = growth.gang if growth is not None else none
+    for j, level in enumerate(levels):
+        clean = ~(ze[:, j:] > 0).any(axis=1) if bands else np.ones(len(zc), dtype=bool)
+        for exact in (False, True):
+            pods = pod_on & (pool.prio[gang_of_pod] == level if exact else pool.prio[gang_of_pod] <= level)
+            grown = pool.prio[g_gang] == level if exact else pool.prio[g_gang] <= level
+            if not pods.any() and not grown.any():
+                continue
+            states = clean if exact else np.ones(len(zc), dtype=bool)
+            sizes = np.unique(pool.pod_units[pods & (pool.pod_units > 0)]).tolist()
+            if growth is not None:
+                sizes = sorted({*sizes, *growth.units[grown & (growth.units > 0)].tolist()})
+            if 1 not in sizes:
+                sizes.append(1)
+            for s in range(pool.subset.shape[1]):
+                inside = pods & pool.subset[pool.pod_mask, s]
+                extra = grown & pool.subset[growth.mask, s] if growth is not None else np.zeros(0, dtype=bool)
+                if not inside.any() and not extra.any():
+                    continue
+                in_set = built.class_in[zc, s] & states
+                cols = np.concatenate(
+                    [gang_var[gang_of_pod[inside]], growth.var[extra] if growth is not None else none]
+                )
+                for t in sizes:
+                    slots = built.room_of[in_set, j] // t
+                    usage = pool.pod_count[inside] * (pool.pod_units[inside] // t)
+                    if growth is not None:
+                        usage = np.concatenate([usage, growth.units[extra] // t])
+                    _row(model, cols, usage, zvar[in_set], slots)
+                # The other resources by amount: every candidate below L_j gone (only when the
+                # binding resource is not the only one).
+                for r in range(pool.free.shape[1]):
+                    if r == k:
+                        continue
+                    lower = cand & (pool.pod_prio >= level)
+                    avail = pool.free[:, r].copy()
+                    np.subtract.at(avail, pool.pod_node[lower], pool.pod_use[lower, r])
+                    cap = float(np.maximum(avail[built.member[:, s]], 0).sum(dtype=object))
+                    need = pool.pod_count[inside] * pool.pod_req[inside, r]
+                    if growth is not None:
+                        need = np.concatenate([need, growth.req[extra, r]])
+                    _row(model, cols, need, none, np.zeros(0), cap)
 
 
 @dataclass
