@@ -36,7 +36,7 @@ from gangopt.reasons import UNCHECKED, waiting_reasons
 from gangopt.result import ProvenBounds, Result
 from gangopt.schema import SAFETY_NET, Plan, Round, Score, Status, TierScore, Waiting
 from gangopt.scope import Scope
-from gangopt.slot_classes import eviction_floor
+from gangopt.slot_classes import class_secondary_bound
 from gangopt.slots import allow_large, secondary_bound_at, slot_tier_bounds
 
 
@@ -426,7 +426,7 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
     tiers = {p: min(v, slots.get(p, v)) for p, v in tiers.items()}
     # The preemptions every plan at least as good must pay, by the node-class LP (only when
     # it bounded the lowest tier: 0 otherwise).
-    secondary = bounds.secondary - (eviction_floor(pre, units) if left_out is None else 0)
+    secondary = class_secondary_bound(pre, units, bounds.secondary) if left_out is None else bounds.secondary
     if _within(unbounded, tiers, secondary, enough):
         return CheapBounds(tiers=tiers, secondary=secondary)  # the looser bound proves it already
     at_bounds = all(units.get(p, 0) >= v for p, v in tiers.items())

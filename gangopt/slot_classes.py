@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gangopt import arrays
-from gangopt.bounds import Floors, chained_tier_bounds
+from gangopt.bounds import Floors, chained_tier_bounds, growth_items
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, request_vector
 
@@ -169,6 +169,13 @@ class _Pool:
     the domains the gang may use."""
     required_level: dict[int, str]
     """Per pending gang with a required topology level, that level."""
+    pending_index: dict[int, int]
+    """Per pending gang the prefilter kept (its index in the round), its index here."""
+    role_mask: dict[tuple[int, str], int]
+    """Per pending gang (index here) and role name, the role's eligibility set."""
+    exact_minimum: np.ndarray
+    """Per pending gang, whether its minimum is its roles' minimums (no pods beyond them that
+    any role may supply): its members above them are then exactly its growth."""
     cache: dict[object, object]
     """Rooms, fitting domains and domain rows, computed once per round (the LPs of every tier
     and plan share them)."""
@@ -295,6 +302,9 @@ def _pool(pre: Prefiltered) -> _Pool | None:
     pods: list[tuple[int, int, np.ndarray, int]] = []  # gang, count, request, mask
     required: dict[int, tuple[np.ndarray, list[int]]] = {}
     required_level: dict[int, str] = {}
+    pending_index: dict[int, int] = {}
+    role_mask: dict[tuple[int, str], int] = {}
+    exact_minimum: list[bool] = []
     for gi in pre.pending:
         gang = rnd.pending[gi]
         g = len(gangs)
@@ -306,6 +316,7 @@ def _pool(pre: Prefiltered) -> _Pool | None:
             required[g] = (codes, [d for d, name in enumerate(names) if name in wanted])
             required_level[g] = level
         growing: list[tuple[np.ndarray, np.ndarray]] = []
+        pending_index[gi] = g
         for role in gang.roles:
             request, mask = request_vector(role, resources), elig.mask(role)
             count = gang.role_minimum(role)
@@ -313,11 +324,13 @@ def _pool(pre: Prefiltered) -> _Pool | None:
             if key not in mask_ids:
                 mask_ids[key] = len(masks)
                 masks.append(np.asarray(mask, dtype=bool))
+            role_mask[(g, role.name)] = mask_ids[key]
             if count:
                 pods.append((g, count, request, mask_ids[key]))
             if role.replicas > count:
                 growing.append((request, mask))
         extra = gang.minimum - sum(gang.role_minimum(r) for r in gang.roles)
+        exact_minimum.append(extra <= 0)
         if extra > 0 and growing:
             # Pods beyond the role minimums may be of any role with room to grow: the least
             # each could ask, in the union of their masks (as :mod:`gangopt.slots` counts them).
@@ -447,6 +460,9 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         fixed_value=fixed_value,
         required=required,
         required_level=required_level,
+        pending_index=pending_index,
+        role_mask=role_mask,
+        exact_minimum=np.asarray(exact_minimum, dtype=bool),
         cache={},
     )
 
@@ -532,15 +548,7 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
     model.CopyFrom(built.model)
     for var in model.variable:
         var.objective_coefficient = 0.0
-    tables: list[tuple[int, np.ndarray]] = []  # per band counted: (band, per node and units)
-    for i, picked in enumerate(built.band_pods):
-        width = int(built.ze[:, i].max(initial=0)) + 1
-        if width <= 1 or width > NODE_LOSS_WIDTH or not picked.any():
-            continue  # no cost counted for the band: looser, still a bound
-        g = np.flatnonzero(picked)
-        per = np.floor(pool.pod_evict[g] * 1000.0) / 1000.0  # never above the real cost
-        rigid = ~pool.pod_elastic[g]
-        tables.append((i, _node_table(pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, width)))
+    tables = _eviction_tables(pool, built)
     if not tables:
         return 0
     for v, cost in zip(*_state_costs(model, built, tables, EVICTION_SEGMENTS), strict=True):
@@ -550,6 +558,109 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
         return 0
     least_cost = -float(solver.Objective().Value())
     return max(0, math.floor(least_cost - 1e-6 * abs(least_cost) - LP_MARGIN))
+
+
+def _eviction_tables(pool: _Pool, built: _Model) -> list[tuple[int, np.ndarray]]:
+    """Per band whose evictions are priced: (band, per node and units, the least eviction
+    cost of the node's own pods summing to that many units), as :func:`eviction_floor` and
+    :func:`class_secondary_bound` charge them."""
+    tables: list[tuple[int, np.ndarray]] = []
+    for i, picked in enumerate(built.band_pods):
+        width = int(built.ze[:, i].max(initial=0)) + 1
+        if width <= 1 or width > NODE_LOSS_WIDTH or not picked.any():
+            continue  # no cost counted for the band: looser, still a bound
+        g = np.flatnonzero(picked)
+        per = np.floor(pool.pod_evict[g] * 1000.0) / 1000.0  # never above the real cost
+        rigid = ~pool.pod_elastic[g]
+        tables.append((i, _node_table(pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, width)))
+    return tables
+
+
+def class_secondary_bound(pre: Prefiltered, values: dict[int, int], cheap: int) -> int:
+    """A bound (objective units) on the secondary terms of every plan lexicographically at least
+    as good as one of tier ``values``, given ``cheap``, the cheap bound on them
+    (:func:`gangopt.bounds.cheap_bounds`: every member any plan may add, growth at its most,
+    and no preemption cost), once :func:`class_tier_bounds` has bounded that plan's lowest
+    tier: ``cheap`` otherwise.
+
+    Growth and preemptions in one LP (:func:`_secondary_ceiling`): the lowest tier's class LP,
+    its objective the growth of the pending gangs it starts (members above their roles'
+    minimums, in the slots beside every gang's minimum) less the eviction cost of its node
+    states (:func:`eviction_floor`'s); the other members (running gangs', gangs of tiers the LP
+    leaves out) at their most. A gang the LP cannot start cannot grow either, where the cheap
+    bound let every pending gang grow in the room that all candidates' evictions free. When
+    the cheap growth bound is below every member at its most (its own LP binds), the cheap
+    bound less :func:`eviction_floor` is kept too (the least of both)."""
+    pool = pre.derived.get(POOL_KEY)
+    if not isinstance(pool, _Pool):
+        return cheap
+    asked = pool.cache.get(("lowest", tuple(sorted(values.items()))))
+    if not isinstance(asked, tuple):
+        return cheap
+    key = ("ceiling", *asked)
+    if key not in pool.cache:
+        pool.cache[key] = _secondary_ceiling(pre, pool, *asked)
+    found = pool.cache[key]
+    assert isinstance(found, tuple)
+    ceiling, most = found
+    if ceiling is None or cheap < most:
+        return min(cheap - eviction_floor(pre, values), cheap if ceiling is None else ceiling)
+    return min(cheap, ceiling)
+
+
+def _secondary_ceiling(pre: Prefiltered, pool: _Pool, prio: int, floors: Floors) -> tuple[int | None, int]:
+    """(:func:`class_secondary_bound`'s LP bound, None when it has none; the secondary terms'
+    most with every member added and nothing evicted: the cheap bound's when its LP does not
+    bind)."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    items = growth_items(pre)
+    most = items.constant + ObjectiveTerms.of(pre.rnd).guarantee_ceiling
+    most += sum(c * v for c, v in zip(items.count, items.value, strict=True))
+    built = pool.cache.get(("model", prio, floors))
+    if not isinstance(built, _Model):
+        return None, most
+    model = linear_solver_pb2.MPModelProto()
+    model.CopyFrom(built.model)
+    for var in model.variable:
+        var.objective_coefficient = 0.0
+    constant = items.constant + ObjectiveTerms.of(pre.rnd).guarantee_ceiling
+    placed: list[tuple[int, int, int, np.ndarray, int, int]] = []  # gang, count, units, request, mask, column
+    for count, value, request, (gi, role) in zip(items.count, items.value, items.requests, items.owner, strict=True):
+        g = pool.pending_index.get(gi, -1)
+        if g < 0 or not pool.exact_minimum[g] or built.gang_var[g] < 0:
+            constant += count * value  # at its most
+            continue
+        column = len(model.variable)
+        model.variable.add(lower_bound=0.0, upper_bound=float(count), objective_coefficient=float(value))
+        model.constraint.add(
+            var_index=[column, int(built.gang_var[g])],
+            coefficient=[1.0, -float(count)],
+            lower_bound=-math.inf,
+            upper_bound=0.0,
+        )  # a gang grows only when it starts
+        placed.append((g, count, int(request[pool.k]) // pool.unit, request, pool.role_mask[(g, role)], column))
+    # The capacity rows again, the growth beside the minimums (the old ones left free).
+    for r in range(*built.capacity):
+        model.constraint[r].upper_bound = math.inf
+    growth = _Growth(
+        gang=np.asarray([p[0] for p in placed], dtype=np.int64),
+        count=np.asarray([p[1] for p in placed], dtype=np.int64),
+        units=np.asarray([p[2] for p in placed], dtype=np.int64),
+        req=np.asarray([p[3] for p in placed], dtype=np.int64).reshape(len(placed), pool.free.shape[1]),
+        mask=np.asarray([p[4] for p in placed], dtype=np.int64),
+        var=np.asarray([p[5] for p in placed], dtype=np.int64),
+    )
+    _capacity_rows(model, pool, built, growth)
+    tables = _eviction_tables(pool, built)
+    if tables:
+        for v, cost in zip(*_state_costs(model, built, tables, EVICTION_SEGMENTS), strict=True):
+            model.variable[v].objective_coefficient -= cost
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None, most
+    best = float(solver.Objective().Value())
+    return constant + math.ceil(best + 1e-6 * abs(best) + LP_MARGIN), most
 
 
 def _state_costs(
