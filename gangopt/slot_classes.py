@@ -217,7 +217,7 @@ class _Pool:
             cuts = np.searchsorted(self.pod_gang[order], np.arange(len(self.prio) + 1))
             found = {q: order[cuts[q] : cuts[q + 1]] for q in range(len(self.prio))}
             self.cache["pods-of"] = found
-        return found[g]  # type: ignore[no-any-return]
+        return found[g]
 
     def domain_rows(
         self, level_name: str, d: int, priority: int, gangs: list[int]
@@ -602,7 +602,8 @@ def class_secondary_bound(pre: Prefiltered, values: dict[int, int], cheap: int) 
         pool.cache[key] = _secondary_ceiling(pre, pool, *asked)
     found = pool.cache[key]
     assert isinstance(found, tuple)
-    ceiling, most = found
+    ceiling: int | None = found[0]
+    most: int = found[1]
     if ceiling is None or cheap < most:
         return min(cheap - eviction_floor(pre, values), cheap if ceiling is None else ceiling)
     return min(cheap, ceiling)
