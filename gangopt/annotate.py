@@ -402,10 +402,10 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
     (:func:`~gangopt.slots.slot_tier_bounds`): the tiers below the first one that is not keep
     their looser bounds.
 
-    Where the node-class LP bounded the lowest tier, the secondary bound is also lowered by
-    the preemptions' cost every plan at least as good must pay
-    (:func:`~gangopt.slot_classes.eviction_floor`: fragmented XL, 3,960.2 -> 1,460.4 GPU-eq, the
-    gap 4.78 % -> 4.22 %, 0.64-0.67 CPU-s).
+    Where the node-class LP bounded the lowest tier, the secondary bound is that LP's growth of
+    the gangs it starts less the preemptions' cost every plan at least as good must pay
+    (:func:`~gangopt.slot_classes.class_secondary_bound`: fragmented XL, 3,960.2 -> 412.6 GPU-eq,
+    the gap 4.78 % -> 3.99 %, 0.84 CPU-s; the preemptions alone gave 1,460.4 and 4.22 %).
 
     What a solver's clock left out (:func:`leave_out`) stays out, whatever ``lp`` says."""
     left_out = bounds_left_out(pre)
