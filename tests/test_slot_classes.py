@@ -236,27 +236,50 @@ def eviction_floor_of(rnd: Round, values: dict[int, int]) -> int:
     return eviction_floor(pre, values)
 
 
+def secondary_bounds_of(rnd: Round, values: dict[int, int]) -> tuple[int, int]:
+    """(the class LP's secondary bound, growth and evictions in one LP; the cheap bound less
+    the eviction floor, the bound before it) under the floors of a plan of tier ``values``."""
+    pre = prefilter(rnd)
+    class_tier_bounds(pre, values, tier_ceilings(pre))
+    cheap = cheap_bounds(pre, False).secondary
+    return class_secondary_bound(pre, values, cheap), cheap - eviction_floor(pre, values)
+
+
+def secondary_of(rnd: Round, plan: gangopt.Plan) -> int:
+    return round(score(rnd, plan).secondary * SCALE)
+
+
 SOLVERS = ("greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit", "cpsat")
 
 
 @pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
 @pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (24, 10, 3), (48, 14, 4)])
-def test_every_plan_pays_at_least_the_eviction_floor_of_its_own_tiers(
+def test_every_plan_pays_the_eviction_floor_and_keeps_the_secondary_bound_of_its_tiers(
     nodes: int, gangs: int, seed: int, running_mix: Literal["jobs", "tilted"]
 ) -> None:
     """Every valid plan keeps its own tiers' floors, so its preemptions cost at least the floor
-    the class LP computes from them (slot_classes.eviction_floor); and the floor is not idle:
-    on some of these rounds it is above 0."""
+    the class LP computes from them (slot_classes.eviction_floor), and its secondary terms are
+    at most the growth-less-evictions bound of them (slot_classes.class_secondary_bound), never
+    above the cheap bound less the floor; CP-SAT's (never worse lexicographically) at most that
+    of greedy's tiers. Neither is idle: on some of these rounds the floor is above 0 and the
+    bound below the one before it (pending gangs the LP cannot start do not grow)."""
     rnd = fragmented_round(nodes, gangs, 0.75, seed, running_mix=running_mix)
     floors = []
+    tighter = []
+    plans = {}
     for solver in SOLVERS:
-        plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
+        plan = plans[solver] = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
         assert gangopt.validate(rnd, plan) == [], solver
         floor = eviction_floor_of(rnd, tiers_of(rnd, plan))
         assert 0 <= floor <= preemption_cost(rnd, plan), (solver, floor, preemption_cost(rnd, plan))
         floors.append(floor)
+        bound, before = secondary_bounds_of(rnd, tiers_of(rnd, plan))
+        assert secondary_of(rnd, plan) <= bound <= before, (solver, bound, before, secondary_of(rnd, plan))
+        tighter.append(bound < before)
+    assert secondary_of(rnd, plans["cpsat"]) <= secondary_bounds_of(rnd, tiers_of(rnd, plans["greedy"]))[0]
     if (nodes, seed, running_mix) in {(32, 0, "tilted"), (48, 4, "jobs")}:
         assert max(floors) > 0, floors
+        assert any(tighter), tighter
 
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
@@ -265,20 +288,25 @@ def test_the_eviction_floor_holds_on_random_fragmented_rounds(rnd: Round) -> Non
     """The property the secondary bound needs (gangopt.annotate.cheap_bounds_for subtracts the
     floor from the growth bound): on random fragmented rounds, greedy's plan and CP-SAT's each
     pay at least the floor of their own tiers, and CP-SAT's (never worse lexicographically)
-    at least the floor of greedy's."""
+    at least the floor of greedy's; likewise each stays within the secondary bound
+    (slot_classes.class_secondary_bound) of its own tiers, CP-SAT's within greedy's."""
     greedy_plan = gangopt.solve(rnd, solver="greedy")
     best = gangopt.solve(rnd)
     for plan in (greedy_plan, best):
         assert gangopt.validate(rnd, plan) == []
         assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, plan)
+        assert secondary_of(rnd, plan) <= secondary_bounds_of(rnd, tiers_of(rnd, plan))[0]
     assert eviction_floor_of(rnd, tiers_of(rnd, greedy_plan)) <= preemption_cost(rnd, best)
+    assert secondary_of(rnd, best) <= secondary_bounds_of(rnd, tiers_of(rnd, greedy_plan))[0]
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rounds())
 def test_the_eviction_floor_holds_for_the_optimum(rnd: Round) -> None:
-    """On tests/strategies.py's rounds (quotas, groups, taints, elastic victims): the proven
-    optimum pays at least the floor of any plan's tiers, and each plan at least its own."""
+    """On tests/strategies.py's rounds (quotas, groups, taints, elastic victims, multi-role
+    gangs): the proven optimum pays at least the floor of any plan's tiers, and each plan at
+    least its own; the optimum's secondary terms and each plan's are at most the secondary
+    bound (slot_classes.class_secondary_bound) of that plan's tiers."""
     best = gangopt.solve(rnd)
     assert gangopt.validate(rnd, best) == []
     assume(best.status == Status.OPTIMAL)
@@ -287,6 +315,9 @@ def test_the_eviction_floor_holds_for_the_optimum(rnd: Round) -> None:
         assert gangopt.validate(rnd, plan) == [], solver
         assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, best), solver
         assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, plan), solver
+        bound = secondary_bounds_of(rnd, tiers_of(rnd, plan))[0]
+        assert secondary_of(rnd, best) <= bound, (solver, bound, secondary_of(rnd, best))
+        assert secondary_of(rnd, plan) <= bound, (solver, bound, secondary_of(rnd, plan))
 
 
 @pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
@@ -310,68 +341,3 @@ def test_the_pool_values_every_candidate_as_the_scores_do(running_mix: Literal["
         assert pool.pod_elastic[row] == run.elastic and pool.pod_prio[row] == run.priority
     for g in range(len(pool.prio)):
         assert pool.pods_of(g).tolist() == [p for p, owner in enumerate(pool.pod_gang.tolist()) if owner == g]
-
-
-def secondary_bounds_of(rnd: Round, values: dict[int, int]) -> tuple[int, int]:
-    """(the class LP's secondary bound, growth and evictions in one LP; the cheap bound less
-    the eviction floor, the bound before it) under the floors of a plan of tier ``values``."""
-    pre = prefilter(rnd)
-    class_tier_bounds(pre, values, tier_ceilings(pre))
-    cheap = cheap_bounds(pre, False).secondary
-    return class_secondary_bound(pre, values, cheap), cheap - eviction_floor(pre, values)
-
-
-def secondary_of(rnd: Round, plan: gangopt.Plan) -> int:
-    return round(score(rnd, plan).secondary * SCALE)
-
-
-@pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
-@pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (24, 10, 3), (48, 14, 4)])
-def test_no_plan_beats_the_secondary_bound_of_its_own_tiers(
-    nodes: int, gangs: int, seed: int, running_mix: Literal["jobs", "tilted"]
-) -> None:
-    """Every valid plan keeps its own tiers' floors, so its secondary terms are at most the
-    class LP's growth-less-evictions bound of them (slot_classes.class_secondary_bound), and
-    CP-SAT's (never worse lexicographically) at most that of greedy's tiers; the bound is never
-    above the one it replaced, and below it on some of these rounds (pending gangs the LP
-    cannot start do not grow)."""
-    rnd = fragmented_round(nodes, gangs, 0.75, seed, running_mix=running_mix)
-    plans = {solver: gangopt.solve(rnd, solver=solver) for solver in SOLVERS}  # type: ignore[arg-type]
-    tighter = []
-    for solver, plan in plans.items():
-        assert gangopt.validate(rnd, plan) == [], solver
-        bound, before = secondary_bounds_of(rnd, tiers_of(rnd, plan))
-        assert secondary_of(rnd, plan) <= bound <= before, (solver, bound, before, secondary_of(rnd, plan))
-        tighter.append(bound < before)
-    assert secondary_of(rnd, plans["cpsat"]) <= secondary_bounds_of(rnd, tiers_of(rnd, plans["greedy"]))[0]
-    if (nodes, seed, running_mix) in {(32, 0, "tilted"), (48, 4, "jobs")}:
-        assert any(tighter), tighter
-
-
-@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
-@given(rounds())
-def test_the_secondary_bound_holds_for_the_optimum(rnd: Round) -> None:
-    """On tests/strategies.py's rounds (quotas, groups, taints, elastic victims, multi-role
-    gangs): the proven optimum's secondary terms are at most the bound of any plan's tiers."""
-    best = gangopt.solve(rnd)
-    assert gangopt.validate(rnd, best) == []
-    assume(best.status == Status.OPTIMAL)
-    for solver in ("greedy", "koordinator_like", "fifo_first_fit"):
-        plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
-        assert gangopt.validate(rnd, plan) == [], solver
-        bound = secondary_bounds_of(rnd, tiers_of(rnd, plan))[0]
-        assert secondary_of(rnd, best) <= bound, (solver, bound, secondary_of(rnd, best))
-        assert secondary_of(rnd, plan) <= bound, (solver, bound, secondary_of(rnd, plan))
-
-
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
-@given(rnd=fragmented_rounds(nodes=(16, 40), gangs=(6, 16)))
-def test_the_secondary_bound_holds_on_random_fragmented_rounds(rnd: Round) -> None:
-    """On random fragmented rounds greedy's plan and CP-SAT's each stay within the secondary
-    bound of their own tiers, and CP-SAT's within that of greedy's."""
-    greedy_plan = gangopt.solve(rnd, solver="greedy")
-    best = gangopt.solve(rnd)
-    for plan in (greedy_plan, best):
-        assert gangopt.validate(rnd, plan) == []
-        assert secondary_of(rnd, plan) <= secondary_bounds_of(rnd, tiers_of(rnd, plan))[0]
-    assert secondary_of(rnd, best) <= secondary_bounds_of(rnd, tiers_of(rnd, greedy_plan))[0]
