@@ -158,6 +158,12 @@ class _Pool:
     more than the cost of shedding one pod (:meth:`~gangopt.objective.ObjectiveTerms.pod_removal_cost`)."""
     pod_elastic: np.ndarray
     """Per candidate pod group, whether its gang is elastic (its pods may leave one by one)."""
+    pod_surplus: np.ndarray
+    """Per candidate pod group, the growth value (objective units) each of its pods holds in
+    the cheap growth bound's items: its gang's members above its role minimum at their growth
+    value, shared over its pods (one role, not a grower: :func:`gangopt.bounds.growth_items`
+    counts exactly those members; 0 otherwise). A pod that leaves takes at least that much
+    out of the secondary terms, the whole gang's pods exactly its items' value."""
     pod_spare_value: np.ndarray
     """Per candidate pod group, 1 when its gang is elastic and in :attr:`spare`, 2 when it is
     in :attr:`whole`, else 0 (its units at their share of its gang's value)."""
@@ -437,6 +443,16 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         per = terms.eviction_cost(run) / max(1, len(run.pods))
         gang_evict[gi] = min(per, float(terms.pod_removal_cost(run))) if gang_elastic[gi] else per
     evict = gang_evict[cand_gang]
+    gang_surplus = np.zeros(len(running), dtype=float)
+    growers = set(pre.growers)
+    for gi in gangs_in.tolist():
+        run = running[gi]
+        if gi in growers or len(run.roles) != 1 or not run.pods:
+            continue
+        role = run.roles[0]
+        extra = len(run.pods) - run.role_minimum(role)
+        if extra > 0 and all(p.role == role.name for p in run.pods):
+            gang_surplus[gi] = max(0, terms.growth_value(role)) * extra / len(run.pods)
     # Rigid candidates with pods on two or more nodes: evicted whole or kept whole.
     groups_of = np.bincount(cand_gang, minlength=len(running)) if len(cand_gang) else np.zeros(0, np.int64)
     whole_gangs = np.flatnonzero((groups_of >= 2) & (gang_units > 0))
@@ -464,6 +480,7 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         pod_pods=pods_in,
         pod_evict=evict,
         pod_elastic=elastic,
+        pod_surplus=gang_surplus[cand_gang],
         pod_spare_value=spare_value,
         spare=spare,
         whole=whole,
@@ -570,17 +587,19 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
     return max(0, math.floor(least_cost - 1e-6 * abs(least_cost) - LP_MARGIN))
 
 
-def _eviction_tables(pool: _Pool, built: _Model) -> list[tuple[int, np.ndarray]]:
+def _eviction_tables(pool: _Pool, built: _Model, surplus: bool = False) -> list[tuple[int, np.ndarray]]:
     """Per band whose evictions are priced: (band, per node and units, the least eviction
     cost of the node's own pods summing to that many units), as :func:`eviction_floor` and
-    :func:`class_secondary_bound` charge them."""
+    :func:`class_secondary_bound` charge them; with ``surplus`` each pod also at the growth
+    value it takes out of the cheap bound's items (:attr:`_Pool.pod_surplus`)."""
     tables: list[tuple[int, np.ndarray]] = []
     for i, picked in enumerate(built.band_pods):
         width = int(built.ze[:, i].max(initial=0)) + 1
         if width <= 1 or width > NODE_LOSS_WIDTH or not picked.any():
             continue  # no cost counted for the band: looser, still a bound
         g = np.flatnonzero(picked)
-        per = np.floor(pool.pod_evict[g] * 1000.0) / 1000.0  # never above the real cost
+        cost = pool.pod_evict[g] + (pool.pod_surplus[g] if surplus else 0.0)
+        per = np.floor(cost * 1000.0) / 1000.0  # never above the real cost
         rigid = ~pool.pod_elastic[g]
         tables.append((i, _node_table(pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, width)))
     return tables
@@ -663,7 +682,7 @@ def _secondary_ceiling(pre: Prefiltered, pool: _Pool, prio: int, floors: Floors)
         var=np.asarray([p[5] for p in placed], dtype=np.int64),
     )
     _capacity_rows(model, pool, built, growth)
-    tables = _eviction_tables(pool, built)
+    tables = _eviction_tables(pool, built, surplus=True)
     if tables:
         for v, cost in zip(*_state_costs(model, built, tables, EVICTION_SEGMENTS), strict=True):
             model.variable[v].objective_coefficient -= cost

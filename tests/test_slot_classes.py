@@ -324,8 +324,10 @@ def test_the_eviction_floor_holds_for_the_optimum(rnd: Round) -> None:
 def test_the_pool_values_every_candidate_as_the_scores_do(running_mix: Literal["jobs", "tilted"]) -> None:
     """The pool reads the running gangs' tier values from ``running_base`` (h32-XLbound: 0.8
     CPU-s less at fragmented XL): the same values, tier sums, eviction costs and pod groups per
-    gang as asking each gang, so the bounds are those computed gang by gang."""
-    rnd = fragmented_round(64, 16, seed=2, running_mix=running_mix)
+    gang as asking each gang, so the bounds are those computed gang by gang; and each
+    candidate pod's share of its gang's members above its role minimum at their growth value
+    (what the secondary bound charges a pod that leaves), some of them above 0."""
+    rnd = fragmented_round(48, 14, seed=4, running_mix=running_mix)
     pre = prefilter(rnd)
     pool = slot_classes._pool(pre)
     assert pool is not None and len(pool.pod_gang_index)
@@ -339,5 +341,10 @@ def test_the_pool_values_every_candidate_as_the_scores_do(running_mix: Literal["
         per = terms.eviction_cost(run) / len(run.pods)
         assert pool.pod_evict[row] == (min(per, terms.pod_removal_cost(run)) if run.elastic else per)
         assert pool.pod_elastic[row] == run.elastic and pool.pod_prio[row] == run.priority
+        above = len(run.pods) - run.role_minimum(run.roles[0])
+        grows = gi in pre.growers or len(run.roles) > 1 or above <= 0
+        surplus = 0.0 if grows else terms.growth_value(run.roles[0]) * above / len(run.pods)
+        assert pool.pod_surplus[row] == pytest.approx(surplus)
+    assert (pool.pod_surplus > 0).any()
     for g in range(len(pool.prio)):
         assert pool.pods_of(g).tolist() == [p for p, owner in enumerate(pool.pod_gang.tolist()) if owner == g]
