@@ -404,8 +404,8 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
 
     Where the node-class LP bounded the lowest tier, the secondary bound is that LP's growth of
     the gangs it starts less the preemptions' cost every plan at least as good must pay
-    (:func:`~gangopt.slot_classes.class_secondary_bound`: fragmented XL, 3,960.2 -> 412.6 GPU-eq,
-    the gap 4.78 % -> 3.99 %, 0.84 CPU-s; the preemptions alone gave 1,460.4 and 4.22 %).
+    (:func:`~gangopt.slot_classes.class_secondary_bound`: fragmented XL, 3,960.2 -> 296.5 GPU-eq,
+    the gap 4.78 % -> 3.96 %, 0.8-1.1 CPU-s; the preemptions alone gave 1,460.4 and 4.22 %).
 
     What a solver's clock left out (:func:`leave_out`) stays out, whatever ``lp`` says."""
     left_out = bounds_left_out(pre)

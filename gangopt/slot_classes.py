@@ -44,10 +44,11 @@ until its model no longer grows with the running gangs:
   objective the growth of the pending gangs it starts (their members above their roles'
   minimums as columns in the capacity rows, each at most its count times its gang's start)
   less that eviction cost. The cheap growth bound let every pending gang grow in the room that
-  every candidate's eviction frees, gangs no plan at least as good can start included: on issue
-  13's XL round the secondary bound of greedy's plan 1,460.4 -> 412.6 GPU-eq (plan -3,380.0),
-  the reported gap 4.22 % -> 3.99 %, in 0.84 CPU-s where the eviction floor's LP took 0.82
-  (h32-XLbound).
+  every candidate's eviction frees, gangs no plan at least as good can start included; and an
+  evicted pod also pays the growth value the cheap bound's items count for it
+  (:attr:`_Pool.pod_surplus`): on issue 13's XL round the secondary bound of greedy's plan
+  1,460.4 -> 412.6 -> 296.5 GPU-eq (plan -3,380.0), the reported gap 4.22 % -> 3.99 % -> 3.96 %,
+  in 0.8-1.1 CPU-s where the eviction floor's LP took 0.7-1.0 (h32-XLbound).
 
 Left out (each only loosens the bound): topology (required and preferred), gang groups,
 quotas, slices, growth, and the other resources per node. So it is a relaxation of the
