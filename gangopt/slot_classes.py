@@ -271,14 +271,23 @@ def open_solution(pre: Prefiltered, values: dict[int, int]) -> ClassSolution | N
     """The class LP's solution for the first tier a plan of tier ``values`` (objective units)
     leaves open, once :func:`class_tier_bounds` has bounded that plan (the slot placer's choice
     there: :mod:`gangopt.class_choice`); None when it did not, or proved every tier."""
+    found = _asked(pre, "open", values)
+    if found is None:
+        return None
+    pool, opened = found
+    solution = pool.cache.get(("solution", *opened))
+    return solution if isinstance(solution, ClassSolution) else None
+
+
+def _asked(pre: Prefiltered, kind: str, values: dict[int, int]) -> tuple[_Pool, tuple[int, Floors]] | None:
+    """The round's pool and the (tier, floors) of the class LP that :func:`class_tier_bounds`
+    solved for a plan of tier ``values``: ``kind`` "open", the first tier it leaves open;
+    "lowest", its lowest tier. None when there is no such LP."""
     pool = pre.derived.get(POOL_KEY)
     if not isinstance(pool, _Pool):
         return None
-    opened = pool.cache.get(("open", tuple(sorted(values.items()))))
-    if not isinstance(opened, tuple):
-        return None
-    solution = pool.cache.get(("solution", *opened))
-    return solution if isinstance(solution, ClassSolution) else None
+    asked = pool.cache.get((kind, tuple(sorted(values.items()))))
+    return (pool, asked) if isinstance(asked, tuple) else None
 
 
 def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None) -> dict[int, int]:
@@ -537,19 +546,16 @@ def eviction_floor(pre: Prefiltered, values: dict[int, int]) -> int:
     eviction cost per pod: a rigid gang's pods on one node together, an elastic one's pod by
     pod at no more than shedding one costs), bounds that cost from below. Measured on issue
     13's XL round (docs/benchmarks.md, "h30-XLgap")."""
-    pool = pre.derived.get(POOL_KEY)
-    if not isinstance(pool, _Pool):
+    found = _asked(pre, "lowest", values)
+    if found is None:
         return 0
-    plan = tuple(sorted(values.items()))
-    asked = pool.cache.get(("lowest", plan))
-    if not isinstance(asked, tuple):
-        return 0
+    pool, asked = found
     key = ("evict", *asked)
     if key not in pool.cache:
         pool.cache[key] = _eviction_floor(pool, *asked)
-    found = pool.cache[key]
-    assert isinstance(found, int)
-    return found
+    floor = pool.cache[key]
+    assert isinstance(floor, int)
+    return floor
 
 
 EVICTION_SEGMENTS = 8
@@ -621,12 +627,10 @@ def class_secondary_bound(pre: Prefiltered, values: dict[int, int], cheap: int) 
     bound let every pending gang grow in the room that all candidates' evictions free. When
     the cheap growth bound is below every member at its most (its own LP binds), the cheap
     bound less :func:`eviction_floor` is kept too (the least of both)."""
-    pool = pre.derived.get(POOL_KEY)
-    if not isinstance(pool, _Pool):
+    found_lp = _asked(pre, "lowest", values)
+    if found_lp is None:
         return cheap
-    asked = pool.cache.get(("lowest", tuple(sorted(values.items()))))
-    if not isinstance(asked, tuple):
-        return cheap
+    pool, asked = found_lp
     key = ("ceiling", *asked)
     if key not in pool.cache:
         pool.cache[key] = _secondary_ceiling(pre, pool, *asked)
