@@ -36,7 +36,7 @@ from gangopt.reasons import UNCHECKED, waiting_reasons
 from gangopt.result import ProvenBounds, Result
 from gangopt.schema import SAFETY_NET, Plan, Round, Score, Status, TierScore, Waiting
 from gangopt.scope import Scope
-from gangopt.slot_classes import eviction_floor
+from gangopt.slot_classes import class_secondary_bound
 from gangopt.slots import allow_large, secondary_bound_at, slot_tier_bounds
 
 
@@ -402,10 +402,10 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
     (:func:`~gangopt.slots.slot_tier_bounds`): the tiers below the first one that is not keep
     their looser bounds.
 
-    Where the node-class LP bounded the lowest tier, the secondary bound is also lowered by
-    the preemptions' cost every plan at least as good must pay
-    (:func:`~gangopt.slot_classes.eviction_floor`: fragmented XL, 3,960.2 -> 1,460.4 GPU-eq, the
-    gap 4.78 % -> 4.22 %, 0.64-0.67 CPU-s).
+    Where the node-class LP bounded the lowest tier, the secondary bound is that LP's growth of
+    the gangs it starts less the preemptions' cost every plan at least as good must pay
+    (:func:`~gangopt.slot_classes.class_secondary_bound`: fragmented XL, 3,960.2 -> 296.5 GPU-eq,
+    the gap 4.78 % -> 3.96 %, 0.8-1.1 CPU-s; the preemptions alone gave 1,460.4 and 4.22 %).
 
     What a solver's clock left out (:func:`leave_out`) stays out, whatever ``lp`` says."""
     left_out = bounds_left_out(pre)
@@ -426,7 +426,7 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
     tiers = {p: min(v, slots.get(p, v)) for p, v in tiers.items()}
     # The preemptions every plan at least as good must pay, by the node-class LP (only when
     # it bounded the lowest tier: 0 otherwise).
-    secondary = bounds.secondary - (eviction_floor(pre, units) if left_out is None else 0)
+    secondary = class_secondary_bound(pre, units, bounds.secondary) if left_out is None else bounds.secondary
     if _within(unbounded, tiers, secondary, enough):
         return CheapBounds(tiers=tiers, secondary=secondary)  # the looser bound proves it already
     at_bounds = all(units.get(p, 0) >= v for p, v in tiers.items())

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -279,6 +279,16 @@ class _Growth:
     requests: list[np.ndarray]
     mandatory: list[tuple[int, np.ndarray]]
     constant: int
+    owner: list[tuple[int, str]] = field(default_factory=list)
+    """Per item, its pending gang's index in the round and its role's name; ``(-1, "")`` for
+    a running gang's (the node-class LP places the pending ones: :mod:`gangopt.slot_classes`)."""
+
+
+def growth_items(pre: Prefiltered) -> _Growth:
+    """The members any plan may add (:func:`_growth_items` when not every kept gang must run),
+    once per prefiltered round: the growth bound and the node-class LP's secondary ceiling
+    (:func:`gangopt.slot_classes.secondary_ceiling`) read the same items."""
+    return pre.kept("growth-items", lambda: _growth_items(pre, False, _free_after_fixed(pre, False)))
 
 
 def _growth_bound(pre: Prefiltered, must_run: bool, lp: bool = True) -> int:
@@ -292,7 +302,7 @@ def _growth_bound(pre: Prefiltered, must_run: bool, lp: bool = True) -> int:
     Locality, eligibility and gang-wide minimums are left out, which only loosens the bound.
     """
     free = _free_after_fixed(pre, must_run)
-    growth = _growth_items(pre, must_run, free)
+    growth = _growth_items(pre, must_run, free) if must_run else growth_items(pre)
     if not growth.count:
         return growth.constant
     if not lp:
@@ -395,6 +405,7 @@ def _growth_items(pre: Prefiltered, must_run: bool, free: np.ndarray) -> _Growth
                 out.count.append(top - base)
                 out.value.append(value)
                 out.requests.append(request)
+                out.owner.append((gi, role.name) if isinstance(gang, PendingGang) else (-1, ""))
     return out
 
 

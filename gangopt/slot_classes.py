@@ -40,6 +40,15 @@ until its model no longer grows with the running gangs:
   keeps the floors: on issue 13's XL round 2,499.8 GPU-eq (greedy pays 4,792.7) in 0.64-0.67
   CPU-s, the secondary bound 3,960.2 -> 1,460.4 and the reported gap 4.8 % -> 4.2 %
   (docs/benchmarks.md, "h30-XLgap").
+* **Growth and preemptions together** (:func:`class_secondary_bound`): the same LP, its
+  objective the growth of the pending gangs it starts (their members above their roles'
+  minimums as columns in the capacity rows, each at most its count times its gang's start)
+  less that eviction cost. The cheap growth bound let every pending gang grow in the room that
+  every candidate's eviction frees, gangs no plan at least as good can start included; and an
+  evicted pod also pays the growth value the cheap bound's items count for it
+  (:attr:`_Pool.pod_surplus`): on issue 13's XL round the secondary bound of greedy's plan
+  1,460.4 -> 412.6 -> 296.5 GPU-eq (plan -3,380.0), the reported gap 4.22 % -> 3.99 % -> 3.96 %,
+  in 0.8-1.1 CPU-s where the eviction floor's LP took 0.7-1.0 (h32-XLbound).
 
 Left out (each only loosens the bound): topology (required and preferred), gang groups,
 quotas, slices, growth, and the other resources per node. So it is a relaxation of the
@@ -62,7 +71,7 @@ a placed plan reaches it), 0.5 CPU-s against 2.5.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from itertools import product
 from typing import TYPE_CHECKING
@@ -70,7 +79,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gangopt import arrays
-from gangopt.bounds import Floors, chained_tier_bounds
+from gangopt.bounds import Floors, chained_tier_bounds, growth_items
 from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered, request_vector
 
@@ -83,10 +92,12 @@ here (its bands hold too many units per node: the model would grow with the runn
 
 SECONDS_PER_CANDIDATE_POD = 3.5e-5
 """Estimated CPU seconds of the class bounds (both tiers' LPs and the round's pool) and of
-:func:`eviction_floor`'s LP per pod of a candidate running gang: 1.3-1.4 CPU-s for the 59,283
+:func:`class_secondary_bound`'s LP per pod of a candidate running gang: 1.3-1.4 CPU-s for the 59,283
 candidate pods of issue 13's XL round (the pool 0.4, the models 0.6, GLOP 0.3) on a machine at
 load 9, rounded up for a busier one (3e-5); the eviction floor adds 0.64-0.67 CPU-s there
-(1.9-2.3 in all at load 5-7: 2.07 estimated now, h30-XLgap)."""
+(1.9-2.3 in all at load 5-7: 2.07 estimated now, h30-XLgap). At stop 32 in process after
+greedy's pass: the pool 0.49-0.58 (1.35 before it read ``running_base``), both tiers' models
+and LPs 0.94-1.14, the secondary bound's LP 0.84 (h32-XLbound); the estimate is kept."""
 
 SHARE = 0.25
 """The class bounds run when their estimate is at most this share of ``policy.time_limit``
@@ -148,6 +159,12 @@ class _Pool:
     more than the cost of shedding one pod (:meth:`~gangopt.objective.ObjectiveTerms.pod_removal_cost`)."""
     pod_elastic: np.ndarray
     """Per candidate pod group, whether its gang is elastic (its pods may leave one by one)."""
+    pod_surplus: np.ndarray
+    """Per candidate pod group, the growth value (objective units) each of its pods holds in
+    the cheap growth bound's items: its gang's members above its role minimum at their growth
+    value, shared over its pods (one role, not a grower: :func:`gangopt.bounds.growth_items`
+    counts exactly those members; 0 otherwise). A pod that leaves takes at least that much
+    out of the secondary terms, the whole gang's pods exactly its items' value."""
     pod_spare_value: np.ndarray
     """Per candidate pod group, 1 when its gang is elastic and in :attr:`spare`, 2 when it is
     in :attr:`whole`, else 0 (its units at their share of its gang's value)."""
@@ -169,6 +186,13 @@ class _Pool:
     the domains the gang may use."""
     required_level: dict[int, str]
     """Per pending gang with a required topology level, that level."""
+    pending_index: dict[int, int]
+    """Per pending gang the prefilter kept (its index in the round), its index here."""
+    role_mask: dict[tuple[int, str], int]
+    """Per pending gang (index here) and role name, the role's eligibility set."""
+    exact_minimum: np.ndarray
+    """Per pending gang, whether its minimum is its roles' minimums (no pods beyond them that
+    any role may supply): its members above them are then exactly its growth."""
     cache: dict[object, object]
     """Rooms, fitting domains and domain rows, computed once per round (the LPs of every tier
     and plan share them)."""
@@ -193,13 +217,24 @@ class _Pool:
                 room = self.room(int(self.prio[g]))
                 ok = np.zeros(int(codes.max()) + 1, dtype=bool)
                 ok[allowed] = True
-                for p in np.flatnonzero(self.pod_gang == g).tolist():
+                for p in self.pods_of(g).tolist():
                     fit = arrays.fit_counts(room, self.pod_req[p], cap=int(self.pod_count[p]))
                     fit = np.where(self.masks[int(self.pod_mask[p])], fit, 0)
                     ok &= np.bincount(codes, weights=fit, minlength=len(ok)) >= self.pod_count[p]
                 out[g] = np.flatnonzero(ok).tolist()
             self.cache["domains"] = out
         return self.cache["domains"]  # type: ignore[return-value]
+
+    def pods_of(self, g: int) -> np.ndarray:
+        """Pending gang ``g``'s pod groups (indices), found once per round: XL's 2,012 domain
+        rows asked for them again, a pass over every pod group each (h32-XLbound)."""
+        found = self.cache.get("pods-of")
+        if not isinstance(found, dict):
+            order = np.argsort(self.pod_gang, kind="stable")
+            cuts = np.searchsorted(self.pod_gang[order], np.arange(len(self.prio) + 1))
+            found = {q: order[cuts[q] : cuts[q + 1]] for q in range(len(self.prio))}
+            self.cache["pods-of"] = found
+        return found[g]
 
     def domain_rows(
         self, level_name: str, d: int, priority: int, gangs: list[int]
@@ -212,7 +247,7 @@ class _Pool:
         if key not in self.cache:
             self.cache[key] = self.room(priority)[codes == d, self.k] // self.unit
         room_units: np.ndarray = self.cache[key]  # type: ignore[assignment]
-        pods = [np.flatnonzero(self.pod_gang == g) for g in gangs]
+        pods = [self.pods_of(g) for g in gangs]
         sizes = np.unique(np.concatenate([self.pod_units[ps] for ps in pods]))
         out = []
         for t in sizes[sizes > 0].tolist():
@@ -236,14 +271,23 @@ def open_solution(pre: Prefiltered, values: dict[int, int]) -> ClassSolution | N
     """The class LP's solution for the first tier a plan of tier ``values`` (objective units)
     leaves open, once :func:`class_tier_bounds` has bounded that plan (the slot placer's choice
     there: :mod:`gangopt.class_choice`); None when it did not, or proved every tier."""
+    found = _asked(pre, "open", values)
+    if found is None:
+        return None
+    pool, opened = found
+    solution = pool.cache.get(("solution", *opened))
+    return solution if isinstance(solution, ClassSolution) else None
+
+
+def _asked(pre: Prefiltered, kind: str, values: dict[int, int]) -> tuple[_Pool, tuple[int, Floors]] | None:
+    """The round's pool and the (tier, floors) of the class LP that :func:`class_tier_bounds`
+    solved for a plan of tier ``values``: ``kind`` "open", the first tier it leaves open;
+    "lowest", its lowest tier. None when there is no such LP."""
     pool = pre.derived.get(POOL_KEY)
     if not isinstance(pool, _Pool):
         return None
-    opened = pool.cache.get(("open", tuple(sorted(values.items()))))
-    if not isinstance(opened, tuple):
-        return None
-    solution = pool.cache.get(("solution", *opened))
-    return solution if isinstance(solution, ClassSolution) else None
+    asked = pool.cache.get((kind, tuple(sorted(values.items()))))
+    return (pool, asked) if isinstance(asked, tuple) else None
 
 
 def _bounds(pre: Prefiltered, values: dict[int, int], known: dict[int, int], enough: float | None) -> dict[int, int]:
@@ -284,6 +328,9 @@ def _pool(pre: Prefiltered) -> _Pool | None:
     pods: list[tuple[int, int, np.ndarray, int]] = []  # gang, count, request, mask
     required: dict[int, tuple[np.ndarray, list[int]]] = {}
     required_level: dict[int, str] = {}
+    pending_index: dict[int, int] = {}
+    role_mask: dict[tuple[int, str], int] = {}
+    exact_minimum: list[bool] = []
     for gi in pre.pending:
         gang = rnd.pending[gi]
         g = len(gangs)
@@ -295,6 +342,7 @@ def _pool(pre: Prefiltered) -> _Pool | None:
             required[g] = (codes, [d for d, name in enumerate(names) if name in wanted])
             required_level[g] = level
         growing: list[tuple[np.ndarray, np.ndarray]] = []
+        pending_index[gi] = g
         for role in gang.roles:
             request, mask = request_vector(role, resources), elig.mask(role)
             count = gang.role_minimum(role)
@@ -302,11 +350,13 @@ def _pool(pre: Prefiltered) -> _Pool | None:
             if key not in mask_ids:
                 mask_ids[key] = len(masks)
                 masks.append(np.asarray(mask, dtype=bool))
+            role_mask[(g, role.name)] = mask_ids[key]
             if count:
                 pods.append((g, count, request, mask_ids[key]))
             if role.replicas > count:
                 growing.append((request, mask))
         extra = gang.minimum - sum(gang.role_minimum(r) for r in gang.roles)
+        exact_minimum.append(extra <= 0)
         if extra > 0 and growing:
             # Pods beyond the role minimums may be of any role with room to grow: the least
             # each could ask, in the union of their masks (as :mod:`gangopt.slots` counts them).
@@ -364,16 +414,26 @@ def _pool(pre: Prefiltered) -> _Pool | None:
     # model (pods on dropped nodes keep theirs: never evicted here); elastic ones at 0.
     units = -(-(use[:, k] // np.maximum(pods_in, 1)) // unit) * pods_in  # each pod rounded up
     gang_units = np.bincount(cand_gang, weights=units, minlength=len(running)) if len(cand_gang) else np.zeros(0)
-    worth = [terms.tier_value(run) for run in running]
-    fixed_value: dict[int, int] = {}
-    for run, v in zip(running, worth, strict=True):
-        fixed_value[run.priority] = fixed_value.get(run.priority, 0) + v
+    # Every running gang's tier value as the plans' scores count it, computed once per round
+    # (a pass of ``terms.tier_value`` over XL's 68,536 running gangs was 1.07 of the pool's
+    # 1.82 cProfiled seconds; h32-XLbound).
+    base = terms.running_base
+    worth = base.tier
+    fixed_value = dict(base.tier_sums)
     value = np.asarray(worth, dtype=float)[cand_gang] if len(cand_gang) else np.zeros(0)
-    elastic = np.fromiter((running[gi].elastic for gi in cand_gang.tolist()), dtype=bool, count=len(cand_gang))
+    # Per candidate gang (not per pod group) its flags, then spread over its groups.
+    gangs_in = np.unique(cand_gang)
+    gang_elastic = np.zeros(len(running), dtype=bool)
+    gang_prio = np.zeros(len(running), dtype=np.int64)
+    for gi in gangs_in.tolist():
+        run = running[gi]
+        gang_elastic[gi] = run.elastic
+        gang_prio[gi] = run.priority
+    elastic = gang_elastic[cand_gang]
     share = np.where(
         elastic | (units == 0), 0.0, value * units / np.maximum(gang_units[cand_gang] if len(cand_gang) else 1, 1)
     )
-    prio = np.fromiter((running[gi].priority for gi in cand_gang.tolist()), dtype=np.int64, count=len(cand_gang))
+    prio = gang_prio[cand_gang]
     spare: dict[int, tuple[float, float]] = {}
     flex = np.flatnonzero(elastic)
     for gi in np.unique(cand_gang[flex]).tolist():
@@ -387,16 +447,26 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         if total > spare_units:
             spare[gi] = (worth[gi] / (total - spare_units), spare_units)
     spare_value = np.isin(cand_gang, np.fromiter(spare, dtype=np.int64, count=len(spare))).astype(float)
-    evict_of: dict[int, float] = {}
-    for gi in np.unique(cand_gang).tolist():
+    gang_evict = np.zeros(len(running), dtype=float)
+    for gi in gangs_in.tolist():
         run = running[gi]
         per = terms.eviction_cost(run) / max(1, len(run.pods))
-        evict_of[gi] = min(per, float(terms.pod_removal_cost(run))) if run.elastic else per
-    evict = np.fromiter((evict_of[gi] for gi in cand_gang.tolist()), dtype=float, count=len(cand_gang))
+        gang_evict[gi] = min(per, float(terms.pod_removal_cost(run))) if gang_elastic[gi] else per
+    evict = gang_evict[cand_gang]
+    gang_surplus = np.zeros(len(running), dtype=float)
+    growers = set(pre.growers)
+    for gi in gangs_in.tolist():
+        run = running[gi]
+        if gi in growers or len(run.roles) != 1 or not run.pods:
+            continue
+        role = run.roles[0]
+        extra = len(run.pods) - run.role_minimum(role)
+        if extra > 0 and all(p.role == role.name for p in run.pods):
+            gang_surplus[gi] = max(0, terms.growth_value(role)) * extra / len(run.pods)
     # Rigid candidates with pods on two or more nodes: evicted whole or kept whole.
     groups_of = np.bincount(cand_gang, minlength=len(running)) if len(cand_gang) else np.zeros(0, np.int64)
     whole_gangs = np.flatnonzero((groups_of >= 2) & (gang_units > 0))
-    whole_gangs = whole_gangs[~np.fromiter((running[gi].elastic for gi in whole_gangs.tolist()), dtype=bool)]
+    whole_gangs = whole_gangs[~gang_elastic[whole_gangs]]
     whole = {int(gi): float(worth[gi]) for gi in whole_gangs.tolist()}
     spare_value[np.isin(cand_gang, whole_gangs)] = 2.0
     return _Pool(
@@ -420,12 +490,16 @@ def _pool(pre: Prefiltered) -> _Pool | None:
         pod_pods=pods_in,
         pod_evict=evict,
         pod_elastic=elastic,
+        pod_surplus=gang_surplus[cand_gang],
         pod_spare_value=spare_value,
         spare=spare,
         whole=whole,
         fixed_value=fixed_value,
         required=required,
         required_level=required_level,
+        pending_index=pending_index,
+        role_mask=role_mask,
+        exact_minimum=np.asarray(exact_minimum, dtype=bool),
         cache={},
     )
 
@@ -472,19 +546,16 @@ def eviction_floor(pre: Prefiltered, values: dict[int, int]) -> int:
     eviction cost per pod: a rigid gang's pods on one node together, an elastic one's pod by
     pod at no more than shedding one costs), bounds that cost from below. Measured on issue
     13's XL round (docs/benchmarks.md, "h30-XLgap")."""
-    pool = pre.derived.get(POOL_KEY)
-    if not isinstance(pool, _Pool):
+    found = _asked(pre, "lowest", values)
+    if found is None:
         return 0
-    plan = tuple(sorted(values.items()))
-    asked = pool.cache.get(("lowest", plan))
-    if not isinstance(asked, tuple):
-        return 0
+    pool, asked = found
     key = ("evict", *asked)
     if key not in pool.cache:
         pool.cache[key] = _eviction_floor(pool, *asked)
-    found = pool.cache[key]
-    assert isinstance(found, int)
-    return found
+    floor = pool.cache[key]
+    assert isinstance(floor, int)
+    return floor
 
 
 EVICTION_SEGMENTS = 8
@@ -511,15 +582,7 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
     model.CopyFrom(built.model)
     for var in model.variable:
         var.objective_coefficient = 0.0
-    tables: list[tuple[int, np.ndarray]] = []  # per band counted: (band, per node and units)
-    for i, picked in enumerate(built.band_pods):
-        width = int(built.ze[:, i].max(initial=0)) + 1
-        if width <= 1 or width > NODE_LOSS_WIDTH or not picked.any():
-            continue  # no cost counted for the band: looser, still a bound
-        g = np.flatnonzero(picked)
-        per = np.floor(pool.pod_evict[g] * 1000.0) / 1000.0  # never above the real cost
-        rigid = ~pool.pod_elastic[g]
-        tables.append((i, _node_table(pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, width)))
+    tables = _eviction_tables(pool, built)
     if not tables:
         return 0
     for v, cost in zip(*_state_costs(model, built, tables, EVICTION_SEGMENTS), strict=True):
@@ -529,6 +592,110 @@ def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
         return 0
     least_cost = -float(solver.Objective().Value())
     return max(0, math.floor(least_cost - 1e-6 * abs(least_cost) - LP_MARGIN))
+
+
+def _eviction_tables(pool: _Pool, built: _Model, surplus: bool = False) -> list[tuple[int, np.ndarray]]:
+    """Per band whose evictions are priced: (band, per node and units, the least eviction
+    cost of the node's own pods summing to that many units), as :func:`eviction_floor` and
+    :func:`class_secondary_bound` charge them; with ``surplus`` each pod also at the growth
+    value it takes out of the cheap bound's items (:attr:`_Pool.pod_surplus`)."""
+    tables: list[tuple[int, np.ndarray]] = []
+    for i, picked in enumerate(built.band_pods):
+        width = int(built.ze[:, i].max(initial=0)) + 1
+        if width <= 1 or width > NODE_LOSS_WIDTH or not picked.any():
+            continue  # no cost counted for the band: looser, still a bound
+        g = np.flatnonzero(picked)
+        cost = pool.pod_evict[g] + (pool.pod_surplus[g] if surplus else 0.0)
+        per = np.floor(cost * 1000.0) / 1000.0  # never above the real cost
+        rigid = ~pool.pod_elastic[g]
+        tables.append((i, _node_table(pool, g, per * pool.pod_pods[g], rigid, per, built.units, built.per_pod, width)))
+    return tables
+
+
+def class_secondary_bound(pre: Prefiltered, values: dict[int, int], cheap: int) -> int:
+    """A bound (objective units) on the secondary terms of every plan lexicographically at least
+    as good as one of tier ``values``, given ``cheap``, the cheap bound on them
+    (:func:`gangopt.bounds.cheap_bounds`: every member any plan may add, growth at its most,
+    and no preemption cost), once :func:`class_tier_bounds` has bounded that plan's lowest
+    tier: ``cheap`` otherwise.
+
+    Growth and preemptions in one LP (:func:`_secondary_ceiling`): the lowest tier's class LP,
+    its objective the growth of the pending gangs it starts (members above their roles'
+    minimums, in the slots beside every gang's minimum) less the eviction cost of its node
+    states (:func:`eviction_floor`'s); the other members (running gangs', gangs of tiers the LP
+    leaves out) at their most. A gang the LP cannot start cannot grow either, where the cheap
+    bound let every pending gang grow in the room that all candidates' evictions free. When
+    the cheap growth bound is below every member at its most (its own LP binds), the cheap
+    bound less :func:`eviction_floor` is kept too (the least of both)."""
+    found_lp = _asked(pre, "lowest", values)
+    if found_lp is None:
+        return cheap
+    pool, asked = found_lp
+    key = ("ceiling", *asked)
+    if key not in pool.cache:
+        pool.cache[key] = _secondary_ceiling(pre, pool, *asked)
+    found = pool.cache[key]
+    assert isinstance(found, tuple)
+    ceiling: int | None = found[0]
+    most: int = found[1]
+    if ceiling is None or cheap < most:
+        return min(cheap - eviction_floor(pre, values), cheap if ceiling is None else ceiling)
+    return min(cheap, ceiling)
+
+
+def _secondary_ceiling(pre: Prefiltered, pool: _Pool, prio: int, floors: Floors) -> tuple[int | None, int]:
+    """(:func:`class_secondary_bound`'s LP bound, None when it has none; the secondary terms'
+    most with every member added and nothing evicted: the cheap bound's when its LP does not
+    bind)."""
+    from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+    items = growth_items(pre)
+    most = items.constant + ObjectiveTerms.of(pre.rnd).guarantee_ceiling
+    most += sum(c * v for c, v in zip(items.count, items.value, strict=True))
+    built = pool.cache.get(("model", prio, floors))
+    if not isinstance(built, _Model):
+        return None, most
+    model = linear_solver_pb2.MPModelProto()
+    model.CopyFrom(built.model)
+    for var in model.variable:
+        var.objective_coefficient = 0.0
+    constant = items.constant + ObjectiveTerms.of(pre.rnd).guarantee_ceiling
+    placed: list[tuple[int, int, int, np.ndarray, int, int]] = []  # gang, count, units, request, mask, column
+    for count, value, request, (gi, role) in zip(items.count, items.value, items.requests, items.owner, strict=True):
+        g = pool.pending_index.get(gi, -1)
+        if g < 0 or not pool.exact_minimum[g] or built.gang_var[g] < 0:
+            constant += count * value  # at its most
+            continue
+        column = len(model.variable)
+        model.variable.add(lower_bound=0.0, upper_bound=float(count), objective_coefficient=float(value))
+        model.constraint.add(
+            var_index=[column, int(built.gang_var[g])],
+            coefficient=[1.0, -float(count)],
+            lower_bound=-math.inf,
+            upper_bound=0.0,
+        )  # a gang grows only when it starts
+        placed.append((g, count, int(request[pool.k]) // pool.unit, request, pool.role_mask[(g, role)], column))
+    # The capacity rows again, the growth beside the minimums (the old ones left free).
+    for r in range(*built.capacity):
+        model.constraint[r].upper_bound = math.inf
+    growth = _Growth(
+        gang=np.asarray([p[0] for p in placed], dtype=np.int64),
+        count=np.asarray([p[1] for p in placed], dtype=np.int64),
+        units=np.asarray([p[2] for p in placed], dtype=np.int64),
+        req=np.asarray([p[3] for p in placed], dtype=np.int64).reshape(len(placed), pool.free.shape[1]),
+        mask=np.asarray([p[4] for p in placed], dtype=np.int64),
+        var=np.asarray([p[5] for p in placed], dtype=np.int64),
+    )
+    _capacity_rows(model, pool, built, growth)
+    tables = _eviction_tables(pool, built, surplus=True)
+    if tables:
+        for v, cost in zip(*_state_costs(model, built, tables, EVICTION_SEGMENTS), strict=True):
+            model.variable[v].objective_coefficient -= cost
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver.LoadModelFromProto(model) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None, most
+    best = float(solver.Objective().Value())
+    return constant + math.ceil(best + 1e-6 * abs(best) + LP_MARGIN), most
 
 
 def _state_costs(
@@ -604,6 +771,12 @@ class _Model:
     per_pod: np.ndarray
     class_of: np.ndarray
     classes: int
+    room_of: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    """Per state and level ``j``, the units a pod of ``L_j`` may use: ``f + sum_{i<j} e_i``."""
+    class_in: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    member: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    capacity: tuple[int, int] = (0, 0)
+    """The capacity rows' range (:func:`_capacity_rows`)."""
 
 
 def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model | None:
@@ -855,41 +1028,13 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
         model.variable[v].objective_coefficient = -cost
     # Capacity: per level j, set s and size t, slots of pods of priority <= L_j over every
     # state, and of priority L_j over the states where no band >= j lost a unit.
-    gang_of_pod = pool.pod_gang
-    pod_on = gang_on[gang_of_pod]
     room_of = f_of[zc][:, None] + np.concatenate(
         [np.zeros((len(zc), 1), np.int64), np.cumsum(ze, axis=1)], axis=1
     )  # per state and level j: f + sum_{i<j} e_i
-    for j, level in enumerate(levels):
-        clean = ~(ze[:, j:] > 0).any(axis=1) if bands else np.ones(len(zc), dtype=bool)
-        for exact in (False, True):
-            pods = pod_on & (pool.prio[gang_of_pod] == level if exact else pool.prio[gang_of_pod] <= level)
-            if not pods.any():
-                continue
-            states = clean if exact else np.ones(len(zc), dtype=bool)
-            sizes = np.unique(pool.pod_units[pods & (pool.pod_units > 0)]).tolist()
-            if 1 not in sizes:
-                sizes.append(1)
-            for s in range(pool.subset.shape[1]):
-                inside = pods & pool.subset[pool.pod_mask, s]
-                if not inside.any():
-                    continue
-                in_set = class_in[zc, s] & states
-                for t in sizes:
-                    slots = room_of[in_set, j] // t
-                    usage = pool.pod_count[inside] * (pool.pod_units[inside] // t)
-                    _row(model, gang_var[gang_of_pod[inside]], usage, zvar[in_set], slots)
-                # The other resources by amount: every candidate below L_j gone (only when the
-                # binding resource is not the only one).
-                for r in range(pool.free.shape[1]):
-                    if r == k:
-                        continue
-                    lower = cand & (pool.pod_prio >= level)
-                    avail = pool.free[:, r].copy()
-                    np.subtract.at(avail, pool.pod_node[lower], pool.pod_use[lower, r])
-                    cap = float(np.maximum(avail[member[:, s]], 0).sum(dtype=object))
-                    need = pool.pod_count[inside] * pool.pod_req[inside, r]
-                    _row(model, gang_var[gang_of_pod[inside]], need, np.zeros(0, np.int64), np.zeros(0), cap)
+    built.room_of, built.class_in, built.member = room_of, class_in, member
+    first_row = len(model.constraint)
+    _capacity_rows(model, pool, built, None)
+    built.capacity = (first_row, len(model.constraint))
     # Floors of the tiers above.
     for level, floor_value in floor_of.items():
         base = pool.fixed_value.get(level, 0)
@@ -904,6 +1049,76 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
             upper_bound=math.inf,
         )
     return built
+
+
+@dataclass
+class _Growth:
+    """Members above pending gangs' role minimums as columns of a class LP: per item (a role
+    of a gang whose minimum is its role minimums), its gang (pool index), pods at most, units
+    per pod (rounded down: a pod asking ``s`` fits where ``s`` does), request, mask and the
+    column."""
+
+    gang: np.ndarray
+    count: np.ndarray
+    units: np.ndarray
+    req: np.ndarray
+    mask: np.ndarray
+    var: np.ndarray
+
+
+def _capacity_rows(model: linear_solver_pb2.MPModelProto, pool: _Pool, built: _Model, growth: _Growth | None) -> None:
+    """The class LP's capacity rows (:func:`_tier_model`): per level ``j``, eligibility set and
+    size ``t``, the slots pods of priority ``<= L_j`` take over every state, and those of
+    ``L_j`` over the states where no band ``>= j`` lost a unit; the other resources by amount.
+    With ``growth`` its members take slots beside their gangs' minimums."""
+    levels, gang_var, zc, ze, zvar = built.levels, built.gang_var, built.zc, built.ze, built.zvar
+    k, bands = pool.k, len(levels) - 1
+    cand = pool.pod_prio >= levels[0]
+    gang_of_pod = pool.pod_gang
+    pod_on = (gang_var >= 0)[gang_of_pod]
+    none = np.zeros(0, dtype=np.int64)
+    g_gang = growth.gang if growth is not None else none
+    for j, level in enumerate(levels):
+        clean = ~(ze[:, j:] > 0).any(axis=1) if bands else np.ones(len(zc), dtype=bool)
+        for exact in (False, True):
+            pods = pod_on & (pool.prio[gang_of_pod] == level if exact else pool.prio[gang_of_pod] <= level)
+            grown = pool.prio[g_gang] == level if exact else pool.prio[g_gang] <= level
+            if not pods.any() and not grown.any():
+                continue
+            states = clean if exact else np.ones(len(zc), dtype=bool)
+            sizes = np.unique(pool.pod_units[pods & (pool.pod_units > 0)]).tolist()
+            if growth is not None:
+                sizes = sorted({*sizes, *growth.units[grown & (growth.units > 0)].tolist()})
+            if 1 not in sizes:
+                sizes.append(1)
+            for s in range(pool.subset.shape[1]):
+                inside = pods & pool.subset[pool.pod_mask, s]
+                extra = grown & pool.subset[growth.mask, s] if growth is not None else np.zeros(0, dtype=bool)
+                if not inside.any() and not extra.any():
+                    continue
+                in_set = built.class_in[zc, s] & states
+                cols = np.concatenate(
+                    [gang_var[gang_of_pod[inside]], growth.var[extra] if growth is not None else none]
+                )
+                for t in sizes:
+                    slots = built.room_of[in_set, j] // t
+                    usage = pool.pod_count[inside] * (pool.pod_units[inside] // t)
+                    if growth is not None:
+                        usage = np.concatenate([usage, growth.units[extra] // t])
+                    _row(model, cols, usage, zvar[in_set], slots)
+                # The other resources by amount: every candidate below L_j gone (only when the
+                # binding resource is not the only one).
+                for r in range(pool.free.shape[1]):
+                    if r == k:
+                        continue
+                    lower = cand & (pool.pod_prio >= level)
+                    avail = pool.free[:, r].copy()
+                    np.subtract.at(avail, pool.pod_node[lower], pool.pod_use[lower, r])
+                    cap = float(np.maximum(avail[built.member[:, s]], 0).sum(dtype=object))
+                    need = pool.pod_count[inside] * pool.pod_req[inside, r]
+                    if growth is not None:
+                        need = np.concatenate([need, growth.req[extra, r]])
+                    _row(model, cols, need, none, np.zeros(0), cap)
 
 
 @dataclass

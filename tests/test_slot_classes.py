@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, assume, given, settings
 
 import gangopt
 from gangopt import slot_classes
-from gangopt.bounds import tier_ceilings
+from gangopt.bounds import cheap_bounds, tier_ceilings
 from gangopt.objective import SCALE, ObjectiveTerms, score
 from gangopt.prefilter import prefilter
 from gangopt.schema import Round, Status, Weights
-from gangopt.slot_classes import class_tier_bounds, eviction_floor
+from gangopt.slot_classes import class_secondary_bound, class_tier_bounds, eviction_floor
 from tests.builders import cluster, fragmented_round, make_round, pending, running
 from tests.reference import reference_optimum
 from tests.strategies import examples, fragmented_rounds, rounds
@@ -236,27 +236,50 @@ def eviction_floor_of(rnd: Round, values: dict[int, int]) -> int:
     return eviction_floor(pre, values)
 
 
+def secondary_bounds_of(rnd: Round, values: dict[int, int]) -> tuple[int, int]:
+    """(the class LP's secondary bound, growth and evictions in one LP; the cheap bound less
+    the eviction floor, the bound before it) under the floors of a plan of tier ``values``."""
+    pre = prefilter(rnd)
+    class_tier_bounds(pre, values, tier_ceilings(pre))
+    cheap = cheap_bounds(pre, False).secondary
+    return class_secondary_bound(pre, values, cheap), cheap - eviction_floor(pre, values)
+
+
+def secondary_of(rnd: Round, plan: gangopt.Plan) -> int:
+    return round(score(rnd, plan).secondary * SCALE)
+
+
 SOLVERS = ("greedy", "koordinator_like", "volcano_like", "kueue_like", "slurm_backfill_like", "fifo_first_fit", "cpsat")
 
 
 @pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
 @pytest.mark.parametrize(("nodes", "gangs", "seed"), [(32, 12, 0), (32, 12, 1), (24, 10, 3), (48, 14, 4)])
-def test_every_plan_pays_at_least_the_eviction_floor_of_its_own_tiers(
+def test_every_plan_pays_the_eviction_floor_and_keeps_the_secondary_bound_of_its_tiers(
     nodes: int, gangs: int, seed: int, running_mix: Literal["jobs", "tilted"]
 ) -> None:
     """Every valid plan keeps its own tiers' floors, so its preemptions cost at least the floor
-    the class LP computes from them (slot_classes.eviction_floor); and the floor is not idle:
-    on some of these rounds it is above 0."""
+    the class LP computes from them (slot_classes.eviction_floor), and its secondary terms are
+    at most the growth-less-evictions bound of them (slot_classes.class_secondary_bound), never
+    above the cheap bound less the floor; CP-SAT's (never worse lexicographically) at most that
+    of greedy's tiers. Neither is idle: on some of these rounds the floor is above 0 and the
+    bound below the one before it (pending gangs the LP cannot start do not grow)."""
     rnd = fragmented_round(nodes, gangs, 0.75, seed, running_mix=running_mix)
     floors = []
+    tighter = []
+    plans = {}
     for solver in SOLVERS:
-        plan = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
+        plan = plans[solver] = gangopt.solve(rnd, solver=solver)  # type: ignore[arg-type]
         assert gangopt.validate(rnd, plan) == [], solver
         floor = eviction_floor_of(rnd, tiers_of(rnd, plan))
         assert 0 <= floor <= preemption_cost(rnd, plan), (solver, floor, preemption_cost(rnd, plan))
         floors.append(floor)
+        bound, before = secondary_bounds_of(rnd, tiers_of(rnd, plan))
+        assert secondary_of(rnd, plan) <= bound <= before, (solver, bound, before, secondary_of(rnd, plan))
+        tighter.append(bound < before)
+    assert secondary_of(rnd, plans["cpsat"]) <= secondary_bounds_of(rnd, tiers_of(rnd, plans["greedy"]))[0]
     if (nodes, seed, running_mix) in {(32, 0, "tilted"), (48, 4, "jobs")}:
         assert max(floors) > 0, floors
+        assert any(tighter), tighter
 
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
@@ -265,20 +288,25 @@ def test_the_eviction_floor_holds_on_random_fragmented_rounds(rnd: Round) -> Non
     """The property the secondary bound needs (gangopt.annotate.cheap_bounds_for subtracts the
     floor from the growth bound): on random fragmented rounds, greedy's plan and CP-SAT's each
     pay at least the floor of their own tiers, and CP-SAT's (never worse lexicographically)
-    at least the floor of greedy's."""
+    at least the floor of greedy's; likewise each stays within the secondary bound
+    (slot_classes.class_secondary_bound) of its own tiers, CP-SAT's within greedy's."""
     greedy_plan = gangopt.solve(rnd, solver="greedy")
     best = gangopt.solve(rnd)
     for plan in (greedy_plan, best):
         assert gangopt.validate(rnd, plan) == []
         assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, plan)
+        assert secondary_of(rnd, plan) <= secondary_bounds_of(rnd, tiers_of(rnd, plan))[0]
     assert eviction_floor_of(rnd, tiers_of(rnd, greedy_plan)) <= preemption_cost(rnd, best)
+    assert secondary_of(rnd, best) <= secondary_bounds_of(rnd, tiers_of(rnd, greedy_plan))[0]
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rounds())
 def test_the_eviction_floor_holds_for_the_optimum(rnd: Round) -> None:
-    """On tests/strategies.py's rounds (quotas, groups, taints, elastic victims): the proven
-    optimum pays at least the floor of any plan's tiers, and each plan at least its own."""
+    """On tests/strategies.py's rounds (quotas, groups, taints, elastic victims, multi-role
+    gangs): the proven optimum pays at least the floor of any plan's tiers, and each plan at
+    least its own; the optimum's secondary terms and each plan's are at most the secondary
+    bound (slot_classes.class_secondary_bound) of that plan's tiers."""
     best = gangopt.solve(rnd)
     assert gangopt.validate(rnd, best) == []
     assume(best.status == Status.OPTIMAL)
@@ -287,3 +315,36 @@ def test_the_eviction_floor_holds_for_the_optimum(rnd: Round) -> None:
         assert gangopt.validate(rnd, plan) == [], solver
         assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, best), solver
         assert eviction_floor_of(rnd, tiers_of(rnd, plan)) <= preemption_cost(rnd, plan), solver
+        bound = secondary_bounds_of(rnd, tiers_of(rnd, plan))[0]
+        assert secondary_of(rnd, best) <= bound, (solver, bound, secondary_of(rnd, best))
+        assert secondary_of(rnd, plan) <= bound, (solver, bound, secondary_of(rnd, plan))
+
+
+@pytest.mark.parametrize("running_mix", ["tilted", "jobs"])
+def test_the_pool_values_every_candidate_as_the_scores_do(running_mix: Literal["jobs", "tilted"]) -> None:
+    """The pool reads the running gangs' tier values from ``running_base`` (h32-XLbound: 0.8
+    CPU-s less at fragmented XL): the same values, tier sums, eviction costs and pod groups per
+    gang as asking each gang, so the bounds are those computed gang by gang; and each
+    candidate pod's share of its gang's members above its role minimum at their growth value
+    (what the secondary bound charges a pod that leaves), some of them above 0."""
+    rnd = fragmented_round(48, 14, seed=4, running_mix=running_mix)
+    pre = prefilter(rnd)
+    pool = slot_classes._pool(pre)
+    assert pool is not None and len(pool.pod_gang_index)
+    terms = ObjectiveTerms.of(rnd)
+    sums: dict[int, int] = {}
+    for run in rnd.running:
+        sums[run.priority] = sums.get(run.priority, 0) + terms.tier_value(run)
+    assert pool.fixed_value == sums
+    for row, gi in enumerate(pool.pod_gang_index.tolist()):
+        run = rnd.running[gi]
+        per = terms.eviction_cost(run) / len(run.pods)
+        assert pool.pod_evict[row] == (min(per, terms.pod_removal_cost(run)) if run.elastic else per)
+        assert pool.pod_elastic[row] == run.elastic and pool.pod_prio[row] == run.priority
+        above = len(run.pods) - run.role_minimum(run.roles[0])
+        grows = gi in pre.growers or len(run.roles) > 1 or above <= 0
+        surplus = 0.0 if grows else terms.growth_value(run.roles[0]) * above / len(run.pods)
+        assert pool.pod_surplus[row] == pytest.approx(surplus)
+    assert (pool.pod_surplus > 0).any()
+    for g in range(len(pool.prio)):
+        assert pool.pods_of(g).tolist() == [p for p, owner in enumerate(pool.pod_gang.tolist()) if owner == g]
