@@ -585,7 +585,7 @@ def slot_choice(pre: Prefiltered, values: dict[int, int], whole: bool = False) -
     if whole and solution.rounded:
         kept = shared.models.get(opened)
         model = kept.model if kept is not None else _tier_model(shared, prio, list(floors))[0]
-        solved = _integer_bound(model, settings, deadline=_deadline(pre), cap=_integer_cap(pre))
+        solved = _integer_bound(model, settings, deadline=_deadline(pre), cap=_capped(_integer_cap(pre), model))
         if solved is None or solved[1] is None:
             return None
         solution = shared.solutions[opened] = replace(solution, x=solved[1], rounded=False)
@@ -751,7 +751,9 @@ stopped there, the tier keeps the LP's bound (or the solver's, when tighter) and
 gets the LP's own solution as its choice. On the fragmented 4,096-node busy-0.6 round SCIP
 took 3.0 CPU-s for priority 5's whole solution and ran 3.7 s to the limit's end on priority 0
 without one (20 CPU-s for its 10 nodes offline), so a 10 s limit ended at 10.6-11.1 s with
-greedy's plan; CP-SAT proves priority 5 in 0.9-1.0 CPU-s, inside the 1.5 s this gives."""
+greedy's plan; CP-SAT proves priority 5 in 0.9-1.0 CPU-s, inside the 1.5 s this gives. Only
+models larger than :data:`SCIP_BOUND_MAX_VARIABLES` are capped (:func:`_capped`): the 1,024-node
+ones need SCIP's longer solves."""
 
 
 def _integer_cap(pre: Prefiltered) -> float | None:
@@ -846,7 +848,13 @@ def _tier_lp(
     fixed = shared.fixed_value.get(prio, 0)
     enough = None if target is None else target - fixed
     solved = _integer_bound(
-        model, settings, enough, solution, lp_choice=settings == LARGE_SCIP_SETTINGS, deadline=deadline, cap=cap
+        model,
+        settings,
+        enough,
+        solution,
+        lp_choice=settings == LARGE_SCIP_SETTINGS,
+        deadline=deadline,
+        cap=_capped(cap, model),
     )
     if solved is None:
         return None
@@ -1100,6 +1108,17 @@ def _integer_bound(
     whole = np.round(_values(scip, len(model.variable)))
     bound = float(scip.Objective().BestBound())
     return (min(lp, bound) if math.isfinite(bound) else lp), whole
+
+
+def _capped(cap: float | None, model: linear_solver_pb2.MPModelProto) -> float | None:
+    """``cap`` for an integer solve of ``model`` larger than :data:`SCIP_BOUND_MAX_VARIABLES`
+    (:data:`INTEGER_SHARE`), None for a smaller one: the deadline alone stops it, as before
+    h32-L06. On the fragmented 1,024-node busy-0.9 round (seed 1; 5.4 k variables a model) SCIP
+    needs more than the cap's 1.5 s of a 10 s limit for priority 0's whole choice: capped, the
+    plan stayed greedy's at 0.94 % after 8.7 CPU-s (LNS to the limit); uncapped it is placed and
+    proven within 0.47 % in 6.1 (stop 31's figure). The 4,096-node busy-0.6 models (10.8 k and
+    22.9 k variables) keep the cap."""
+    return cap if cap is not None and len(model.variable) > SCIP_BOUND_MAX_VARIABLES else None
 
 
 def _integer_stop(deadline: float | None, cap: float | None) -> float | None:
