@@ -74,8 +74,8 @@ Since h32-L06 a large round's integer solves keep to the clock and cost less: CL
 simplex solves its tier LPs (:data:`LARGE_LP_SOLVER`), CP-SAT (not SCIP) the integer model
 of a tier whose LP lies within :data:`LP_CHOICE_GAP` of the plan (:data:`LARGE_SAT_SETTINGS`),
 SCIP runs for a bound alone far above the plan only on models of at most
-:data:`SCIP_BOUND_MAX_VARIABLES`, and every integer solve of a clocked solve stops at
-:data:`INTEGER_SHARE` of the limit (the LP's bound and its own solution then stand). On the
+:data:`SCIP_BOUND_MAX_VARIABLES`, and every integer solve of a larger model on a clocked solve
+stops at :data:`INTEGER_SHARE` of the limit (the LP's bound and its own solution then stand). On the
 fragmented 4,096-node busy-0.6 round the slot models' solves went from 7.6 CPU-s (5 calls;
 the 10 s limit ended at 10.6-11.1 s with greedy's plan) to 1.6-2.0 (docs/benchmarks.md,
 "h32-L06").
