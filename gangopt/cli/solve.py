@@ -133,14 +133,8 @@ def read_round(source: str | Path, whole_process: bool = False) -> Round:
 def _read(load: Callable[[str | Path], T], source: str | Path, whole_process: bool) -> T:
     """``load(source)``, and in a ``whole_process`` whose collector is on, with it off during
     the parse and everything tracked so far frozen afterwards (:func:`read_round`)."""
-    if not whole_process or not gc.isenabled():
+    with _collector_off(whole_process, freeze=True):
         return load(source)
-    gc.disable()
-    try:
-        return load(source)
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -171,13 +165,14 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _collector_off(whole_process: bool) -> Iterator[None]:
-    """No cyclic collection during the solve of a ``whole_process`` (the ``gangopt`` script):
-    the solve's objects are freed by reference counting (its arrays, plans and models hold no
-    cycles worth a walk), and the process ends with the command. At fragmented L busy 0.75 the
-    collector still ran twice at gangopt's raised threshold (:mod:`gangopt.gcpause`), 0.025 of
-    the solve's 2.4-3.0 CPU-s, for nothing to free. A library caller and the service keep their
-    collector."""
+def _collector_off(whole_process: bool, freeze: bool = False) -> Iterator[None]:
+    """No cyclic collection inside the block in a ``whole_process`` (the ``gangopt`` script)
+    whose collector is on; with ``freeze``, everything tracked so far is frozen on leaving it
+    (the parse: :func:`read_round`). The solve runs inside it too: its objects are freed by
+    reference counting (its arrays, plans and models hold no cycles worth a walk), and the
+    process ends with the command. At fragmented L busy 0.75 the collector still ran twice at
+    gangopt's raised threshold (:mod:`gangopt.gcpause`), 0.025 of the solve's 2.4-3.0 CPU-s, for
+    nothing to free. A library caller and the service keep their collector."""
     if not whole_process or not gc.isenabled():
         yield
         return
@@ -185,6 +180,8 @@ def _collector_off(whole_process: bool) -> Iterator[None]:
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         gc.enable()
 
 
