@@ -809,9 +809,10 @@ def _domain_sums(values: IntArray, domains: list[tuple[str, IndexArray]]) -> lis
     if not domains:
         return []
     order = np.concatenate([rows for _, rows in domains])
-    ends = np.cumsum([len(rows) for _, rows in domains])
+    sizes = np.asarray([len(rows) for _, rows in domains])
+    ends = np.cumsum(sizes)
     total = np.concatenate([[0], np.cumsum(values[order])])
-    sums: list[int] = (total[ends] - total[ends - np.asarray([len(rows) for _, rows in domains])]).tolist()
+    sums: list[int] = (total[ends] - total[ends - sizes]).tolist()
     return sums
 
 
