@@ -552,6 +552,7 @@ def test_twins_get_the_checks_each_would_get_alone(monkeypatch: pytest.MonkeyPat
         ],
     )
     plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
     waiting = {w.gang for w in plan.waiting}
     shapes = Counter(reasons._shape(g) for g in rnd.pending if g.name in waiting)
     assert max(shapes.values()) >= 2  # twins wait, so the shared checks are exercised

@@ -725,7 +725,9 @@ def test_a_large_rounds_cheaper_solves_keep_true_bounds(monkeypatch: pytest.Monk
     rnd = _fragmented(32, 12, 2)
     rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": FLAT})})
     ref = reference_optimum(rnd)
-    values = units({t.priority: t.value for t in score(rnd, gangopt.solve(rnd, solver="greedy")).tiers})
+    plan = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, plan) == []
+    values = units({t.priority: t.value for t in score(rnd, plan).tiers})
     monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
     monkeypatch.setattr(slots, "LP_CHOICE_GAP", gap)
     monkeypatch.setattr(slots, "SCIP_BOUND_MAX_VARIABLES", 0)
