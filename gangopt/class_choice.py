@@ -46,8 +46,13 @@ SHARE = 0.25
 passes (:data:`PASSES_ESTIMATED`) fit in this share of the time limit."""
 
 PASSES_ESTIMATED = 2
-"""Passes counted for the choice: the first and the one with preferred levels set aside
-(:func:`gangopt.solvers.cpsat.placer.placed`)."""
+"""Passes counted for the choice without a clock: the first and the one with preferred levels
+set aside (:func:`gangopt.solvers.cpsat.placer.placed`). On a clocked solve one pass is
+counted: :func:`~gangopt.solvers.cpsat.placer.placed` starts a further pass only when one as
+long as the last ends before the deadline, and the first pass places the chosen gangs the
+plan left out first (its ``ahead``), which at XL was the second pass's work. Counting two
+refused the choice at XL even at a 30 s limit (11.0 s estimated, about 9 s spent and 18 s
+the search's deadline); one (5.5 s) lets it run there (docs/benchmarks.md, "h33-XL")."""
 
 
 def class_choice(pre: Prefiltered, values: dict[int, int], until: float | None = None) -> SlotChoice | None:
@@ -72,23 +77,24 @@ def class_choice(pre: Prefiltered, values: dict[int, int], until: float | None =
     )
 
 
-def estimate(pre: Prefiltered) -> float:
-    """Estimated CPU seconds of :data:`PASSES_ESTIMATED` placer passes on the round."""
+def estimate(pre: Prefiltered, passes: int = PASSES_ESTIMATED) -> float:
+    """Estimated CPU seconds of ``passes`` placer passes on the round."""
     rnd = pre.rnd
     pods = pre.kept(
         "class-choice-pods",
         lambda: sum(len(g.pods) for g in rnd.running) + sum(g.minimum for g in rnd.pending),
     )
-    return PASSES_ESTIMATED * SECONDS_PER_POD * pods
+    return passes * SECONDS_PER_POD * pods
 
 
 def affordable(pre: Prefiltered, until: float | None) -> bool:
-    """Whether the choice's placement ends in time: before ``until`` (a
-    :func:`time.perf_counter` instant) on a clocked solve, else within :data:`SHARE` of the
-    time limit (a rule on the round)."""
+    """Whether the choice's placement ends in time: its first pass before ``until`` (a
+    :func:`time.perf_counter` instant) on a clocked solve, the further passes gated by the
+    clock as they go; else :data:`PASSES_ESTIMATED` passes within :data:`SHARE` of the time
+    limit (a rule on the round)."""
     if until is None:
         return estimate(pre) <= SHARE * pre.rnd.policy.time_limit
-    return time.perf_counter() + estimate(pre) <= until
+    return time.perf_counter() + estimate(pre, 1) <= until
 
 
 __all__ = ["affordable", "class_choice", "estimate"]

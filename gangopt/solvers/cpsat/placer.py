@@ -440,7 +440,11 @@ class SlotPlacer(GreedyEngine):
 
 
 def placed(
-    rnd: Round, choice: SlotChoice, until: float | None = None, like: GreedyEngine | None = None
+    rnd: Round,
+    choice: SlotChoice,
+    until: float | None = None,
+    like: GreedyEngine | None = None,
+    ahead: frozenset[str] = frozenset(),
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -457,8 +461,17 @@ def placed(
     :func:`time.perf_counter` instant) a further pass starts only when a pass as long as the
     last one would end before it: then a loaded machine may try fewer passes (the plan
     repeats whenever the passes end in time). ``like``: an engine of the round whose setup
-    the passes share (greedy's candidate's; else the first pass's: :class:`GreedyEngine`)."""
+    the passes share (greedy's candidate's; else the first pass's: :class:`GreedyEngine`).
+    ``ahead``: chosen gangs placed first in their priority from every order's first pass on
+    (:func:`place_choices` passes the node-class LP's chosen gangs its seed plan left out).
+    On the fragmented 16,384-node round (busy 0.75) the class LP's choice for priority 5 is
+    greedy's admissions and 3 gangs of 4-8 whole 8-GPU nodes that greedy's plan leaves out;
+    the first pass in the default order left the same 3 out (priority 5 178,297.1 GPU-eq,
+    below greedy's 178,311.9: not kept) and only a second pass, with them first, placed some;
+    with them ahead the first pass is that pass (one of 4.2 CPU-s instead of two): priority 5
+    178,367.4, priority 0 180,419.4 against greedy's 177,914.4 (docs/benchmarks.md, "h33-XL")."""
     chosen = {rnd.pending[i].name for i in choice.started}
+    ahead = ahead & chosen
     best: tuple[Plan, Score] | None = None
     tried = 0
     took = 0.0
@@ -482,7 +495,7 @@ def placed(
     for keys, consolidate in orders:
         if best is not None and not short(consolidate):
             continue  # the model's value reached (or no time left): not this order
-        first: frozenset[str] = frozenset()
+        first = ahead
         order_best: tuple[float, ...] | None = None
         order_first = first
         passes = 0
@@ -581,7 +594,10 @@ def place_choices(
             break
         tried.append(choice)
         out.tried += 1
-        plan, plan_score = placed(rnd, choice, until, like)
+        # The node-class LP's choice (no levels: :mod:`gangopt.class_choice`): the gangs it
+        # starts that the plan it bounded left out go first (:func:`placed`'s ``ahead``).
+        ahead = frozenset() if choice.levels else _left_out(rnd, choice, out.plan)
+        plan, plan_score = placed(rnd, choice, until, like, ahead)
         took = time.perf_counter() - began
         better = lexicographic_key(plan_score) > lexicographic_key(out.score)
         answer = proven(plan, plan_score) if better else None
@@ -609,6 +625,11 @@ def place_choices(
         if answer is not None:
             return out, answer
     return out, None
+
+
+def _left_out(rnd: Round, choice: SlotChoice, plan: Plan) -> frozenset[str]:
+    """The gangs ``choice`` starts that ``plan`` does not admit."""
+    return frozenset(rnd.pending[i].name for i in choice.started) - set(plan.admitted)
 
 
 def _tier_value(s: Score, priority: int) -> int:
