@@ -2,7 +2,8 @@
 
 Its plans must pass the independent validator and repeat exactly (random fragmented rounds);
 through the door CP-SAT's plan stays at least greedy's when only the class bounds run; the
-choice is placed only when its passes end in time.
+chosen gangs the seed plan left out go first from the first pass; the choice is placed only
+when its first pass (clocked) or its passes (a rule on the round) end in time.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from gangopt.parsing import parse_json
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.schema import Round
 from gangopt.slot_classes import class_tier_bounds
-from gangopt.solvers.cpsat.placer import place_choices, placed
+from gangopt.solvers.cpsat import placer as placer_module
+from gangopt.solvers.cpsat.placer import _left_out, _tier_value, place_choices, placed
 from gangopt.solvers.greedy import greedy
 from tests.builders import fragmented_round
 from tests.solvers.cpsat.test_placer import _signature  # the same plan, pod by pod
@@ -59,6 +61,13 @@ def test_placed_class_choices_validate_and_repeat_on_random_fragmented_rounds(rn
     assert "node-class LP" in plan.message
     again, _ = placed(rnd, choice)
     assert _signature(again) == _signature(plan)  # same input, same plan
+    # With the gangs greedy's plan left out ahead (as the door places the class choice).
+    ahead = _left_out(rnd, choice, greedy(rnd))
+    plan, plan_score = placed(rnd, choice, ahead=ahead)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan_score == score(rnd, plan)
+    again, _ = placed(rnd, choice, ahead=ahead)
+    assert _signature(again) == _signature(plan)
 
 
 def test_the_class_choice_improves_greedy_when_the_per_node_models_are_refused(
@@ -105,3 +114,51 @@ def test_no_choice_when_its_placement_would_end_too_late(monkeypatch: pytest.Mon
     assert class_choice(pre, values) is not None  # without a clock: the rule on the round
     monkeypatch.setattr(class_choice_module, "SECONDS_PER_POD", rnd.policy.time_limit)
     assert class_choice(pre, values) is None
+
+
+def test_the_gangs_the_seed_left_out_go_first_from_the_first_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """256 nodes / 100 gangs, seed 3, busy 0.6, the per-node slot models refused: the class
+    choice for priority 5 starts one gang greedy's plan leaves out. The door hands it to the
+    placer ahead (:func:`placed`'s ``ahead``), so the first pass already places it first: one
+    pass (the clock allowing no second) gives priority 5 2,589.3 GPU-eq against greedy's
+    2,553.2, where the default order's first pass leaves it out and stays at 2,553.2."""
+    monkeypatch.setattr(slots, "_scip_settings", lambda pre: None)
+    rnd = fragmented_round(256, 100, 0.6, 3, running_mix="jobs")
+    pre, values = _bounded(rnd)
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    choice = class_choice(pre, values, FAR)
+    assert choice is not None and not choice.levels
+    left = _left_out(rnd, choice, seed)
+    assert left and not left & set(seed.admitted)
+    handed: list[frozenset[str]] = []
+    real = placer_module.placed
+
+    def spy(*args: object) -> tuple[object, ...]:
+        handed.append(args[4])  # type: ignore[arg-type]
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(placer_module, "placed", spy)
+    place_choices(rnd, pre, seed, seed_score, lambda plan, s: None, until=FAR)
+    assert handed[0] == left
+    # One pass each (a deadline already past: no second pass starts).
+    without, without_score = real(rnd, choice, time.perf_counter())
+    ahead, ahead_score = real(rnd, choice, time.perf_counter(), None, left)
+    assert "(1 pass(es))" in without.message and "(1 pass(es))" in ahead.message
+    assert gangopt.validate(rnd, ahead) == []
+    assert left <= set(ahead.admitted)
+    assert not left <= set(without.admitted)
+    tier = choice.priority
+    assert _tier_value(ahead_score, tier) > _tier_value(seed_score, tier) >= _tier_value(without_score, tier)
+    assert lexicographic_key(ahead_score) > lexicographic_key(seed_score)
+
+
+def test_a_clocked_choice_needs_time_for_its_first_pass_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clocked solve the choice is placed when one pass ends before the deadline (the
+    placer gates its further passes itself); two passes counted refused XL's choice at 30 s."""
+    rnd = fragmented_round(32, 12, 0.75, 0, running_mix="tilted")
+    pre, values = _bounded(rnd)
+    pods = class_choice_module.estimate(pre, 1) / class_choice_module.SECONDS_PER_POD
+    monkeypatch.setattr(class_choice_module, "SECONDS_PER_POD", 100.0 / pods)  # one pass: 100 s
+    assert class_choice(pre, values, time.perf_counter() + 150.0) is not None  # two: 200 s
+    assert class_choice(pre, values, time.perf_counter() + 50.0) is None
