@@ -9,6 +9,7 @@ when its first pass (clocked) or its passes (a rule on the round) end in time.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -23,11 +24,12 @@ from gangopt.class_choice import class_choice
 from gangopt.objective import SCALE, lexicographic_key, score
 from gangopt.parsing import parse_json
 from gangopt.prefilter import Prefiltered, prefilter
-from gangopt.schema import Round
+from gangopt.schema import Plan, Round
 from gangopt.slot_classes import class_tier_bounds
 from gangopt.solvers.cpsat import placer as placer_module
-from gangopt.solvers.cpsat.placer import _left_out, _tier_value, place_choices, placed
+from gangopt.solvers.cpsat.placer import _left_out, _resume, _tier_value, place_choices, placed
 from gangopt.solvers.greedy import greedy
+from gangopt.solvers.greedy.engine import GreedyEngine
 from tests.builders import fragmented_round
 from tests.solvers.cpsat.test_placer import _signature  # the same plan, pod by pod
 from tests.strategies import examples, fragmented_rounds
@@ -68,6 +70,16 @@ def test_placed_class_choices_validate_and_repeat_on_random_fragmented_rounds(rn
     assert plan_score == score(rnd, plan)
     again, _ = placed(rnd, choice, ahead=ahead)
     assert _signature(again) == _signature(plan)
+    # Started from greedy's state after its highest priority (as the door does when it may).
+    engines: list[GreedyEngine] = []
+    seed = greedy(rnd, explain=False, engines=engines, keep_top=True)
+    state = _resume(rnd, choice, seed, engines[0], ahead)
+    if state is not None:
+        plan, plan_score = placed(rnd, choice, None, engines[0], ahead, state)
+        assert gangopt.validate(rnd, plan) == []
+        assert plan_score == score(rnd, plan)
+        again, _ = placed(rnd, choice, None, engines[0], ahead, state)
+        assert _signature(again) == _signature(plan)  # the state is copied, not used up
 
 
 def test_the_class_choice_improves_greedy_when_the_per_node_models_are_refused(
@@ -162,3 +174,38 @@ def test_a_clocked_choice_needs_time_for_its_first_pass_only(monkeypatch: pytest
     monkeypatch.setattr(class_choice_module, "SECONDS_PER_POD", 100.0 / pods)  # one pass: 100 s
     assert class_choice(pre, values, time.perf_counter() + 150.0) is not None  # two: 200 s
     assert class_choice(pre, values, time.perf_counter() + 50.0) is None
+
+
+def test_the_placer_resumes_from_greedys_state_after_its_highest_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same 256-node round: greedy's engine keeps its state after priority 10 (its first
+    64 transactions); the placer's passes for priority 5's class choice start there, so
+    priority 10's gangs keep greedy's pods exactly (none is grown twice: the validator), and
+    the pass is still better than greedy's plan."""
+    monkeypatch.setattr(slots, "_scip_settings", lambda pre: None)
+    rnd = fragmented_round(256, 100, 0.6, 3, running_mix="jobs")
+    pre = prefilter(rnd)
+    engines: list[GreedyEngine] = []
+    seed = greedy(rnd, explain=False, engines=engines, keep_top=True)
+    seed_score = score(rnd, seed)
+    assert _signature(seed) == _signature(greedy(rnd, explain=False))  # keeping it changes nothing
+    values = {t.priority: round(t.value * SCALE) for t in seed_score.tiers}
+    class_tier_bounds(pre, values, tier_ceilings(pre))
+    choice = class_choice(pre, values, FAR)
+    assert choice is not None
+    state = _resume(rnd, choice, seed, engines[0], _left_out(rnd, choice, seed))
+    assert state is not None
+    top = max(g.priority for g in rnd.pending)
+    decided = {rnd.pending[i].name for t in state.decided for i in t}
+    assert decided == {g.name for g in rnd.pending if g.priority == top}
+    plan, plan_score = placed(rnd, choice, time.perf_counter(), engines[0], _left_out(rnd, choice, seed), state)
+    assert gangopt.validate(rnd, plan) == []
+
+    def pods(p: Plan, names: set[str]) -> list[tuple[str, str]]:
+        return sorted((x.pod, x.node) for x in p.placements if x.gang in names)
+
+    assert pods(plan, decided) == pods(seed, decided)
+    assert lexicographic_key(plan_score) > lexicographic_key(seed_score)
+    # Not for a choice of the highest tier, nor from a plan whose highest tier is not greedy's.
+    assert _resume(rnd, replace(choice, priority=top), seed, engines[0], frozenset()) is None
+    other = seed.model_copy(update={"admitted": [n for n in seed.admitted if n not in decided]})
+    assert _resume(rnd, choice, other, engines[0], frozenset()) is None

@@ -817,7 +817,7 @@ def _candidates(
     # The greedy candidates leave their waiting gangs unexplained: the finisher explains the
     # plan CP-SAT returns (:attr:`~gangopt.solvers.greedy.engine.GreedyEngine.explain`).
     def greedy_plan(rnd: Round) -> Plan:
-        return greedy(rnd, explain=False, engines=engines, stop=stop)
+        return greedy(rnd, explain=False, engines=engines, stop=stop, keep_top=True)
 
     def deferred(rnd: Round) -> Plan:
         return greedy(rnd, growth="deferred", explain=False)

@@ -61,7 +61,7 @@ from gangopt.objective import SCALE, lexicographic_key, score
 from gangopt.prefilter import Prefiltered
 from gangopt.schema import Plan, Round, Score, Status
 from gangopt.slots import SlotChoice, slot_choice
-from gangopt.solvers.greedy.engine import Alloc, Attempt, GangView, GreedyEngine
+from gangopt.solvers.greedy.engine import Alloc, Attempt, EngineState, GangView, GreedyEngine
 
 PASSES = 3
 """Placer passes per choice and gang order at most (see :func:`placed`)."""
@@ -106,8 +106,17 @@ class SlotPlacer(GreedyEngine):
         like: GreedyEngine | None = None,
         gang_keys: tuple[str, ...] | None = None,
         consolidate: bool = False,
+        resume: EngineState | None = None,
     ) -> None:
         super().__init__(rnd, "deferred", like=like)  # greedy's candidate's views and pod index
+        self.decided: frozenset[tuple[int, ...]] = frozenset()
+        """Transactions ``resume`` decided (greedy's highest priority): not decided again."""
+        self._grown: frozenset[str] = frozenset()
+        """Gangs of :attr:`decided`: greedy grew them as it admitted them (eager growth)."""
+        if resume is not None:
+            self.restore(resume)
+            self.decided = resume.decided
+            self._grown = frozenset(rnd.pending[i].name for t in resume.decided for i in t)
         self.choice = choice
         self.consolidate = consolidate
         """Whether whole nodes are kept for the chosen gangs' largest pods (:attr:`big`): every
@@ -311,7 +320,7 @@ class SlotPlacer(GreedyEngine):
     def transactions(self) -> list[list[int]]:
         """The chosen gangs (a group only when all of it is chosen) by priority, required level
         first, largest pod first; then the others in greedy's order."""
-        order = super().transactions()
+        order = [t for t in super().transactions() if tuple(t) not in self.decided]
         chosen = [t for t in order if all(self.pending[i].name in self.chosen for i in t)]
         rest = [t for t in order if not all(self.pending[i].name in self.chosen for i in t)]
         position = {tuple(t): k for k, t in enumerate(order)}
@@ -346,6 +355,10 @@ class SlotPlacer(GreedyEngine):
             self._rest = True
             self.final_reprieve()
         super().admit(gangs)
+
+    def _grow_pending(self, g: GangView) -> None:
+        if g.name not in self._grown:  # else grown once already, by greedy: its counts are its minimum's
+            super()._grow_pending(g)
 
     def place(
         self, work: IntArray, g: GangView, counts: list[int], *, topology: bool = True
@@ -445,6 +458,7 @@ def placed(
     until: float | None = None,
     like: GreedyEngine | None = None,
     ahead: frozenset[str] = frozenset(),
+    resume: EngineState | None = None,
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -469,7 +483,9 @@ def placed(
     the first pass in the default order left the same 3 out (priority 5 178,297.1 GPU-eq,
     below greedy's 178,311.9: not kept) and only a second pass, with them first, placed some;
     with them ahead the first pass is that pass (one of 4.2 CPU-s instead of two): priority 5
-    178,367.4, priority 0 180,419.4 against greedy's 177,914.4 (docs/benchmarks.md, "h33-XL")."""
+    178,367.4, priority 0 180,419.4 against greedy's 177,914.4 (docs/benchmarks.md, "h33-XL").
+    ``resume``: every pass starts from this state (greedy's after its highest priority:
+    :func:`place_choices`) and decides the other transactions only."""
     chosen = {rnd.pending[i].name for i in choice.started}
     ahead = ahead & chosen
     best: tuple[Plan, Score] | None = None
@@ -505,7 +521,7 @@ def placed(
             tried += 1
             passes += 1
             began = time.perf_counter()
-            placer = SlotPlacer(rnd, choice, first, like=like, gang_keys=keys, consolidate=consolidate)
+            placer = SlotPlacer(rnd, choice, first, like=like, gang_keys=keys, consolidate=consolidate, resume=resume)
             like = like or placer
             plan = placer.run()
             plan_score = score(rnd, plan)
@@ -527,7 +543,14 @@ def placed(
             # (11 gangs first) reached 6,098.8 only.
             tried += 1
             plan = SlotPlacer(
-                rnd, choice, order_first, spread=False, like=like, gang_keys=keys, consolidate=consolidate
+                rnd,
+                choice,
+                order_first,
+                spread=False,
+                like=like,
+                gang_keys=keys,
+                consolidate=consolidate,
+                resume=resume,
             ).run()
             plan_score = score(rnd, plan)
             assert best is not None
@@ -597,7 +620,7 @@ def place_choices(
         # The node-class LP's choice (no levels: :mod:`gangopt.class_choice`): the gangs it
         # starts that the plan it bounded left out go first (:func:`placed`'s ``ahead``).
         ahead = frozenset() if choice.levels else _left_out(rnd, choice, out.plan)
-        plan, plan_score = placed(rnd, choice, until, like, ahead)
+        plan, plan_score = placed(rnd, choice, until, like, ahead, _resume(rnd, choice, out.plan, like, ahead))
         took = time.perf_counter() - began
         better = lexicographic_key(plan_score) > lexicographic_key(out.score)
         answer = proven(plan, plan_score) if better else None
@@ -625,6 +648,26 @@ def place_choices(
         if answer is not None:
             return out, answer
     return out, None
+
+
+def _resume(
+    rnd: Round, choice: SlotChoice, plan: Plan, like: GreedyEngine | None, ahead: frozenset[str]
+) -> EngineState | None:
+    """Greedy's state after its highest priority (:attr:`GreedyEngine.top_state`), for the
+    node-class LP's choice (no victims named) of a lower tier, none of whose gangs to place
+    first is of that priority, from a plan that admits what greedy admitted there (greedy's
+    own): the placer's passes then leave that priority as greedy decided it and start after.
+    At XL (16,384 nodes, busy 0.75) greedy's priority-10 transactions are 1.3 of its pass's 3.9
+    CPU-s; the placer's pass so started gave priority 5 178,382.4 GPU-eq and priority 0
+    179,949.4, against 178,367.4 and 180,419.4 placing priority 10 again by best fit and
+    greedy's 178,311.9 and 177,914.4 (docs/benchmarks.md, "h33-XL")."""
+    state = like.top_state if like is not None and not choice.levels else None
+    if state is None:
+        return None
+    decided = {rnd.pending[i].name for t in state.decided for i in t}
+    if choice.priority >= max(rnd.pending[i].priority for t in state.decided for i in t) or decided & ahead:
+        return None
+    return state if decided & set(plan.admitted) == decided & set(state.admitted) else None
 
 
 def _left_out(rnd: Round, choice: SlotChoice, plan: Plan) -> frozenset[str]:

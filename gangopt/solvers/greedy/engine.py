@@ -137,6 +137,7 @@ def greedy(
     engines: list[GreedyEngine] | None = None,
     stop: Callable[[], bool] | None = None,
     solver: str = "greedy",
+    keep_top: bool = False,
 ) -> Plan:
     """Decide ``rnd`` greedily (see the module docstring); ``policy`` overrides ``rnd.policy``.
 
@@ -148,6 +149,7 @@ def greedy(
     ``engines``: each engine built is appended to it (CP-SAT's slot placer builds its own
     ``like`` greedy's: :class:`GreedyEngine`). ``stop``: the pass ends when it says so, the
     gangs not reached waiting (:attr:`GreedyEngine.stop`; :func:`gangopt.annotate.stop_by` makes one).
+    ``keep_top``: :attr:`GreedyEngine.keep_top`.
     """
     if policy is not None:
         rnd = rnd.model_copy(update={"policy": policy})
@@ -157,6 +159,7 @@ def greedy(
         engine.explain = explain
         engine.stop = stop
         engine.solver = solver
+        engine.keep_top = keep_top
         if engines is not None:
             engines.append(engine)
         return engine
@@ -262,6 +265,33 @@ class Attempt:
     """The gangs of the transaction (in ``allocs`` order)."""
 
 
+@dataclass
+class EngineState:
+    """An engine's decisions at one point of :meth:`GreedyEngine.run` (copies): what
+    :meth:`GreedyEngine.restore` puts into another engine of the same round, which then decides
+    only the transactions not in :attr:`decided` (the slot placer after greedy's highest
+    priority: :attr:`GreedyEngine.keep_top`)."""
+
+    decided: frozenset[tuple[int, ...]]
+    """The transactions (pending gang indices) decided before this point."""
+    arrays: dict[str, IntArray]
+    """free, used, kept, alive, surplus, floor, lowest_new."""
+    floor_max: int
+    allocs: dict[str, Alloc]
+    counts: dict[str, list[int]]
+    domain: dict[str, int]
+    admitted: list[str]
+    waiting: list[Waiting]
+    victim_order: list[int]
+    locked: set[str]
+    lost_on: dict[int, set[int]]
+    new_on: dict[int, dict[str, GangView]]
+
+
+_STATE_ARRAYS = ("free", "used", "kept", "alive", "surplus", "floor", "lowest_new")
+"""The engine's per-node, per-pod and per-gang state arrays (:class:`EngineState`)."""
+
+
 class GreedyEngine:
     """State of one greedy run: free capacity and quota usage, updated gang by gang.
 
@@ -313,6 +343,15 @@ class GreedyEngine:
     stopped: int | None = None
     """How many pending gangs :attr:`stop` left unconsidered (0: stopped while growing); None:
     the pass ran whole."""
+
+    keep_top = False
+    """Whether :meth:`run` keeps its state after the transactions of the highest priority
+    (:attr:`top_state`): CP-SAT's greedy candidate, whose slot placer passes start there
+    when the highest tier is not the one they place (:mod:`gangopt.solvers.cpsat.placer`)."""
+
+    top_state: EngineState | None = None
+    """The state :attr:`keep_top` kept (None: not asked, no lower transaction, or the pass
+    stopped first)."""
 
     def __init__(self, rnd: Round, growth: Growth, *, like: GreedyEngine | None = None) -> None:
         """``like``: an engine of the same round (in any state) whose quota rows are the
@@ -526,10 +565,13 @@ class GreedyEngine:
 
     def run(self) -> Plan:
         transactions = self.transactions()
+        top = self.pending[transactions[0][0]].spec.priority if transactions else 0
         for k, members in enumerate(transactions):
             if self.stop is not None and self.stop():
                 self._not_considered(transactions[k:])
                 break
+            if self.keep_top and self.top_state is None and self.pending[members[0]].spec.priority < top:
+                self.top_state = self.state(transactions[:k])
             self.admit([self.pending[i] for i in members])
         self.final_reprieve()
         if self.stopped is not None:  # no growth past the deadline: the plan is valid without it
@@ -550,6 +592,41 @@ class GreedyEngine:
             else:
                 self._grow_pending(g)
         return self.plan()
+
+    def state(self, decided: list[list[int]]) -> EngineState:
+        """A copy of the engine's decisions, the transactions ``decided`` made (:class:`EngineState`)."""
+        return EngineState(
+            decided=frozenset(tuple(t) for t in decided),
+            arrays={name: getattr(self, name).copy(order="K") for name in _STATE_ARRAYS},
+            floor_max=self.floor_max,
+            allocs=dict(self.allocs),
+            counts={name: list(c) for name, c in self.counts.items()},
+            domain=dict(self.domain),
+            admitted=list(self.admitted),
+            waiting=list(self.waiting),
+            victim_order=list(self.victim_order),
+            locked=set(self.locked),
+            lost_on={row: set(gangs) for row, gangs in self.lost_on.items()},
+            new_on={row: dict(gangs) for row, gangs in self.new_on.items()},
+        )
+
+    def restore(self, state: EngineState) -> None:
+        """Take ``state`` (copied: one state can seed several engines) as this engine's, made
+        by an engine of the same round built ``like`` it or sharing its setup."""
+        for name, array in state.arrays.items():
+            setattr(self, name, array.copy(order="K"))
+        self.floor_max = state.floor_max
+        self._floor_rows.clear()
+        self.allocs = dict(state.allocs)
+        self.counts = {name: list(c) for name, c in state.counts.items()}
+        self.domain = dict(state.domain)
+        self.admitted = list(state.admitted)
+        self.waiting = list(state.waiting)
+        self.victim_order = list(state.victim_order)
+        self.victims_seen = set(state.victim_order)
+        self.locked = set(state.locked)
+        self.lost_on = defaultdict(set, {row: set(gangs) for row, gangs in state.lost_on.items()})
+        self.new_on = defaultdict(dict, {row: dict(gangs) for row, gangs in state.new_on.items()})
 
     def _not_considered(self, rest: list[list[int]]) -> None:
         """The transactions ``rest`` wait unconsidered: the deadline (:attr:`stop`) came first."""
