@@ -18,8 +18,11 @@ open; this module reads that as a :class:`~gangopt.slots.SlotChoice` for the slo
   (40,174.8); with no victims named, p5 40,784.8 and p0 50,414.9 (one pass, 1.4 CPU-s).
 
 The door keeps the plan only when it validates and is lexicographically better
-(:func:`gangopt.solvers.cpsat.placer.place_choices`); :func:`affordable` says whether a pass
-ends in time. Deterministic: no clock, no randomness.
+(:func:`gangopt.solvers.cpsat.placer.place_choices`), placing the chosen gangs the plan it
+bounded left out first, from greedy's state after its highest priority when it may (one
+pass at XL: 3.2 CPU-s, priority 5 +70.5 and priority 0 +2,035.0 GPU-eq on greedy's plan;
+docs/benchmarks.md, "h33-XL"); :func:`affordable` says whether a pass ends in time.
+Deterministic: no clock, no randomness.
 """
 
 from __future__ import annotations
