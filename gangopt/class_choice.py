@@ -54,8 +54,9 @@ set aside (:func:`gangopt.solvers.cpsat.placer.placed`). On a clocked solve one 
 counted: :func:`~gangopt.solvers.cpsat.placer.placed` starts a further pass only when one as
 long as the last ends before the deadline, and the first pass places the chosen gangs the
 plan left out first (its ``ahead``), which at XL was the second pass's work. Counting two
-refused the choice at XL even at a 30 s limit (11.0 s estimated, about 9 s spent and 18 s
-the search's deadline); one (5.5 s) lets it run there (docs/benchmarks.md, "h33-XL")."""
+refused the choice at XL even at a 30 s limit (11.0 s estimated, about 8 s spent and the
+search's deadline 17 s into the solve); one (5.5 s) lets it run there: placed in 4 of 7 runs
+under load 2-3, 3.29-3.37 % instead of greedy's 3.96 % (docs/benchmarks.md, "h33-XL")."""
 
 
 def class_choice(pre: Prefiltered, values: dict[int, int], until: float | None = None) -> SlotChoice | None:
