@@ -17,11 +17,24 @@
 5. **Validate** (:mod:`gangopt.validation`, independent of every solver). A CP-SAT plan that
    breaks a rule is replaced by the greedy plan, status ``fallback``, and the message names
    the broken rules; a greedy or peer plan that breaks one is an internal error
-   (``RuntimeError``): nothing stands behind them.
+   (``RuntimeError``): nothing stands behind them. The validator's checks of the decisions
+   (:func:`~gangopt.validation.validate_decisions`: admitted gangs, placements, preemptions,
+   resizes, which step 4 and the look-ahead's note never change) start in a child forked on
+   the second core when step 3 returns, and run beside step 4 (:mod:`gangopt.beside`); the
+   door then checks the waiting list step 4 wrote (:func:`~gangopt.validation.validate_waiting`)
+   on the plan returned, whose decisions it compares with those the child checked. So every
+   rule is checked on the plan returned, as before, and the plan is the same. Only with a
+   second CPU, one thread (the service solves in threads) and ``os.fork``, and for plans of at
+   least :data:`BESIDE_LEAST_SECONDS` of validation; a child that fails or dies, or other
+   decisions, and the whole validator runs here. Fragmented L round (4,096 nodes, 10 s limit):
+   the command's wall time 3.33-3.45 -> 3.00-3.21 s (docs/benchmarks.md, "h33-beside").
 6. **Time**: ``stats.total_seconds`` (wall) and ``stats.cpu_seconds`` (this process and the
    solver's child processes) cover steps 2 to 5, and so does ``policy.time_limit``: CP-SAT
    keeps time for steps 4 and 5, and the waiting reasons of step 4 stop before the limit
-   (leaving time for the validator, which always runs; issue 13).
+   (leaving time for the validator, which always runs; issue 13): with the decisions' checks
+   beside them, the waiting list's check before the limit, or the child's expected end if
+   later, unless the machine is loaded (:func:`gangopt.annotate.reasons_deadline`).
+   ``stats.cpu_seconds`` counts the child (reaped before it is read).
 
 :func:`run` is steps 3 to 6 for a decider made once and kept (a replay keeps one per
 simulation, so that a stateful emulation keeps its state between rounds).
@@ -38,14 +51,15 @@ import resource
 import time
 
 from gangopt.annotate import annotate as finish
-from gangopt.annotate import slowdown
+from gangopt.annotate import slowdown, validator_seconds
+from gangopt.beside import Beside, beside
 from gangopt.gcpause import fewer_collections
 from gangopt.lookahead import look_ahead
 from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Status
 from gangopt.solvers import Decide, Solver, get_solver
 from gangopt.solvers.greedy import greedy
-from gangopt.validation import Violation, validate
+from gangopt.validation import Violation, same_decisions, validate, validate_decisions, validate_waiting
 
 
 def solve(
@@ -98,10 +112,17 @@ def _run(
     slow = result.slowdown if result.slowdown is not None else slowdown(wall, own, least=0.01)
     slow = 1.0 if rnd.policy.deterministic else slow  # no reserve read from the load (policy.deterministic)
     lp = spec.lp_bounds if lp_bounds is None else lp_bounds
-    plan = _finished(decided, spec, result, annotate, deadline, slow, lp)
-    if view is not None:
-        plan = view.annotate(plan, rnd.now)
-    violations = [] if result.finished and (view is None or not view.restricted) else validate(rnd, plan)
+    checks = not result.finished or (view is not None and view.restricted)
+    checker = _decisions_beside(rnd, result.plan, slow) if checks else None
+    try:
+        end = None if checker is None or rnd.policy.deterministic else checker[1]
+        plan = _finished(decided, spec, result, annotate, deadline, slow, lp, end)
+        if view is not None:
+            plan = view.annotate(plan, rnd.now)
+        violations = _validated(rnd, plan, result.plan, checker) if checks else []
+    finally:
+        if checker is not None:
+            checker[0].close()
     if violations:
         if not spec.fallback:
             raise RuntimeError(f"internal: {spec.name} plan failed validation: {_details(violations)}")
@@ -116,14 +137,59 @@ def cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
+BESIDE_LEAST_SECONDS = 0.05
+"""Expected seconds of the validator's checks of the decisions (:func:`validator_seconds`) below
+which they are not forked beside the finisher (:func:`_decisions_beside`): the fork and the
+answer's way back cost a few milliseconds, and the validator itself 0.03 s on the fragmented
+M round (4,632 pods)."""
+
+
+def _decisions_beside(rnd: Round, plan: Plan, slow: float) -> tuple[Beside[list[Violation]], float] | None:
+    """The validator's checks of ``plan``'s decisions (:func:`validate_decisions`), started in a
+    child beside the finisher (:mod:`gangopt.beside`), and the instant they are expected to end
+    (:func:`validator_seconds`, times ``slow``); None where they are too short to pay
+    (:data:`BESIDE_LEAST_SECONDS`) or no child can run beside: the door validates in-process."""
+    seconds = validator_seconds(rnd, plan)
+    if seconds < BESIDE_LEAST_SECONDS:
+        return None
+    child = beside(lambda: validate_decisions(rnd, plan))
+    return None if child is None else (child, time.perf_counter() + seconds * slow)
+
+
+def _validated(
+    rnd: Round, plan: Plan, checked: Plan, checker: tuple[Beside[list[Violation]], float] | None
+) -> list[Violation]:
+    """Every violation of ``plan`` (:func:`validate`): the child's of the decisions of
+    ``checked`` when ``plan`` decides the same, and the waiting list's checked here; else (no
+    child, or it failed or died, or other decisions) the whole validator, in-process."""
+    if checker is not None and same_decisions(checked, plan):
+        found = checker[0].result()
+        if found is not None:
+            return found + validate_waiting(rnd, plan)
+    return validate(rnd, plan)
+
+
 def _finished(
-    rnd: Round, spec: Solver, result: Result, annotate: bool, deadline: float, slow: float, lp: bool
+    rnd: Round,
+    spec: Solver,
+    result: Result,
+    annotate: bool,
+    deadline: float,
+    slow: float,
+    lp: bool,
+    validator_end: float | None = None,
 ) -> Plan:
     if result.finished:
         return result.plan
     if annotate:
         return finish(
-            rnd, result, explain_waiting=not spec.own_reasons, deadline=deadline, slowdown=slow, lp_bounds=lp
+            rnd,
+            result,
+            explain_waiting=not spec.own_reasons,
+            deadline=deadline,
+            slowdown=slow,
+            lp_bounds=lp,
+            validator_end=validator_end,
         )
     return result.plan.model_copy(update={"stats": result.stats})
 
