@@ -191,10 +191,11 @@ def validator_seconds(rnd: Round, plan: Plan) -> float:
 
 
 BESIDE_SLOWDOWN = 1.3
-"""Slowdown (:func:`slowdown`) above which the waiting reasons keep the validator's whole
-reserve although its checks of the decisions run beside them (:func:`reasons_deadline`): a
-process running that much slower than its CPU time shares its cores, and the child beside it
-gets no core of its own."""
+"""Slowdown (:func:`slowdown`) above which the door runs the validator's checks of the
+decisions in-process, not in a child beside the finisher (:mod:`gangopt.beside`), and the
+waiting reasons keep the validator's whole reserve (:func:`reasons_deadline`): a process
+running that much slower than its CPU time shares its cores, and a child beside it would get
+no core of its own."""
 
 
 def reasons_deadline(rnd: Round, plan: Plan, deadline: float, slow: float, validator_end: float | None) -> float:

@@ -50,8 +50,8 @@ from __future__ import annotations
 import resource
 import time
 
+from gangopt.annotate import BESIDE_SLOWDOWN, slowdown, validator_seconds
 from gangopt.annotate import annotate as finish
-from gangopt.annotate import slowdown, validator_seconds
 from gangopt.beside import Beside, beside
 from gangopt.gcpause import fewer_collections
 from gangopt.lookahead import look_ahead
@@ -137,20 +137,26 @@ def cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-BESIDE_LEAST_SECONDS = 0.05
+BESIDE_LEAST_SECONDS = 0.1
 """Expected seconds of the validator's checks of the decisions (:func:`validator_seconds`) below
-which they are not forked beside the finisher (:func:`_decisions_beside`): the fork and the
-answer's way back cost a few milliseconds, and the validator itself 0.03 s on the fragmented
-M round (4,632 pods)."""
+which they are not forked beside the finisher (:func:`_decisions_beside`). The fork costs the
+parent more than its milliseconds: each page the finisher then writes (reference counts, new
+objects in old arenas) is copied, 12,300 faults and 0.07 CPU-s at L (4,096 nodes: a 0.19 CPU-s
+validation moved off its core). At 0.05 the fragmented M round (4,632 pods, 0.03 s of
+validation) forked, and its command took 0.46-0.48 s instead of 0.43-0.44."""
 
 
 def _decisions_beside(rnd: Round, plan: Plan, slow: float) -> tuple[Beside[list[Violation]], float] | None:
     """The validator's checks of ``plan``'s decisions (:func:`validate_decisions`), started in a
     child beside the finisher (:mod:`gangopt.beside`), and the instant they are expected to end
     (:func:`validator_seconds`, times ``slow``); None where they are too short to pay
-    (:data:`BESIDE_LEAST_SECONDS`) or no child can run beside: the door validates in-process."""
+    (:data:`BESIDE_LEAST_SECONDS`), where the solve ran more than
+    :data:`~gangopt.annotate.BESIDE_SLOWDOWN` times slower than its CPU time (the machine's cores
+    are taken: at L on a machine at load 2.7 the finisher took 1.15-1.29 s of wall time beside
+    the child, 0.56-0.69 s and the validator 0.20-0.34 s without it), or where no child can run
+    beside: the door validates in-process."""
     seconds = validator_seconds(rnd, plan)
-    if seconds < BESIDE_LEAST_SECONDS:
+    if seconds < BESIDE_LEAST_SECONDS or slow > BESIDE_SLOWDOWN:
         return None
     child = beside(lambda: validate_decisions(rnd, plan))
     return None if child is None else (child, time.perf_counter() + seconds * slow)

@@ -29,10 +29,11 @@ door = __import__("sys").modules["gangopt.solve"]  # the module (gangopt.solve i
 
 @pytest.fixture
 def children(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
-    """Every validation beside the door forks for any round (no least size), recorded: the
-    answers the door collected from its children."""
+    """Every validation beside the door forks for any round (no least size) and on a loaded
+    machine too, recorded: the answers the door collected from its children."""
     answers: list[object] = []
     monkeypatch.setattr(door, "BESIDE_LEAST_SECONDS", 0.0)
+    monkeypatch.setattr(door, "BESIDE_SLOWDOWN", float("inf"))
     fork = door.beside
 
     def recorded(work):  # type: ignore[no-untyped-def]
