@@ -74,9 +74,12 @@ class Beside(Generic[T]):
             return
         self.reaped = True
         os.close(self._answer)
-        if kill:
-            os.kill(self.pid, signal.SIGKILL)
-        os.waitpid(self.pid, 0)
+        try:
+            if kill:
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ChildProcessError, ProcessLookupError):  # reaped by a SIGCHLD handler of the caller's
+            pass
 
 
 def beside(work: Callable[[], T]) -> Beside[T] | None:
