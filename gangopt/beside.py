@@ -8,12 +8,13 @@ finisher), and :meth:`Beside.result` collects the answer. The child is a plain `
 inherits the round and the plan without copying them, and costs no import of
 :mod:`multiprocessing` (whose modules cost 2 % of the S round's CLI solve, issue 13).
 
-It runs only where it can pay (:func:`second_core`): a second CPU in the process's affinity,
-one thread in the process (the service runs its solves in threads, and a fork copies only the
-calling one), and ``os.fork``. Otherwise the caller runs the same work in-process, so the
-answer is the same either way. A child that fails or dies answers None (the caller then does the
-work itself), and :meth:`Beside.result` and :meth:`Beside.close` reap it, so its CPU time counts
-in ``RUSAGE_CHILDREN`` (:func:`gangopt.solve.cpu_seconds`).
+It runs only where it can pay (:func:`second_core`): a second CPU in the process's affinity
+that no other process runs on now, one thread in the process (the service runs its solves in
+threads, and a fork copies only the calling one), and ``os.fork``. Otherwise the caller runs
+the same work in-process, so the answer is the same either way. A child that fails or dies
+answers None (the caller then does the work itself), and :meth:`Beside.result` and
+:meth:`Beside.close` reap it, so its CPU time counts in ``RUSAGE_CHILDREN``
+(:func:`gangopt.solve.cpu_seconds`).
 
 The child asks the kernel to kill it if the parent dies (:func:`die_with_parent`), and closes
 the descriptors it inherited but its answer pipe (:func:`close_inherited`), as the CP-SAT
@@ -35,9 +36,27 @@ T = TypeVar("T")
 
 def second_core() -> bool:
     """Whether a forked child can run beside this process on a CPU of its own: the process may
-    run on two CPUs or more, it has one thread, and it can fork."""
-    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-    return len(affinity) >= 2 and threading.active_count() == 1 and hasattr(os, "fork")
+    run on two CPUs or more, no other process runs on the second one now (:func:`others_running`),
+    it has one thread, and it can fork.
+
+    A CPU in the affinity is not a free one: on the shared 2-core host with two other jobs
+    running, the finisher of the fragmented L round took 0.69 s of wall time beside the child
+    (0.49 CPU-s) against 0.44 s without it, plus 0.16 s of validation: the child took its share
+    of the cores from the parent (docs/benchmarks.md, "h33-beside")."""
+    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "fork"):
+        return False
+    cpus = len(os.sched_getaffinity(0))
+    return cpus >= 2 and threading.active_count() == 1 and others_running() <= cpus - 2
+
+
+def others_running() -> int:
+    """Processes other than this one the kernel has running or ready to run now (Linux's
+    ``/proc/loadavg``, its fourth field); elsewhere the 1-minute load average less this one."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as stat:
+            return max(0, int(stat.read().split()[3].split("/")[0]) - 1)
+    except (OSError, IndexError, ValueError):
+        return max(0, round(os.getloadavg()[0]) - 1) if hasattr(os, "getloadavg") else 0
 
 
 class Beside(Generic[T]):
@@ -138,4 +157,4 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-__all__ = ["Beside", "beside", "close_inherited", "die_with_parent", "second_core"]
+__all__ = ["Beside", "beside", "close_inherited", "die_with_parent", "others_running", "second_core"]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 import gangopt
+import gangopt.beside
 from gangopt.annotate import BESIDE_SLOWDOWN, reasons_deadline, validator_seconds, waiting_check_seconds
 from gangopt.beside import beside, second_core
 from gangopt.schema import Plan, Round, Status, Waiting
@@ -31,9 +32,11 @@ door = __import__("sys").modules["gangopt.solve"]  # the module (gangopt.solve i
 
 @pytest.fixture
 def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test process counted as single-threaded: earlier tests (the service's test client)
-    may leave an idle thread behind, which would keep every child from forking here."""
+    """The test process counted as single-threaded, on a machine running nothing else: earlier
+    tests (the service's test client) may leave an idle thread behind, and other jobs may run,
+    which would keep every child from forking here."""
     monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(gangopt.beside, "others_running", lambda: 0)
 
 
 @pytest.fixture
@@ -139,6 +142,13 @@ def test_a_child_not_asked_is_ended_and_reaped() -> None:
     child.close()
     with pytest.raises(ChildProcessError):
         os.waitpid(child.pid, os.WNOHANG)  # reaped already
+
+
+def test_no_child_beside_other_running_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second CPU in the affinity that another process runs on is no free core."""
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(gangopt.beside, "others_running", lambda: len(os.sched_getaffinity(0)) - 1)
+    assert beside(lambda: 1) is None
 
 
 def test_no_child_beside_a_second_thread() -> None:
