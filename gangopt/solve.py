@@ -24,10 +24,15 @@
    door then checks the waiting list step 4 wrote (:func:`~gangopt.validation.validate_waiting`)
    on the plan returned, whose decisions it compares with those the child checked. So every
    rule is checked on the plan returned, as before, and the plan is the same. Only with a
-   second CPU, one thread (the service solves in threads) and ``os.fork``, and for plans of at
+   second CPU no other process runs on, one thread (the service solves in threads) and
+   ``os.fork`` (:func:`gangopt.beside.second_core`), a solve that ran at most
+   :data:`~gangopt.annotate.BESIDE_SLOWDOWN` times slower than its CPU time, and plans of at
    least :data:`BESIDE_LEAST_SECONDS` of validation; a child that fails or dies, or other
-   decisions, and the whole validator runs here. Fragmented L round (4,096 nodes, 10 s limit):
-   the command's wall time 3.33-3.45 -> 3.00-3.21 s (docs/benchmarks.md, "h33-beside").
+   decisions, and the whole validator runs here. What it saves is small: on the fragmented L
+   round (4,096 nodes) the parent's CPU after CP-SAT returns, 0.62-0.66 CPU-s (finisher
+   0.44-0.46, validator 0.19-0.20), became 0.52-0.56 (the finisher 0.07-0.08 more: the pages
+   it writes are copied after the fork), at most 0.1 s of wall time on an idle second core
+   (docs/benchmarks.md, "h33-beside").
 6. **Time**: ``stats.total_seconds`` (wall) and ``stats.cpu_seconds`` (this process and the
    solver's child processes) cover steps 2 to 5, and so does ``policy.time_limit``: CP-SAT
    keeps time for steps 4 and 5, and the waiting reasons of step 4 stop before the limit
