@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -67,13 +69,21 @@ class Beside(Generic[T]):
         self._answer = answer
         self.reaped = False
 
-    def result(self) -> T | None:
+    def result(self, timeout: float | None = None) -> T | None:
         """The child's answer, once it has ended (reaped: its CPU time is then counted); None
-        if it failed or died without one."""
+        if it failed or died without one, or gave none within ``timeout`` seconds (then it is
+        killed: a child stuck for good must not hold the solve)."""
         chunks = []
+        end = None if timeout is None else time.perf_counter() + timeout
         try:
-            while chunk := os.read(self._answer, 1 << 16):
+            while end is None or select.select([self._answer], [], [], max(0.0, end - time.perf_counter()))[0]:
+                chunk = os.read(self._answer, 1 << 16)
+                if not chunk:
+                    break
                 chunks.append(chunk)
+            else:
+                self._reap(kill=True)
+                return None
         except OSError:
             chunks = []
         self._reap(kill=False)

@@ -167,14 +167,23 @@ def _decisions_beside(rnd: Round, plan: Plan, slow: float) -> tuple[Beside[list[
     return None if child is None else (child, time.perf_counter() + seconds * slow)
 
 
+BESIDE_PATIENCE_SECONDS = 5.0
+"""Seconds past its expected end (:func:`_decisions_beside`) the door waits for the validator's
+child before it kills it and validates in-process: a child that never answers (a lock some
+other thread held at the fork, for instance) must not hold the solve. The validator of the
+fragmented XL round takes 0.6-0.8 CPU-s."""
+
+
 def _validated(
     rnd: Round, plan: Plan, checked: Plan, checker: tuple[Beside[list[Violation]], float] | None
 ) -> list[Violation]:
     """Every violation of ``plan`` (:func:`validate`): the child's of the decisions of
     ``checked`` when ``plan`` decides the same, and the waiting list's checked here; else (no
-    child, or it failed or died, or other decisions) the whole validator, in-process."""
+    child, or it failed, died or did not answer in time, or other decisions) the whole
+    validator, in-process."""
     if checker is not None and same_decisions(checked, plan):
-        found = checker[0].result()
+        child, end = checker
+        found = child.result(timeout=max(0.0, end - time.perf_counter()) + BESIDE_PATIENCE_SECONDS)
         if found is not None:
             return found + validate_waiting(rnd, plan)
     return validate(rnd, plan)

@@ -53,8 +53,8 @@ def children(one_thread: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[list
         if child is not None:
             result = child.result
 
-            def answer():  # type: ignore[no-untyped-def]
-                got = result()
+            def answer(timeout=None):  # type: ignore[no-untyped-def]
+                got = result(timeout)
                 answers.append(got)
                 return got
 
@@ -132,6 +132,18 @@ def test_a_child_that_fails_or_dies_answers_none() -> None:
         child = beside(work)
         assert child is not None
         assert child.result() is None
+
+
+@needs_second_core
+@pytest.mark.usefixtures("one_thread")
+def test_a_child_that_does_not_answer_in_time_is_killed() -> None:
+    child = beside(lambda: time.sleep(60))
+    assert child is not None
+    began = time.perf_counter()
+    assert child.result(timeout=0.2) is None
+    assert time.perf_counter() - began < 30  # not the child's 60 s
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child.pid, os.WNOHANG)  # killed and reaped
 
 
 @needs_second_core
@@ -218,3 +230,22 @@ def test_the_reasons_stop_by_the_childs_end_unless_the_machine_is_loaded() -> No
     assert reasons_deadline(rnd, plan, deadline, 1.0, 120.0) == 120.0  # the solve waits for it anyway
     loaded = BESIDE_SLOWDOWN + 0.1
     assert reasons_deadline(rnd, plan, deadline, loaded, 50.0) == deadline - reserve * loaded
+
+
+@needs_second_core
+def test_a_child_that_hangs_costs_no_check(monkeypatch: pytest.MonkeyPatch, children: list[object]) -> None:
+    """The child never answers: past its patience the door kills it and validates in-process."""
+
+    def hang(*args: object) -> None:
+        time.sleep(60)
+
+    monkeypatch.setattr(door, "validate_decisions", hang)
+    monkeypatch.setattr(door, "BESIDE_PATIENCE_SECONDS", 0.2)
+    rnd = contended()
+    spec, decide = breaking(SOLVERS["cpsat"])
+    began = time.perf_counter()
+    plan = run(rnd, spec, decide)
+    assert time.perf_counter() - began < 30  # not the child's 60 s
+    assert children == [None]
+    assert plan.status == Status.FALLBACK
+    assert "capacity" in plan.message or "all_or_nothing" in plan.message
