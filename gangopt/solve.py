@@ -17,11 +17,29 @@
 5. **Validate** (:mod:`gangopt.validation`, independent of every solver). A CP-SAT plan that
    breaks a rule is replaced by the greedy plan, status ``fallback``, and the message names
    the broken rules; a greedy or peer plan that breaks one is an internal error
-   (``RuntimeError``): nothing stands behind them.
+   (``RuntimeError``): nothing stands behind them. The validator's checks of the decisions
+   (:func:`~gangopt.validation.validate_decisions`: admitted gangs, placements, preemptions,
+   resizes, which step 4 and the look-ahead's note never change) start in a child forked on
+   the second core when step 3 returns, and run beside step 4 (:mod:`gangopt.beside`); the
+   door then checks the waiting list step 4 wrote (:func:`~gangopt.validation.validate_waiting`)
+   on the plan returned, whose decisions it compares with those the child checked. So every
+   rule is checked on the plan returned, as before, and the plan is the same. Only with a
+   second CPU no other process runs on, one thread (the service solves in threads) and
+   ``os.fork`` (:func:`gangopt.beside.second_core`), a solve that ran at most
+   :data:`~gangopt.annotate.BESIDE_SLOWDOWN` times slower than its CPU time, and plans of at
+   least :data:`BESIDE_LEAST_SECONDS` of validation; a child that fails or dies, or other
+   decisions, and the whole validator runs here. What it saves is small: on the fragmented L
+   round (4,096 nodes) the parent's CPU after CP-SAT returns, 0.62-0.66 CPU-s (finisher
+   0.44-0.46, validator 0.19-0.20), became 0.52-0.56 (the finisher 0.07-0.08 more: the pages
+   it writes are copied after the fork), at most 0.1 s of wall time on an idle second core
+   (docs/benchmarks.md, "h33-beside").
 6. **Time**: ``stats.total_seconds`` (wall) and ``stats.cpu_seconds`` (this process and the
    solver's child processes) cover steps 2 to 5, and so does ``policy.time_limit``: CP-SAT
    keeps time for steps 4 and 5, and the waiting reasons of step 4 stop before the limit
-   (leaving time for the validator, which always runs; issue 13).
+   (leaving time for the validator, which always runs; issue 13): with the decisions' checks
+   beside them, the waiting list's check before the limit, or the child's expected end if
+   later, unless the machine is loaded (:func:`gangopt.annotate.reasons_deadline`).
+   ``stats.cpu_seconds`` counts the child (reaped before it is read).
 
 :func:`run` is steps 3 to 6 for a decider made once and kept (a replay keeps one per
 simulation, so that a stateful emulation keeps its state between rounds).
@@ -37,15 +55,16 @@ from __future__ import annotations
 import resource
 import time
 
+from gangopt.annotate import BESIDE_SLOWDOWN, slowdown, validator_seconds
 from gangopt.annotate import annotate as finish
-from gangopt.annotate import slowdown
+from gangopt.beside import Beside, beside
 from gangopt.gcpause import fewer_collections
 from gangopt.lookahead import look_ahead
 from gangopt.result import Result
 from gangopt.schema import Plan, Policy, Round, Status
 from gangopt.solvers import Decide, Solver, get_solver
 from gangopt.solvers.greedy import greedy
-from gangopt.validation import Violation, validate
+from gangopt.validation import Violation, same_decisions, validate, validate_decisions, validate_waiting
 
 
 def solve(
@@ -98,10 +117,17 @@ def _run(
     slow = result.slowdown if result.slowdown is not None else slowdown(wall, own, least=0.01)
     slow = 1.0 if rnd.policy.deterministic else slow  # no reserve read from the load (policy.deterministic)
     lp = spec.lp_bounds if lp_bounds is None else lp_bounds
-    plan = _finished(decided, spec, result, annotate, deadline, slow, lp)
-    if view is not None:
-        plan = view.annotate(plan, rnd.now)
-    violations = [] if result.finished and (view is None or not view.restricted) else validate(rnd, plan)
+    checks = not result.finished or (view is not None and view.restricted)
+    checker = _decisions_beside(rnd, result.plan, slow) if checks else None
+    try:
+        end = None if checker is None or rnd.policy.deterministic else checker[1]
+        plan = _finished(decided, spec, result, annotate, deadline, slow, lp, end)
+        if view is not None:
+            plan = view.annotate(plan, rnd.now)
+        violations = _validated(rnd, plan, result.plan, checker) if checks else []
+    finally:
+        if checker is not None:
+            checker[0].close()
     if violations:
         if not spec.fallback:
             raise RuntimeError(f"internal: {spec.name} plan failed validation: {_details(violations)}")
@@ -116,14 +142,74 @@ def cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
+BESIDE_LEAST_SECONDS = 0.1
+"""Expected seconds of the validator's checks of the decisions (:func:`validator_seconds`) below
+which they are not forked beside the finisher (:func:`_decisions_beside`). The fork costs the
+parent more than its milliseconds: each page the finisher then writes (reference counts, new
+objects in old arenas) is copied, 12,300 faults and 0.07 CPU-s at L (4,096 nodes: a 0.19 CPU-s
+validation moved off its core). At 0.05 the fragmented M round (4,632 pods, 0.03 s of
+validation) forked, and its command took 0.46-0.48 s instead of 0.43-0.44."""
+
+
+def _decisions_beside(rnd: Round, plan: Plan, slow: float) -> tuple[Beside[list[Violation]], float] | None:
+    """The validator's checks of ``plan``'s decisions (:func:`validate_decisions`), started in a
+    child beside the finisher (:mod:`gangopt.beside`), and the instant they are expected to end
+    (:func:`validator_seconds`, times ``slow``); None where they are too short to pay
+    (:data:`BESIDE_LEAST_SECONDS`), where the solve ran more than
+    :data:`~gangopt.annotate.BESIDE_SLOWDOWN` times slower than its CPU time (the machine's cores
+    are taken: at L on a machine at load 2.7 the finisher took 1.15-1.29 s of wall time beside
+    the child, 0.56-0.69 s and the validator 0.20-0.34 s without it), or where no child can run
+    beside: the door validates in-process."""
+    seconds = validator_seconds(rnd, plan)
+    if seconds < BESIDE_LEAST_SECONDS or slow > BESIDE_SLOWDOWN:
+        return None
+    child = beside(lambda: validate_decisions(rnd, plan))
+    return None if child is None else (child, time.perf_counter() + seconds * slow)
+
+
+BESIDE_PATIENCE_SECONDS = 5.0
+"""Seconds past its expected end (:func:`_decisions_beside`) the door waits for the validator's
+child before it kills it and validates in-process: a child that never answers (a lock some
+other thread held at the fork, for instance) must not hold the solve. The validator of the
+fragmented XL round takes 0.6-0.8 CPU-s."""
+
+
+def _validated(
+    rnd: Round, plan: Plan, checked: Plan, checker: tuple[Beside[list[Violation]], float] | None
+) -> list[Violation]:
+    """Every violation of ``plan`` (:func:`validate`): the child's of the decisions of
+    ``checked`` when ``plan`` decides the same, and the waiting list's checked here; else (no
+    child, or it failed, died or did not answer in time, or other decisions) the whole
+    validator, in-process."""
+    if checker is not None and same_decisions(checked, plan):
+        child, end = checker
+        found = child.result(timeout=max(0.0, end - time.perf_counter()) + BESIDE_PATIENCE_SECONDS)
+        if found is not None:
+            return found + validate_waiting(rnd, plan)
+    return validate(rnd, plan)
+
+
 def _finished(
-    rnd: Round, spec: Solver, result: Result, annotate: bool, deadline: float, slow: float, lp: bool
+    rnd: Round,
+    spec: Solver,
+    result: Result,
+    annotate: bool,
+    deadline: float,
+    slow: float,
+    lp: bool,
+    validator_end: float | None = None,
 ) -> Plan:
     if result.finished:
         return result.plan
     if annotate:
         return finish(
-            rnd, result, explain_waiting=not spec.own_reasons, deadline=deadline, slowdown=slow, lp_bounds=lp
+            rnd,
+            result,
+            explain_waiting=not spec.own_reasons,
+            deadline=deadline,
+            slowdown=slow,
+            lp_bounds=lp,
+            validator_end=validator_end,
         )
     return result.plan.model_copy(update={"stats": result.stats})
 

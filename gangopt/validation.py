@@ -83,7 +83,10 @@ def validate(rnd: Round, plan: Plan) -> list[Violation]:
     """Every violation of the plan contract by ``plan`` for ``rnd`` (empty when valid).
 
     Checks run in the order of :data:`RULES`; each reports every problem it finds rather
-    than stopping at the first, so one run lists all of a solver's mistakes.
+    than stopping at the first, so one run lists all of a solver's mistakes. The whole is
+    :func:`validate_decisions` then :func:`validate_waiting`: the door may run the first in a
+    child beside the finisher, which writes only the second's part of the plan
+    (:mod:`gangopt.beside`).
 
     The garbage collector runs less often meanwhile (:mod:`gangopt.gcpause`, as the CLI does
     around everything): the checks build many small containers and no cycles, and outside
@@ -91,12 +94,39 @@ def validate(rnd: Round, plan: Plan) -> list[Violation]:
     validation of the fragmented XL round, 0.58 of its 1.7 CPU-s, walking every object of the
     round.
     """
+    return validate_decisions(rnd, plan) + validate_waiting(rnd, plan)
+
+
+def validate_decisions(rnd: Round, plan: Plan) -> list[Violation]:
+    """The violations by ``plan``'s decisions (admitted gangs, placements, preemptions,
+    resizes): every rule, but for the waiting list's part of ``consistency``. What it reads of
+    the plan no finisher changes, so it holds for every plan with the same decisions
+    (:func:`same_decisions`); all but a few milliseconds of the validator (0.6 s of 77,300
+    pods at 16,384 nodes)."""
     with fewer_collections():
         ctx = _Context(rnd, plan)
         out: list[Violation] = []
         for check in _CHECKS:
             out.extend(check(ctx))
         return out
+
+
+def validate_waiting(rnd: Round, plan: Plan) -> list[Violation]:
+    """The violations by ``plan``'s waiting list (``consistency``): each pending gang admitted
+    or waiting exactly once, every waiting gang with a reason. The part of the validator that
+    reads what the finisher writes (:mod:`gangopt.annotate`), and the plan's pending gangs only."""
+    return _waiting_list(_Context(rnd, plan))
+
+
+def same_decisions(a: Plan, b: Plan) -> bool:
+    """Whether two plans decide the same: admitted gangs, placements, preemptions and resizes
+    (what :func:`validate_decisions` reads)."""
+    return (
+        a.admitted == b.admitted
+        and a.placements == b.placements
+        and a.preemptions == b.preemptions
+        and a.resizes == b.resizes
+    )
 
 
 def _qty(milli: int, resource: str) -> str:
@@ -1163,7 +1193,7 @@ def _check_consistency(ctx: _Context) -> list[Violation]:
     return [
         *_placement_names(ctx),
         *_pod_names(ctx),
-        *_admission_lists(ctx),
+        *_admitted_list(ctx),
         *_preemption_lists(ctx),
         *_resize_list(ctx),
     ]
@@ -1230,26 +1260,36 @@ def _naming(gang: str, placements: list[Placement], taken: set[str]) -> list[Vio
     return out
 
 
-def _admission_lists(ctx: _Context) -> list[Violation]:
-    """Each pending gang is admitted or waiting, exactly once; nothing else is listed there."""
-    out: list[Violation] = []
-    admitted = Counter(ctx.plan.admitted)
+def _admitted_list(ctx: _Context) -> list[Violation]:
+    """The admitted list names pending gangs, each once (the waiting list: :func:`_waiting_list`)."""
+    return _listed_once(ctx, "admitted", Counter(ctx.plan.admitted))
+
+
+def _waiting_list(ctx: _Context) -> list[Violation]:
+    """Each pending gang is admitted or waiting, exactly once; the waiting list names pending
+    gangs only, each once and with a reason."""
     waiting = Counter(w.gang for w in ctx.plan.waiting)
-    for label, listed in (("admitted", admitted), ("waiting", waiting)):
-        for name, n in sorted(listed.items()):
-            if name not in ctx.pending:
-                what = "a running gang" if name in ctx.running else "an unknown gang"
-                out.append(_v("consistency", f"{label} lists {what} {name}", name))
-            elif n > 1:
-                out.append(_v("consistency", f"{label} lists gang {name} {n} times", name))
+    out = _listed_once(ctx, "waiting", waiting)
     for name in ctx.pending:
-        if admitted[name] and waiting[name]:
+        if name in ctx.admitted and waiting[name]:
             out.append(_v("consistency", f"gang {name} is both admitted and waiting", name))
-        elif not admitted[name] and not waiting[name]:
+        elif name not in ctx.admitted and not waiting[name]:
             out.append(_v("consistency", f"pending gang {name} is neither admitted nor waiting", name))
     for w in ctx.plan.waiting:
         if not any(r.strip() for r in w.reasons):
             out.append(_v("consistency", f"waiting gang {w.gang} ({w.code}) gives no reason", w.gang))
+    return out
+
+
+def _listed_once(ctx: _Context, label: str, listed: Counter[str]) -> list[Violation]:
+    """The names a plan's ``label`` list counts (``listed``) are pending gangs, each listed once."""
+    out: list[Violation] = []
+    for name, n in sorted(listed.items()):
+        if name not in ctx.pending:
+            what = "a running gang" if name in ctx.running else "an unknown gang"
+            out.append(_v("consistency", f"{label} lists {what} {name}", name))
+        elif n > 1:
+            out.append(_v("consistency", f"{label} lists gang {name} {n} times", name))
     return out
 
 

@@ -6,27 +6,26 @@ memory cannot be capped reliably (#1944): a process that can be killed is the on
 greedy plan without copying them; it sends back a :class:`~gangopt.result.Result`
 without the prefiltered round (the parent has its own). Meanwhile the parent finishes the
 greedy fallback on the second core (annotated and validated), so a kill costs no time after
-the deadline. The child asks the kernel to kill it if the parent dies (``PR_SET_PDEATHSIG``):
+the deadline. The child asks the kernel to kill it if the parent dies (``PR_SET_PDEATHSIG``,
+:func:`gangopt.beside.die_with_parent`):
 a SIGKILLed parent leaves no orphan searching on; and it closes the descriptors it inherited
 (a server's sockets) but its answer pipe.
 """
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
-import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 
 from gangopt.annotate import annotate, unchecked_note
+from gangopt.beside import close_inherited, die_with_parent
 from gangopt.result import Result
-from gangopt.schema import Plan, Round, Status
-from gangopt.validation import validate
+from gangopt.schema import Round, Status
+from gangopt.validation import same_decisions, validate
 
 HARD_GRACE = 0.25
 """Seconds (plus 5 % of the time limit) the child may run past the limit before it is killed."""
@@ -53,7 +52,7 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
             child.join()
             if kind == "result":
                 assert isinstance(payload, Result)
-                if payload.proven is None and _same_decisions(payload.plan, finished.plan):
+                if payload.proven is None and same_decisions(payload.plan, finished.plan):
                     # The search kept the greedy plan (or had no time): the fallback finished
                     # meanwhile is its answer, explained and validated already.
                     plan = finished.plan.model_copy(
@@ -89,16 +88,6 @@ def search_in_child(rnd: Round, start: float, search: Search, fallback: Result) 
     return _with_message(finished, f"{why}; greedy plan returned")
 
 
-def _same_decisions(a: Plan, b: Plan) -> bool:
-    """Whether two plans decide the same: admitted gangs, placements, preemptions and resizes."""
-    return (
-        a.admitted == b.admitted
-        and a.placements == b.placements
-        and a.preemptions == b.preemptions
-        and a.resizes == b.resizes
-    )
-
-
 def _finish_fallback(rnd: Round, fallback: Result, deadline: float) -> Result:
     """The greedy fallback, annotated (its waiting reasons within ``deadline``) and validated
     ahead of the deadline."""
@@ -118,8 +107,8 @@ def _with_message(result: Result, message: str) -> Result:
 def _child_main(search: Search, sender: Connection, parent: int) -> None:
     """Entry point of the solving child: send ("result", Result) or ("error", text), then exit."""
     try:
-        _die_with_parent(parent)
-        _close_inherited(keep=sender.fileno())
+        die_with_parent(parent)
+        close_inherited(keep=sender.fileno())
         result = search()
         sender.send(("result", Result(plan=result.plan, stats=result.stats, score=result.score, proven=result.proven)))
     except BaseException as error:
@@ -127,29 +116,6 @@ def _child_main(search: Search, sender: Connection, parent: int) -> None:
     finally:
         sender.close()
         os._exit(0)  # no atexit handlers or buffered output of the parent's copy
-
-
-PR_SET_PDEATHSIG = 1
-
-
-def _close_inherited(keep: int) -> None:
-    """Close every descriptor the fork inherited except stdio and ``keep`` (the answer pipe).
-
-    In the service, the child would otherwise hold the server's sockets: a connection the
-    server closed sent no FIN until the search ended (issue 14's disconnect tests found it)."""
-    top = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024
-    os.closerange(3, keep)
-    os.closerange(keep + 1, max(keep + 1, top))
-
-
-def _die_with_parent(parent: int) -> None:
-    """Have the kernel SIGKILL this process when its parent dies (Linux); elsewhere nothing.
-    The parent may already be gone by the time this runs: then exit at once."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 __all__ = ["HARD_GRACE", "search_in_child"]
