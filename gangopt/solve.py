@@ -118,7 +118,9 @@ def _run(
     slow = 1.0 if rnd.policy.deterministic else slow  # no reserve read from the load (policy.deterministic)
     lp = spec.lp_bounds if lp_bounds is None else lp_bounds
     checks = not result.finished or (view is not None and view.restricted)
-    checker = _decisions_beside(rnd, result.plan, slow) if checks else None
+    # Beside the finisher only: with ``annotate=False`` (a replay) nothing would run beside the
+    # child, and the door would wait for it after paying the fork.
+    checker = _decisions_beside(rnd, result.plan, slow) if checks and annotate and not result.finished else None
     try:
         end = None if checker is None or rnd.policy.deterministic else checker[1]
         plan = _finished(decided, spec, result, annotate, deadline, slow, lp, end)
