@@ -197,16 +197,73 @@ per gang and node it replaces (5 µs, fitted when they were 3-9x slower) kept 17
 
 
 def slowdown(wall_start: float, cpu_start: float, least: float = 0.05) -> float:
-    """How many times slower than its own CPU time this process ran since ``wall_start``
-    (:func:`time.perf_counter`) and ``cpu_start`` (:func:`time.process_time`), at least 1
-    (1 until ``least`` CPU seconds have passed: too short a sample to tell).
+    """How many times more wall time than the reserves' constants this process's work takes
+    now: the host's :func:`pace` (CPU time per unit of work, against the speed the constants
+    were measured at) times how many times slower than its own CPU time the process ran since
+    ``wall_start`` (:func:`time.perf_counter`) and ``cpu_start`` (:func:`time.process_time`),
+    each at least 1 (the second 1 until ``least`` CPU seconds have passed: too short a sample
+    to tell).
 
     The reserves here are CPU costs measured on an idle machine; on a shared 2-core machine
-    running three other jobs the same steps took 2-3 times as long in wall time, so the
-    reserves are scaled by what the solve has seen so far."""
+    running three other jobs the same steps took 2-3 times as long in wall time (waiting for a
+    core: wall/CPU), and when the host's CPU itself ran 1.5 times slower for minutes (session
+    32: the :func:`pace` loop 1.23 CPU-s against 0.81) wall/CPU stayed 1 and the fragmented XL
+    round at a 10 s limit ended at 11.9-12.6 s (3 s: 4.1-4.5 s). Every reserve scaled by the
+    load is scaled here, so both count in one place. Never called under
+    ``policy.deterministic`` (no reserve may read the clock there)."""
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
-    return max(1.0, wall / cpu) if cpu > least else 1.0
+    return pace() * (max(1.0, wall / cpu) if cpu > least else 1.0)
+
+
+PACE_LOOP = compile("s = 0\nfor i in range(n):\n    s += i\n", "<pace>", "exec")
+"""The calibration loop of :func:`pace`: session 32's fixed loop (``s=0; for i in
+range(10**7): s+=i`` at module level, a global's loads and stores per turn), short."""
+
+PACE_TURNS = 10_000
+"""Turns of :data:`PACE_LOOP` per sample: 0.6-0.7 ms on the bench host, whose 10**7 turns take
+0.61-0.67 CPU-s (per turn 58-70 ns in samples this short, the least of 3 within 3 %)."""
+
+PACE_SAMPLES = 3
+"""Samples of :func:`pace`, the least kept: an interrupt or a cold first turn stretches one
+(the first of 5 samples of 5,000 turns read 99-109 ns twice, the others 59-72)."""
+
+PACE_REFERENCE_SECONDS_PER_TURN = 81e-9
+"""CPU seconds per turn of :data:`PACE_LOOP` at the speed the reserves' constants were
+measured at: session 32's quiet host (10**7 turns in 0.81 CPU-s; 1.23 when it ran slow). The
+bench host of session 33 reads 58-70 ns: pace 1, the constants keep their margin there."""
+
+PACE_SECONDS = 10.0
+"""Seconds a :func:`pace` is kept before it is measured again: the host's speed moved within
+minutes in session 32, and a long-lived process (the service) pays the 2 ms calibration at
+most this often."""
+
+_pace: tuple[float, float] | None = None
+"""The last :func:`pace` and when it was measured (:func:`time.monotonic`)."""
+
+
+def pace() -> float:
+    """How many times more CPU time than at the reserves' constants (:data:`PACE_REFERENCE_SECONDS_PER_TURN`)
+    the host takes per unit of work now, at least 1: the least of :data:`PACE_SAMPLES` runs of
+    :data:`PACE_LOOP` (:data:`PACE_TURNS` turns each, about 2 ms in all), kept
+    :data:`PACE_SECONDS`. CPU time (:func:`time.process_time`), so a process waiting for a core
+    does not read slower here (:func:`slowdown` counts that). Never below 1: the constants'
+    margins were measured at 1, and a faster host keeps them. A memory-bandwidth hog on the
+    other core (numpy copying 200 MB in a loop, or gathering over 1 GB) slowed neither this
+    loop (58-67 ns per turn with it, 59-71 without) nor the XL round's prefilter and validator
+    by more than 5-8 % of CPU time: what it measures is the host's CPU, not the memory bus."""
+    global _pace
+    now = time.monotonic()
+    if _pace is not None and now - _pace[1] < PACE_SECONDS:
+        return _pace[0]
+    best = math.inf
+    for _ in range(PACE_SAMPLES):
+        began = time.process_time()
+        exec(PACE_LOOP, {"n": PACE_TURNS})  # a fixed loop, compiled once
+        best = min(best, time.process_time() - began)
+    value = max(1.0, best / PACE_TURNS / PACE_REFERENCE_SECONDS_PER_TURN)
+    _pace = (value, now)
+    return value
 
 
 AFTER_PASS_SECONDS_PER_POD = 1.6e-5

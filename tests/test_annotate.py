@@ -38,3 +38,74 @@ def test_the_plans_view_is_not_built_when_it_would_end_past_the_reasons_deadline
     deadline: every waiting gang unchecked, none half done."""
     monkeypatch.setattr(finisher, "REASONS_VIEW_SECONDS_PER_POD", 3600.0)
     assert _unchecked(time.perf_counter() + 60.0) == 3
+
+
+def _loop_seconds_per_turn() -> float:
+    """The least of :data:`~gangopt.annotate.PACE_SAMPLES` runs of the pace loop, per turn, by the
+    real CPU clock."""
+    best = float("inf")
+    for _ in range(finisher.PACE_SAMPLES):
+        began = time.process_time()
+        exec(finisher.PACE_LOOP, {"n": finisher.PACE_TURNS})
+        best = min(best, time.process_time() - began)
+    return best / finisher.PACE_TURNS
+
+
+def test_the_pace_reads_a_slower_cpu_and_is_kept_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With :func:`time.process_time` running 10 times faster (a host whose CPU takes 10 times
+    the CPU time per unit of work) :func:`~gangopt.annotate.pace` reads about 10 times the
+    loop's real pace against the reference (half of it at least, for noise), never below 1;
+    the value is kept :data:`~gangopt.annotate.PACE_SECONDS` (the clock back to normal reads
+    the kept value) and measured anew after."""
+    real = time.process_time
+    monkeypatch.setattr(finisher, "_pace", None)
+    at_rest = finisher.pace()
+    assert at_rest >= 1.0
+    per_turn = _loop_seconds_per_turn()
+    cpu = real()
+    monkeypatch.setattr(time, "process_time", lambda: cpu + 10 * (real() - cpu))
+    monkeypatch.setattr(finisher, "_pace", None)
+    slowed = finisher.pace()
+    assert slowed >= max(1.0, 0.5 * 10 * per_turn / finisher.PACE_REFERENCE_SECONDS_PER_TURN)
+    assert slowed > at_rest
+    monkeypatch.setattr(time, "process_time", real)
+    assert finisher.pace() == slowed  # kept
+    later = time.monotonic() + finisher.PACE_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert finisher.pace() < slowed  # measured again at the real pace
+
+
+def test_the_slowdown_is_the_pace_times_wall_over_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every reserve scaled by the load is scaled by the host's pace too, in one place: a kept
+    pace of 3 makes :func:`~gangopt.annotate.slowdown` 3 before any CPU time has passed, and 3
+    times wall/CPU after (the wall clock running twice as fast as the CPU one: 6)."""
+    monkeypatch.setattr(finisher, "_pace", (3.0, time.monotonic()))
+    assert finisher.slowdown(time.perf_counter(), time.process_time()) == 3.0
+    origin, cpu, real = time.perf_counter(), time.process_time(), time.process_time
+    monkeypatch.setattr(time, "perf_counter", lambda: origin + 2 * (real() - cpu))
+    exec(finisher.PACE_LOOP, {"n": 2_000_000})  # some CPU time past ``least``
+    assert finisher.slowdown(origin, cpu, least=0.01) == pytest.approx(6.0, rel=0.05)
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "greedy", "koordinator_like"])
+def test_a_deterministic_solve_never_measures_the_pace(solver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``policy.deterministic`` no reserve reads the clock: the pace is never measured (a
+    pace that raises is never called) by CP-SAT, greedy or a peer; clocked, it is (the same
+    solve raises)."""
+    import gangopt
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(64, 20, running_mix="jobs")
+    policy = rnd.policy.model_copy(update={"deterministic": True})
+
+    def measured() -> float:
+        raise AssertionError("pace measured under policy.deterministic")
+
+    monkeypatch.setattr(finisher, "pace", measured)
+    plan = gangopt.solve(rnd, policy, solver=solver)
+    assert plan.admitted
+    assert gangopt.validate(rnd, plan) == []
+    monkeypatch.undo()
+    with pytest.raises(AssertionError, match="pace measured"):
+        monkeypatch.setattr(finisher, "pace", measured)
+        gangopt.solve(rnd, solver=solver)  # clocked: the pace is read
