@@ -24,6 +24,7 @@ from gangopt import slot_classes, slots
 from gangopt.arrays import running_pod_count
 from gangopt.bounds import (
     CheapBounds,
+    ceilings_of,
     cheap_bounds,
     lexicographic_floors,
     packed_tier_bounds,
@@ -62,8 +63,11 @@ def annotate(
     :func:`slowdown`) before it, their plan's view is not built unless it ends by then
     (:data:`REASONS_VIEW_SECONDS_PER_POD`), the gangs not reached keep the solver's own reason
     (:data:`gangopt.reasons.UNCHECKED`), and the message says how many."""
-    pre = result.pre
     plan = result.plan
+    late = _bounds_too_late(rnd, result, deadline, slowdown)
+    if late is not None:
+        return _ceilings_only(rnd, result, late, explain_waiting, deadline, slowdown)
+    pre = result.pre
     if pre is None:
         pre = prefilter(rnd)
         # A solver that hands over no prefiltered round (greedy, the peers) and asks for the LP
@@ -81,17 +85,78 @@ def annotate(
     if left_out is not None and lp_bounds:
         plan = plan.model_copy(update={"message": f"{plan.message}; {left_out[1]}".lstrip("; ")})
     if explain_waiting:
-        by = None if deadline is None else deadline - validator_seconds(rnd, plan) * slowdown
-        setup = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan) * slowdown
-        waiting = waiting_reasons(rnd, plan, pre, deadline=by, setup=setup)
-        note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
-        plan = plan.model_copy(update={"waiting": waiting, "message": note})
+        plan = _explained(rnd, plan, deadline, slowdown)
     gap = plan_gap(bounded)
     closed = gap == 0 and all(tier_gap(t) == 0 for t in bounded.tiers)
     if result.bounds_decide and plan.status == Status.FEASIBLE and closed:
         note = f"{plan.message}; optimal by the finisher's bounds"
         plan = plan.model_copy(update={"status": Status.OPTIMAL, "message": note})
     return plan.model_copy(update={"score": bounded, "gap": gap, "stats": result.stats})
+
+
+def _explained(rnd: Round, plan: Plan, deadline: float | None, slow: float) -> Plan:
+    """``plan`` with its waiting gangs' reasons, cut by ``deadline`` (:func:`annotate`)."""
+    by = None if deadline is None else deadline - validator_seconds(rnd, plan) * slow
+    setup = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan) * slow
+    waiting = waiting_reasons(rnd, plan, deadline=by, setup=setup)
+    note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
+    return plan.model_copy(update={"waiting": waiting, "message": note})
+
+
+FINISHER_BOUNDS_SECONDS_PER_POD = 4e-6
+"""CPU seconds per pod (:func:`pass_pods`) of the finisher's cheap bounds without their LPs for
+a plan below the tier ceilings (the growth bound's items and the room they read, the packed
+tier bound's items): measured on a plan that starts nothing of issue 13's fragmented rounds,
+quiet host: L (19,476 pods) 0.07-0.09 CPU-s, XL (78,415) 0.27-0.33 (3.4-4.6e-6)."""
+
+
+def _bounds_too_late(rnd: Round, result: Result, deadline: float | None, slow: float) -> str | None:
+    """Why the finisher bounds ``result``'s plan by the tier ceilings alone, or None: on a
+    clocked solve (a ``deadline``, not ``policy.deterministic``) whose cheap bounds are not
+    already kept on its prefiltered round, when they (:data:`FINISHER_BOUNDS_SECONDS_PER_POD`;
+    with no prefiltered round handed over, the prefilter too: :data:`REPREFILTER_SECONDS_PER_POD`)
+    and the validator, times ``slow``, would end past the limit and :data:`LIMIT_TOLERANCE`.
+    What the clock already knows cannot fit is not started: at XL with a 3 s limit the solve
+    began past its limit (the import and the parse take it), no pass was built, and the
+    prefilter (0.44 CPU-s) and these bounds (0.27-0.33) were a third of what followed."""
+    if deadline is None or rnd.policy.deterministic:
+        return None
+    pre = result.pre
+    if pre is not None and any(isinstance(k, tuple) and k[:1] == ("cheap-bounds",) for k in pre.derived):
+        return None  # computed already: they cost nothing more
+    per_pod = FINISHER_BOUNDS_SECONDS_PER_POD + (REPREFILTER_SECONDS_PER_POD if pre is None else 0.0)
+    bounds = per_pod * pass_pods(rnd) * slow
+    validator = validator_seconds(rnd, result.plan) * slow
+    now, limit = time.perf_counter(), rnd.policy.time_limit
+    if now + bounds + validator <= deadline + LIMIT_TOLERANCE * limit:
+        return None
+    which = "every pending gang's (no prefilter)" if pre is None else "the kept gangs'"
+    return (
+        f"time limit: bounds are the tier ceilings alone, {which}, no secondary bound and no gap (about "
+        f"{bounds:.1f} s of cheap bounds and {validator:.1f} s of validation after {now - deadline + limit:.1f} s "
+        f"of the {limit:g} s limit)"
+    )
+
+
+def _ceilings_only(
+    rnd: Round, result: Result, note: str, explain_waiting: bool, deadline: float | None, slow: float
+) -> Plan:
+    """:func:`annotate` with the tier ceilings alone for bounds (:func:`_bounds_too_late` says
+    ``note``, which the message gets): every pending gang the prefilter kept started (every
+    pending gang, with no prefiltered round) and every running gang kept, the tighter of that
+    and what the solver proved per tier; the secondary terms bounded only by a proof of the
+    solver's (else no bound: the gap is unknown)."""
+    plan = result.plan
+    unbounded = result.score if result.score is not None else score(rnd, plan)
+    pre = result.pre
+    ceilings = tier_ceilings(pre) if pre is not None else ceilings_of(rnd, range(len(rnd.pending)))
+    proven = result.proven or ProvenBounds()
+    tiers = {p: min(v / SCALE, proven.tiers.get(p, math.inf)) for p, v in ceilings.items()}
+    bounded = with_bounds(unbounded, tiers, proven.secondary)
+    plan = plan.model_copy(update={"message": f"{plan.message}; {note}".lstrip("; ")})
+    if explain_waiting:
+        plan = _explained(rnd, plan, deadline, slow)
+    return plan.model_copy(update={"score": bounded, "gap": plan_gap(bounded), "stats": result.stats})
 
 
 FINISHER_LP_SECONDS_PER_POD = 2.8e-5

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 from gangopt.arrays import cluster_capacity, fit_counts
 from gangopt.objective import SCALE, ObjectiveTerms
 from gangopt.prefilter import BIG, Prefiltered, request_vector
-from gangopt.schema import PendingGang, Role, RunningGang
+from gangopt.schema import PendingGang, Role, Round, RunningGang
 
 
 @dataclass(frozen=True)
@@ -60,14 +60,17 @@ def tier_ceilings(pre: Prefiltered) -> dict[int, int]:
     stayed: a bound any plan respects. Computed once per prefiltered round and kept on it (a
     CP-SAT solve asks four times: a pass over every gang each, 13 % of the CPU profile of the
     Philly b436b2 replay's rounds before)."""
-    return dict(pre.kept("tier-ceilings", lambda: _tier_ceilings(pre)))
+    return dict(pre.kept("tier-ceilings", lambda: ceilings_of(pre.rnd, pre.pending)))
 
 
-def _tier_ceilings(pre: Prefiltered) -> dict[int, int]:
-    rnd = pre.rnd
+def ceilings_of(rnd: Round, pending: Iterable[int]) -> dict[int, int]:
+    """Per priority, the value if the pending gangs of indices ``pending`` started and every
+    running gang stayed: :func:`tier_ceilings` for the gangs the prefilter kept; every pending
+    gang's, a looser bound any plan respects too, for a finisher the clock leaves no prefilter
+    (:func:`gangopt.annotate.annotate`)."""
     terms = ObjectiveTerms.of(rnd)
     ceiling: dict[int, int] = {}
-    for gi in pre.pending:
+    for gi in pending:
         gang = rnd.pending[gi]
         ceiling[gang.priority] = ceiling.get(gang.priority, 0) + terms.tier_value(gang)
     for prio, value in terms.running_base.tier_sums.items():  # every running gang's, summed once per round

@@ -109,3 +109,72 @@ def test_a_deterministic_solve_never_measures_the_pace(solver: str, monkeypatch:
     with pytest.raises(AssertionError, match="pace measured"):
         monkeypatch.setattr(finisher, "pace", measured)
         gangopt.solve(rnd, solver=solver)  # clocked: the pace is read
+
+
+def _late_finish(monkeypatch: pytest.MonkeyPatch, deterministic: bool = False) -> tuple[object, object]:
+    """A plan that starts nothing, annotated with no prefiltered round 100 s past its deadline
+    (the prefilter raising if called), and the round."""
+    from gangopt.solvers.greedy.engine import unstarted
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(64, 20, running_mix="jobs")
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"deterministic": deterministic})})
+    plan = unstarted(rnd)
+
+    def refused(*_: object) -> None:
+        raise AssertionError("prefiltered past the limit")
+
+    if not deterministic:
+        monkeypatch.setattr(finisher, "prefilter", refused)
+    done = finisher.annotate(rnd, Result(plan=plan), deadline=time.perf_counter() - 100.0)
+    return rnd, done
+
+
+def test_bounds_the_clock_cannot_fit_are_not_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finisher past its limit (and the 10 %) with no prefiltered round and no bounds kept does
+    not prefilter nor compute the cheap bounds (the prefilter raising here is never called):
+    the tier ceilings of every pending gang bound the plan (each at least its value), no
+    secondary bound, no gap, and the message says so; the plan stays valid. At XL with a 3 s
+    limit this is 0.44 CPU-s of prefilter and 0.27-0.33 of bounds not spent."""
+    import gangopt
+    from gangopt.bounds import ceilings_of
+    from gangopt.objective import SCALE
+
+    rnd, done = _late_finish(monkeypatch)
+    assert "bounds are the tier ceilings alone, every pending gang's (no prefilter)" in done.message
+    ceilings = ceilings_of(rnd, range(len(rnd.pending)))
+    assert {t.priority: t.bound for t in done.score.tiers} == {p: v / SCALE for p, v in ceilings.items()}
+    assert all(t.bound >= t.value for t in done.score.tiers)
+    assert any(t.bound > t.value for t in done.score.tiers)  # the gangs it did not start
+    assert done.score.secondary_bound is None and done.gap is None
+    assert all(w.reasons[-1] == UNCHECKED for w in done.waiting)
+    assert gangopt.validate(rnd, done) == []
+
+
+def test_a_deterministic_finisher_always_computes_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``policy.deterministic`` the clock cuts no bound: the same late finish prefilters
+    and reports the cheap bounds with a secondary bound and a gap."""
+    _, done = _late_finish(monkeypatch, deterministic=True)
+    assert "tier ceilings alone" not in done.message
+    assert done.score.secondary_bound is not None and done.gap is not None
+
+
+def test_a_solve_whose_pass_is_hopeless_prefilters_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CP-SAT with a 10 ms limit: its first pass would stop at its first ask whatever the
+    prefilter did, so neither runs (``prefilter_seconds`` 0); the plan starts nothing, is
+    bounded by the tier ceilings alone, says so, and is valid. On time, the same round is
+    prefiltered and bounded whole. The pass's setup is priced as a large round's (no pass
+    under :data:`~gangopt.annotate.PASS_FLOOR_SECONDS` is ever stopped)."""
+    import gangopt
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 60, running_mix="jobs")
+    monkeypatch.setattr(finisher, "SETUP_SECONDS_PER_POD", 1e-3)
+    late = gangopt.solve(rnd, rnd.policy.model_copy(update={"time_limit": 0.01}))
+    assert late.stats.prefilter_seconds == 0.0 and not late.admitted
+    assert "no time left for anything else" in late.message
+    assert "tier ceilings alone, every pending gang's (no prefilter)" in late.message
+    assert late.gap is None
+    assert gangopt.validate(rnd, late) == []
+    on_time = gangopt.solve(rnd)
+    assert on_time.stats.prefilter_seconds > 0 and on_time.gap is not None and on_time.admitted
