@@ -62,7 +62,10 @@ def annotate(
     waiting gangs at 16,384 nodes): they stop :func:`validator_seconds` (times ``slowdown``, see
     :func:`slowdown`) before it, their plan's view is not built unless it ends by then
     (:data:`REASONS_VIEW_SECONDS_PER_POD`), the gangs not reached keep the solver's own reason
-    (:data:`gangopt.reasons.UNCHECKED`), and the message says how many."""
+    (:data:`gangopt.reasons.UNCHECKED`), and the message says how many. When the clock
+    already knows that the cheap bounds (and the prefilter, when the solver handed over none)
+    cannot end in time, they do not start: the tier ceilings alone bound the plan
+    (:func:`_bounds_too_late`, :func:`_ceilings_only`)."""
     plan = result.plan
     late = _bounds_too_late(rnd, result, deadline, slowdown)
     if late is not None:
