@@ -26,6 +26,7 @@ from gangopt.bounds import (
     CheapBounds,
     ceilings_of,
     cheap_bounds,
+    cheap_bounds_kept,
     lexicographic_floors,
     packed_tier_bounds,
     reaches_ceilings,
@@ -125,7 +126,7 @@ def _bounds_too_late(rnd: Round, result: Result, deadline: float | None, slow: f
     if deadline is None or rnd.policy.deterministic:
         return None
     pre = result.pre
-    if pre is not None and any(isinstance(k, tuple) and k[:1] == ("cheap-bounds",) for k in pre.derived):
+    if pre is not None and cheap_bounds_kept(pre):
         return None  # computed already: they cost nothing more
     per_pod = FINISHER_BOUNDS_SECONDS_PER_POD + (REPREFILTER_SECONDS_PER_POD if pre is None else 0.0)
     bounds = per_pod * pass_pods(rnd) * slow

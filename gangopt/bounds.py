@@ -84,7 +84,16 @@ def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool = True) -> C
     secondary bound is then much tighter. Computed once per prefiltered round (a solve asks
     for the greedy plan's, then the answer's) and kept on it. ``lp=False`` leaves out the
     growth LP (OR-Tools' GLOP): the growth term is then bounded by every member added."""
-    return pre.kept(("cheap-bounds", tiers_at_ceiling, lp), lambda: _cheap_bounds(pre, tiers_at_ceiling, lp))
+    return pre.kept((CHEAP_BOUNDS, tiers_at_ceiling, lp), lambda: _cheap_bounds(pre, tiers_at_ceiling, lp))
+
+
+CHEAP_BOUNDS = "cheap-bounds"
+"""First part of the keys in ``pre.derived`` of :func:`cheap_bounds` (:func:`cheap_bounds_kept`)."""
+
+
+def cheap_bounds_kept(pre: Prefiltered) -> bool:
+    """Whether some :func:`cheap_bounds` of ``pre`` are kept already (asking again costs nothing)."""
+    return any(isinstance(k, tuple) and k[:1] == (CHEAP_BOUNDS,) for k in pre.derived)
 
 
 def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool) -> CheapBounds:

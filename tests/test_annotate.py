@@ -178,3 +178,27 @@ def test_a_solve_whose_pass_is_hopeless_prefilters_nothing(monkeypatch: pytest.M
     assert gangopt.validate(rnd, late) == []
     on_time = gangopt.solve(rnd)
     assert on_time.stats.prefilter_seconds > 0 and on_time.gap is not None and on_time.admitted
+
+
+def test_a_late_finisher_keeps_the_bounds_it_already_has() -> None:
+    """Past the limit with a prefiltered round: bounds already kept on it (a candidate asked for
+    them) cost nothing more and are reported (a gap); not kept, the tier ceilings of the gangs
+    the prefilter kept bound the plan alone."""
+    from gangopt.bounds import tier_ceilings
+    from gangopt.objective import SCALE, score
+    from gangopt.prefilter import prefilter
+    from gangopt.solvers.greedy.engine import unstarted
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(64, 20, running_mix="jobs")
+    plan = unstarted(rnd)
+    late = time.perf_counter() - 100.0
+    pre = prefilter(rnd)
+    bare = finisher.annotate(rnd, Result(plan=plan, pre=pre), deadline=late)
+    assert "tier ceilings alone, the kept gangs'" in bare.message and bare.gap is None
+    assert {t.priority: t.bound for t in bare.score.tiers} == {p: v / SCALE for p, v in tier_ceilings(pre).items()}
+    kept = prefilter(rnd)
+    finisher.cheap_bounds_for(kept, score(rnd, plan), lp=False)
+    done = finisher.annotate(rnd, Result(plan=plan, pre=kept), deadline=late)
+    assert "tier ceilings alone" not in done.message
+    assert done.gap is not None and done.score.secondary_bound is not None
