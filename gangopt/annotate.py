@@ -291,7 +291,8 @@ range(10**7): s+=i`` at module level, a global's loads and stores per turn), sho
 
 PACE_TURNS = 10_000
 """Turns of :data:`PACE_LOOP` per sample: 0.6-0.7 ms on the bench host, whose 10**7 turns take
-0.61-0.67 CPU-s (per turn 58-70 ns in samples this short, the least of 3 within 3 %)."""
+0.61-0.67 CPU-s; the least of 3 samples this short read 59.7-64.6 ns per turn in 12 fresh
+processes (load 2-3), 56-72 ns in 8 more at load 5."""
 
 PACE_SAMPLES = 3
 """Samples of :func:`pace`, the least kept: an interrupt or a cold first turn stretches one
@@ -319,8 +320,10 @@ def pace() -> float:
     does not read slower here (:func:`slowdown` counts that). Never below 1: the constants'
     margins were measured at 1, and a faster host keeps them. A memory-bandwidth hog on the
     other core (numpy copying 200 MB in a loop, or gathering over 1 GB) slowed neither this
-    loop (58-67 ns per turn with it, 59-71 without) nor the XL round's prefilter and validator
-    by more than 5-8 % of CPU time: what it measures is the host's CPU, not the memory bus."""
+    loop (58.8-67.0 ns per turn with it, 59.7-70.6 without) nor the XL round's prefilter and
+    validator by more than about 7 % of CPU time (0.41-0.46 and 0.39-0.52 CPU-s against
+    0.37-0.43 and 0.36-0.49): on this host (KVM, 480 MB of L3) the hog takes a core, which
+    wall/CPU counts, not CPU time per unit of work (docs/benchmarks.md, "h33-pace")."""
     global _pace
     now = time.monotonic()
     if _pace is not None and now - _pace[1] < PACE_SECONDS:
