@@ -24,7 +24,9 @@ from gangopt import slot_classes, slots
 from gangopt.arrays import running_pod_count
 from gangopt.bounds import (
     CheapBounds,
+    ceilings_of,
     cheap_bounds,
+    cheap_bounds_kept,
     lexicographic_floors,
     packed_tier_bounds,
     reaches_ceilings,
@@ -64,9 +66,14 @@ def annotate(
     (:data:`REASONS_VIEW_SECONDS_PER_POD`), the gangs not reached keep the solver's own reason
     (:data:`gangopt.reasons.UNCHECKED`), and the message says how many. ``validator_end``: the
     instant the validator's checks of the decisions, run beside in a child, are expected to end
-    (:func:`reasons_deadline`)."""
-    pre = result.pre
+    (:func:`reasons_deadline`). When the clock already knows that the cheap bounds (and the
+    prefilter, when the solver handed over none) cannot end in time, they do not start: the
+    tier ceilings alone bound the plan (:func:`_bounds_too_late`, :func:`_ceilings_only`)."""
     plan = result.plan
+    late = _bounds_too_late(rnd, result, deadline, slowdown)
+    if late is not None:
+        return _ceilings_only(rnd, result, late, explain_waiting, deadline, slowdown, validator_end)
+    pre = result.pre
     if pre is None:
         pre = prefilter(rnd)
         # A solver that hands over no prefiltered round (greedy, the peers) and asks for the LP
@@ -84,17 +91,87 @@ def annotate(
     if left_out is not None and lp_bounds:
         plan = plan.model_copy(update={"message": f"{plan.message}; {left_out[1]}".lstrip("; ")})
     if explain_waiting:
-        by = None if deadline is None else reasons_deadline(rnd, plan, deadline, slowdown, validator_end)
-        setup = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan) * slowdown
-        waiting = waiting_reasons(rnd, plan, pre, deadline=by, setup=setup)
-        note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
-        plan = plan.model_copy(update={"waiting": waiting, "message": note})
+        plan = _explained(rnd, plan, deadline, slowdown, validator_end)
     gap = plan_gap(bounded)
     closed = gap == 0 and all(tier_gap(t) == 0 for t in bounded.tiers)
     if result.bounds_decide and plan.status == Status.FEASIBLE and closed:
         note = f"{plan.message}; optimal by the finisher's bounds"
         plan = plan.model_copy(update={"status": Status.OPTIMAL, "message": note})
     return plan.model_copy(update={"score": bounded, "gap": gap, "stats": result.stats})
+
+
+def _explained(
+    rnd: Round, plan: Plan, deadline: float | None, slow: float, validator_end: float | None = None
+) -> Plan:
+    """``plan`` with its waiting gangs' reasons, cut by ``deadline`` (:func:`annotate`;
+    :func:`reasons_deadline` with ``validator_end``)."""
+    by = None if deadline is None else reasons_deadline(rnd, plan, deadline, slow, validator_end)
+    setup = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan) * slow
+    waiting = waiting_reasons(rnd, plan, deadline=by, setup=setup)
+    note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
+    return plan.model_copy(update={"waiting": waiting, "message": note})
+
+
+FINISHER_BOUNDS_SECONDS_PER_POD = 4e-6
+"""CPU seconds per pod (:func:`pass_pods`) of the finisher's cheap bounds without their LPs for
+a plan below the tier ceilings (the growth bound's items and the room they read, the packed
+tier bound's items): measured on a plan that starts nothing of issue 13's fragmented rounds,
+quiet host: L (19,476 pods) 0.07-0.09 CPU-s, XL (78,415) 0.27-0.33 (3.4-4.6e-6)."""
+
+
+def _bounds_too_late(rnd: Round, result: Result, deadline: float | None, slow: float) -> str | None:
+    """Why the finisher bounds ``result``'s plan by the tier ceilings alone, or None: on a
+    clocked solve (a ``deadline``, not ``policy.deterministic``) whose cheap bounds are not
+    already kept on its prefiltered round, when they (:data:`FINISHER_BOUNDS_SECONDS_PER_POD`;
+    with no prefiltered round handed over, the prefilter too: :data:`REPREFILTER_SECONDS_PER_POD`)
+    and the validator, times ``slow``, would end past the limit and :data:`LIMIT_TOLERANCE`.
+    What the clock already knows cannot fit is not started: at XL with a 3 s limit the solve
+    began past its limit (the import and the parse take it), no pass was built, and the
+    prefilter (0.44 CPU-s) and these bounds (0.27-0.33) were a third of what followed."""
+    if deadline is None or rnd.policy.deterministic:
+        return None
+    pre = result.pre
+    if pre is not None and cheap_bounds_kept(pre):
+        return None  # computed already: they cost nothing more
+    per_pod = FINISHER_BOUNDS_SECONDS_PER_POD + (REPREFILTER_SECONDS_PER_POD if pre is None else 0.0)
+    bounds = per_pod * pass_pods(rnd) * slow
+    validator = validator_seconds(rnd, result.plan) * slow
+    now, limit = time.perf_counter(), rnd.policy.time_limit
+    if now + bounds + validator <= deadline + LIMIT_TOLERANCE * limit:
+        return None
+    which = "every pending gang's (no prefilter)" if pre is None else "the kept gangs'"
+    return (
+        f"time limit: bounds are the tier ceilings alone, {which}, no secondary bound and no gap (about "
+        f"{bounds:.1f} s of cheap bounds and {validator:.1f} s of validation after {now - deadline + limit:.1f} s "
+        f"of the {limit:g} s limit)"
+    )
+
+
+def _ceilings_only(
+    rnd: Round,
+    result: Result,
+    note: str,
+    explain_waiting: bool,
+    deadline: float | None,
+    slow: float,
+    validator_end: float | None = None,
+) -> Plan:
+    """:func:`annotate` with the tier ceilings alone for bounds (:func:`_bounds_too_late` says
+    ``note``, which the message gets): every pending gang the prefilter kept started (every
+    pending gang, with no prefiltered round) and every running gang kept, the tighter of that
+    and what the solver proved per tier; the secondary terms bounded only by a proof of the
+    solver's (else no bound: the gap is unknown)."""
+    plan = result.plan
+    unbounded = result.score if result.score is not None else score(rnd, plan)
+    pre = result.pre
+    ceilings = tier_ceilings(pre) if pre is not None else ceilings_of(rnd, range(len(rnd.pending)))
+    proven = result.proven or ProvenBounds()
+    tiers = {p: min(v / SCALE, proven.tiers.get(p, math.inf)) for p, v in ceilings.items()}
+    bounded = with_bounds(unbounded, tiers, proven.secondary)
+    plan = plan.model_copy(update={"message": f"{plan.message}; {note}".lstrip("; ")})
+    if explain_waiting:
+        plan = _explained(rnd, plan, deadline, slow, validator_end)
+    return plan.model_copy(update={"score": bounded, "gap": plan_gap(bounded), "stats": result.stats})
 
 
 FINISHER_LP_SECONDS_PER_POD = 2.8e-5
@@ -237,16 +314,76 @@ per gang and node it replaces (5 µs, fitted when they were 3-9x slower) kept 17
 
 
 def slowdown(wall_start: float, cpu_start: float, least: float = 0.05) -> float:
-    """How many times slower than its own CPU time this process ran since ``wall_start``
-    (:func:`time.perf_counter`) and ``cpu_start`` (:func:`time.process_time`), at least 1
-    (1 until ``least`` CPU seconds have passed: too short a sample to tell).
+    """How many times more wall time than the reserves' constants this process's work takes
+    now: the host's :func:`pace` (CPU time per unit of work, against the speed the constants
+    were measured at) times how many times slower than its own CPU time the process ran since
+    ``wall_start`` (:func:`time.perf_counter`) and ``cpu_start`` (:func:`time.process_time`),
+    each at least 1 (the second 1 until ``least`` CPU seconds have passed: too short a sample
+    to tell).
 
     The reserves here are CPU costs measured on an idle machine; on a shared 2-core machine
-    running three other jobs the same steps took 2-3 times as long in wall time, so the
-    reserves are scaled by what the solve has seen so far."""
+    running three other jobs the same steps took 2-3 times as long in wall time (waiting for a
+    core: wall/CPU), and when the host's CPU itself ran 1.5 times slower for minutes (session
+    32: the :func:`pace` loop 1.23 CPU-s against 0.81) wall/CPU stayed 1 and the fragmented XL
+    round at a 10 s limit ended at 11.9-12.6 s (3 s: 4.1-4.5 s). Every reserve scaled by the
+    load is scaled here, so both count in one place. Never called under
+    ``policy.deterministic`` (no reserve may read the clock there)."""
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
-    return max(1.0, wall / cpu) if cpu > least else 1.0
+    return pace() * (max(1.0, wall / cpu) if cpu > least else 1.0)
+
+
+PACE_LOOP = compile("s = 0\nfor i in range(n):\n    s += i\n", "<pace>", "exec")
+"""The calibration loop of :func:`pace`: session 32's fixed loop (``s=0; for i in
+range(10**7): s+=i`` at module level, a global's loads and stores per turn), short."""
+
+PACE_TURNS = 10_000
+"""Turns of :data:`PACE_LOOP` per sample: 0.6-0.7 ms on the bench host, whose 10**7 turns take
+0.61-0.67 CPU-s; the least of 3 samples this short read 59.7-64.6 ns per turn in 12 fresh
+processes (load 2-3), 56-72 ns in 8 more at load 5."""
+
+PACE_SAMPLES = 3
+"""Samples of :func:`pace`, the least kept: an interrupt or a cold first turn stretches one
+(the first of 5 samples of 5,000 turns read 99-109 ns twice, the others 59-72)."""
+
+PACE_REFERENCE_SECONDS_PER_TURN = 81e-9
+"""CPU seconds per turn of :data:`PACE_LOOP` at the speed the reserves' constants were
+measured at: session 32's quiet host (10**7 turns in 0.81 CPU-s; 1.23 when it ran slow). The
+bench host of session 33 reads 58-70 ns: pace 1, the constants keep their margin there."""
+
+PACE_SECONDS = 10.0
+"""Seconds a :func:`pace` is kept before it is measured again: the host's speed moved within
+minutes in session 32, and a long-lived process (the service) pays the 2 ms calibration at
+most this often."""
+
+_pace: tuple[float, float] | None = None
+"""The last :func:`pace` and when it was measured (:func:`time.monotonic`)."""
+
+
+def pace() -> float:
+    """How many times more CPU time than at the reserves' constants (:data:`PACE_REFERENCE_SECONDS_PER_TURN`)
+    the host takes per unit of work now, at least 1: the least of :data:`PACE_SAMPLES` runs of
+    :data:`PACE_LOOP` (:data:`PACE_TURNS` turns each, about 2 ms in all), kept
+    :data:`PACE_SECONDS`. CPU time (:func:`time.process_time`), so a process waiting for a core
+    does not read slower here (:func:`slowdown` counts that). Never below 1: the constants'
+    margins were measured at 1, and a faster host keeps them. A memory-bandwidth hog on the
+    other core (numpy copying 200 MB in a loop, or gathering over 1 GB) slowed neither this
+    loop (58.8-67.0 ns per turn with it, 59.7-70.6 without) nor the XL round's prefilter and
+    validator by more than about 7 % of CPU time (0.41-0.46 and 0.39-0.52 CPU-s against
+    0.37-0.43 and 0.36-0.49): on this host (KVM, 480 MB of L3) the hog takes a core, which
+    wall/CPU counts, not CPU time per unit of work (docs/benchmarks.md, "h33-pace")."""
+    global _pace
+    now = time.monotonic()
+    if _pace is not None and now - _pace[1] < PACE_SECONDS:
+        return _pace[0]
+    best = math.inf
+    for _ in range(PACE_SAMPLES):
+        began = time.process_time()
+        exec(PACE_LOOP, {"n": PACE_TURNS})  # a fixed loop, compiled once
+        best = min(best, time.process_time() - began)
+    value = max(1.0, best / PACE_TURNS / PACE_REFERENCE_SECONDS_PER_TURN)
+    _pace = (value, now)
+    return value
 
 
 AFTER_PASS_SECONDS_PER_POD = 1.6e-5

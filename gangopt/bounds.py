@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 from gangopt.arrays import cluster_capacity, fit_counts
 from gangopt.objective import SCALE, ObjectiveTerms
 from gangopt.prefilter import BIG, Prefiltered, request_vector
-from gangopt.schema import PendingGang, Role, RunningGang
+from gangopt.schema import PendingGang, Role, Round, RunningGang
 
 
 @dataclass(frozen=True)
@@ -60,14 +60,17 @@ def tier_ceilings(pre: Prefiltered) -> dict[int, int]:
     stayed: a bound any plan respects. Computed once per prefiltered round and kept on it (a
     CP-SAT solve asks four times: a pass over every gang each, 13 % of the CPU profile of the
     Philly b436b2 replay's rounds before)."""
-    return dict(pre.kept("tier-ceilings", lambda: _tier_ceilings(pre)))
+    return dict(pre.kept("tier-ceilings", lambda: ceilings_of(pre.rnd, pre.pending)))
 
 
-def _tier_ceilings(pre: Prefiltered) -> dict[int, int]:
-    rnd = pre.rnd
+def ceilings_of(rnd: Round, pending: Iterable[int]) -> dict[int, int]:
+    """Per priority, the value if the pending gangs of indices ``pending`` started and every
+    running gang stayed: :func:`tier_ceilings` for the gangs the prefilter kept; every pending
+    gang's, a looser bound any plan respects too, for a finisher the clock leaves no prefilter
+    (:func:`gangopt.annotate.annotate`)."""
     terms = ObjectiveTerms.of(rnd)
     ceiling: dict[int, int] = {}
-    for gi in pre.pending:
+    for gi in pending:
         gang = rnd.pending[gi]
         ceiling[gang.priority] = ceiling.get(gang.priority, 0) + terms.tier_value(gang)
     for prio, value in terms.running_base.tier_sums.items():  # every running gang's, summed once per round
@@ -81,7 +84,16 @@ def cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool = True) -> C
     secondary bound is then much tighter. Computed once per prefiltered round (a solve asks
     for the greedy plan's, then the answer's) and kept on it. ``lp=False`` leaves out the
     growth LP (OR-Tools' GLOP): the growth term is then bounded by every member added."""
-    return pre.kept(("cheap-bounds", tiers_at_ceiling, lp), lambda: _cheap_bounds(pre, tiers_at_ceiling, lp))
+    return pre.kept((CHEAP_BOUNDS, tiers_at_ceiling, lp), lambda: _cheap_bounds(pre, tiers_at_ceiling, lp))
+
+
+CHEAP_BOUNDS = "cheap-bounds"
+"""First part of the keys in ``pre.derived`` of :func:`cheap_bounds` (:func:`cheap_bounds_kept`)."""
+
+
+def cheap_bounds_kept(pre: Prefiltered) -> bool:
+    """Whether some :func:`cheap_bounds` of ``pre`` are kept already (asking again costs nothing)."""
+    return any(isinstance(k, tuple) and k[:1] == (CHEAP_BOUNDS,) for k in pre.derived)
 
 
 def _cheap_bounds(pre: Prefiltered, tiers_at_ceiling: bool, lp: bool) -> CheapBounds:

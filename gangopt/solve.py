@@ -114,8 +114,10 @@ def _run(
     deadline = start + rnd.policy.time_limit
     wall, own = time.perf_counter(), time.process_time()
     result = decide(decided)
-    slow = result.slowdown if result.slowdown is not None else slowdown(wall, own, least=0.01)
-    slow = 1.0 if rnd.policy.deterministic else slow  # no reserve read from the load (policy.deterministic)
+    if rnd.policy.deterministic:  # no reserve read from the load or the host's pace
+        slow = 1.0
+    else:
+        slow = result.slowdown if result.slowdown is not None else slowdown(wall, own, least=0.01)
     lp = spec.lp_bounds if lp_bounds is None else lp_bounds
     checks = not result.finished or (view is not None and view.restricted)
     # Beside the finisher only: with ``annotate=False`` (a replay) nothing would run beside the

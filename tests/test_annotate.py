@@ -38,3 +38,167 @@ def test_the_plans_view_is_not_built_when_it_would_end_past_the_reasons_deadline
     deadline: every waiting gang unchecked, none half done."""
     monkeypatch.setattr(finisher, "REASONS_VIEW_SECONDS_PER_POD", 3600.0)
     assert _unchecked(time.perf_counter() + 60.0) == 3
+
+
+def _loop_seconds_per_turn() -> float:
+    """The least of :data:`~gangopt.annotate.PACE_SAMPLES` runs of the pace loop, per turn, by the
+    real CPU clock."""
+    best = float("inf")
+    for _ in range(finisher.PACE_SAMPLES):
+        began = time.process_time()
+        exec(finisher.PACE_LOOP, {"n": finisher.PACE_TURNS})
+        best = min(best, time.process_time() - began)
+    return best / finisher.PACE_TURNS
+
+
+def test_the_pace_reads_a_slower_cpu_and_is_kept_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With :func:`time.process_time` running 10 times faster (a host whose CPU takes 10 times
+    the CPU time per unit of work) :func:`~gangopt.annotate.pace` reads about 10 times the
+    loop's real pace against the reference (half of it at least, for noise), never below 1;
+    the value is kept :data:`~gangopt.annotate.PACE_SECONDS` (the clock back to normal reads
+    the kept value) and measured anew after."""
+    real = time.process_time
+    monkeypatch.setattr(finisher, "_pace", None)
+    at_rest = finisher.pace()
+    assert at_rest >= 1.0
+    per_turn = _loop_seconds_per_turn()
+    cpu = real()
+    monkeypatch.setattr(time, "process_time", lambda: cpu + 10 * (real() - cpu))
+    monkeypatch.setattr(finisher, "_pace", None)
+    slowed = finisher.pace()
+    assert slowed >= max(1.0, 0.5 * 10 * per_turn / finisher.PACE_REFERENCE_SECONDS_PER_TURN)
+    assert slowed > at_rest
+    monkeypatch.setattr(time, "process_time", real)
+    assert finisher.pace() == slowed  # kept
+    later = time.monotonic() + finisher.PACE_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert finisher.pace() < slowed  # measured again at the real pace
+
+
+def test_the_slowdown_is_the_pace_times_wall_over_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every reserve scaled by the load is scaled by the host's pace too, in one place: a kept
+    pace of 3 makes :func:`~gangopt.annotate.slowdown` 3 before any CPU time has passed, and 3
+    times wall/CPU after (the wall clock running twice as fast as the CPU one: 6)."""
+    monkeypatch.setattr(finisher, "_pace", (3.0, time.monotonic()))
+    assert finisher.slowdown(time.perf_counter(), time.process_time()) == 3.0
+    origin, cpu, real = time.perf_counter(), time.process_time(), time.process_time
+    monkeypatch.setattr(time, "perf_counter", lambda: origin + 2 * (real() - cpu))
+    exec(finisher.PACE_LOOP, {"n": 2_000_000})  # some CPU time past ``least``
+    assert finisher.slowdown(origin, cpu, least=0.01) == pytest.approx(6.0, rel=0.05)
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "greedy", "koordinator_like"])
+def test_a_deterministic_solve_never_measures_the_pace(solver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``policy.deterministic`` no reserve reads the clock: the pace is never measured (a
+    pace that raises is never called) by CP-SAT, greedy or a peer; clocked, it is (the same
+    solve raises)."""
+    import gangopt
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(64, 20, running_mix="jobs")
+    policy = rnd.policy.model_copy(update={"deterministic": True})
+
+    def measured() -> float:
+        raise AssertionError("pace measured under policy.deterministic")
+
+    monkeypatch.setattr(finisher, "pace", measured)
+    plan = gangopt.solve(rnd, policy, solver=solver)
+    assert plan.admitted
+    assert gangopt.validate(rnd, plan) == []
+    monkeypatch.undo()
+    with pytest.raises(AssertionError, match="pace measured"):
+        monkeypatch.setattr(finisher, "pace", measured)
+        gangopt.solve(rnd, solver=solver)  # clocked: the pace is read
+
+
+def _late_finish(monkeypatch: pytest.MonkeyPatch, deterministic: bool = False) -> tuple[object, object]:
+    """A plan that starts nothing, annotated with no prefiltered round 100 s past its deadline
+    (the prefilter raising if called), and the round."""
+    from gangopt.solvers.greedy.engine import unstarted
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(64, 20, running_mix="jobs")
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"deterministic": deterministic})})
+    plan = unstarted(rnd)
+
+    def refused(*_: object) -> None:
+        raise AssertionError("prefiltered past the limit")
+
+    if not deterministic:
+        monkeypatch.setattr(finisher, "prefilter", refused)
+    done = finisher.annotate(rnd, Result(plan=plan), deadline=time.perf_counter() - 100.0)
+    return rnd, done
+
+
+def test_bounds_the_clock_cannot_fit_are_not_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finisher past its limit (and the 10 %) with no prefiltered round and no bounds kept does
+    not prefilter nor compute the cheap bounds (the prefilter raising here is never called):
+    the tier ceilings of every pending gang bound the plan (each at least its value), no
+    secondary bound, no gap, and the message says so; the plan stays valid. At XL with a 3 s
+    limit this is 0.44 CPU-s of prefilter and 0.27-0.33 of bounds not spent."""
+    import gangopt
+    from gangopt.bounds import ceilings_of
+    from gangopt.objective import SCALE
+
+    rnd, done = _late_finish(monkeypatch)
+    assert "bounds are the tier ceilings alone, every pending gang's (no prefilter)" in done.message
+    ceilings = ceilings_of(rnd, range(len(rnd.pending)))
+    assert {t.priority: t.bound for t in done.score.tiers} == {p: v / SCALE for p, v in ceilings.items()}
+    assert all(t.bound >= t.value for t in done.score.tiers)
+    assert any(t.bound > t.value for t in done.score.tiers)  # the gangs it did not start
+    assert done.score.secondary_bound is None and done.gap is None
+    assert all(w.reasons[-1] == UNCHECKED for w in done.waiting)
+    assert gangopt.validate(rnd, done) == []
+
+
+def test_a_deterministic_finisher_always_computes_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``policy.deterministic`` the clock cuts no bound: the same late finish prefilters
+    and reports the cheap bounds with a secondary bound and a gap."""
+    _, done = _late_finish(monkeypatch, deterministic=True)
+    assert "tier ceilings alone" not in done.message
+    assert done.score.secondary_bound is not None and done.gap is not None
+
+
+def test_a_solve_whose_pass_is_hopeless_prefilters_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CP-SAT with a 10 ms limit: its first pass would stop at its first ask whatever the
+    prefilter did, so neither runs (``prefilter_seconds`` 0); the plan starts nothing, is
+    bounded by the tier ceilings alone, says so, and is valid. On time, the same round is
+    prefiltered and bounded whole. The pass's setup is priced as a large round's (no pass
+    under :data:`~gangopt.annotate.PASS_FLOOR_SECONDS` is ever stopped)."""
+    import gangopt
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 60, running_mix="jobs")
+    monkeypatch.setattr(finisher, "SETUP_SECONDS_PER_POD", 1e-3)
+    late = gangopt.solve(rnd, rnd.policy.model_copy(update={"time_limit": 0.01}))
+    assert late.stats.prefilter_seconds == 0.0 and not late.admitted
+    assert "no time left for anything else" in late.message
+    assert "tier ceilings alone, every pending gang's (no prefilter)" in late.message
+    assert late.gap is None
+    assert gangopt.validate(rnd, late) == []
+    on_time = gangopt.solve(rnd)
+    assert on_time.stats.prefilter_seconds > 0 and on_time.gap is not None and on_time.admitted
+
+
+def test_a_late_finisher_keeps_the_bounds_it_already_has() -> None:
+    """Past the limit with a prefiltered round: bounds already kept on it (a candidate asked for
+    them) cost nothing more and are reported (a gap); not kept, the tier ceilings of the gangs
+    the prefilter kept bound the plan alone."""
+    from gangopt.bounds import tier_ceilings
+    from gangopt.objective import SCALE, score
+    from gangopt.prefilter import prefilter
+    from gangopt.solvers.greedy.engine import unstarted
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(64, 20, running_mix="jobs")
+    plan = unstarted(rnd)
+    late = time.perf_counter() - 100.0
+    pre = prefilter(rnd)
+    bare = finisher.annotate(rnd, Result(plan=plan, pre=pre), deadline=late)
+    assert "tier ceilings alone, the kept gangs'" in bare.message and bare.gap is None
+    assert {t.priority: t.bound for t in bare.score.tiers} == {p: v / SCALE for p, v in tier_ceilings(pre).items()}
+    kept = prefilter(rnd)
+    finisher.cheap_bounds_for(kept, score(rnd, plan), lp=False)
+    done = finisher.annotate(rnd, Result(plan=plan, pre=kept), deadline=late)
+    assert "tier ceilings alone" not in done.message
+    assert done.gap is not None and done.score.secondary_bound is not None

@@ -821,8 +821,26 @@ def test_a_score_from_the_running_table_is_the_gang_by_gang_score(mix: Any) -> N
     assert all(gangopt.validate(rnd, p) == [] for p in plans)
     fast = [score(rnd, p) for p in plans]
     terms = ObjectiveTerms.of(rnd)
-    terms.__dict__["running_base"] = replace(terms.running_base, owner=None)
+    base = replace(terms.running_base)
+    base.__dict__["owner"] = None  # the index of a round whose names repeat
+    terms.__dict__["running_base"] = base
     assert [score(rnd, p) for p in plans] == fast
+    # A plan that touches no running gang (the unstarted plan of a cut-short solve) is scored by
+    # the table's sums alone, without its pod and node indexes: each running gang's terms.
+    from collections import Counter
+
+    from gangopt.objective import _running_terms
+    from gangopt.solvers.greedy.engine import unstarted
+
+    fresh = terms.__dict__["running_base"] = replace(base)  # no index built yet
+    alone = score(rnd, unstarted(rnd))
+    each = [_running_terms(terms, run, set(), Counter()) for run in rnd.running]
+    by_priority = Counter[int]()
+    for run, (tier, _) in zip(rnd.running, each, strict=True):
+        by_priority[run.priority] += tier
+    assert {t.priority: t.value for t in alone.tiers} == {p: v / SCALE for p, v in by_priority.items()}
+    assert alone.secondary == pytest.approx(sum(s for _, s in each) / SCALE)
+    assert not {"owner", "index", "busy"} & set(fresh.__dict__)  # no index built for it
 
 
 def test_the_preemption_costs_in_one_pass_are_each_gangs_bit_for_bit() -> None:

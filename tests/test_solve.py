@@ -274,24 +274,35 @@ and :func:`test_a_pass_that_would_stop_at_its_first_ask_is_not_built`). The peer
 
 
 
-def _solve_on_loaded_machine(monkeypatch: pytest.MonkeyPatch, rnd: Round, policy: Policy, **kwargs: Any) -> Plan:
+def _solve_on_loaded_machine(
+    monkeypatch: pytest.MonkeyPatch, rnd: Round, policy: Policy, slow_cpu: float | None = None, **kwargs: Any
+) -> Plan:
     """``gangopt.solve(rnd, policy, **kwargs)`` while :func:`time.perf_counter` runs :data:`LOAD`
     times faster than the process's CPU time, in a process whose earlier objects are frozen as
     the command's are (:mod:`gangopt.startup`), twice: the faster of the two plans. The clock
     multiplies every CPU hiccup by 4 (a collection walking the heap the tests before left, page
     faults): in the full suite one solve in about seven took 0.64-0.65 s of this clock for a 0.5 s
     limit (0.16 CPU-s; 0.08-0.09 the others), which a solve that overruns by design does twice
-    (stop 29's greedy: 0.61 s every run)."""
+    (stop 29's greedy: 0.61 s every run). ``slow_cpu``: both clocks run that many times faster
+    than the process's real CPU time instead, a host whose CPU takes that many times the CPU
+    time per unit of work while the process never waits for a core (wall/CPU 1: only
+    :func:`gangopt.annotate.pace`, measured anew, can tell)."""
     import gc
     import time
 
+    from gangopt import annotate
+
+    real = time.process_time
     plans = []
     for _ in range(2):
         gc.collect()
         gc.freeze()
         try:
-            origin, cpu = time.perf_counter(), time.process_time()
-            monkeypatch.setattr(time, "perf_counter", lambda: origin + LOAD * (time.process_time() - cpu))  # noqa: B023
+            origin, cpu, faster = time.perf_counter(), real(), slow_cpu or LOAD
+            monkeypatch.setattr(time, "perf_counter", lambda: origin + faster * (real() - cpu))  # noqa: B023
+            if slow_cpu is not None:
+                monkeypatch.setattr(time, "process_time", lambda: cpu + faster * (real() - cpu))  # noqa: B023
+                monkeypatch.setattr(annotate, "_pace", None)
             plans.append(gangopt.solve(rnd, policy, **kwargs))
             monkeypatch.undo()
         finally:
@@ -330,6 +341,33 @@ def test_the_time_limit_holds_on_a_loaded_machine(solver: str, monkeypatch: pyte
         assert all(w.reasons[-1] == UNCHECKED for w in skipped)
     if solver == "cpsat" and skipped:
         assert plan.status == Status.FALLBACK and "no time left for anything else" in plan.message
+    assert gangopt.validate(rnd, plan) == []
+
+
+SLOW_CPU = 8.0
+"""How many times the CPU time per unit of work grows on the slower host of
+:func:`test_the_time_limit_holds_on_a_slower_cpu`: at 4 (the loaded machine's factor) the whole
+greedy pass at 1,024 nodes fits a 0.8 s limit and no pass is cut, so the pace is not put to
+the test."""
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "greedy"])
+def test_the_time_limit_holds_on_a_slower_cpu(solver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loaded-machine test above on a host whose CPU runs :data:`SLOW_CPU` times slower
+    instead (both clocks 8 times faster than the process's real CPU time; wall/CPU 1) with a
+    1 s limit: the reserves measured on a quiet host are scaled by the host's pace
+    (:func:`gangopt.annotate.pace`), the greedy pass is cut in time, and the solve ends within
+    the limit and 10 %, a valid plan. Without the pace (the reserves scaled by wall/CPU alone,
+    1 here) the whole pass ran: greedy took 1.14-1.20 s of this clock and CP-SAT 3.5-3.9 s
+    (its candidate proven by the slot LPs after it) against the 1.15 s line; with it 0.93-1.07
+    and 0.98-1.00 s (the pass cut after 89-184 of 200 gangs)."""
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(1024, 200, running_mix="jobs")
+    policy = rnd.policy.model_copy(update={"time_limit": 1.0})
+    gangopt.solve(rnd, solver=solver)  # imports and first-call costs paid (a process pays them once)
+    plan = _solve_on_loaded_machine(monkeypatch, rnd, policy, slow_cpu=SLOW_CPU, solver=solver)
+    assert plan.stats.total_seconds <= 1.1 * policy.time_limit + SLACK, plan.message
     assert gangopt.validate(rnd, plan) == []
 
 

@@ -137,6 +137,13 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     start = time.perf_counter() if start is None else start
     wall, cpu = time.perf_counter(), time.process_time()
     clocked = not rnd.policy.deterministic  # the wall clock gates the steps (module doc)
+    # Clocked, the first greedy pass stops where only the work after it still fits in the limit;
+    # a pass that would stop at its first ask is not built, and when the prefilter would not
+    # change that, it does not run either (the finisher then bounds by the clock).
+    end = start + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
+    if clocked and pass_hopeless(rnd, end, pass_reserve(rnd, prefiltered=False), wall, cpu):
+        stats = Stats(nodes=len(rnd.cluster.nodes), gangs=len(rnd.pending))
+        return _not_built(rnd, None, stats, _slowdown(rnd, wall, cpu))
     # 1. Prefilter.
     pre = prefilter(rnd)
     stats = Stats(
@@ -149,13 +156,9 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     # 2. Candidates; the answer already if the cheap bounds prove one.
     early = peers_first(rnd, pre)
     engines: list[GreedyEngine] = []  # greedy's engine: the slot placer's share its setup
-    # Clocked, the first greedy pass stops where only the work after it still fits in the limit.
-    end = start + (1 + LIMIT_TOLERANCE) * rnd.policy.time_limit
     reserve = pass_reserve(rnd)
     if clocked and pass_hopeless(rnd, end, reserve, wall, cpu):  # it would stop at its first ask: not built
-        unbuilt = unstarted(rnd)
-        leave_out(pre, "lp", "bounds without their LPs (time limit; the gap is against looser bounds)")
-        return _cut_short(pre, unbuilt, score(rnd, unbuilt), stats, _slowdown(rnd, wall, cpu))
+        return _not_built(rnd, pre, stats, _slowdown(rnd, wall, cpu))
     stop = stop_by(end, reserve, wall, cpu) if clocked else None
     makers = _candidates(engines, stop)
     first = _best_greedy(rnd, pre, wall, makers[:1], slots_by=(start, wall, cpu), engines=engines)
@@ -825,16 +828,29 @@ def _candidates(
     return [greedy_plan, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
 
 
-def _cut_short(pre: Prefiltered, plan: Plan, unbounded: Score, stats: Stats, slow: float) -> Result:
+def _cut_short(pre: Prefiltered | None, plan: Plan, unbounded: Score, stats: Stats, slow: float) -> Result:
     """The answer when the first greedy pass stopped at its deadline (:func:`solve_cpsat`):
     its partial plan, status ``fallback``, with no other step and no LP bound (the finisher's
     cheap bounds without them: :func:`_best_greedy` left them out), since only the time to
     score, explain and validate it is left. Issue 13's fragmented XL round at a 3 s limit,
     whose whole pass is 4 CPU-s: `gangopt solve` took 39.3 s on stop 29's code at load 8-10,
-    7.3 s now (3.65 CPU-s; docs/benchmarks.md, "h30-clock")."""
+    7.3 s now (3.65 CPU-s; docs/benchmarks.md, "h30-clock"). With no ``pre``, the pass would
+    have stopped at its first ask before the prefilter too: neither ran, and the finisher
+    bounds the plan by what its clock still allows (:func:`gangopt.annotate.annotate`: at XL
+    at 3 s, the tier ceilings alone)."""
     message = f"{plan.message}; no time left for anything else; the partial greedy plan returned"
     cut = plan.model_copy(update={"status": Status.FALLBACK, "message": message})
     return Result(plan=cut, stats=stats, pre=pre, score=unbounded, slowdown=slow)
+
+
+def _not_built(rnd: Round, pre: Prefiltered | None, stats: Stats, slow: float) -> Result:
+    """:func:`_cut_short` for a first greedy pass not built (it would stop at its first ask):
+    the plan that starts nothing (:func:`~gangopt.solvers.greedy.engine.unstarted`), every LP
+    left out of ``pre``'s bounds."""
+    unbuilt = unstarted(rnd)
+    if pre is not None:
+        leave_out(pre, "lp", "bounds without their LPs (time limit; the gap is against looser bounds)")
+    return _cut_short(pre, unbuilt, score(rnd, unbuilt), stats, slow)
 
 
 def _tiers_at_cheap_bounds(pre: Prefiltered, unbounded: Score) -> bool:
