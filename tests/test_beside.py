@@ -249,3 +249,19 @@ def test_a_child_that_hangs_costs_no_check(monkeypatch: pytest.MonkeyPatch, chil
     assert children == [None]
     assert plan.status == Status.FALLBACK
     assert "capacity" in plan.message or "all_or_nothing" in plan.message
+
+
+@needs_second_core
+def test_no_child_without_the_finisher_and_the_break_still_found(children: list[object]) -> None:
+    """With ``annotate=False`` (a replay's rounds) nothing would run beside the child: the door
+    validates in-process, and a broken plan still falls back naming the rule."""
+    rnd = contended()
+    spec, decide = breaking(SOLVERS["cpsat"])
+    plan = run(rnd, spec, decide, annotate=False)
+    assert children == []  # no child was asked for its answer
+    assert plan.status == Status.FALLBACK
+    assert "capacity" in plan.message or "all_or_nothing" in plan.message
+    assert validate(rnd, plan) == []
+    # and with the finisher, the same door forks
+    run(rnd, spec, decide)
+    assert children and children[0]
