@@ -154,9 +154,12 @@ def test_bounds_the_clock_cannot_fit_are_not_started(monkeypatch: pytest.MonkeyP
 def test_a_deterministic_finisher_always_computes_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under ``policy.deterministic`` the clock cuts no bound: the same late finish prefilters
     and reports the cheap bounds with a secondary bound and a gap."""
-    _, done = _late_finish(monkeypatch, deterministic=True)
+    import gangopt
+
+    rnd, done = _late_finish(monkeypatch, deterministic=True)
     assert "tier ceilings alone" not in done.message
     assert done.score.secondary_bound is not None and done.gap is not None
+    assert gangopt.validate(rnd, done) == []
 
 
 def test_a_solve_whose_pass_is_hopeless_prefilters_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,6 +181,7 @@ def test_a_solve_whose_pass_is_hopeless_prefilters_nothing(monkeypatch: pytest.M
     assert gangopt.validate(rnd, late) == []
     on_time = gangopt.solve(rnd)
     assert on_time.stats.prefilter_seconds > 0 and on_time.gap is not None and on_time.admitted
+    assert gangopt.validate(rnd, on_time) == []
 
 
 def test_a_late_finisher_keeps_the_bounds_it_already_has() -> None:
@@ -188,6 +192,7 @@ def test_a_late_finisher_keeps_the_bounds_it_already_has() -> None:
     from gangopt.objective import SCALE, score
     from gangopt.prefilter import prefilter
     from gangopt.solvers.greedy.engine import unstarted
+    from gangopt.validation import validate
     from tests.builders import fragmented_round
 
     rnd = fragmented_round(64, 20, running_mix="jobs")
@@ -202,3 +207,4 @@ def test_a_late_finisher_keeps_the_bounds_it_already_has() -> None:
     done = finisher.annotate(rnd, Result(plan=plan, pre=kept), deadline=late)
     assert "tier ceilings alone" not in done.message
     assert done.gap is not None and done.score.secondary_bound is not None
+    assert validate(rnd, bare) == [] and validate(rnd, done) == []

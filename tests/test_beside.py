@@ -224,6 +224,7 @@ def test_a_child_that_dies_costs_no_check(monkeypatch: pytest.MonkeyPatch, child
 def test_the_reasons_stop_by_the_childs_end_unless_the_machine_is_loaded() -> None:
     rnd = make_round(cluster(2), running=[running("low", ["n0"], gpu=4)], pending=[pending("a", gpu=8, priority=5)])
     plan = gangopt.solve(rnd, solver="greedy")
+    assert validate(rnd, plan) == []
     deadline, reserve, tail = 100.0, validator_seconds(rnd, plan), waiting_check_seconds(rnd)
     assert reasons_deadline(rnd, plan, deadline, 1.0, None) == deadline - reserve  # no child: the old cut
     assert reasons_deadline(rnd, plan, deadline, 1.0, 50.0) == deadline - tail  # the child ends first

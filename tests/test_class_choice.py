@@ -157,7 +157,7 @@ def test_the_gangs_the_seed_left_out_go_first_from_the_first_pass(monkeypatch: p
     without, without_score = real(rnd, choice, time.perf_counter())
     ahead, ahead_score = real(rnd, choice, time.perf_counter(), None, left)
     assert "(1 pass(es))" in without.message and "(1 pass(es))" in ahead.message
-    assert gangopt.validate(rnd, ahead) == []
+    assert gangopt.validate(rnd, ahead) == [] and gangopt.validate(rnd, without) == []
     assert left <= set(ahead.admitted)
     assert not left <= set(without.admitted)
     tier = choice.priority

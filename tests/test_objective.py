@@ -833,7 +833,9 @@ def test_a_score_from_the_running_table_is_the_gang_by_gang_score(mix: Any) -> N
     from gangopt.solvers.greedy.engine import unstarted
 
     fresh = terms.__dict__["running_base"] = replace(base)  # no index built yet
-    alone = score(rnd, unstarted(rnd))
+    nothing = unstarted(rnd)
+    assert gangopt.validate(rnd, nothing) == []
+    alone = score(rnd, nothing)
     each = [_running_terms(terms, run, set(), Counter()) for run in rnd.running]
     by_priority = Counter[int]()
     for run, (tier, _) in zip(rnd.running, each, strict=True):
