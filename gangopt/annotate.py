@@ -254,7 +254,10 @@ and CP-SAT's plans) and 6.2 µs at L (0.12 s for 19,400), quiet machine; ``slowd
 for a loaded one. The reasons were cut at :data:`VALIDATION_SECONDS_PER_POD` (6e-5, kept for
 CP-SAT's search clock): at XL with a 10 s limit that kept 4.64 s for a 0.59 s validation, the
 reasons' deadline fell 5.3 s into the process, before greedy's reasons began (6.3 s) and
-CP-SAT's (8.9 s), and all 207 waiting gangs went unchecked (docs/benchmarks.md, "h30-XLreasons")."""
+CP-SAT's (8.9 s), and all 207 waiting gangs went unchecked (docs/benchmarks.md, "h30-XLreasons").
+CP-SAT's clock counts the same cost when it leaves bounds out (:func:`bounds_in_time`'s
+``validator``); it had its own 1.2e-5, measured under load 2-4 (0.80-0.89 CPU-s at XL), which
+its slowdown already scales: one constant now."""
 
 REASONS_VIEW_SECONDS_PER_POD = 6e-6
 """CPU seconds per pod (:func:`plan_pods`) of the plan's view the waiting reasons build before

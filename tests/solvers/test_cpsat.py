@@ -330,7 +330,7 @@ def test_bounds_the_clock_cannot_cover_are_left_out_and_the_plan_says_so(monkeyp
     in_time = prefilter(rnd)
     cpsat._bounds_in_time(in_time, plan, now, now, cpu)
     assert annotate.bounds_left_out(in_time) is None
-    monkeypatch.setattr(cpsat, "VALIDATOR_SECONDS_PER_POD", limit)  # the validator alone overruns
+    monkeypatch.setattr(annotate, "VALIDATOR_SECONDS_PER_POD", limit)  # the validator alone overruns
     tight = prefilter(rnd)
     cpsat._bounds_in_time(tight, plan, now, now, cpu)
     left_out = annotate.bounds_left_out(tight)

@@ -84,11 +84,11 @@ from gangopt.annotate import (
     pass_hopeless,
     pass_reserve,
     plan_gap,
-    plan_pods,
     slowdown,
     stop_by,
     tier_gap,
     tier_values,
+    validator_seconds,
 )
 from gangopt.arrays import running_pod_count
 from gangopt.bounds import reaches_ceilings, tier_ceilings
@@ -621,23 +621,17 @@ def _allow_large_slots(
         slots.allow_large(pre, "lp" if lp else False, deadline)
 
 
-VALIDATOR_SECONDS_PER_POD = 1.2e-5
-"""The validator's cost per pod (running and new) as :func:`_bounds_in_time` expects it:
-0.80-0.89 CPU-s for the 73,956 running and about 4,000 new pods of issue 13's fragmented XL
-round (load 2-4). The finisher's reserve (:data:`gangopt.annotate.VALIDATION_SECONDS_PER_POD`,
-6e-5) has room for a loaded machine; here the slowdown measured so far scales it instead."""
-
-
 def _bounds_in_time(pre: Prefiltered, plan: Plan, start: float, wall: float, cpu: float) -> None:
     """After the first greedy pass (``plan``; clocked solves), leave out the bounds the time limit
     counted from ``start`` cannot cover (:func:`gangopt.annotate.bounds_in_time`, with the
-    validator's cost per pod here, :data:`VALIDATOR_SECONDS_PER_POD`, scaled by how much slower
-    than CPU time the solve ran since ``wall`` and ``cpu``). At XL with a 10 s limit the solve
-    gets about 8.1 s after the import and the parse, and the first greedy pass ends 5-5.5 s in
-    on a quiet machine: the bounds (1.3-1.8 s) fit; on a loaded one they are what pushed the
-    command from 11 to 12-17 s."""
+    validator's expected cost, :func:`gangopt.annotate.validator_seconds`, scaled by how much
+    slower than CPU time the solve ran since ``wall`` and ``cpu``: the validator measured
+    0.80-0.89 CPU-s at XL under load 2-4, the same 1e-5 per pod once that slowdown is taken
+    out). At XL with a 10 s limit the solve gets about 8.1 s after the import and the parse,
+    and the first greedy pass ends 5-5.5 s in on a quiet machine: the bounds (1.3-1.8 s) fit;
+    on a loaded one they are what pushed the command from 11 to 12-17 s."""
     slow = slowdown(wall, cpu)
-    validator = VALIDATOR_SECONDS_PER_POD * plan_pods(pre.rnd, plan) * slow
+    validator = validator_seconds(pre.rnd, plan) * slow
     bounds_in_time(pre, start, slow, validator)
 
 
