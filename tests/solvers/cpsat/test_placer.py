@@ -338,6 +338,7 @@ def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(mo
     seed = greedy(rnd)
     seed_score = score(rnd, seed)
     cheap_bounds_for(pre, seed_score)
+
     def bounded(plan: Plan, s: Score) -> None:  # the next choice needs the plan's bounds; no answer
         cheap_bounds_for(pre, s)
 
