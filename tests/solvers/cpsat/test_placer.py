@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import re
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,12 +19,12 @@ import gangopt
 from bench.rounds import fragmented_spec
 from gangopt.annotate import cheap_bounds_for
 from gangopt.objective import SCALE, lexicographic_key, score
-from gangopt.prefilter import prefilter
+from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.replay.generate import generate
 from gangopt.schema import Plan, Round, Score
 from gangopt.slots import SlotChoice, allow_large, slot_choice
 from gangopt.solvers.cpsat import placer as placer_module
-from gangopt.solvers.cpsat.placer import LARGEST_FIRST, SlotPlacer, placed
+from gangopt.solvers.cpsat.placer import LARGEST_FIRST, SlotPlacer, _tier_value, place_choices, placed
 from gangopt.solvers.greedy import greedy
 from gangopt.solvers.greedy.engine import GreedyEngine
 from tests.builders import cluster, fragmented_round, make_round, pending, running
@@ -303,3 +305,61 @@ def test_a_choice_short_for_want_of_whole_nodes_is_placed_consolidating(monkeypa
     monkeypatch.setattr(placer_module, "CONSOLIDATE", False)
     today, today_score = placed(rnd, choice)
     assert value(today_score) < choice.value and not chosen <= set(today.admitted)
+
+
+def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """256 nodes / 100 gangs, seed 1, busy 0.6 (jobs mix): the door takes the priority-5
+    choice, then the slot model's priority-0 choice. Made to start none of the priority-10
+    gangs (as the LP's choice at L busy 0.6 left out three it spread over racks), that choice
+    placed as it is loses priority 10 (953.0 GPU-eq against 1,069.5) and is refused, so on
+    6aa335a the plan stays the priority-5 choice's (priority 0 2,029.1). Placed under the
+    priority-5 choice's decisions above priority 0 (:func:`placer._under`), priority 10 and
+    5 hold and priority 0 gains (2,049.1): the door takes it."""
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
+    top = max(g.priority for g in rnd.pending)
+    real_choice, real_placed = placer_module.slot_choice, placer_module.placed
+
+    def lp_like(pre: Prefiltered, values: dict[int, int], whole: bool = False) -> SlotChoice | None:
+        c = real_choice(pre, values, whole)
+        if c is None or c.priority > 0:
+            return c
+        return replace(c, started={i: d for i, d in c.started.items() if rnd.pending[i].priority < top})
+
+    seen: list[tuple[SlotChoice, Plan, Score]] = []
+
+    def logged(r: Round, choice: SlotChoice, *args: Any, **kwargs: Any) -> tuple[Plan, Score]:
+        plan, plan_score = real_placed(r, choice, *args, **kwargs)
+        seen.append((choice, plan, plan_score))
+        return plan, plan_score
+
+    monkeypatch.setattr(placer_module, "slot_choice", lp_like)
+    monkeypatch.setattr(placer_module, "placed", logged)
+    pre = prefilter(rnd)
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    cheap_bounds_for(pre, seed_score)
+
+    def bounded(plan: Plan, s: Score) -> None:  # the next choice needs the plan's bounds; no answer
+        cheap_bounds_for(pre, s)
+
+    out, _ = place_choices(rnd, pre, seed, seed_score, bounded)
+    for _, plan, _ in seen:
+        assert gangopt.validate(rnd, plan) == []
+    assert len(seen) >= 3, "the lower choice was not placed under the taken one"
+    (five, _, five_score), (plain, _, plain_score), (under, under_plan, under_score) = seen[:3]
+    assert (five.priority, plain.priority, under.priority) == (5, 0, 0)
+    assert _tier_value(plain_score, top) < _tier_value(five_score, top)  # the choice as it is loses priority 10
+    # Under the taken choice: its gangs and victims above priority 0, the lower choice's below.
+    assert {i: d for i, d in under.started.items() if rnd.pending[i].priority > 0} == five.started
+    assert {i for i in under.evicted if rnd.running[i].priority > 0} == {
+        i for i in five.evicted if rnd.running[i].priority > 0
+    }
+    assert {i for i in under.evicted if rnd.running[i].priority == 0} == {
+        i for i in plain.evicted if rnd.running[i].priority == 0
+    }
+    assert out.improved >= 2
+    assert lexicographic_key(out.score) >= lexicographic_key(under_score) > lexicographic_key(five_score)
+    assert [_tier_value(under_score, p) for p in (10, 5)] == [_tier_value(five_score, p) for p in (10, 5)]
+    assert _tier_value(under_score, 0) > _tier_value(five_score, 0)
+    assert gangopt.validate(rnd, out.plan) == []
+    assert _signature(real_placed(rnd, under)[0]) == _signature(under_plan)  # repeats exactly
