@@ -64,6 +64,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -366,6 +367,38 @@ class _Context:
             np.add.at(use, inv, reqs)
             self._usage[name] = (uniq, use)
         return self._usage[name]
+
+    @cached_property
+    def share(self) -> np.ndarray:
+        """Per running pod (``rows``' order): its gang's tier value over its pod count."""
+        value = [self.terms.tier_value(self.running[name]) / len(self.pods[name][2]) for name in self.gangs]
+        return np.array(value, dtype=np.float64)[self.owner]
+
+    @cached_property
+    def _kinds(self) -> tuple[np.ndarray, list[RunningGang], np.ndarray]:
+        """Per running gang (``gangs``' order): its kind (priority and queue, all that
+        :meth:`Scope.static` reads of a victim), one gang of each kind, and whether it is a
+        candidate."""
+        seen: dict[tuple[int, str | None], int] = {}
+        first: list[RunningGang] = []
+        kind = np.zeros(len(self.gangs), dtype=np.intp)
+        for k, name in enumerate(self.gangs):
+            gang = self.running[name]
+            key = (gang.priority, gang.queue)
+            if key not in seen:
+                seen[key] = len(first)
+                first.append(gang)
+            kind[k] = seen[key]
+        listed = set(self.candidates)
+        return kind, first, np.fromiter((n in listed for n in self.gangs), dtype=bool, count=len(self.gangs))
+
+    def preemptible(self, gang: PendingGang) -> np.ndarray:
+        """Per running gang (``gangs``' order): a candidate ``gang`` may preempt. At XL one
+        :meth:`may_preempt` per running gang was 0.1 CPU-s an entrant or relocation."""
+        kind, first, candidate = self._kinds
+        may = np.array([self.scope.static(gang, victim) for victim in first], dtype=bool)
+        out: np.ndarray = candidate & may[kind]
+        return out
 
     def may_preempt(self, gang: str, victim: str) -> bool:
         return self.scope.static(self.specs[gang], self.specs[victim])
@@ -672,14 +705,11 @@ class _Entry:
         """With ``crowded``, the plan's new pods stay (:meth:`nodes` offers room beside them)."""
         self.ctx = ctx
         self.gangs, self.rows, self.reqs, self.owner = ctx.gangs, ctx.rows, ctx.reqs, ctx.owner
-        pods = [ctx.pods[name] for name in self.gangs]
         self.kept = np.fromiter((name not in state.removed for name in ctx.pod_names), dtype=bool, count=len(self.rows))
-        share = [ctx.terms.tier_value(ctx.running[name]) / len(p[2]) for name, p in zip(self.gangs, pods, strict=True)]
-        self.share = np.array(share, dtype=np.float64)[self.owner]
+        self.share = ctx.share
         self.new = np.bincount(
             np.array([ctx.index[node] for _, _, node in state.new_pods], dtype=np.intp), minlength=len(ctx.names)
         ).astype(np.float64)
-        self.candidates = set(ctx.candidates)
         self.crowd = np.zeros_like(ctx.cap)
         if crowded:
             for gang, role, node in state.new_pods:
@@ -709,11 +739,7 @@ class _Entry:
         minimum = ctx.terms.min_pods(gang)
         roles = [r for r in gang.roles if minimum.get(r.name, 0) > 0]
         pods = sum(minimum[r.name] for r in roles)
-        may = np.fromiter(
-            (name in self.candidates and ctx.may_preempt(gang.name, name) for name in self.gangs),
-            dtype=bool,
-            count=len(self.gangs),
-        )[self.owner]
+        may = ctx.preemptible(gang)[self.owner]
         # Running pods it may not preempt, removed ones too: a node where such a gang lost pods
         # receives none of its pods (rule 5's node form), so that room is not its either.
         stuck = np.zeros_like(ctx.cap)
