@@ -7,11 +7,13 @@ that are better lexicographically and no worse on any tier.
 
 from __future__ import annotations
 
+import random
 import time
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gangopt
 from gangopt.objective import lexicographic_key, score
@@ -383,28 +385,30 @@ def test_which_running_gangs_a_gang_may_preempt_by_kind_is_may_preempt_per_gang(
 
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rounds())
-def test_a_neighbourhood_frees_only_the_victims_its_movers_reach_and_keeps_the_rest(rnd: Round) -> None:
-    """A single mover inside one node's worth of region: the sub-model's answer (when there is
-    one) changes no victim off the region, and its plan validates."""
+@given(rounds(), st.randoms(use_true_random=False))
+def test_the_plans_running_pods_read_once_and_the_victims_a_region_reaches_match_a_count_per_gang(
+    rnd: Round, draw: random.Random
+) -> None:
+    """``_Base`` (kept use per node, the candidates kept or evicted whole, where each gang lost
+    pods) and ``_Context.reached`` against the same read one running gang at a time."""
     from gangopt.solvers.cpsat import lns
-    from gangopt.solvers.cpsat.expansion import reprieve
 
     seed = greedy(rnd)
-    pre = prefilter(rnd)
-    if not lns.applicable(rnd, pre):
-        return
-    ctx = lns._Context(rnd, pre)
+    ctx = lns._Context(rnd, prefilter(rnd))
     state = lns._State.of(seed)
-    movers = [(g, n) for g, _, n in sorted(state.new_pods) if g in ctx.pending and lns._movable(ctx.pending[g])]
-    for gang, node in movers[:3]:
-        region = np.zeros(len(ctx.names), dtype=bool)
-        region[ctx.index[node]] = True
-        hood = lns.Neighbourhood((gang,), region, node)
-        answer = lns._solve_neighbourhood(ctx, state, hood, time.perf_counter() + 30)
-        if answer is None:
-            continue
-        off = {p.name for g in rnd.running for p in g.pods if p.node != node}
-        assert answer.decision().removed & off == state.removed & off  # victims off the region unchanged
-        plan = lns._plan(rnd, seed, reprieve(rnd, answer.decision()))
-        assert gangopt.validate(rnd, plan) == []
+    base = ctx.base(state)
+    kept = np.zeros_like(ctx.cap)
+    for name, (rows, reqs, pods) in ctx.pods.items():
+        for row, req, pod in zip(rows.tolist(), reqs, pods, strict=True):
+            if pod not in state.removed:
+                kept[row] += req
+            else:
+                assert row in base.lost[name].tolist()
+        assert (name in base.lost) == any(p in state.removed for p in pods)
+    assert (base.kept == kept).all()
+    whole = {n for n in ctx.candidates if n in ctx.pods and len({p in state.removed for p in ctx.pods[n][2]}) == 1}
+    assert base.whole == whole
+    reach = np.array([draw.random() < 0.3 for _ in ctx.names], dtype=bool)
+    expected = [n for n in ctx.candidates if n in whole and reach[ctx.pods[n][0]].any()]
+    assert ctx.reached(reach, base.whole) == expected
+    assert ctx.base(state) is base  # once per plan
