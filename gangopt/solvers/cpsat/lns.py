@@ -34,6 +34,14 @@ It keeps the plan and re-decides one piece of it at a time, at node level:
   stay: its tier value is its minimum's, so a victim evicted whole for room one of its pods
   makes is the sub-model's to keep (256 nodes / 100 gangs, busy 0.6, seeds 1 and 4: the whole
   20 GPU-eq of priority 0 the search missed).
+* **Relocations** (rounds of at least :data:`AIMED_NODES` nodes, :func:`_relocate_hoods`,
+  instead of the victims, the single movers anywhere and the random pairs): an admitted gang
+  bound to a level moves alone to one domain among its own and the few where it displaces
+  least. At XL the gangs that evict are bound to racks, inside which the plan is already the
+  sub-model's optimum.
+* **Reach**: a sub-model frees only the candidates with a pod on a node some mover may use;
+  the others stay as the plan has them (at XL a rack's sub-model went from 55,000 keep
+  literals and 2.4 CPU-s to about 150 and 0.05).
 * **Accept** only what validates: the answer goes through
   :func:`~gangopt.solvers.cpsat.expansion.reprieve` (which also restores rule 5's beneficiary
   and reprieve clauses), :func:`gangopt.validate` and the objective; it replaces the plan only
@@ -64,6 +72,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -323,6 +332,21 @@ class _Context:
             if g.pods:
                 rows, reqs = arrays.pod_rows(g, self.resources, self.index)
                 self.pods[g.name] = (rows, reqs.astype(np.int64), [p.name for p in g.pods])
+        # Every running pod as flat arrays (the gangs in ``pods``' order): node row, request, gang.
+        self.gangs = list(self.pods)
+        flat = [self.pods[name] for name in self.gangs]
+        width = len(self.resources)
+        self.rows = np.concatenate([p[0] for p in flat]) if flat else np.zeros(0, dtype=np.intp)
+        self.reqs = np.concatenate([p[1] for p in flat]) if flat else np.zeros((0, width), dtype=np.int64)
+        self.owner = np.repeat(np.arange(len(flat)), [len(p[2]) for p in flat])
+        self.pod_names = [name for p in flat for name in p[2]]
+        # The candidates' node rows, once each: which of them a neighbourhood reaches.
+        self.free_names = [name for name in self.candidates if name in self.pods]
+        spots = [np.unique(self.pods[name][0]) for name in self.free_names]
+        self.free_rows = np.concatenate(spots) if spots else np.zeros(0, dtype=np.intp)
+        self.free_owner = np.repeat(np.arange(len(spots)), [len(r) for r in spots])
+        self._usage: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._base: tuple[_State, _Base] | None = None
         # Row scale per resource: the gcd of every request and capacity (memory in milli-bytes
         # would otherwise put 1e15 coefficients in the sub-model).
         values = [self.cap] + [v[None, :] for v in self.req.values()]
@@ -330,6 +354,59 @@ class _Context:
         self.unit = np.array(
             [max(1, math.gcd(*[int(x) for x in set(col.tolist())])) for col in stacked.T], dtype=np.int64
         )
+
+    def base(self, state: _State) -> _Base:
+        """What every neighbourhood of ``state`` reads of its running pods (kept once per plan)."""
+        if self._base is None or self._base[0] is not state:
+            self._base = (state, _Base.of(self, state))
+        return self._base[1]
+
+    def reached(self, reach: np.ndarray, eligible: set[str]) -> list[str]:
+        """The ``eligible`` candidates with a pod on a node of ``reach``, in candidate order."""
+        hit = np.bincount(self.free_owner[reach[self.free_rows]], minlength=len(self.free_names)) > 0
+        return [self.free_names[k] for k in np.flatnonzero(hit).tolist() if self.free_names[k] in eligible]
+
+    def usage(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A running gang's node rows (once each) and its pods' use on each."""
+        if name not in self._usage:
+            rows, reqs, _ = self.pods[name]
+            uniq, inv = np.unique(rows, return_inverse=True)
+            use = np.zeros((len(uniq), len(self.resources)), dtype=np.int64)
+            np.add.at(use, inv, reqs)
+            self._usage[name] = (uniq, use)
+        return self._usage[name]
+
+    @cached_property
+    def share(self) -> np.ndarray:
+        """Per running pod (``rows``' order): its gang's tier value over its pod count."""
+        value = [self.terms.tier_value(self.running[name]) / len(self.pods[name][2]) for name in self.gangs]
+        return np.array(value, dtype=np.float64)[self.owner]
+
+    @cached_property
+    def _kinds(self) -> tuple[np.ndarray, list[RunningGang], np.ndarray]:
+        """Per running gang (``gangs``' order): its kind (priority and queue, all that
+        :meth:`Scope.static` reads of a victim), one gang of each kind, and whether it is a
+        candidate."""
+        seen: dict[tuple[int, str | None], int] = {}
+        first: list[RunningGang] = []
+        kind = np.zeros(len(self.gangs), dtype=np.intp)
+        for k, name in enumerate(self.gangs):
+            gang = self.running[name]
+            key = (gang.priority, gang.queue)
+            if key not in seen:
+                seen[key] = len(first)
+                first.append(gang)
+            kind[k] = seen[key]
+        listed = set(self.candidates)
+        return kind, first, np.fromiter((n in listed for n in self.gangs), dtype=bool, count=len(self.gangs))
+
+    def preemptible(self, gang: PendingGang) -> np.ndarray:
+        """Per running gang (``gangs``' order): a candidate ``gang`` may preempt. At XL one
+        :meth:`may_preempt` per running gang was 0.1 CPU-s an entrant or relocation."""
+        kind, first, candidate = self._kinds
+        may = np.array([self.scope.static(gang, victim) for victim in first], dtype=bool)
+        out: np.ndarray = candidate & may[kind]
+        return out
 
     def may_preempt(self, gang: str, victim: str) -> bool:
         return self.scope.static(self.specs[gang], self.specs[victim])
@@ -346,6 +423,61 @@ class _Context:
 
         chosen = {domain(i) for i in nodes}
         return np.fromiter((domain(i) in chosen for i in range(len(cluster))), dtype=bool, count=len(cluster))
+
+
+@dataclass
+class _Base:
+    """A plan's running pods as every neighbourhood of it reads them: built once per plan, not
+    per sub-model (at XL, 68,536 running gangs, the per-gang loops were about 1 CPU-s of each
+    neighbourhood's 2.4)."""
+
+    kept: np.ndarray
+    """Use per node and resource of every running pod the plan keeps."""
+    whole: set[str]
+    """Candidates the plan keeps whole or evicts whole."""
+    elastic: set[str]
+    """Elastic candidates (free with ``shrinks`` whatever they lost)."""
+    lost: dict[str, np.ndarray]
+    """Per running gang that lost pods: the node rows where it lost them."""
+
+    @classmethod
+    def of(cls, ctx: _Context, state: _State) -> _Base:
+        gone = np.fromiter((p in state.removed for p in ctx.pod_names), dtype=bool, count=len(ctx.pod_names))
+        kept = np.zeros_like(ctx.cap)
+        np.add.at(kept, ctx.rows[~gone], ctx.reqs[~gone])
+        count = np.bincount(ctx.owner, minlength=len(ctx.gangs))
+        lost = np.bincount(ctx.owner[gone], minlength=len(ctx.gangs))
+        removed = np.flatnonzero(gone)
+        owners = ctx.owner[removed]  # non-decreasing: the pods are in their gangs' order
+        cuts = np.flatnonzero(np.diff(owners)) + 1
+        at: dict[str, np.ndarray] = {}
+        if len(removed):
+            firsts = owners[np.r_[0, cuts]].tolist()
+            parts = np.split(ctx.rows[removed], cuts)
+            at = {ctx.gangs[k]: np.unique(rows) for k, rows in zip(firsts, parts, strict=True)}
+        index = {name: k for k, name in enumerate(ctx.gangs)}
+        whole = {n for n in ctx.free_names if lost[index[n]] in (0, count[index[n]])}
+        elastic = {n for n in ctx.free_names if ctx.running[n].elastic}
+        return cls(kept=kept, whole=whole, elastic=elastic, lost=at)
+
+
+def _mover_mask(
+    ctx: _Context, hood: Neighbourhood, gang: str, role: str, entrant: bool, seed_nodes: dict[str, list[int]]
+) -> np.ndarray:
+    """The nodes a mover's (or an entrant's) role may use in ``hood``: eligible, inside the
+    neighbourhood's region, an entrant's offered nodes, and the domain the plan chose for a
+    required level (before rule 5's exclusions)."""
+    spec = ctx.pending[gang]
+    role_spec = next(r for r in spec.roles if r.name == role)
+    mask: np.ndarray = ctx.eligibility.mask(role_spec).copy()
+    domain = None if entrant or hood.relocate else ctx.domain_mask(spec, seed_nodes[gang])
+    if hood.region is not None:
+        mask &= hood.region
+    if entrant and hood.within is not None:
+        mask &= hood.within
+    if domain is not None:
+        mask &= domain
+    return mask
 
 
 # ----------------------------------------------------------------------------- neighbourhoods
@@ -366,6 +498,9 @@ class Neighbourhood:
     """The lowest entrant's priority (neighbourhoods with entrants)."""
     within: np.ndarray | None = None
     """The nodes the entrants may use (None: anywhere)."""
+    relocate: bool = False
+    """Whether the movers may leave the domain the plan chose for their required level (for
+    one domain of it inside ``region``: :func:`_relocate_hoods`)."""
 
 
 def _neighbourhoods(
@@ -375,7 +510,9 @@ def _neighbourhoods(
     (:func:`_entrant_hoods`), then the first :data:`TOP_SINGLES` single movers
     with victims attributed to them (highest priority, then most victim value, ties by
     ``rng``), then the domains of one level (all movers' pods inside each, victims' value
-    first), the other single movers, and :data:`PAIRS` random groups of movers."""
+    first), the other single movers, and :data:`PAIRS` random groups of movers. On a round of
+    :data:`AIMED_NODES` nodes or more: the entrants, the relocations (:func:`_relocate_hoods`)
+    and the domains only."""
     on_node: dict[str, set[str]] = {}
     for gang, _, node in state.new_pods:
         on_node.setdefault(node, set()).add(gang)
@@ -396,8 +533,12 @@ def _neighbourhoods(
     tie = {g: float(t) for g, t in zip(movable, rng.permutation(len(movable)), strict=True)}
     singles = sorted(movable, key=lambda g: (-ctx.pending[g].priority, -lost[g], tie[g]))
     out = _entrant_hoods(ctx, state, rng, trade) if trade else []
-    out += _victim_hoods(ctx, state, rng)
-    out += [Neighbourhood((g,), None, g) for g in singles[:TOP_SINGLES]]
+    aimed = len(ctx.names) >= AIMED_NODES
+    if aimed:
+        out += _relocate_hoods(ctx, state, lost)
+    else:
+        out += _victim_hoods(ctx, state, rng)
+        out += [Neighbourhood((g,), None, g) for g in singles[:TOP_SINGLES]]
     for label, region in _domains(ctx, lost_at, rng):
         movers = sorted(
             {g for i in np.flatnonzero(region).tolist() for g in on_node.get(ctx.names[i], ()) if g in ctx.pending}
@@ -405,6 +546,8 @@ def _neighbourhoods(
         movers = [g for g in movers if _movable(ctx.pending[g])]
         if movers:
             out.append(Neighbourhood(tuple(movers), region, label))
+    if aimed:
+        return out  # a mover anywhere: 1.9 CPU-s a sub-model at XL, and none of 16 gained
     out += [Neighbourhood((g,), None, g) for g in singles[TOP_SINGLES:]]
     if len(singles) > 1:
         for _ in range(PAIRS):
@@ -458,6 +601,43 @@ def _entrant_hoods(
     return out
 
 
+def _relocate_hoods(ctx: _Context, state: _State, lost: dict[str, int]) -> list[Neighbourhood]:
+    """Up to :data:`RELOCATIONS` admitted gangs with a required level, highest priority first,
+    then the most victim value on the nodes of their new pods (ties by name), each alone, its
+    pods free to move to one domain among its own and the :data:`RELOCATE_DOMAINS` where its
+    minimum displaces least (:meth:`_Entry.domains`).
+
+    Every other neighbourhood keeps the domain the plan chose for a required level; at XL the
+    gangs that evict most are such gangs (whole 8-GPU nodes in one rack), and inside their racks
+    the plan is already the sub-model's optimum (a block of 256 nodes with its 39 movers:
+    optimal, no gain)."""
+    bound = [g for g in sorted(state.admitted) if g in ctx.pending and _required(ctx.pending[g]) is not None]
+    bound.sort(key=lambda g: (-ctx.pending[g].priority, -lost.get(g, 0), g))
+    if not bound:
+        return []
+    entry = _Entry(ctx, state, crowded=True)
+    nodes = ctx.rnd.cluster.nodes
+    where: dict[str, set[str]] = {}
+    for gang, _, node in state.new_pods:
+        level = _required(ctx.pending[gang]) if gang in ctx.pending else None
+        if level is not None:
+            n = nodes[ctx.index[node]]
+            where.setdefault(gang, set()).add(n.name if level == "node" else n.topology[level])
+    out = []
+    for g in bound[:RELOCATIONS]:
+        level = _required(ctx.pending[g])
+        if level is None or g not in where:
+            continue
+        chosen = set(entry.domains(ctx.pending[g], level, where[g]))
+        if len(chosen) < 2:
+            continue
+        region = np.fromiter(
+            ((n.name if level == "node" else n.topology[level]) in chosen for n in nodes), dtype=bool, count=len(nodes)
+        )
+        out.append(Neighbourhood((g,), region, f"relocate {g}", relocate=True))
+    return out
+
+
 def _victim_hoods(ctx: _Context, state: _State, rng: np.random.Generator) -> list[Neighbourhood]:
     """Up to :data:`VICTIMS` running gangs the plan evicts whole, highest priority first, then
     the most tier value (ties by ``rng``), each with every admitted gang that has new pods on
@@ -491,6 +671,19 @@ def _victim_hoods(ctx: _Context, state: _State, rng: np.random.Generator) -> lis
 
 VICTIMS = 4
 """Victim neighbourhoods per pass at most (:func:`_victim_hoods`)."""
+AIMED_NODES = 8192
+"""Rounds of at least this many nodes (XL: 16,384) get relocations (:func:`_relocate_hoods`)
+and the domains instead of victims, single movers anywhere and random pairs. At XL (greedy's
+plan and the slot placer's at a 30 s limit) the single movers anywhere took 1.9 CPU-s each and
+0 of 16 gained; a rack of 32 nodes 0.05 once the sub-model keeps only the victims it reaches
+(2 of 192 gained); victim neighbourhoods with their movers' pods among the victim's nodes and
+the nodes where they displace least, 0 of 128 (the movers that evict are gangs bound to a
+rack: inside it the plan is already the sub-model's optimum); relocations gave the same two
+gains in their first 5 neighbourhoods (0.3 CPU-s; docs/benchmarks.md, "h34-XLlns")."""
+RELOCATIONS = 16
+"""Relocation neighbourhoods per pass at most (:func:`_relocate_hoods`)."""
+RELOCATE_DOMAINS = 3
+"""Domains besides its own a relocated gang may move to (:meth:`_Entry.domains`)."""
 VICTIM_MAX_NODES = 512
 """Rounds of more nodes get no victim neighbourhoods (measured at 256 nodes only; at 1,024 a
 large victim's movers would be most of the round's admitted gangs)."""
@@ -516,23 +709,19 @@ larger rounds keep the binary keep-or-evict sub-model (M and L unchanged)."""
 class _Entry:
     """Running pods and new pods per node, gathered once for every entrant of a pass."""
 
-    def __init__(self, ctx: _Context, state: _State) -> None:
+    def __init__(self, ctx: _Context, state: _State, crowded: bool = False) -> None:
+        """With ``crowded``, the plan's new pods stay (:meth:`nodes` offers room beside them)."""
         self.ctx = ctx
-        self.gangs = [name for name in ctx.pods]
-        pods = [ctx.pods[name] for name in self.gangs]
-        width = len(ctx.resources)
-        self.rows = np.concatenate([p[0] for p in pods]) if pods else np.zeros(0, dtype=np.intp)
-        self.reqs = np.concatenate([p[1] for p in pods]) if pods else np.zeros((0, width), dtype=np.int64)
-        self.owner = np.repeat(np.arange(len(pods)), [len(p[2]) for p in pods])
-        self.kept = np.fromiter(
-            (name not in state.removed for p in pods for name in p[2]), dtype=bool, count=len(self.rows)
-        )
-        share = [ctx.terms.tier_value(ctx.running[name]) / len(p[2]) for name, p in zip(self.gangs, pods, strict=True)]
-        self.share = np.array(share, dtype=np.float64)[self.owner]
+        self.gangs, self.rows, self.reqs, self.owner = ctx.gangs, ctx.rows, ctx.reqs, ctx.owner
+        self.kept = np.fromiter((name not in state.removed for name in ctx.pod_names), dtype=bool, count=len(self.rows))
+        self.share = ctx.share
         self.new = np.bincount(
             np.array([ctx.index[node] for _, _, node in state.new_pods], dtype=np.intp), minlength=len(ctx.names)
         ).astype(np.float64)
-        self.candidates = set(ctx.candidates)
+        self.crowd = np.zeros_like(ctx.cap)
+        if crowded:
+            for gang, role, node in state.new_pods:
+                self.crowd[ctx.index[node]] += ctx.req[(gang, role)]
 
     def nodes(self, gang: PendingGang) -> np.ndarray | None:
         """The nodes an entrant neighbourhood offers ``gang``: eligible for one of its roles,
@@ -541,24 +730,7 @@ class _Entry:
         :data:`ENTRANT_NODES` per pod of its minimum, at least 8. None when no node could hold
         one of its pods."""
         ctx = self.ctx
-        minimum = ctx.terms.min_pods(gang)
-        roles = [r for r in gang.roles if minimum.get(r.name, 0) > 0]
-        pods = sum(minimum[r.name] for r in roles)
-        may = np.fromiter(
-            (name in self.candidates and ctx.may_preempt(gang.name, name) for name in self.gangs),
-            dtype=bool,
-            count=len(self.gangs),
-        )[self.owner]
-        # Running pods it may not preempt, removed ones too: a node where such a gang lost pods
-        # receives none of its pods (rule 5's node form), so that room is not its either.
-        stuck = np.zeros_like(ctx.cap)
-        np.add.at(stuck, self.rows[~may], self.reqs[~may])
-        paid = may & self.kept
-        cost = np.bincount(self.rows[paid], weights=self.share[paid], minlength=len(ctx.names))
-        room = ctx.cap - stuck
-        fits = np.zeros(len(ctx.names), dtype=bool)
-        for role in roles:
-            fits |= ctx.eligibility.mask(role) & (room >= ctx.req[(gang.name, role.name)]).all(axis=1)
+        pods, fits, cost = self._reach(gang)
         candidates = np.flatnonzero(fits)
         if not len(candidates):
             return None
@@ -566,6 +738,54 @@ class _Entry:
         region = np.zeros(len(ctx.names), dtype=bool)
         region[order[: max(8, ENTRANT_NODES * pods)]] = True
         return region
+
+    def _reach(self, gang: PendingGang) -> tuple[int, np.ndarray, np.ndarray]:
+        """``gang``'s pods at its minimum; per node, how many of them fit once every running
+        gang it may preempt were gone (and, ``crowded``, beside the new pods); per node, the
+        victim value kept there that it may preempt."""
+        ctx = self.ctx
+        minimum = ctx.terms.min_pods(gang)
+        roles = [r for r in gang.roles if minimum.get(r.name, 0) > 0]
+        pods = sum(minimum[r.name] for r in roles)
+        may = ctx.preemptible(gang)[self.owner]
+        # Running pods it may not preempt, removed ones too: a node where such a gang lost pods
+        # receives none of its pods (rule 5's node form), so that room is not its either.
+        stuck = np.zeros_like(ctx.cap)
+        np.add.at(stuck, self.rows[~may], self.reqs[~may])
+        paid = may & self.kept
+        cost = np.bincount(self.rows[paid], weights=self.share[paid], minlength=len(ctx.names))
+        room = ctx.cap - stuck - self.crowd
+        fits = np.zeros(len(ctx.names), dtype=np.int64)
+        for role in roles:
+            req = ctx.req[(gang.name, role.name)]
+            need = req > 0
+            many = (np.maximum(room[:, need], 0) // req[need]).min(axis=1) if need.any() else np.full(len(fits), pods)
+            usable = ctx.eligibility.mask(role) & (room[:, ~need] >= 0).all(axis=1)
+            fits = np.maximum(fits, np.where(usable, many, 0))
+        return pods, fits, cost
+
+    def domains(self, gang: PendingGang, level: str, own: set[str]) -> tuple[str, ...]:
+        """The domains of ``level`` a relocated ``gang`` may use: ``own`` (the plan's) and the
+        :data:`RELOCATE_DOMAINS` where its minimum fits at the least victim value kept (each
+        node's value counted whole; ties by name)."""
+        pods, fits, cost = self._reach(gang)
+        nodes = self.ctx.rnd.cluster.nodes
+        per: dict[str, list[tuple[float, int]]] = {}
+        for i in np.flatnonzero(fits > 0).tolist():
+            d = nodes[i].name if level == "node" else nodes[i].topology[level]
+            if d not in own:
+                per.setdefault(d, []).append((float(cost[i]), int(fits[i])))
+        priced: list[tuple[float, str]] = []
+        for d, spots in per.items():
+            spots.sort()
+            total, placed = 0.0, 0
+            for value, many in spots:
+                if placed >= pods:
+                    break
+                total, placed = total + value, placed + many
+            if placed >= pods:
+                priced.append((total, d))
+        return tuple(sorted(own)) + tuple(d for _, d in sorted(priced)[:RELOCATE_DOMAINS])
 
 
 def _optional(gang: PendingGang) -> bool:
@@ -594,6 +814,11 @@ def _domains(ctx: _Context, lost_at: np.ndarray, rng: np.random.Generator) -> li
             out.append((f"{level}s {label[a]} + {label[b]}", (codes == a) | (codes == b)))
         return out
     return []
+
+
+def _required(gang: PendingGang) -> str | None:
+    """The required level of a movable gang (None: none, or slices)."""
+    return gang.topology.required if gang.topology is not None and _movable(gang) else None
 
 
 def _movable(gang: PendingGang) -> bool:
@@ -655,28 +880,8 @@ def _solve_neighbourhood(
     rnd = ctx.rnd
     n_nodes = len(ctx.names)
     mover_set = set(movers)
-    # Free victims: candidates the plan keeps whole or evicts whole, and (``shrinks``) every
-    # elastic candidate, whose pods per node may also go down to its minimum.
-    free: list[str] = []
-    for name in ctx.candidates:
-        if name not in ctx.pods:
-            continue
-        _, _, pods = ctx.pods[name]
-        gone = sum(p in state.removed for p in pods)
-        if gone in (0, len(pods)) or (shrinks and ctx.running[name].elastic):
-            free.append(name)
-    free_set = set(free)
-    elastic = [name for name in free if shrinks and ctx.running[name].elastic]
-    # Fixed usage: kept running pods of gangs not free, new pods of gangs not moving.
-    fixed = np.zeros_like(ctx.cap)
-    fixed_victims: list[tuple[str, np.ndarray]] = []  # (gang, node rows where it lost pods)
-    for name, (rows, reqs, pods) in ctx.pods.items():
-        if name in free_set:
-            continue
-        kept = np.fromiter((p not in state.removed for p in pods), dtype=bool, count=len(pods))
-        np.add.at(fixed, rows[kept], reqs[kept])
-        if not kept.all():
-            fixed_victims.append((name, np.unique(rows[~kept])))
+    base = ctx.base(state)
+    fixed = base.kept.copy()  # kept running pods; the free victims' are taken out below
     fixed_new: dict[int, set[str]] = {}
     fixed_pods: list[tuple[str, str, str]] = []
     seed_count: dict[tuple[str, str], dict[int, int]] = {}
@@ -703,15 +908,24 @@ def _solve_neighbourhood(
             if count > 0:
                 seed_count[(gang, role)] = {}
                 pods_of[(gang, role)] = count
+    # Free victims: candidates the plan keeps whole or evicts whole, and (``shrinks``) every
+    # elastic candidate, whose pods per node may also go down to its minimum; only those with a
+    # pod on a node some mover may use (``_Context.reached``): the others cannot change.
+    masks = {key: _mover_mask(ctx, hood, key[0], key[1], key[0] in entrants, seed_nodes) for key in seed_count}
+    reach = np.zeros(n_nodes, dtype=bool)
+    for mask in masks.values():
+        reach |= mask
+    free = ctx.reached(reach, base.whole | base.elastic if shrinks else base.whole)
+    free_set = set(free)
+    elastic = [name for name in free if shrinks and ctx.running[name].elastic]
+    for name in free:  # their kept pods are the sub-model's
+        rows, reqs, pods = ctx.pods[name]
+        kept = np.fromiter((p not in state.removed for p in pods), dtype=bool, count=len(pods))
+        np.subtract.at(fixed, rows[kept], reqs[kept])
+    fixed_victims = [(name, rows) for name, rows in base.lost.items() if name not in free_set]
     room = ctx.cap - fixed
     # Free victims' usage per node, and which nodes they sit on.
-    free_usage: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for name in free:
-        rows, reqs, _ = ctx.pods[name]
-        uniq, inv = np.unique(rows, return_inverse=True)
-        use = np.zeros((len(uniq), len(ctx.resources)), dtype=np.int64)
-        np.add.at(use, inv, reqs)
-        free_usage[name] = (uniq, use)
+    free_usage = {name: ctx.usage(name) for name in free}
     model = cp_model.CpModel()
     start = {gang: model.new_bool_var(f"start[{gang}]") for gang in sorted(optional)}
     x: dict[tuple[str, str], dict[int, cp_model.IntVar]] = {}
@@ -719,17 +933,8 @@ def _solve_neighbourhood(
     hint_x: dict[tuple[str, str], dict[int, int]] = {}
     variables = 0
     for (gang, role), per in sorted(seed_count.items()):
-        spec = ctx.pending[gang]
-        role_spec = next(r for r in spec.roles if r.name == role)
         req = ctx.req[(gang, role)]
-        mask = ctx.eligibility.mask(role_spec).copy()
-        domain = None if gang in entrants else ctx.domain_mask(spec, seed_nodes[gang])
-        if region is not None:
-            mask &= region
-        if gang in entrants and hood.within is not None:
-            mask &= hood.within
-        if domain is not None:
-            mask &= domain
+        mask = masks[(gang, role)]
         for victim, rows in fixed_victims:
             if not ctx.may_preempt(gang, victim):
                 mask[rows] = False
@@ -760,6 +965,9 @@ def _solve_neighbourhood(
         model.add(total == pods_of[(gang, role)] * start[gang] if gang in start else total == pods_of[(gang, role)])
     for gang in entrants:  # a required level: one domain
         _one_domain(ctx, model, gang, start[gang], {r: x[(g, r)] for g, r in x if g == gang}, ub)
+    if hood.relocate:  # a relocated mover: one domain of the region's
+        for gang in movers:
+            _one_domain(ctx, model, gang, model.new_constant(1), {r: x[(g, r)] for g, r in x if g == gang}, ub)
     keep = {name: model.new_bool_var(f"keep[{name}]") for name in free}
     # An elastic free victim: its kept pods per role and node, its minimum while it stays.
     sizes = {name: _kept_pods(ctx, model, name, keep[name], ub) for name in elastic}

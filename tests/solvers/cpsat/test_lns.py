@@ -7,10 +7,13 @@ that are better lexicographically and no worse on any tier.
 
 from __future__ import annotations
 
+import random
 import time
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gangopt
 from gangopt.objective import lexicographic_key, score
@@ -297,3 +300,115 @@ def test_at_256_nodes_the_placers_plan_keeps_an_elastic_victim_it_evicted_whole(
     evicted = {p.gang for p in before.plan.preemptions if p.kind == "evict"}
     assert shrunk & evicted  # kept, shrunk, where the search without shrinks evicts it whole
     assert all(t.value >= tiers(rnd, before.plan)[t.priority] for t in out.score.tiers)
+
+
+def racked() -> Round:
+    """Two racks of two 8-GPU nodes; ``urgent`` (priority 10, two 8-GPU pods, one rack
+    required). Rack r0 holds ``a0`` and ``a1`` (priority 0, 8 GPUs each, the cheapest to
+    preempt by their cost: 16 GPU-eq), rack r1 ``b2`` and ``b3`` (4 GPUs each: 8 GPU-eq).
+    Greedy clears r0; clearing r1 keeps twice the priority-0 value, which only a neighbourhood
+    that may change the gang's rack can find."""
+    dear = [running(f"b{i}", [f"n{i}"], gpu=4, preemption_cost=100.0) for i in (2, 3)]
+    cheap = [running(f"a{i}", [f"n{i}"], gpu=8, preemption_cost=0.1) for i in (0, 1)]
+    return make_round(
+        cluster(4, racks=2),
+        running=[*cheap, *dear],
+        pending=[pending("urgent", 2, gpu=8, priority=10, required="rack")],
+    )
+
+
+def test_a_relocation_moves_a_rack_bound_gang_to_the_rack_where_it_evicts_least(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a round of :data:`~gangopt.solvers.cpsat.lns.AIMED_NODES` nodes or more (forced here)
+    the search relocates a gang bound to a rack; without relocations (``RELOCATIONS`` 0) no
+    neighbourhood may leave the rack the plan chose, and the search finds nothing."""
+    from gangopt.solvers.cpsat import lns
+
+    rnd = racked()
+    seed = greedy(rnd)
+    assert sorted(p.gang for p in seed.preemptions) == ["a0", "a1"]  # the trap holds
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    assert tiers(rnd, seed)[0] < optimum[0]
+    pre = prefilter(rnd)
+    monkeypatch.setattr(lns, "AIMED_NODES", 0)
+    out = improve(rnd, pre, seed, score(rnd, seed), time.perf_counter() + 30)
+    assert gangopt.validate(rnd, out.plan) == []
+    assert out.improvements == 1 and tiers(rnd, out.plan) == optimum
+    assert sorted(p.node for p in out.plan.placements) == ["n2", "n3"]
+    assert sorted(p.gang for p in out.plan.preemptions) == ["b2", "b3"]
+    monkeypatch.setattr(lns, "RELOCATIONS", 0)
+    fixed = improve(rnd, pre, seed, score(rnd, seed), time.perf_counter() + 30)
+    assert gangopt.validate(rnd, fixed.plan) == []
+    assert fixed.improvements == 0 and tiers(rnd, fixed.plan) == tiers(rnd, seed)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds())
+def test_an_aimed_search_plan_is_valid_repeatable_and_never_worse_on_any_tier(rnd: Round) -> None:
+    """The neighbourhoods of a round of ``AIMED_NODES`` nodes or more (relocations, domains),
+    forced on small random rounds: every plan validates, no tier falls, the same round gives
+    the same plan."""
+    from gangopt.solvers.cpsat import lns
+
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    pre = prefilter(rnd)
+    aimed = lns.AIMED_NODES
+    lns.AIMED_NODES = 0  # not monkeypatch: hypothesis reruns the body within one test
+    try:
+        runs = [improve(rnd, pre, seed, seed_score, time.perf_counter() + 30) for _ in range(2)]
+    finally:
+        lns.AIMED_NODES = aimed
+    out = runs[0]
+    assert gangopt.validate(rnd, out.plan) == []
+    assert lexicographic_key(out.score) >= lexicographic_key(seed_score)
+    before = {t.priority: t.value for t in seed_score.tiers}
+    assert all(t.value >= before.get(t.priority, 0.0) - 1e-9 for t in out.score.tiers)
+    assert out.score == score(rnd, out.plan)
+    if not any(r.clock for r in runs):
+        assert runs[0].plan.model_dump() == runs[1].plan.model_dump()
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds())
+def test_which_running_gangs_a_gang_may_preempt_by_kind_is_may_preempt_per_gang(rnd: Round) -> None:
+    """``_Context.preemptible`` (one scope check per priority and queue) against
+    ``may_preempt`` asked of every running gang."""
+    from gangopt.solvers.cpsat import lns
+
+    ctx = lns._Context(rnd, prefilter(rnd))
+    candidates = set(ctx.candidates)
+    for gang in rnd.pending:
+        expected = [name in candidates and ctx.may_preempt(gang.name, name) for name in ctx.gangs]
+        assert ctx.preemptible(gang).tolist() == expected
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds(), st.randoms(use_true_random=False))
+def test_the_plans_running_pods_read_once_and_the_victims_a_region_reaches_match_a_count_per_gang(
+    rnd: Round, draw: random.Random
+) -> None:
+    """``_Base`` (kept use per node, the candidates kept or evicted whole, where each gang lost
+    pods) and ``_Context.reached`` against the same read one running gang at a time."""
+    from gangopt.solvers.cpsat import lns
+
+    seed = greedy(rnd)
+    ctx = lns._Context(rnd, prefilter(rnd))
+    state = lns._State.of(seed)
+    base = ctx.base(state)
+    kept = np.zeros_like(ctx.cap)
+    for name, (rows, reqs, pods) in ctx.pods.items():
+        for row, req, pod in zip(rows.tolist(), reqs, pods, strict=True):
+            if pod not in state.removed:
+                kept[row] += req
+            else:
+                assert row in base.lost[name].tolist()
+        assert (name in base.lost) == any(p in state.removed for p in pods)
+    assert (base.kept == kept).all()
+    whole = {n for n in ctx.candidates if n in ctx.pods and len({p in state.removed for p in ctx.pods[n][2]}) == 1}
+    assert base.whole == whole
+    reach = np.array([draw.random() < 0.3 for _ in ctx.names], dtype=bool)
+    expected = [n for n in ctx.candidates if n in whole and reach[ctx.pods[n][0]].any()]
+    assert ctx.reached(reach, base.whole) == expected
+    assert ctx.base(state) is base  # once per plan
