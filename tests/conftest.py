@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -24,14 +23,3 @@ settings.register_profile(
 )
 settings.register_profile("quick", max_examples=10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "default")
-
-
-@pytest.fixture
-def candidates_room_for_all(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The prefilter as it was before the free-room cut: every gang's fit counts the room the
-    candidates could free, also a gang that may preempt none of them. Tests of the bounds'
-    own reading of rule 5 use it on rounds whose gangs the prefilter now prunes first
-    (tests/test_prefilter.py::test_a_gang_that_may_preempt_nothing_fits_only_in_the_free_room)."""
-    from gangopt import prefilter as pf
-
-    monkeypatch.setattr(pf, "_preempting_nothing", lambda rnd, candidates: None)
