@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -23,3 +24,16 @@ settings.register_profile(
 )
 settings.register_profile("quick", max_examples=10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "default")
+
+
+@pytest.fixture(autouse=True)
+def fresh_pace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test measures the host's pace afresh (:func:`gangopt.annotate.pace` keeps its value
+    10 s per process), so that no test inherits a value another one measured under a faked
+    clock. Added at stop 34 after one full run in which
+    `test_a_solve_whose_pass_is_hopeless_prefilters_nothing`'s on-time solve (5 s for 60 gangs)
+    ended after 0.15 s with greedy's pass cut. The test passed alone 6 times of 6, and no
+    leaking test was identified, so this is hygiene, not a proven fix."""
+    from gangopt import annotate
+
+    monkeypatch.setattr(annotate, "_pace", None)
