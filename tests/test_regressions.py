@@ -230,3 +230,19 @@ def test_two_victims_in_one_class_the_model_keeps_rule_5_node_by_node() -> None:
     assert plan.solver == "cpsat" and plan.status == Status.OPTIMAL, plan.message
     assert gangopt.validate(rnd, plan) == []
     assert "cohort reclaim" not in plan.message
+
+
+def test_two_victims_in_one_class_a_refused_plan_names_the_pod_not_a_reclaim() -> None:
+    # The door's note for a plan rule 5's re-reading refuses: job1 (priority 0, same queue)
+    # put on n0 where run1 lost a pod is no cohort reclaim; the note said "licence" for both.
+    from gangopt.schema import Placement
+    from gangopt.solvers.cpsat import _broken_rule_5
+
+    rnd = gangopt.load_round(REGRESSIONS / RULE5_TWO_VICTIMS)
+    plan = gangopt.solve(rnd)
+    assert _broken_rule_5(rnd, plan) == ""
+    job1 = Placement(gang="job1", role="worker", pod="job1-worker-0", node=plan.preemptions[0].nodes[0])
+    bad = plan.model_copy(update={"placements": [*plan.placements, job1], "admitted": [*plan.admitted, "job1"]})
+    assert gangopt.validate(rnd, bad) != []
+    note = _broken_rule_5(rnd, bad)
+    assert "job1" in note and "reclaim" not in note, note
