@@ -246,3 +246,28 @@ def test_two_victims_in_one_class_a_refused_plan_names_the_pod_not_a_reclaim() -
     assert gangopt.validate(rnd, bad) != []
     note = _broken_rule_5(rnd, bad)
     assert "job1" in note and "reclaim" not in note, note
+
+
+# Found by the nightly profile of the same property test (also on 6aa335a and fa1f3b4): nodes
+# n0 and n1 form one class, each full with a pod of run0 (4 GPUs), run2 and run6 (2 each); q0
+# lists a nominal, so the model asks a victim for one witness class where it loses a pod and
+# a gang that may preempt it lands (encoding._victim_needs_beneficiary). It shrinks run0 on n0,
+# where job0 lands, and run6 on n1, where no new pod fits: rule 5's beneficiary is read per
+# class, not per node. The validator refuses CP-SAT's plan and greedy's is returned
+# (fallback; greedy shrinks run0 and run6 both on n1, where job0 lands).
+RULE5_BENEFICIARY = "cpsat-rule5-beneficiary-on-another-node.json"
+
+
+def test_a_victim_whose_beneficiary_lands_on_another_node_of_its_class_gets_a_valid_plan() -> None:
+    rnd = gangopt.load_round(REGRESSIONS / RULE5_BENEFICIARY)
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    greedy = gangopt.solve(rnd, solver="greedy")
+    assert [t.value for t in plan.score.tiers] == [t.value for t in greedy.score.tiers]
+
+
+@pytest.mark.xfail(strict=True, reason="rule 5's beneficiary per class, not per node, in a class of several nodes")
+def test_a_victim_whose_beneficiary_lands_on_another_node_of_its_class_the_model_keeps_rule_5() -> None:
+    rnd = gangopt.load_round(REGRESSIONS / RULE5_BENEFICIARY)
+    plan = gangopt.solve(rnd)
+    assert plan.solver == "cpsat" and plan.status == Status.OPTIMAL, plan.message
