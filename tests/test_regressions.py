@@ -208,7 +208,8 @@ def test_the_placers_pass_without_preferred_levels_keeps_a_gangs_slices() -> Non
 # so job1 "fits where run0 kept its pod" (n2) and "where run1 kept its pod" (n0) while no node
 # of the class lost neither. Expanded to nodes, job1 lands on n0, where run0 lost a pod: the
 # door's re-reading of the licences (scope.reclaims_hold) refuses the plan and returns
-# greedy's, valid and at every tier bound, but the message blames a cohort reclaim.
+# greedy's, valid and at every tier bound, but the message blamed a cohort reclaim (until
+# h34-rule5: encoding._lower_off_every_losing_node reads the victims jointly per node).
 RULE5_TWO_VICTIMS = "cpsat-rule5-two-victims-one-class.json"
 
 
