@@ -208,7 +208,8 @@ def test_the_placers_pass_without_preferred_levels_keeps_a_gangs_slices() -> Non
 # so job1 "fits where run0 kept its pod" (n2) and "where run1 kept its pod" (n0) while no node
 # of the class lost neither. Expanded to nodes, job1 lands on n0, where run0 lost a pod: the
 # door's re-reading of the licences (scope.reclaims_hold) refuses the plan and returns
-# greedy's, valid and at every tier bound, but the message blames a cohort reclaim.
+# greedy's, valid and at every tier bound, but the message blamed a cohort reclaim (until
+# h34-rule5: encoding._lower_off_every_losing_node reads the victims jointly per node).
 RULE5_TWO_VICTIMS = "cpsat-rule5-two-victims-one-class.json"
 
 
@@ -221,8 +222,53 @@ def test_two_victims_in_one_class_a_plan_that_breaks_rule_5_is_not_returned() ->
     assert [t.value for t in plan.score.tiers] == [t.value for t in greedy.score.tiers]
 
 
-@pytest.mark.xfail(strict=True, reason="rule 5's node form per victim, not per node, in a class of several nodes")
 def test_two_victims_in_one_class_the_model_keeps_rule_5_node_by_node() -> None:
+    # Per victim, job1 fitted "where run0 kept its pod" (n2) and "where run1 kept its pod"
+    # (n0); jointly per node no node of the class keeps both, so the model leaves job1 waiting
+    # and its own plan is returned, proven (fails on 6aa335a and fa1f3b4: greedy's, feasible).
     rnd = gangopt.load_round(REGRESSIONS / RULE5_TWO_VICTIMS)
+    plan = gangopt.solve(rnd)
+    assert plan.solver == "cpsat" and plan.status == Status.OPTIMAL, plan.message
+    assert gangopt.validate(rnd, plan) == []
+    assert "cohort reclaim" not in plan.message
+
+
+def test_two_victims_in_one_class_a_refused_plan_names_the_pod_not_a_reclaim() -> None:
+    # The door's note for a plan rule 5's re-reading refuses: job1 (priority 0, same queue)
+    # put on n0 where run1 lost a pod is no cohort reclaim; the note said "licence" for both.
+    from gangopt.schema import Placement
+    from gangopt.solvers.cpsat import _broken_rule_5
+
+    rnd = gangopt.load_round(REGRESSIONS / RULE5_TWO_VICTIMS)
+    plan = gangopt.solve(rnd)
+    assert _broken_rule_5(rnd, plan) == ""
+    job1 = Placement(gang="job1", role="worker", pod="job1-worker-0", node=plan.preemptions[0].nodes[0])
+    bad = plan.model_copy(update={"placements": [*plan.placements, job1], "admitted": [*plan.admitted, "job1"]})
+    assert gangopt.validate(rnd, bad) != []
+    note = _broken_rule_5(rnd, bad)
+    assert "job1" in note and "reclaim" not in note, note
+
+
+# Found by the nightly profile of the same property test (also on 6aa335a and fa1f3b4): nodes
+# n0 and n1 form one class, each full with a pod of run0 (4 GPUs), run2 and run6 (2 each); q0
+# lists a nominal, so the model asks a victim for one witness class where it loses a pod and
+# a gang that may preempt it lands (encoding._victim_needs_beneficiary). It shrinks run0 on n0,
+# where job0 lands, and run6 on n1, where no new pod fits: rule 5's beneficiary is read per
+# class, not per node. The validator refuses CP-SAT's plan and greedy's is returned
+# (fallback; greedy shrinks run0 and run6 both on n1, where job0 lands).
+RULE5_BENEFICIARY = "cpsat-rule5-beneficiary-on-another-node.json"
+
+
+def test_a_victim_whose_beneficiary_lands_on_another_node_of_its_class_gets_a_valid_plan() -> None:
+    rnd = gangopt.load_round(REGRESSIONS / RULE5_BENEFICIARY)
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    greedy = gangopt.solve(rnd, solver="greedy")
+    assert [t.value for t in plan.score.tiers] == [t.value for t in greedy.score.tiers]
+
+
+@pytest.mark.xfail(strict=True, reason="rule 5's beneficiary per class, not per node, in a class of several nodes")
+def test_a_victim_whose_beneficiary_lands_on_another_node_of_its_class_the_model_keeps_rule_5() -> None:
+    rnd = gangopt.load_round(REGRESSIONS / RULE5_BENEFICIARY)
     plan = gangopt.solve(rnd)
     assert plan.solver == "cpsat" and plan.status == Status.OPTIMAL, plan.message

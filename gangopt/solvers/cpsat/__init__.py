@@ -96,7 +96,7 @@ from gangopt.objective import SCALE, lexicographic_key, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
 from gangopt.result import ProvenBounds, Result
 from gangopt.schema import SAFETY_NET, Plan, Round, Score, Stats, Status, Waiting
-from gangopt.scope import reclaims_hold
+from gangopt.scope import Scope, licences_after
 from gangopt.solvers.cpsat.expansion import Decision, expand, reprieve, to_plan_parts
 from gangopt.solvers.cpsat.guard import (
     BUILD_SECONDS_PER_VARIABLE,
@@ -447,7 +447,7 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
     # The model licenses cohort reclaims on its own usage after the plan (gangopt.scope,
     # encoding._reclaim_licence); the reprieve above may put pods back and move a queue
     # across its nominal, which can void a reclaim: that plan is not offered.
-    broken = not reclaims_hold(rnd, plan)
+    broken = _broken_rule_5(rnd, plan)
     # 7. Choose. The stages' bounds hold for the round only when the model was whole, and
     # their secondary bound only for plans at the tiers' optima (not after a repair or a cut),
     # and only for a model no stricter than the round's rules.
@@ -462,8 +462,7 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
             update={
                 "status": Status.FEASIBLE if allowed is None else Status.FALLBACK,
                 "message": (
-                    f"CP-SAT's plan lost a cohort reclaim's licence in its repair; {_warm_start_name(baseline.plan)} "
-                    "returned. "
+                    f"CP-SAT's plan {broken}; {_warm_start_name(baseline.plan)} returned. "
                     if broken
                     else f"the {_warm_start_name(baseline.plan)} scores better than CP-SAT's own in time. "
                 )
@@ -479,6 +478,25 @@ def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, sta
             update={"status": Status.FEASIBLE, "message": f"{note}; {plan.message}" if plan.message else note}
         )
     return Result(plan=plan, stats=stats, pre=pre, score=plan_score, proven=proven)
+
+
+def _broken_rule_5(rnd: Round, plan: Plan) -> str:
+    """How ``plan`` breaks rule 5 as :func:`~gangopt.scope.reclaims_hold` re-reads it ("" when
+    it does not): a cohort reclaim's licence lost in the repair, or a new pod put on a node where
+    a victim it may never preempt lost pods (the message said "licence" for both; a two-victim
+    class of tests/test_regressions.py was of the second kind)."""
+    scope = Scope(rnd)
+    if scope.plain or not plan.preemptions:
+        return ""
+    refused = [pair for pair, ok in licences_after(rnd, plan, scope).items() if not ok]
+    if not refused:
+        return ""
+    specs = {g.name: g for g in [*rnd.pending, *rnd.running]}
+    running = {g.name: g for g in rnd.running}
+    if any(scope.reclaim_needs(specs[gang], running[victim]) != "never" for gang, victim in refused):
+        return "lost a cohort reclaim's licence in its repair"
+    gang, victim = refused[0]
+    return f"put {gang} where {victim} lost pods, which {gang} may not preempt (rule 5)"
 
 
 def _for_plan(proven: ProvenBounds | None, plan_score: Score) -> ProvenBounds | None:

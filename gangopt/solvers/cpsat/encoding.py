@@ -41,6 +41,8 @@ MAX_PATTERNS = 48
 
 Expr = cp_model.LinearExprT
 Terms = list[tuple[cp_model.IntVar, int]]
+LowPods = list[tuple[RoleKey, cp_model.IntVar]]
+Licensed = Sequence[tuple[cp_model.IntVar, LowPods]]
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,10 @@ class Encoding:
     """Whom a gang may preempt (read once, by the first victim's constraints)."""
     victim: dict[int, cp_model.IntVar] = field(default_factory=dict)
     """Running gang index -> whether it loses pods (the repair's cuts read it)."""
+    kept_off: dict[int, list[tuple[int, LowPods, Licensed]]] = field(default_factory=lambda: defaultdict(list))
+    """Per class of several nodes with patterns: each victim there with the new pods that may
+    not land where it loses pods (:func:`_lower_off_losing_nodes`), read jointly per node by
+    :func:`_lower_off_every_losing_node`."""
     stricter: bool = False
     """Whether a rule is encoded stricter than the round's (rule 5 per class of several nodes,
     elastic gangs with pods outside the model: see :func:`_victim_needs_beneficiary`); the
@@ -492,6 +498,9 @@ def _running_rules(enc: Encoding) -> None:
         if gi in pre.candidates:
             _victim_needs_beneficiary(enc, gi)
             _grow_or_shrink(enc, gi)
+    for k, victims in sorted(enc.kept_off.items()):
+        if len(victims) > 1:
+            _lower_off_every_losing_node(enc, k, victims)
 
 
 def _grow_or_shrink(enc: Encoding, gi: int) -> None:
@@ -607,6 +616,7 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
         if (low or licensed) and kept_k:
             if cm.patterns and cm.cls.size > 1:  # node by node through the patterns
                 _lower_off_losing_nodes(enc, cm, gi, low, licensed)
+                enc.kept_off[k].append((gi, low, licensed))
             else:  # exact on one node; a class of several without patterns holds no candidates today
                 enc.stricter |= cm.cls.size > 1
                 loses = enc.bool_var()
@@ -674,6 +684,65 @@ def _lower_off_losing_nodes(
         open_ = [(p, z) for p, z, ok in zip(cm.patterns, cm.z, keeps_all, strict=True) if ok and p.slots]
         room = [(z, p.slots[s]) for p, z in open_ if p.slots[s]]
         enc.model.add(sum(users) <= sum(c * z for z, c in room))
+
+
+def _lower_off_every_losing_node(enc: Encoding, k: int, victims: list[tuple[int, LowPods, Licensed]]) -> None:
+    """Rule 5's node form for several victims on one class at once: a new pod may land only on
+    a node where no victim it may not preempt lost pods. :func:`_lower_off_losing_nodes` reads
+    it per victim, which lets a pod that may preempt neither of two victims fit "where the
+    first kept its pods" and "where the second kept its pods" with no node where both did (a
+    hypothesis round, tests/test_regressions.py ``RULE5_TWO_VICTIMS``: job1 started on n0,
+    where run0 lost a pod; the door refused the plan and returned greedy's, status feasible).
+
+    Per shape, the class's new pods are split by the victims they must avoid (and, for
+    cohort reclaims, the licence literals that would let them land there anyway) and routed
+    to the patterns that keep those victims whole: one flow variable per group and pattern,
+    each pattern's slots shared by all groups. Exact, so the model's bounds stay the round's.
+    """
+    m, pre, cm = enc.model, enc.pre, enc.classes[k]
+    keeps: dict[int, list[bool]] = {}
+    for gi, _, _ in victims:
+        idx = [i for i, e in enumerate(cm.entries) if e[0] == gi]
+        keeps[gi] = [
+            bool(p.kept) and all(p.kept[i] >= cm.cls.candidates[cm.entries[i]] for i in idx) for p in cm.patterns
+        ]
+    # per new-pod variable: the victims it always avoids, and (victim, licence) pairs it avoids
+    # unless the licence holds
+    avoid: dict[int, tuple[set[int], set[tuple[int, int]]]] = {}
+    licence: dict[int, cp_model.IntVar] = {}
+    for gi, low, licensed in victims:
+        for _, var in low:
+            avoid.setdefault(var.index, (set(), set()))[0].add(gi)
+        for lit, pairs in licensed:
+            licence[lit.index] = lit
+            for _, var in pairs:
+                avoid.setdefault(var.index, (set(), set()))[1].add((gi, lit.index))
+    for s, shape in enumerate(cm.shapes):
+        groups: dict[tuple[frozenset[int], frozenset[tuple[int, int]]], list[cp_model.IntVar]] = defaultdict(list)
+        for key, var in enc.x_on_class.get(k, []):
+            if cm.project(pre.requests[key]) == shape:
+                hard, soft = avoid.get(var.index, (set(), set()))
+                groups[(frozenset(hard), frozenset(soft))].append(var)
+        if len({gi for always, unless in groups for gi in [*always, *(v for v, _ in unless)]}) < 2:
+            continue  # one victim at most: the per-victim rows are exact
+        flows: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        for (always, unless), pods in groups.items():
+            most = sum(enc.ub(v) for v in pods)
+            routed: list[cp_model.IntVar] = []
+            for j, (p, z) in enumerate(zip(cm.patterns, cm.z, strict=True)):
+                if not p.slots or not p.slots[s] or not all(keeps[gi][j] for gi in always):
+                    continue
+                f = enc.int_var(0, min(most, p.slots[s] * enc.ub(z)))
+                off = sorted({li for gi, li in unless if not keeps[gi][j]})
+                if off:  # only under every licence that lets the group onto a node losing pods
+                    m.add(f == 0).only_enforce_if(licence[off[0]].Not())
+                    for li in off[1:]:
+                        m.add(f == 0).only_enforce_if(licence[li].Not())
+                routed.append(f)
+                flows[j].append(f)
+            m.add(sum(routed) == sum(pods))
+        for j, fs in flows.items():
+            m.add(sum(fs) <= cm.patterns[j].slots[s] * cm.z[j])
 
 
 def _borrowing(enc: Encoding, gi: int, path: Sequence[str] = ()) -> cp_model.IntVar | None:
