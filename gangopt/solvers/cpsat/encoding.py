@@ -733,11 +733,9 @@ def _lower_off_every_losing_node(enc: Encoding, k: int, victims: list[tuple[int,
                 if not p.slots or not p.slots[s] or not all(keeps[gi][j] for gi in always):
                     continue
                 f = enc.int_var(0, min(most, p.slots[s] * enc.ub(z)))
-                off = sorted({li for gi, li in unless if not keeps[gi][j]})
-                if off:  # only under every licence that lets the group onto a node losing pods
-                    m.add(f == 0).only_enforce_if(licence[off[0]].Not())
-                    for li in off[1:]:
-                        m.add(f == 0).only_enforce_if(licence[li].Not())
+                # only under every licence that lets the group onto a node losing pods
+                for li in sorted({li for gi, li in unless if not keeps[gi][j]}):
+                    m.add(f == 0).only_enforce_if(licence[li].Not())
                 routed.append(f)
                 flows[j].append(f)
             m.add(sum(routed) == sum(pods))
