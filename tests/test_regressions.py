@@ -219,6 +219,7 @@ def test_two_victims_in_one_class_a_plan_that_breaks_rule_5_is_not_returned() ->
     assert gangopt.validate(rnd, plan) == []
     assert "job1" not in plan.admitted  # priority 0 may preempt no one here: it can never start
     greedy = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, greedy) == []
     assert [t.value for t in plan.score.tiers] == [t.value for t in greedy.score.tiers]
 
 
@@ -264,6 +265,7 @@ def test_a_victim_whose_beneficiary_lands_on_another_node_of_its_class_gets_a_va
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     greedy = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, greedy) == []
     assert [t.value for t in plan.score.tiers] == [t.value for t in greedy.score.tiers]
 
 

@@ -327,6 +327,7 @@ def test_a_relocation_moves_a_rack_bound_gang_to_the_rack_where_it_evicts_least(
 
     rnd = racked()
     seed = greedy(rnd)
+    assert gangopt.validate(rnd, seed) == []
     assert sorted(p.gang for p in seed.preemptions) == ["a0", "a1"]  # the trap holds
     optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
     assert tiers(rnd, seed)[0] < optimum[0]
