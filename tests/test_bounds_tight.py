@@ -4,7 +4,7 @@ words (and checked against CP-SAT), each bound equals the optimum, not just exce
 Values are in objective units (tenths of a GPU-equivalent). The growth LP is solved in floating
 point and its answer gets a documented safety margin (``ceil(lp · (1 + 1e-6)) + 1``): for an
 LP optimum that is a whole number L of tenths (1 <= L < 10**6) the growth bound is L + 2, for
-L = 0 it is 1.
+L = 0 it is 1; where no row binds (every member may be added) it is L exactly.
 """
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ def tier_units(plan: Plan) -> dict[int, int]:
     return {t.priority: round(t.value * SCALE) for t in plan.score.tiers}
 
 
-def assert_growth_bound(bound: int, lp: int) -> None:
+def assert_growth_bound(bound: int, lp: int, exact: bool = False) -> None:
     """The LP optimum ``lp`` (computed by hand, a whole number of tenths) plus the float safety
-    margin: ceil(lp · (1 + 1e-6)) = lp + 1 for 1 <= lp < 10**6, then + 1."""
-    assert bound == (lp + 2 if lp else 1), (bound, lp)
+    margin: ceil(lp · (1 + 1e-6)) = lp + 1 for 1 <= lp < 10**6, then + 1. With ``exact`` no
+    row of the LP binds (``lp`` is every member that may be added): the bound is ``lp`` itself,
+    with no margin."""
+    assert bound == (lp if exact else lp + 2 if lp else 1), (bound, lp)
 
 
 # ----------------------------------------------------------------------------- tier ceilings
@@ -222,7 +224,7 @@ def test_growth_bound_of_a_running_gang_with_a_required_rack() -> None:
     )
     pre = prefilter(rnd)
     for at_ceiling in (True, False):
-        assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=at_ceiling).secondary, 40)
+        assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=at_ceiling).secondary, 40, exact=True)
     plan = solved(rnd)
     assert [p.node for p in plan.placements] == ["n1"]
     assert round(plan.score.secondary * SCALE) == 40
@@ -238,7 +240,7 @@ def test_growth_bound_of_a_pending_gang_with_a_required_rack() -> None:
         weights=NO_FRAGMENTATION,
     )
     pre = prefilter(rnd)
-    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 120)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 120, exact=True)
     assert round(solved(rnd).score.secondary * SCALE) == 120
 
 
@@ -376,7 +378,7 @@ def test_growth_bound_per_resource_leaves_out_pods_that_ask_none_of_it() -> None
         pending=[pending("e", 2, gpu=8, min_replicas=1), pending("c", 4, gpu=0, cpu=4, min_replicas=1)],
         weights=NO_FRAGMENTATION,
     )
-    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 110)
+    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 110, exact=True)
     assert round(solved(rnd).score.secondary * SCALE) == 110
 
 
@@ -401,7 +403,7 @@ def test_growth_slots_are_reduced_only_by_minimum_pods_as_large() -> None:
         pending=[pending("a", 2, gpu=8, min_replicas=1), pending("b", 1, gpu=2)],
         weights=NO_FRAGMENTATION,
     )
-    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 80)
+    assert_growth_bound(cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary, 80, exact=True)
     assert round(solved(rnd).score.secondary * SCALE) == 80
 
 
@@ -442,7 +444,7 @@ def test_growth_bound_counts_only_the_required_domains_the_prefilter_left() -> N
         weights=NO_FRAGMENTATION,
     )
     pre = prefilter(rnd)
-    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 80)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 80, exact=True)
     assert round(solved(rnd).score.secondary * SCALE) == 80
 
 
@@ -544,13 +546,14 @@ def test_growth_bound_counts_a_gang_wide_minimum_topped_up() -> None:
     # One 8-GPU node (a 1-GPU pod is 10). 'p1': 4 replicas, min_members 2 and no role minimum,
     # so its role minimums are 0 while its minimum configuration is 2 pods: counted from 0 the
     # 4 pods are worth 40, less the 20 of its minimum. 'p2' (one pod, no growth) comes after.
-    # Optimum: p1 runs 4 pods, 2 above its minimum: 20. Bound: -20 + LP 40 (+ margin 2) = 22.
+    # Optimum: p1 runs 4 pods, 2 above its minimum: 20. Bound: -20 + LP 40 = 20, exact (no
+    # row binds: every member is added, so no float margin).
     rnd = make_round(
         cluster(1),
         pending=[pending("p1", roles=[role("w", 4, gpu=1)], min_members=2), pending("p2", 1, gpu=1)],
         weights=NO_FRAGMENTATION,
     )
-    assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == -20 + 40 + 2
+    assert cheap_bounds(prefilter(rnd), tiers_at_ceiling=True).secondary == -20 + 40
     assert solved(rnd).score.secondary == 20 / SCALE
 
 
@@ -610,7 +613,7 @@ def test_loose_growth_bound_leaves_room_for_a_minimum_that_may_not_run() -> None
     ("growth", "bound"),
     [
         (0.0, 0),  # nothing is worth growing: no LP at all, the bound is exactly 0
-        (0.1, 2 * 1 + 2),  # round(0.1 · 10) = 1 per member, 2 members: LP 2, plus the margin
+        (0.1, 2 * 1),  # round(0.1 · 10) = 1 per member, 2 members: no row binds, exactly 2
     ],
 )
 def test_growth_bound_follows_the_growth_weight(growth: float, bound: int) -> None:
@@ -721,7 +724,7 @@ def test_growth_bound_counts_an_unshrinkable_candidate_once() -> None:
     )
     pre = prefilter(rnd)
     assert [rnd.running[i].name for i in pre.candidates] == ["victim"]
-    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 80)
+    assert_growth_bound(cheap_bounds(pre, tiers_at_ceiling=True).secondary, 80, exact=True)
     plan = solved(rnd)
     assert round(plan.score.secondary * SCALE) == 80 and plan.preemptions == []
 
