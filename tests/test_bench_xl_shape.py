@@ -1,0 +1,42 @@
+"""XL's shape on a round small enough for the exact reference (``bench/xl_shape.py``): the
+bounds stay above the optimum, and where the XL path's plan is short it is the plan, not the
+bound (docs/benchmarks.md, "h35-xlbound")."""
+
+from __future__ import annotations
+
+import gangopt
+from bench.xl_shape import XL_NODES_PER_GANG, lp_bounds, shape_spec, values_of, xl_path
+from gangopt.replay.generate import generate
+from tests.reference import reference_optimum
+
+
+def test_on_a_256_node_round_of_xls_shape_the_bounds_hold_and_the_xl_path_evicts_a_spread_gang() -> None:
+    # 256 nodes, 31 pending gangs (XL's 8.192 nodes a gang), 32-node racks, busy 0.75, seed 3:
+    # the optimum's priority 0 is 4,171.1 GPU-eq; greedy's plan (and the slot placer's with the
+    # node-class LP's choice, CP-SAT's path at XL) evicts run-00671, a priority-0 gang of 64
+    # one-node pods worth 1,280.0 whose preemption cost is 36.1 (it sorts among the one-pod
+    # victims), for one pod's room: priority 0 at 2,821.1.
+    spec = shape_spec(256, seed=3)
+    assert spec.gangs == round(256 / XL_NODES_PER_GANG) == 31
+    rnd = generate(spec)[0]
+    ref = reference_optimum(rnd, seconds_per_tier=60.0, workers=2)
+    assert ref.proven
+    greedy = gangopt.solve(rnd, solver="greedy")
+    cpsat = gangopt.solve(rnd, solver="cpsat")
+    for plan in (greedy, cpsat):
+        assert gangopt.validate(rnd, plan) == []
+    ceilings, classes, per_node = lp_bounds(rnd, values_of(cpsat))
+    # Every bound above the optimum; the per-node LP within the class LP (its relaxation).
+    assert ceilings[0] >= classes[0] >= per_node[0] >= ref.tiers[0]
+    assert classes[0] > ref.tiers[0]  # the class LP is not exact here (4,206.9)
+    # CP-SAT's path on small rounds (the integer slot model's choice) reaches the optimum.
+    assert values_of(cpsat) == ref.tiers
+    # The XL path: the same admissions as CP-SAT's, priority 0 1,350 GPU-eq short.
+    path = xl_path(rnd, greedy)
+    assert path[10] == ref.tiers[10] and path[5] == ref.tiers[5]
+    assert ref.tiers[0] - path[0] >= 10_000  # objective units: 1,000 GPU-eq
+    assert set(greedy.admitted) == set(cpsat.admitted)
+    evicted = {p.gang for p in greedy.preemptions if p.kind == "evict"}
+    spread = {g.name for g in rnd.running if len({p.node for p in g.pods}) > 8}
+    assert "run-00671" in evicted & spread
+    assert "run-00671" not in {p.gang for p in cpsat.preemptions}  # the optimum keeps it
