@@ -102,13 +102,10 @@ def test_slot_bounds_are_exact_on_the_small_fragmented_round() -> None:
     assert tier_ceilings(pre)[0] > ref.tiers[0]
 
 
-@pytest.mark.usefixtures("candidates_room_for_all")
-def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
-    # Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang: 16 GPUs are
-    # free, but a new priority-0 pod may not evict priority-0 work (rule 5), so no 8-GPU pod of
-    # tier 0 fits. The prefilter keeps the 8-GPU gangs (a priority-5 gang could evict) and the
-    # ceiling and the packed bound count room for both; the slot bound says neither runs.
-    rnd = make_round(
+def _eight_gpu_round() -> Round:
+    """Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang; waiting: a
+    priority-5 4-GPU gang, two priority-0 8-GPU gangs and a priority-0 4-GPU gang."""
+    return make_round(
         cluster(4),
         running=[running(f"r{i}", [f"n{i}"], gpu=4) for i in range(4)],
         pending=[
@@ -119,6 +116,15 @@ def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
         ],
         weights=FLAT,
     )
+
+
+@pytest.mark.usefixtures("candidates_room_for_all")
+def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
+    # Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang: 16 GPUs are
+    # free, but a new priority-0 pod may not evict priority-0 work (rule 5), so no 8-GPU pod of
+    # tier 0 fits. The prefilter keeps the 8-GPU gangs (a priority-5 gang could evict) and the
+    # ceiling and the packed bound count room for both; the slot bound says neither runs.
+    rnd = _eight_gpu_round()
     pre = prefilter(rnd)
     plan = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     assert sorted(plan.admitted) == ["small", "top"]
@@ -914,17 +920,7 @@ def test_whole_node_gangs_that_may_preempt_no_one_are_pruned_and_the_ceiling_is_
     prefilter's free-room cut: the priority-0 8-GPU gangs may preempt no one and no node has 8
     GPUs free, so they are pruned before any bound, and the tier ceilings alone are the slot
     bound that test proves (greedy's plan is proven with no LP)."""
-    rnd = make_round(
-        cluster(4),
-        running=[running(f"r{i}", [f"n{i}"], gpu=4) for i in range(4)],
-        pending=[
-            pending("top", 1, gpu=4, priority=5),
-            pending("big", 1, gpu=8),
-            pending("big2", 1, gpu=8),
-            pending("small", 1, gpu=4),
-        ],
-        weights=FLAT,
-    )
+    rnd = _eight_gpu_round()
     pre = prefilter(rnd)
     assert set(pre.pruned) == {"big", "big2"}
     running_value = 4 * 40
