@@ -11,7 +11,9 @@ checks), "can never run under this limit" before "waits for it":
 1. ``eligibility`` (never): a role it needs has no node it may use (cordons, selector,
    affinity, taints: the one reading, :class:`gangopt.arrays.Eligibility`).
 2. ``capacity`` (never): its minimum does not fit on the nodes it may use even if they were
-   empty.
+   empty; or it can never start this round (:func:`_free_room_never`): it may preempt no
+   running gang and its minimum does not fit in the free room before the round, which is all
+   rule 5 leaves it (no waiting gang is then named as ahead of it).
 3. ``topology`` (never): it would fit, but no single domain of its required level could hold
    it even empty.
 4. ``quota`` (never): its minimum alone exceeds a limit of its queue or cohort.
