@@ -10,8 +10,9 @@ every round of clusters with thousands of nodes:
    idleness and domain at the finest topology level any gang cares about. The CP-SAT model is
    built over classes, so it grows with classes, not nodes.
 4. Per gang and role, how many pods fit on one node of each class (if every candidate
-   pod made room); gangs that cannot fit even so, or not within one domain of their required
-   level, or not within their quota, are pruned with the reason recorded.
+   pod made room; in the free room alone for a gang that may preempt no candidate); gangs
+   that cannot fit even so, or not within one domain of their required level, or not within
+   their quota, are pruned with the reason recorded.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def prefilter(rnd: Round, topo: Topology | None = None) -> Prefiltered:
     pre.derived[_RUNNING_PODS] = pods
     first = np.fromiter((c.nodes[0] for c in classes), dtype=np.intp, count=len(classes))
     class_masks = np.stack(masks, axis=1)[first] if masks else np.zeros((len(classes), 0), dtype=bool)
-    _fit_counts(pre, class_masks, role_signature)
+    _fit_counts(pre, class_masks, role_signature, _preempting_nothing(rnd, candidates))
     _prune_gangs(pre)
     _drop_useless_classes(pre)
     pre.seconds = time.perf_counter() - start
@@ -292,6 +293,12 @@ class _RunningPods:
         stay = ~self.candidate
         np.add.at(fixed, self.node[stay], self.requests[stay])
         return fixed
+
+    def candidate_usage(self) -> np.ndarray:
+        """Per node, the requests of the candidates' pods (what preemption could free there)."""
+        usage = np.zeros((self.size, self.requests.shape[1]), dtype=np.int64)
+        np.add.at(usage, self.node[self.candidate], self.requests[self.candidate])
+        return usage
 
     def busy(self) -> np.ndarray:
         """Which nodes run any pod before the round."""
@@ -488,14 +495,35 @@ def role_named(gang: GangSpec, name: str) -> Role:
     return next(r for r in gang.roles if r.name == name)
 
 
-def _fit_counts(pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[RoleKey, int]) -> None:
-    """Pods per node of each class, per role, if every candidate pod made room.
+def _preempting_nothing(rnd: Round, candidates: list[int]) -> int | None:
+    """The highest priority whose gangs may preempt no candidate (None: every gang may preempt
+    some, or a queue may preempt outside the priority order: :attr:`Scope.beyond_priority`).
+    Without such a queue a gang preempts only strictly lower priorities (rule 5), so a gang at
+    or below the lowest candidate's priority preempts nothing."""
+    if not candidates or Scope(rnd).beyond_priority:
+        return None
+    return min(rnd.running[i].priority for i in candidates)
 
-    Not only the role's own lower-priority victims: once a higher-priority gang evicts a whole
-    gang, the rest of the freed room may go to anyone, so a tighter bound would cut plans off.
+
+def _fit_counts(
+    pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[RoleKey, int], alone: int | None = None
+) -> None:
+    """Pods per node of each class, per role, if every candidate pod made room, for a gang
+    that may preempt some candidate; in the free room alone for a gang of priority ``alone``
+    or lower, which may preempt none (:func:`_preempting_nothing`).
+
+    Not only the role's own lower-priority victims: a gang that may preempt some candidate may
+    also land where a higher-priority gang evicted others it could have preempted, so a tighter
+    count per victim would cut plans off. A gang that may preempt none never lands on a node
+    where any pod was evicted or shrunk (rule 5: freed nodes serve preemptors only), so the
+    free room is all it can ever use. On the fragmented 16,384-node round (busy 0.75, no node
+    wholly free) 194 priority-0 gangs of whole-node pods could start nowhere and were kept:
+    the node-class bound of priority 0 counted 1,167 GPU-eq of them (docs/benchmarks.md,
+    "Impossible gangs pruned").
     """
     room = np.array([c.free for c in pre.classes], dtype=np.int64).reshape(len(pre.classes), len(pre.resources))
     room = np.asfortranarray(np.maximum(room, 0))
+    free: np.ndarray | None = None
     anywhere = np.asarray(class_masks.any(axis=0), dtype=bool).tolist()
     keys = list(role_signature)
     if not keys:
@@ -505,11 +533,20 @@ def _fit_counts(pre: Prefiltered, class_masks: np.ndarray, role_signature: dict[
     roles = [gangs[kind][gang].roles[role] for kind, gang, role in keys]
     replicas = list(map(attrgetter("replicas"), roles))
     table = arrays.request_matrix(list(map(attrgetter("requests"), roles)), pre.resources)
-    # Roles share a handful of shapes: one array per (requests, eligibility, replicas), shared
-    # read-only by every role that has it (16,384 nodes: 9,000 roles, a few hundred shapes).
-    shape = _row_groups(np.column_stack([_row_groups(table), signatures, replicas]))
+    lone = [alone is not None and gangs[kind][gang].priority <= alone for kind, gang, _ in keys]
+    if any(lone):
+        first_nodes = np.fromiter((c.nodes[0] for c in pre.classes), dtype=np.intp, count=len(pre.classes))
+        taken = cast(_RunningPods, pre.derived[_RUNNING_PODS]).candidate_usage()[first_nodes]
+        free = np.asfortranarray(np.maximum(room - taken, 0))
+    # Roles share a handful of shapes: one array per (requests, eligibility, replicas, free room
+    # alone), shared read-only by every role that has it (16,384 nodes: 9,000 roles, a few
+    # hundred shapes).
+    shape = _row_groups(np.column_stack([_row_groups(table), signatures, replicas, lone]))
     _, first = np.unique(shape, return_index=True)  # shapes are numbered in order of first role
-    fits = [_fit_array(room, class_masks[:, signatures[i]], table[i], replicas[i]) for i in first.tolist()]
+    fits = [
+        _fit_array(free if lone[i] and free is not None else room, class_masks[:, signatures[i]], table[i], replicas[i])
+        for i in first.tolist()
+    ]
     pre.requests.update(zip(keys, table, strict=True))
     pre.eligible_anywhere.update(zip(keys, map(anywhere.__getitem__, signatures), strict=True))
     pre.fits.update(zip(keys, map(fits.__getitem__, shape.tolist()), strict=True))

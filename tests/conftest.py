@@ -37,3 +37,14 @@ def fresh_pace(monkeypatch: pytest.MonkeyPatch) -> None:
     from gangopt import annotate
 
     monkeypatch.setattr(annotate, "_pace", None)
+
+
+@pytest.fixture
+def candidates_room_for_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prefilter as it was before the free-room cut: every gang's fit counts the room the
+    candidates could free, also a gang that may preempt none of them. Tests of the bounds'
+    own reading of rule 5 use it on rounds whose gangs the prefilter now prunes first
+    (tests/test_prefilter.py::test_a_gang_that_may_preempt_nothing_fits_only_in_the_free_room)."""
+    from gangopt import prefilter as pf
+
+    monkeypatch.setattr(pf, "_preempting_nothing", lambda rnd, candidates: None)

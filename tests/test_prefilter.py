@@ -238,3 +238,77 @@ def test_a_role_short_of_its_own_minimum_is_named_with_its_room() -> None:
         "role 'master' needs 2 pods (40 cpu each); the whole cluster offers room for 1 even after every allowed "
         "preemption"
     )
+
+
+def _lone_round(**policy: object) -> Round:
+    """Two 8-GPU nodes, each with one 1-GPU priority-0 job running; waiting: a priority-5 and a
+    priority-0 gang of one 8-GPU pod each."""
+    from tests.builders import cluster, make_round, pending, running
+
+    return make_round(
+        cluster(2),
+        running=[running("run0", ["n0"], priority=0), running("run1", ["n1"], priority=0)],
+        pending=[pending("high", 1, 8, priority=5), pending("low", 1, 8, priority=0)],
+        **policy,  # type: ignore[arg-type]
+    )
+
+
+def test_a_gang_that_may_preempt_nothing_fits_only_in_the_free_room() -> None:
+    """Rule 5 (freed nodes serve preemptors only): the priority-0 gang may land on no node
+    where a pod was evicted, and it may evict none itself, so 7 free GPUs per node are all it
+    can have: it is pruned, with the reason. The priority-5 gang may evict a priority-0 job:
+    kept, and started. Before, both counted the candidates' room, and the priority-0 gang
+    reached the model and the bounds (the fragmented 16,384-node round: 194 such gangs,
+    1,167 GPU-eq of priority 0's node-class bound)."""
+    import gangopt
+
+    rnd = _lone_round()
+    pre = prefilter(rnd)
+    assert set(pre.pruned) == {"low"}
+    assert pre.pruned["low"].code == "capacity"
+    assert pre.pruned["low"].reason == (
+        "role 'worker': no node has room for one pod (8 gpu), even after every allowed preemption"
+    )
+    assert [rnd.pending[i].name for i in pre.pending] == ["high"]
+    assert pre.fits[pf.RoleKey("pending", 0, 0)].tolist() == [1, 1]  # a class per node: their jobs differ
+    plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.admitted == ["high"]
+    assert [w.gang for w in plan.waiting] == ["low"]
+
+
+def test_a_gang_that_may_preempt_outside_the_priority_order_keeps_the_candidates_room() -> None:
+    """A queue that may preempt newer gangs of its own priority (`lower_or_newer_equal_priority`)
+    reaches past the priority order: the priority-0 gang may then evict a newer priority-0 job,
+    so its room is not cut to the free room (it is kept)."""
+    from gangopt.schema import Queue, QueuePreemption
+
+    rnd = _lone_round()
+    queue = Queue(name="default", preemption=QueuePreemption(within_queue="lower_or_newer_equal_priority"))
+    rnd = rnd.model_copy(update={"queues": [queue]})
+    assert pf._preempting_nothing(rnd, pf._movable_running(rnd)[0]) is None
+    assert "low" not in prefilter(rnd).pruned
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds(max_running=6))
+def test_the_free_room_alone_for_gangs_that_may_preempt_nothing(rnd: Round) -> None:
+    """A pending role of a gang at or below the lowest candidate's priority (no queue reaching
+    past the priority order) fits per class as in the room every running pod leaves, the
+    plain per-node count; the others as in the room the pods that always stay leave."""
+    pre = prefilter(rnd)
+    candidates, _ = pf._movable_running(rnd)
+    alone = pf._preempting_nothing(rnd, candidates)
+    free = np.maximum(arrays.free_capacity(rnd, pre.resources), 0)
+    for key, fit in pre.fits.items():
+        if key.kind != "pending":
+            continue
+        gang = rnd.pending[key.gang]
+        role = gang.roles[key.role]
+        request = pf.request_vector(role, pre.resources)
+        for c, cls in enumerate(pre.classes):
+            room = free[cls.nodes[0]] if alone is not None and gang.priority <= alone else np.maximum(cls.free, 0)
+            plain = arrays.fit_counts(room[None, :], request, cap=role.replicas)[0]
+            assert fit[c] in (0, plain)  # 0: not eligible there
+            # every node of a class leaves the same room (the same free room and candidates)
+            assert (free[cls.nodes] == free[cls.nodes[0]]).all()

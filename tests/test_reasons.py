@@ -88,6 +88,8 @@ def _assert_numbers(rnd: Round, plan: Plan, gang: PendingGang, check: Check, fre
         assert check.limit is not None
         expected = _quota_bound(rnd, check.limit, res) if check.never else _quota_headroom(rnd, plan, gang, check)
         assert check.free == expected, check.text
+    elif check.text.startswith(reasons.NEVER_THIS_ROUND):
+        assert check.free == _room(rnd, plan, gang, res, None, freed, empty=True, before=True), check.text
     elif check.never and check.code == "capacity":
         assert check.free == _room(rnd, plan, gang, res, None, freed, empty=True), check.text
     elif not check.never:
@@ -120,11 +122,20 @@ def _usage_after(rnd: Round, plan: Plan) -> list[tuple[str, str, str, dict[str, 
 
 
 def _room(
-    rnd: Round, plan: Plan, gang: PendingGang, res: str, where: str | None, freed: set[str], *, empty: bool
+    rnd: Round,
+    plan: Plan,
+    gang: PendingGang,
+    res: str,
+    where: str | None,
+    freed: set[str],
+    *,
+    empty: bool,
+    before: bool = False,
 ) -> int:
-    """Free ``res`` after the plan (or on the empty cluster) on the nodes some role of the gang's
-    minimum may use (the validator's eligibility), within the named domain, counting the pods of
-    gangs it may preempt."""
+    """Free ``res`` after the plan (or on the empty cluster, or with ``before`` before the round:
+    every running pod in place, none new) on the nodes some role of the gang's minimum may use
+    (the validator's eligibility), within the named domain, counting the pods of gangs it may
+    preempt."""
     counts = ObjectiveTerms.of(rnd).min_pods(gang)
     level, domain = where.split(" ", 1) if where else (None, None)
     free: dict[str, int] = {}
@@ -147,6 +158,12 @@ def _room(
         if level is not None and (node.name if level == "node" else node.topology.get(level)) != domain:
             continue
         free[node.name] = node.capacity.get(res, 0)
+    if before:
+        for g in rnd.running:
+            requests = {r.name: r.requests for r in g.roles}
+            for p in g.pods:
+                if p.node in free:
+                    free[p.node] -= requests[p.role].get(res, 0)
     if not empty:
         victims = _victims(rnd, gang)
         for owner, _, node_name, requests in _usage_after(rnd, plan):
@@ -275,7 +292,9 @@ def test_only_pods_this_gang_may_preempt_count_as_room() -> None:
     plan = gangopt.solve(rnd)
     (wait,) = plan.waiting
     assert wait.code == "capacity"
-    assert wait.reasons == [
+    # It may preempt no one and no node has room: it can never start this round (said first).
+    assert wait.reasons[0].startswith(reasons.NEVER_THIS_ROUND)
+    assert wait.reasons[1:] == [
         "no room for its minimum of 1 pod: needs 8 gpu, the nodes it may use have 0 gpu free after this plan; "
         "held by running mid (priority 3, not lower)"
     ]
@@ -293,7 +312,10 @@ def test_every_failing_check_is_listed_in_the_fixed_order() -> None:
         ],
     )
     checks = waiting_checks(rnd, gangopt.solve(rnd))["job"]
-    assert [(c.code, c.never) for c in checks] == [("capacity", True), ("quota", True), ("group", False)]
+    # The group check is "never": mate (1 gpu) may preempt no one and n0, the node it may use,
+    # is full, so it can never start this round (reasons.NEVER_THIS_ROUND).
+    assert [(c.code, c.never) for c in checks] == [("capacity", True), ("quota", True), ("group", True)]
+    assert waiting_checks(rnd, gangopt.solve(rnd))["mate"][0].text.startswith(reasons.NEVER_THIS_ROUND)
     assert [c.rank for c in checks] == sorted(c.rank for c in checks)
     assert checks[0].text.startswith("can never run on this cluster: needs 16 gpu for its minimum of 2 pods")
 
@@ -317,6 +339,61 @@ def test_a_round_without_nodes_gets_a_valid_plan_and_says_so(solver: str, reques
     assert ("capacity", True) in [(c.code, c.never) for c in checks]
     assert all("cordoned" not in c.text for c in checks)
     assert any("no nodes" in c.text for c in checks)
+
+
+def _free_room_round(case: str) -> Round:
+    """Two 8-GPU nodes, each running a 1-GPU priority-0 job (7 GPUs free on each)."""
+    runs = [running("run0", ["n0"], priority=0), running("run1", ["n1"], priority=0)]
+    if case == "priority 0":  # a priority-5 gang takes a node; the priority-0 one may preempt no one
+        return make_round(
+            cluster(2), running=runs, pending=[pending("high", 1, 8, priority=5), pending("low", 1, 8)], preemption=True
+        )
+    if case == "preemption off":
+        return make_round(cluster(2), running=runs, pending=[pending("low", 1, 8, priority=5)], preemption=False)
+    # one node: the first priority-5 gang evicts the job, the second lost on value/age
+    return make_round(
+        cluster(1),
+        running=runs[:1],
+        pending=[pending("high", 1, 8, priority=5), pending("low", 1, 8, priority=5, submit_time=3600.0)],
+        preemption=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "never", "why"),
+    [
+        ("priority 0", True, "no running gang it may preempt"),
+        ("preemption off", True, "preemption is off"),
+        ("may preempt", False, None),
+    ],
+)
+def test_a_gang_that_can_never_start_this_round_is_told_so_and_the_fix_starts_it(
+    case: str, never: bool, why: str | None
+) -> None:
+    """A gang that may preempt no running pod, whose minimum does not fit in the free room of
+    the nodes it may use, can never start this round (rule 5 keeps it off every node a
+    preemption frees): the code says so before any "waits" check, the text names the free
+    room and that it may preempt no one, no gang is named as ahead of it, and the check's fix
+    (empty nodes added) starts it when the round is solved again. The same gang that may
+    preempt the job is told something else. On the fragmented 4,096-node round 49 such
+    gangs read "behind waiting higher-priority …", which removing those gangs did not change."""
+    rnd = _free_room_round(case)
+    plan = solve_exact(rnd)
+    assert gangopt.validate(rnd, plan) == []
+    checks = waiting_checks(rnd, plan)["low"]
+    first = checks[0]
+    assert first.text.startswith(reasons.NEVER_THIS_ROUND) is never, first.text
+    if not never:
+        assert not any(c.never for c in checks)
+        return
+    assert (first.code, first.never) == ("capacity", True)
+    assert [w.code for w in plan.waiting if w.gang == "low"] == ["capacity"]
+    assert "no node it may use has room for one pod of role 'worker' (8 gpu) before this round" in first.text
+    assert "(at most 7 gpu free on one)" in first.text and why is not None and why in first.text
+    assert not any("behind waiting" in c.text for c in checks)
+    assert "low" in solve_exact(apply_fix(rnd, "low", current_fixes(rnd, plan)[0][1])).admitted
+    if case == "priority 0":  # the cause is not the higher-priority gang: without it, still waiting
+        assert "low" not in solve_exact(apply_fix(rnd, "low", reasons.Fix(remove=("high",)))).admitted
 
 
 def test_check_order_is_documented() -> None:

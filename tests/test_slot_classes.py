@@ -88,6 +88,7 @@ def test_class_bounds_hold_for_the_reference_on_random_fragmented_rounds(rnd: Ro
             assert ref.tiers.get(prio, 0) <= bound, (prio, bound, ref.tiers, values)
 
 
+@pytest.mark.usefixtures("candidates_room_for_all")
 def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
     # Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang: 16 GPUs free,
     # but a new priority-0 pod may not evict priority-0 work (rule 5): no 8-GPU pod of tier 0
@@ -109,6 +110,7 @@ def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
     assert class_tier_bounds(pre, values, tier_ceilings(pre)) == {0: 4 * 40 + 40}
 
 
+@pytest.mark.usefixtures("candidates_room_for_all")
 def test_room_taken_by_a_higher_tier_costs_the_tier_it_evicts() -> None:
     # n0 and n1 each run one preemptible 8-GPU priority-5 gang; a priority-10 whole-node gang
     # must evict one of them: tier 5 keeps at most one (80 of 160) once tier 10's floor is in.
@@ -138,6 +140,7 @@ def test_a_node_a_victim_left_serves_only_higher_priorities() -> None:
     assert class_tier_bounds(pre, {5: 60, 0: 80}, tier_ceilings(pre)) == {0: 80}
 
 
+@pytest.mark.usefixtures("candidates_room_for_all")
 def test_an_elastic_victim_sheds_its_spare_pods_for_free_and_not_its_minimum() -> None:
     # n0 and n1 each hold one 4-GPU pod of an elastic priority-0 gang (at least one pod), 4
     # GPUs free on each. A priority-5 whole-node gang takes one node: the elastic gang sheds
@@ -174,6 +177,7 @@ def test_bounds_are_computed_once_per_plan_values() -> None:
     assert sum(1 for key in pre.derived if isinstance(key, tuple) and key[0] == "slot-classes") == 1
 
 
+@pytest.mark.usefixtures("candidates_room_for_all")
 def test_a_rigid_victim_on_two_nodes_is_lost_whole_for_one_of_them() -> None:
     # A rigid priority-0 gang holds 4 GPUs on each of n0 and n1; n1 also runs a 2-GPU gang
     # nobody may preempt. The priority-5 whole-node gang fits only on n0, so the whole victim

@@ -102,12 +102,10 @@ def test_slot_bounds_are_exact_on_the_small_fragmented_round() -> None:
     assert tier_ceilings(pre)[0] > ref.tiers[0]
 
 
-def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
-    # Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang: 16 GPUs are
-    # free, but a new priority-0 pod may not evict priority-0 work (rule 5), so no 8-GPU pod of
-    # tier 0 fits. The prefilter keeps the 8-GPU gangs (a priority-5 gang could evict) and the
-    # ceiling and the packed bound count room for both; the slot bound says neither runs.
-    rnd = make_round(
+def _eight_gpu_round() -> Round:
+    """Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang; waiting: a
+    priority-5 4-GPU gang, two priority-0 8-GPU gangs and a priority-0 4-GPU gang."""
+    return make_round(
         cluster(4),
         running=[running(f"r{i}", [f"n{i}"], gpu=4) for i in range(4)],
         pending=[
@@ -118,6 +116,15 @@ def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
         ],
         weights=FLAT,
     )
+
+
+@pytest.mark.usefixtures("candidates_room_for_all")
+def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
+    # Four nodes, each with 4 of 8 GPUs held by a preemptible priority-0 gang: 16 GPUs are
+    # free, but a new priority-0 pod may not evict priority-0 work (rule 5), so no 8-GPU pod of
+    # tier 0 fits. The prefilter keeps the 8-GPU gangs (a priority-5 gang could evict) and the
+    # ceiling and the packed bound count room for both; the slot bound says neither runs.
+    rnd = _eight_gpu_round()
     pre = prefilter(rnd)
     plan = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     assert sorted(plan.admitted) == ["small", "top"]
@@ -132,6 +139,7 @@ def test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node() -> None:
     assert best.status == Status.OPTIMAL and units({t.priority: t.value for t in best.score.tiers}) == values
 
 
+@pytest.mark.usefixtures("candidates_room_for_all")
 def test_room_taken_by_a_higher_tier_costs_the_tier_it_evicts() -> None:
     # n0 and n1 each run one preemptible 8-GPU priority-5 gang. A priority-10 whole-node gang
     # must evict one of them in every optimal plan: tier 5 keeps at most one (80 of 160).
@@ -215,6 +223,7 @@ def test_an_elastic_victim_keeps_room_for_its_minimum() -> None:
     assert slot_tier_bounds(pre, values, tier_ceilings(pre)) == {0: 80}
 
 
+@pytest.mark.usefixtures("candidates_room_for_all")
 def test_a_gang_with_a_required_rack_is_not_split_over_two_racks() -> None:
     # Two racks of two 8-GPU nodes; one node per rack runs a preemptible priority-0 gang. A
     # priority-0 gang of two whole-node pods that must stay in one rack may not evict them
@@ -904,3 +913,18 @@ def test_only_a_model_above_the_scip_size_guard_is_capped() -> None:
     assert slots._capped(1.5, small) is None
     assert slots._capped(1.5, large) == 1.5
     assert slots._capped(None, large) is None
+
+
+def test_whole_node_gangs_that_may_preempt_no_one_are_pruned_and_the_ceiling_is_exact() -> None:
+    """The round of :func:`test_an_eight_gpu_pod_needs_eight_free_gpus_on_one_node` with the
+    prefilter's free-room cut: the priority-0 8-GPU gangs may preempt no one and no node has 8
+    GPUs free, so they are pruned before any bound, and the tier ceilings alone are the slot
+    bound that test proves (greedy's plan is proven with no LP)."""
+    rnd = _eight_gpu_round()
+    pre = prefilter(rnd)
+    assert set(pre.pruned) == {"big", "big2"}
+    running_value = 4 * 40
+    assert tier_ceilings(pre) == {5: 40, 0: running_value + 40}
+    plan = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.gap == 0.0 and sorted(plan.admitted) == ["small", "top"]

@@ -241,11 +241,13 @@ def test_the_reasons_are_complete_when_the_limit_allows() -> None:
 
 def test_lp_bounds_are_asked_for_greedy_and_only_tighten() -> None:
     """Greedy's plans get the LP bounds when asked: the same plan, bounds between its values and
-    the bounds without them, strictly tighter on this fragmented round."""
+    the bounds without them, strictly tighter on this fragmented round. (Seed 3, the round
+    this test had, is now proven without them: its priority-0 whole-node gangs may preempt no
+    one and are pruned, tests/test_prefilter.py.)"""
     from bench.rounds import fragmented_spec
     from gangopt.replay.generate import generate
 
-    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=3, running_mix="tilted"))
+    rnd, _ = generate(fragmented_spec(48, 16, busy=0.75, seed=4, running_mix="tilted"))
     plain = gangopt.solve(rnd, solver="greedy")
     tight = gangopt.solve(rnd, solver="greedy", lp_bounds=True)
     assert tight.admitted == plain.admitted and tight.placements == plain.placements

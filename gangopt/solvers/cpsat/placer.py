@@ -467,7 +467,9 @@ def placed(
     (:attr:`SlotPlacer.widened`), the pass is repeated with them placed first in their
     priority, at most :data:`PASSES` passes, and the best-scoring pass is kept; while the best
     is short of the model's value, the same again with the chosen gangs largest first
-    (:data:`LARGEST_FIRST`). At M 0.75 the
+    (:data:`LARGEST_FIRST`). A choice valued above its own bound (:func:`_over`) is chased
+    only to within the round's gap limit of the bound (L 0.75 with the free-room cut: 1 pass
+    instead of 12-15, the same plan). At M 0.75 the
     first pass places every chosen gang (0.05-0.1 CPU-s). On the fragmented 4,096-node round
     (busy 0.75) the first pass placed every chosen gang but evicted 4 kept priority-0
     candidates for them (priority 0: 46,348.6 GPU-eq of the model's 46,863.6); the second,
@@ -488,16 +490,21 @@ def placed(
     :func:`place_choices`) and decides the other transactions only."""
     chosen = {rnd.pending[i].name for i in choice.started}
     ahead = ahead & chosen
+    over = _over(choice)
     best: tuple[Plan, Score] | None = None
     tried = 0
     took = 0.0
 
     def short(missing: bool = False) -> bool:
         """The best plan is below the model's value (with ``missing``, or leaves a chosen gang
-        out) and one more pass ends in time."""
+        out) and one more pass ends in time; for a choice over its bound (:func:`_over`),
+        below the bound by more than the round's gap limit."""
         assert best is not None
-        below = _tier_value(best[1], choice.priority) < choice.value
-        below = below or (missing and not chosen <= set(best[0].admitted))
+        value = _tier_value(best[1], choice.priority)
+        if over:
+            below = value < choice.bound - rnd.policy.gap_limit * abs(choice.bound)
+        else:
+            below = value < choice.value or (missing and not chosen <= set(best[0].admitted))
         return below and (until is None or time.perf_counter() + took <= until)
 
     orders = [(SlotPlacer.gang_keys, False), (LARGEST_FIRST, False)]
@@ -532,8 +539,8 @@ def placed(
                 best = (plan, plan_score)
             took = time.perf_counter() - began
             missed = (chosen - set(plan.admitted)) | placer.widened
-            if not missed or missed <= first:
-                break
+            if not missed or missed <= first or (over and not short()):
+                break  # every chosen gang placed, the same left out, or a choice over its bound placed near enough
             first = first | missed
         if short(consolidate):
             # Short of the model's value: this order's best pass once more with the chosen
@@ -724,6 +731,28 @@ def _lost_above(s: Score, before: Score, priority: int) -> bool:
     """Whether ``s`` is below ``before`` on a tier above ``priority``."""
     higher = sorted({t.priority for t in (*s.tiers, *before.tiers) if t.priority > priority}, reverse=True)
     return [_tier_value(s, t) for t in higher] < [_tier_value(before, t) for t in higher]
+
+
+def _over(choice: SlotChoice) -> bool:
+    """Whether ``choice`` is valued above its own bound: the LP's solution read at one half
+    (:attr:`~gangopt.slots.SlotChoice.rounded`) that cannot fit whole, so no placement reaches
+    its value and some chosen gangs must stay out; no pass can gain more on its tier than the
+    bound less the best pass.
+
+    Seen on the fragmented 4,096-node round (busy 0.75) once the prefilter holds the gangs
+    that may preempt nothing to the free room (49 more gangs pruned): priority 0's choice is
+    valued 51,099.9 GPU-eq against its bound of 51,020.5, and the first pass reaches 51,019.9.
+    Chasing the value, :func:`placed` ran every order, 12-15 passes of 0.25-0.48 s, each
+    leaving 2 chosen gangs out at 51,019.9 (the missed gangs only traded places) and none
+    better: the solve went from 2.4 to 6.9 s. Not seen on any other round measured (L busy
+    0.6, M busy 0.6 and 0.75, 90 small fragmented rounds of 64-256 nodes: value at or under
+    the bound; docs/benchmarks.md, "h35-prune"). That a further pass with the same shortfall
+    proves nothing in general: on 64 nodes (busy 0.75, seed 2) the largest-first order's
+    second pass reached the value after the first order and its own first pass had left the
+    same gang out at the same value; on 256 nodes (busy 0.75, seed 1, tilted) the pass
+    with preferred levels set aside did, after three passes at the same value, a gang traded
+    each time."""
+    return choice.value > choice.bound
 
 
 def _left_out(rnd: Round, choice: SlotChoice, plan: Plan) -> frozenset[str]:

@@ -417,11 +417,14 @@ def test_only_a_lower_priority_preemptible_gang_is_a_candidate() -> None:
 def test_nodes_freed_by_an_eviction_take_new_pods_of_higher_priority_only() -> None:
     """Rule 5 (node form, eviction): Σ x_low,k ≤ ub · alive_v on a class where v loses pods —
     a 1-GPU priority-5 pod may evict v, but the 7 GPUs left on v's node may not start a
-    priority-0 gang in the same round; on the idle node it may start."""
+    priority-1 gang (v's own priority) in the same round; on the other node it may start.
+    (``s`` may preempt the priority-0 job ``u``, so its room counts the candidates'; a gang
+    that may preempt no one is held to the free room by the prefilter and has no variable on
+    v's node at all: tests/test_prefilter.py.)"""
     rnd = make_round(
         cluster(2, gpus=8),
-        running=[running("v", ["n0"], gpu=8, priority=0)],
-        pending=[pending("h", gpu=1, priority=5), pending("s", gpu=7, priority=0)],
+        running=[running("v", ["n0"], gpu=8, priority=1), running("u", ["n1"], gpu=1, priority=0)],
+        pending=[pending("h", gpu=1, priority=5), pending("s", gpu=7, priority=1)],
     )
     enc = encoding_of(rnd)
     on_v, idle = class_of(enc, "n0"), class_of(enc, "n1")
@@ -436,11 +439,12 @@ def test_nodes_freed_by_an_eviction_take_new_pods_of_higher_priority_only() -> N
 def test_a_victims_node_no_higher_gang_can_use_is_not_freed_for_lower_ones() -> None:
     """Rule 5 on a class where no strictly higher pod may land (no helper there): v keeps
     all its pods on it while alive, and once v is evicted (for ``h`` on n0) its pod's node n1
-    takes no new pod of v's priority or lower (Σ x_low,k ≤ ub · alive_v)."""
+    takes no new pod of v's priority or lower (Σ x_low,k ≤ ub · alive_v). (``s`` may preempt
+    the priority-0 job ``u`` on n2, so its room counts the candidates'.)"""
     rnd = make_round(
-        cluster(2, gpus=8, labels={"n0": {"pool": "h"}}),
-        running=[running("v", ["n0", "n1"], gpu=8, priority=0)],
-        pending=[pending("h", gpu=8, priority=5, selector={"pool": "h"}), pending("s", gpu=8, priority=0)],
+        cluster(3, gpus=8, labels={"n0": {"pool": "h"}}),
+        running=[running("v", ["n0", "n1"], gpu=8, priority=1), running("u", ["n2"], gpu=1, priority=0)],
+        pending=[pending("h", gpu=8, priority=5, selector={"pool": "h"}), pending("s", gpu=8, priority=1)],
     )
     enc = encoding_of(rnd)
     n0, n1 = class_of(enc, "n0"), class_of(enc, "n1")
@@ -468,12 +472,16 @@ def test_a_running_gang_keeps_its_gang_wide_minimum() -> None:
 
 def test_nodes_where_a_victim_shrinks_take_new_pods_of_higher_priority_only() -> None:
     """Rule 5 (node form, shrink): the ``loses_{v,k}`` literal — an elastic victim (4 x 2 GPUs,
-    minimum 2) shrunk by two pods on its node: a priority-5 gang may use the room, a priority-0
-    gang may not share it."""
+    minimum 2) shrunk by two pods on its node: a priority-5 gang may use the room, a gang of
+    v's priority may not share it. (``s``, held to n0 by its selector, may preempt the
+    priority-0 job ``u`` on n1, so its room counts the candidates'.)"""
     rnd = make_round(
-        cluster(1, gpus=8),
-        running=[running("v", ["n0"] * 4, gpu=2, min_replicas=2, priority=0)],
-        pending=[pending("h", gpu=2, priority=5), pending("s", gpu=2, priority=0)],
+        cluster(2, gpus=8, labels={"n0": {"pool": "a"}}),
+        running=[
+            running("v", ["n0"] * 4, gpu=2, min_replicas=2, priority=1),
+            running("u", ["n1"], gpu=1, priority=0),
+        ],
+        pending=[pending("h", gpu=2, priority=5), pending("s", gpu=2, priority=1, selector={"pool": "a"})],
     )
     enc = encoding_of(rnd)
     kept = [var for _, _, var in enc.kept_of_gang[0]]

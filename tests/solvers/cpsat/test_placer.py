@@ -217,6 +217,31 @@ def test_a_pass_without_preferred_levels_reaches_the_models_value() -> None:
     assert re.search(r"\(([23]) pass\(es\)\)", plan.message), plan.message
 
 
+@pytest.mark.parametrize(
+    ("bound", "passes"),
+    [
+        ("model", r"[23]"),  # at the value: chased (the test above)
+        ("first pass", r"1"),  # over its bound, the first pass at the bound: no more passes
+        ("model - 1", r"[23]"),  # over its bound, the first pass far below it: chased still
+    ],
+)
+def test_a_choice_over_its_bound_is_chased_only_to_the_bound(bound: str, passes: str) -> None:
+    """A choice valued above its own bound (the LP's solution read at one half, which cannot
+    fit whole: L busy 0.75 with the prefilter's free-room cut, priority 0 valued 51,099.9
+    against a bound of 51,020.5) is not placed again once the best pass is within the round's
+    gap limit of the bound: there it had run every order, 12-15 passes, none better. Made
+    here from the 128-node round above by lowering the bound."""
+    rnd = generate(fragmented_spec(128, 50, 0.6, 3, running_mix="tilted"))[0]
+    choice = _choice_after_greedy(rnd)
+    assert choice is not None
+    first = _tier_value(score(rnd, SlotPlacer(rnd, choice).run()), choice.priority)
+    assert first < choice.value * (1 - rnd.policy.gap_limit)
+    lowered = {"model": choice.value, "first pass": first, "model - 1": choice.value - 1}[bound]
+    plan, _ = placed(rnd, replace(choice, bound=lowered))
+    assert gangopt.validate(rnd, plan) == []
+    assert re.search(rf"\(({passes}) pass\(es\)\)", plan.message), plan.message
+
+
 def test_the_pass_without_preferred_levels_repeats_the_best_passs_order() -> None:
     """1,024 nodes, 200 gangs, busy 0.6 (the bench's M 0.6): three passes tie at 5,878.8 of
     priority 0, the third with 11 gangs first; set aside after that order the preferred levels
