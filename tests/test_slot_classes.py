@@ -283,6 +283,9 @@ def test_every_plan_pays_the_eviction_floor_and_keeps_the_secondary_bound_of_its
     assert secondary_of(rnd, plans["cpsat"]) <= secondary_bounds_of(rnd, tiers_of(rnd, plans["greedy"]))[0]
     if (nodes, seed, running_mix) in {(32, 0, "tilted"), (48, 4, "jobs")}:
         assert max(floors) > 0, floors
+    if (nodes, seed, running_mix) == (32, 1, "tilted"):
+        # 106 against 112 on greedy's tiers. On the two rounds above the bound was 2 below the
+        # one before only by the growth LP's float margin, dropped where no LP row binds.
         assert any(tighter), tighter
 
 
