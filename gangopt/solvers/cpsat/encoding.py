@@ -764,7 +764,7 @@ def _lower_off_every_losing_node(
                     m.add(f == 0).only_enforce_if(licence[li].Not())
                 routed.append(f)
                 flows[j].append(f)
-                for gi, _ in witnesses:
+                for gi, _ in witnesses:  # a group that always avoids gi has no flow where gi loses pods
                     if not keeps[gi][j]:
                         hits[gi].append(f)
             m.add(sum(routed) == sum(pods))
