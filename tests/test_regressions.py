@@ -255,8 +255,10 @@ def test_two_victims_in_one_class_a_refused_plan_names_the_pod_not_a_reclaim() -
 # lists a nominal, so the model asks a victim for one witness class where it loses a pod and
 # a gang that may preempt it lands (encoding._victim_needs_beneficiary). It shrinks run0 on n0,
 # where job0 lands, and run6 on n1, where no new pod fits: rule 5's beneficiary is read per
-# class, not per node. The validator refuses CP-SAT's plan and greedy's is returned
-# (fallback; greedy shrinks run0 and run6 both on n1, where job0 lands).
+# class, not per node. The validator refused CP-SAT's plan and greedy's was returned
+# (fallback; greedy shrinks run0 and run6 both on n1, where job0 lands), until h35-rule5b:
+# the witness literal now needs a beneficiary's pod routed to a pattern where the victim
+# itself loses pods (encoding._lower_off_every_losing_node).
 RULE5_BENEFICIARY = "cpsat-rule5-beneficiary-on-another-node.json"
 
 
@@ -269,8 +271,42 @@ def test_a_victim_whose_beneficiary_lands_on_another_node_of_its_class_gets_a_va
     assert [t.value for t in plan.score.tiers] == [t.value for t in greedy.score.tiers]
 
 
-@pytest.mark.xfail(strict=True, reason="rule 5's beneficiary per class, not per node, in a class of several nodes")
 def test_a_victim_whose_beneficiary_lands_on_another_node_of_its_class_the_model_keeps_rule_5() -> None:
+    # The model's own plan, proven (fails on 3f6be61: greedy's, status fallback): run6 now
+    # shrinks on the node where job0 lands, beside run0, and every bound holds.
     rnd = gangopt.load_round(REGRESSIONS / RULE5_BENEFICIARY)
     plan = gangopt.solve(rnd)
     assert plan.solver == "cpsat" and plan.status == Status.OPTIMAL, plan.message
+    assert gangopt.validate(rnd, plan) == []
+    landed = {p.node for p in plan.placements if p.gang == "job0"}
+    for pre in plan.preemptions:
+        assert set(pre.nodes) & landed, pre
+    for tier in plan.score.tiers:
+        assert tier.value <= tier.bound + 1e-9
+    assert plan.score.secondary_bound is not None
+    assert plan.score.secondary <= plan.score.secondary_bound + 1e-9
+
+
+def test_a_witness_class_of_several_nodes_needs_the_beneficiary_on_a_losing_node() -> None:
+    # The encoding itself. CP-SAT's refused plan and the valid one agree at class level (run0
+    # and run6 each lose one pod on {n0, n1}, one pod of job0 lands there); they differ in the
+    # patterns only: n0 keeps run6 and n1 loses it (no 4-GPU slot left there for job0) against
+    # n0 losing both. The model now refuses the first layout (fails on 3f6be61: feasible) and
+    # keeps the second; greedy's plan (both shrinks on n1, with job0) stays a model solution.
+    rnd = gangopt.load_round(REGRESSIONS / RULE5_BENEFICIARY)
+    enc = encode(prefilter(rnd))
+    assert not enc.stricter
+    cm = next(cm for cm in enc.classes if cm.cls.size == 2)
+    names = [rnd.running[gi].name for gi, _ in cm.entries]
+    assert names == ["run0", "run2", "run6"]
+    plan = gangopt.solve(rnd)
+    values = plan_values(enc, plan)
+
+    def layout(*kept: tuple[int, ...]) -> dict[int, int]:
+        z = {var.index: sum(p.kept == want for want in kept) for p, var in zip(cm.patterns, cm.z, strict=True)}
+        return {**values, **z}
+
+    assert complete(enc, layout((0, 1, 1), (1, 1, 0)), 5.0, 0) is None  # run6 loses on n1, job0 on n0
+    assert complete(enc, layout((0, 1, 0), (1, 1, 1)), 5.0, 0) is not None
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    assert complete(enc, plan_values(enc, greedy_plan), 5.0, 0) is not None

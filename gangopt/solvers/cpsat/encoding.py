@@ -136,6 +136,10 @@ class Encoding:
     """Per class of several nodes with patterns: each victim there with the new pods that may
     not land where it loses pods (:func:`_lower_off_losing_nodes`), read jointly per node by
     :func:`_lower_off_every_losing_node`."""
+    witness_on: dict[int, list[tuple[int, cp_model.IntVar]]] = field(default_factory=lambda: defaultdict(list))
+    """Per class of several nodes with patterns: each victim under a quota with the literal
+    "its witness class is this one", which needs a beneficiary's pod on a node of the class
+    where the victim itself loses pods (:func:`_lower_off_every_losing_node` routes it)."""
     stricter: bool = False
     """Whether a rule is encoded stricter than the round's (rule 5 per class of several nodes,
     elastic gangs with pods outside the model: see :func:`_victim_needs_beneficiary`); the
@@ -498,9 +502,10 @@ def _running_rules(enc: Encoding) -> None:
         if gi in pre.candidates:
             _victim_needs_beneficiary(enc, gi)
             _grow_or_shrink(enc, gi)
-    for k, victims in sorted(enc.kept_off.items()):
-        if len(victims) > 1:
-            _lower_off_every_losing_node(enc, k, victims)
+    for k in sorted(set(enc.kept_off) | set(enc.witness_on)):
+        victims, witnesses = enc.kept_off.get(k, []), enc.witness_on.get(k, [])
+        if len(victims) > 1 or witnesses:
+            _lower_off_every_losing_node(enc, k, victims, witnesses)
 
 
 def _grow_or_shrink(enc: Encoding, gi: int) -> None:
@@ -599,7 +604,10 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
     # where no preemptor landed fits again, so the reprieve forbids the loss). Under a quota
     # the other losses may free quota only (a hypothesis round: run1 shrunk on n0 for quota and
     # on n1 where job0 landed; greedy's secondary -0.7 against a model that wanted a
-    # beneficiary per class and "proved" -1.4): one witness class then suffices.
+    # beneficiary per class and "proved" -1.4): one witness class then suffices. On a class of
+    # several nodes the witness is a node, not the class: a beneficiary's pod on a node where
+    # the gang loses pods (a hypothesis round, tests/test_regressions.py RULE5_BENEFICIARY:
+    # run6 shrunk on n1 while job0 landed on n0 of its class; the validator refused the plan).
     witnesses: list[cp_model.IntVar] = []
     for k in sorted(hosts):
         cm = enc.classes[k]
@@ -632,6 +640,8 @@ def _victim_needs_beneficiary(enc: Encoding, gi: int) -> None:
             witness = enc.bool_var()  # the gang loses a pod on class k and a beneficiary lands there
             m.add(sum(helpers_on[k]) >= 1).only_enforce_if(witness)
             m.add(sum(kept_k) <= full - 1).only_enforce_if(witness)
+            if cm.patterns and cm.cls.size > 1:  # ... on one same node: routed per pattern
+                enc.witness_on[k].append((gi, witness))
             witnesses.append(witness)
             continue
         helped = enc.bool_var()
@@ -686,7 +696,12 @@ def _lower_off_losing_nodes(
         enc.model.add(sum(users) <= sum(c * z for z, c in room))
 
 
-def _lower_off_every_losing_node(enc: Encoding, k: int, victims: list[tuple[int, LowPods, Licensed]]) -> None:
+def _lower_off_every_losing_node(
+    enc: Encoding,
+    k: int,
+    victims: list[tuple[int, LowPods, Licensed]],
+    witnesses: Sequence[tuple[int, cp_model.IntVar]] = (),
+) -> None:
     """Rule 5's node form for several victims on one class at once: a new pod may land only on
     a node where no victim it may not preempt lost pods. :func:`_lower_off_losing_nodes` reads
     it per victim, which lets a pod that may preempt neither of two victims fit "where the
@@ -698,10 +713,18 @@ def _lower_off_every_losing_node(enc: Encoding, k: int, victims: list[tuple[int,
     cohort reclaims, the licence literals that would let them land there anyway) and routed
     to the patterns that keep those victims whole: one flow variable per group and pattern,
     each pattern's slots shared by all groups. Exact, so the model's bounds stay the round's.
+
+    ``witnesses`` (victims under a quota whose one witness class is this one, with its
+    literal) read the same flows: the literal needs one pod routed to a pattern where the
+    victim loses pods, of a group that does not always avoid it (a licensed group's flow there
+    already needs its licence). Read per class, run6 lost its pod on n1 while job0 landed on
+    n0 (tests/test_regressions.py ``RULE5_BENEFICIARY``: the validator refused CP-SAT's plan,
+    greedy's was returned as a fallback). The flows are then built for every shape of the
+    class, a victim or not.
     """
     m, pre, cm = enc.model, enc.pre, enc.classes[k]
     keeps: dict[int, list[bool]] = {}
-    for gi, _, _ in victims:
+    for gi in sorted({gi for gi, _, _ in victims} | {gi for gi, _ in witnesses}):
         idx = [i for i, e in enumerate(cm.entries) if e[0] == gi]
         keeps[gi] = [
             bool(p.kept) and all(p.kept[i] >= cm.cls.candidates[cm.entries[i]] for i in idx) for p in cm.patterns
@@ -717,13 +740,16 @@ def _lower_off_every_losing_node(enc: Encoding, k: int, victims: list[tuple[int,
             licence[lit.index] = lit
             for _, var in pairs:
                 avoid.setdefault(var.index, (set(), set()))[1].add((gi, lit.index))
+    # per witness victim: the flows of pods that may preempt it onto patterns where it loses pods
+    hits: dict[int, list[cp_model.IntVar]] = defaultdict(list)
     for s, shape in enumerate(cm.shapes):
         groups: dict[tuple[frozenset[int], frozenset[tuple[int, int]]], list[cp_model.IntVar]] = defaultdict(list)
         for key, var in enc.x_on_class.get(k, []):
             if cm.project(pre.requests[key]) == shape:
                 hard, soft = avoid.get(var.index, (set(), set()))
                 groups[(frozenset(hard), frozenset(soft))].append(var)
-        if len({gi for always, unless in groups for gi in [*always, *(v for v, _ in unless)]}) < 2:
+        involved = {gi for always, unless in groups for gi in [*always, *(v for v, _ in unless)]}
+        if not witnesses and len(involved) < 2:
             continue  # one victim at most: the per-victim rows are exact
         flows: dict[int, list[cp_model.IntVar]] = defaultdict(list)
         for (always, unless), pods in groups.items():
@@ -738,9 +764,14 @@ def _lower_off_every_losing_node(enc: Encoding, k: int, victims: list[tuple[int,
                     m.add(f == 0).only_enforce_if(licence[li].Not())
                 routed.append(f)
                 flows[j].append(f)
+                for gi, _ in witnesses:  # a group that always avoids gi has no flow where gi loses pods
+                    if not keeps[gi][j]:
+                        hits[gi].append(f)
             m.add(sum(routed) == sum(pods))
         for j, fs in flows.items():
             m.add(sum(fs) <= cm.patterns[j].slots[s] * cm.z[j])
+    for gi, witness in witnesses:
+        m.add(sum(hits[gi]) >= 1).only_enforce_if(witness)
 
 
 def _borrowing(enc: Encoding, gi: int, path: Sequence[str] = ()) -> cp_model.IntVar | None:

@@ -78,10 +78,12 @@ def _land_beneficiaries(pre: Prefiltered, classes: list[ClassModel], decision: D
     preempt it landed on any of those nodes (rule 5: a victim loses pods only for a gang with a
     new pod where it lost them).
 
-    The model checks the beneficiary per class, and the slots of a multi-node pattern class
-    are per node: the node that loses the pod may get a pattern whose slots fit no beneficiary
-    (an empty 8-GPU slot) while the 1-GPU beneficiary lands on the class's other node, which
-    has the same room (tests/solvers/cpsat/test_expansion.py). A pod of a gang that may preempt
+    The model checked the beneficiary per class, and the slots of a multi-node pattern class
+    are per node: the node that loses the pod could get a pattern whose slots fit no
+    beneficiary (an empty 8-GPU slot) while the 1-GPU beneficiary lands on the class's other
+    node, which has the same room (tests/solvers/cpsat/test_expansion.py). Under a quota the
+    model now routes the witness's pod to a losing pattern (h35-rule5b), but :func:`_place_new`
+    deals pods by priority, not by the model's flows, so this stays. A pod of a gang that may preempt
     the victim moves, within the class (same domains, same quota), from a node where no other
     victim needs it to a losing node with real room for it; nothing else changes."""
     rnd = pre.rnd

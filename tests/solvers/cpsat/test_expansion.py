@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from ortools.sat.python import cp_model
 
 import gangopt
 from gangopt.annotate import annotate
@@ -287,9 +288,12 @@ def shrink_beside_an_eviction_round() -> Round:
 
 
 def test_every_model_solution_expands_to_a_valid_plan_after_the_reprieve() -> None:
-    """A solution the model accepts: w evicted, v shrunk by one pod, h (1 GPU) on the class of
-    n0/n1, g on n2; the losing node n0 takes the pattern "one 8-GPU slot" (left empty), n1 the
-    pattern "v kept, four 1-GPU slots". Expanded and repaired, it must be a valid plan."""
+    """w evicted, v shrunk by one pod, h (1 GPU) on the class of n0/n1, g on n2. The losing
+    node n0 may not take the pattern "one 8-GPU slot" (left empty) beside n1's "v kept, four
+    1-GPU slots": q lists a quota, so v's one witness class needs h on a node where v loses a
+    pod, and that layout has no 1-GPU slot there (refused since h35-rule5b; fails on
+    3f6be61, which read the witness per class). n0 as "eight 1-GPU slots" is the same plan on
+    nodes: the model accepts it, and expanded and repaired it is a valid plan."""
     rnd = shrink_beside_an_eviction_round()
     enc = encoding_of(rnd)
     shared, idle = class_of(enc, "n0"), class_of(enc, "n2")
@@ -298,13 +302,23 @@ def test_every_model_solution_expands_to_a_valid_plan_after_the_reprieve() -> No
     x_h, x_g = x_on(enc, "pending", 0, shared), x_on(enc, "pending", 1, idle)
     assert x_h is not None and x_g is not None
     fix = {enc.alive[0]: 1, enc.kept[(0, "worker", shared)]: 1, enc.alive[1]: 0, x_h: 1, x_g: 1}
-    for pattern, z in zip(cm.patterns, cm.z, strict=True):
-        if (pattern.kept, pattern.slots) in (((0, 0), (1, 0)), ((1, 0), (0, 4))):
-            fix[z] = 1
-    solution = solve(enc, fix)
+
+    def layout(*wanted: tuple[tuple[int, ...], tuple[int, ...]]) -> dict[cp_model.IntVar, int]:
+        z = {var: int((p.kept, p.slots) in wanted) for p, var in zip(cm.patterns, cm.z, strict=True)}
+        return {**fix, **z}
+
+    assert solve(enc, layout(((0, 0), (1, 0)), ((1, 0), (0, 4)))) is None
+    solution = solve(enc, layout(((0, 0), (0, 8)), ((1, 0), (0, 4))))
     assert solution is not None, "the model accepts this solution"
-    repaired = reprieve(rnd, expand(enc.pre, enc.classes, values_of(enc, solution)))
-    # Fixed in expansion (_land_beneficiaries): the model checks a shrink's beneficiary per
-    # class, so h landed on n1; it moves to n0, where v lost its pod and the room is the same.
+    values = values_of(enc, solution)
+    repaired = reprieve(rnd, expand(enc.pre, enc.classes, values))
+    assert ("h", "worker", "n0") in repaired.new_pods
+    assert violations(rnd, plan_from(rnd, repaired)) == []
+    # The expansion still lands a beneficiary when handed the refused layout (its safety net,
+    # _land_beneficiaries: h, dealt to n1, moves to n0, where v lost its pod and the room is
+    # the same).
+    order = [((0, 0), (1, 0)), ((1, 0), (0, 4))]
+    values.z[shared] = [int((p.kept, p.slots) in order) for p in cm.patterns]
+    repaired = reprieve(rnd, expand(enc.pre, enc.classes, values))
     assert ("h", "worker", "n0") in repaired.new_pods
     assert violations(rnd, plan_from(rnd, repaired)) == []
