@@ -1351,7 +1351,92 @@ class GreedyEngine:
             victims = np.asarray(self.borrowers_first(gangs, self.unblocked(lower[touches[lower]])), dtype=np.intp)
         if victims.size == 0:
             return None
-        return self.remove_then_fill(gangs, counts, *self.units(victims))
+        found = self.remove_then_fill(gangs, counts, *self.units(victims))
+        if found is None or not self.spares_spread:
+            return found
+        return self.spare_spread(gangs, counts, victims, found)
+
+    spares_spread = True
+    """Whether :meth:`preempt` tries to keep the victims it would evict for a few of their
+    nodes (:meth:`spare_spread`). Greedy's and the slot placer's rule; the peer emulations
+    preempt as their schedulers do (docs/peers.md) and turn it off."""
+
+    spare_tries = 3
+    """At most this many placements again per preemption (:meth:`spare_spread`)."""
+
+    def spare_spread(
+        self, gangs: list[GangView], counts: list[list[int]], victims: IndexArray, found: Attempt
+    ) -> Attempt:
+        """A preemption that costs less than ``found`` where ``found`` evicts a gang whose pods
+        lie on nodes the transaction does not use, else ``found``.
+
+        The fewest leading victim units place the transaction on whatever room they free: a
+        rigid gang spread over many nodes loses all its pods for the one node the transaction
+        takes, and the reprieve cannot put it back once that node is used (on the 256-node
+        round of XL's shape, ``bench.xl_shape 256`` seed 3, run-00671: 64 one-node pods of
+        priority 0, 1,280.0 GPU-eq, evicted for one 8-GPU pod; the optimum evicts eleven
+        one-node gangs instead: docs/benchmarks.md, "h35-xlbound"). So the evicted victim with
+        such pods, highest priority then highest tier value first, is taken off the victim
+        list and the preemption made again over the rest (more leading units, the same
+        reprieve): kept if what it loses (:meth:`_loss`: per priority, highest first, the tier
+        value of the gangs it evicts, a rigid gang at its whole value; then the secondary
+        cost) is lexicographically less, the next such victim tried otherwise, at most
+        :attr:`spare_tries` placements. Every placement is one :meth:`remove_then_fill`, so
+        rule 5, quotas and the reprieves hold as for the first."""
+        spared: list[int] = []
+        tried: set[int] = set()
+        loss = self._loss(found)
+        for _ in range(self.spare_tries):
+            spread = [gi for gi in self._collateral(found) if gi not in tried]
+            if not spread:
+                break
+            gi = max(spread, key=lambda v: (self.running_prio[v], self.terms.tier_value(self.running[v].spec), -v))
+            tried.add(gi)
+            rest = victims[~np.isin(victims, [*spared, gi])]
+            other = self.remove_then_fill(gangs, counts, *self.units(rest)) if rest.size else None
+            if other is None:
+                continue
+            other_loss = self._loss(other)
+            if other_loss < loss:
+                found, loss = other, other_loss
+                spared.append(gi)
+        return found
+
+    def _collateral(self, found: Attempt) -> list[int]:
+        """The gangs ``found`` evicts that have removed pods on nodes it places nothing on."""
+        landed = np.zeros(len(self.free), dtype=np.bool_)
+        for alloc, _ in found.allocs:
+            landed[[node for _, node, _ in alloc]] = True
+        out: list[int] = []
+        for pods in found.removed:
+            gi = int(self.rp_gang[pods[0]])
+            s, e = self.rp_start[gi], self.rp_start[gi + 1]
+            if pods.size == int(self.kept[s:e].sum()) and not landed[self.rp_node[pods]].all():
+                out.append(gi)
+        return out
+
+    def _loss(self, found: Attempt) -> tuple[int, ...]:
+        """What ``found``'s preemptions cost the objective, comparable lexicographically: per
+        priority of the victims (highest first, every priority of the running gangs) the tier
+        value of the gangs it evicts, then the secondary cost (evictions, pods removed)."""
+        tier: dict[int, int] = defaultdict(int)
+        secondary = 0
+        for pods in found.removed:
+            gi = int(self.rp_gang[pods[0]])
+            spec = self.running[gi].spec
+            assert isinstance(spec, RunningGang)
+            s, e = self.rp_start[gi], self.rp_start[gi + 1]
+            if pods.size == int(self.kept[s:e].sum()):
+                tier[spec.priority] += self.terms.tier_value(spec)
+                secondary += self.terms.eviction_cost(spec)
+            else:
+                secondary += int(pods.size) * self.terms.pod_removal_cost(spec)
+        return (*(tier[p] for p in self._victim_priorities), secondary)
+
+    @cached_property
+    def _victim_priorities(self) -> list[int]:
+        """The running gangs' priorities, highest first (:meth:`_loss`'s tiers)."""
+        return sorted({int(p) for p in self.running_prio.tolist()}, reverse=True)
 
     @cached_property
     def _victims_as_arrays(self) -> bool:
