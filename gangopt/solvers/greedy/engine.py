@@ -263,6 +263,9 @@ class Attempt:
     """Rows of running pods (see ``GreedyEngine.rp_*``) the transaction preempts."""
     gangs: list[GangView] = field(default_factory=list)
     """The gangs of the transaction (in ``allocs`` order)."""
+    units: int = 0
+    """How many leading removal units :meth:`GreedyEngine.remove_then_fill` found it needs
+    (before the reprieve): where :meth:`GreedyEngine.spare_spread`'s search starts again."""
 
 
 @dataclass
@@ -1386,14 +1389,17 @@ class GreedyEngine:
         spared: list[int] = []
         tried: set[int] = set()
         loss = self._loss(found)
+        floor = min(g.spec.priority for g in gangs)
         for _ in range(self.spare_tries):
-            spread = [gi for gi in self._collateral(found) if gi not in tried]
+            spread = [gi for gi in self._collateral(found) if gi not in tried and self._spares(floor, gi)]
             if not spread:
                 break
             gi = max(spread, key=lambda v: (self.running_prio[v], self.terms.tier_value(self.running[v].spec), -v))
             tried.add(gi)
             rest = victims[~np.isin(victims, [*spared, gi])]
-            other = self.remove_then_fill(gangs, counts, *self.units(rest)) if rest.size else None
+            if rest.size == 0:
+                continue
+            other = self.remove_then_fill(gangs, counts, *self.units(rest), start=found.units - 1)
             if other is None:
                 continue
             other_loss = self._loss(other)
@@ -1401,6 +1407,24 @@ class GreedyEngine:
                 found, loss = other, other_loss
                 spared.append(gi)
         return found
+
+    def _spares(self, floor: int, gi: int) -> bool:
+        """Whether a transaction whose lowest priority is ``floor`` spares running gang ``gi``:
+        only the lowest pending priority above the victim's does. Sparing moves the
+        transaction onto other room, which gangs still to come may have needed; where those
+        rank above the victim (a priority-10 transaction sparing a priority-0 victim, then the
+        priority-5 gangs) that can cost a higher tier than the spare gains: on the busy-0.6 L
+        round priority 5 lost 17.1 GPU-eq, on 512/62/1 of XL's shape priority 0 lost 330.0; with
+        this rule neither, and the gains on XL, L and 256/31/3 stay (docs/benchmarks.md,
+        "h35-victims")."""
+        prio = int(self.running_prio[gi])
+        above = self._pending_priorities[bisect_right(self._pending_priorities, prio) :]
+        return bool(above) and floor == above[0]
+
+    @cached_property
+    def _pending_priorities(self) -> list[int]:
+        """The pending gangs' priorities, ascending, each once (:meth:`_spares`)."""
+        return sorted({g.spec.priority for g in self.pending})
 
     def _collateral(self, found: Attempt) -> list[int]:
         """The gangs ``found`` evicts that have removed pods on nodes it places nothing on."""
@@ -1473,9 +1497,12 @@ class GreedyEngine:
         starts: IndexArray,
         unit_victim: IndexArray,
         unit_evict: BoolArray,
+        start: int = 0,
     ) -> Attempt | None:
         """The fewest leading removal units (pods ``flat[starts[u]:starts[u+1]]`` of unit ``u``)
-        that let the transaction fit, then reprieve in reverse order; None if none do."""
+        that let the transaction fit, then reprieve in reverse order; None if none do.
+        ``start``: the search gallops from there (fewer units taken not to fit), not from the
+        front: :meth:`spare_spread`'s placements again, whose answer is near the first's."""
         if len(starts) < 2:
             return None
         freed_quota = np.vstack([np.zeros((1, self.quota.size), dtype=np.int64), np.cumsum(self.rp_q[flat], axis=0)])
@@ -1501,13 +1528,14 @@ class GreedyEngine:
         if best is None:
             return None
         # gallop from the front (most transactions need few units), then bisect
-        lo, hi, step = 0, n_units, 1
-        while step < hi:
-            found = attempt(step)
+        base = min(max(start - 1, 0), n_units)
+        lo, hi, step = base, n_units, 1
+        while base + step < hi:
+            found = attempt(base + step)
             if found is not None:
-                hi, best = step, found
+                hi, best = base + step, found
                 break
-            lo, step = step, step * 2
+            lo, step = base + step, step * 2
         while hi - lo > 1:
             mid = (lo + hi) // 2
             found = attempt(mid)
@@ -1528,6 +1556,7 @@ class GreedyEngine:
             if removed is None:
                 return None
         best.removed = removed
+        best.units = hi
         return best
 
     def _on_victims_nodes(
