@@ -42,6 +42,10 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
    whose nodes the transaction places nothing is put back. With quotas, a transaction that
    would leave an earlier victim's removal needed only by gangs that may not preempt it is
    refused (rule 5's second reprieve check), and the pods that fit again go back at once.
+   **Spare** (greedy's and the slot placer's, not the peers'): when that evicts a gang whose
+   pods lie on nodes the transaction does not use (a rigid gang spread over many nodes, lost
+   whole for one node's room), the preemption is made again without it, and kept when what it
+   evicts is worth less, tier by tier (:meth:`GreedyEngine.spare_spread`).
 4. **Grow** elastic gangs up to their maximum while pods fit (no preemption for growth):
    admitted gangs right after admission (``growth="eager"``, as Volcano's allocate does) or
    after every pending gang had its chance (``growth="deferred"``, better for lower-priority
