@@ -960,4 +960,3 @@ def test_a_spread_victim_is_spared_when_other_room_costs_less(
     assert "p" in plan.admitted and nodes_of(plan, "p") == [lands]
     assert {p.gang for p in plan.preemptions if p.kind == "evict"} == evicted
     assert {p.gang for p in plan.preemptions} == evicted  # nothing else shrunk
-
