@@ -247,7 +247,7 @@ def test_an_elastic_victim_evicted_whole_is_shrunk_instead_and_stays() -> None:
 def spanning() -> Round:
     """Six 8-GPU nodes: ``wide`` (priority 0, three 4-GPU pods on n0-n2, the cheapest to
     preempt by its cost) and three 3-GPU gangs on n3-n5; three priority-10 gangs of one 8-GPU
-    pod each. Greedy evicts ``wide`` (12 GPU-eq) for them; evicting the three small ones keeps
+    pod each. Greedy without its spare evicts ``wide`` (12 GPU-eq) for them; evicting the three small ones keeps
     three more. Keeping ``wide`` means moving all three new gangs at once: no single mover,
     and no random pair, can."""
     small = [running(f"s{i}", [f"n{i}"], gpu=3, preemption_cost=100.0) for i in (3, 4, 5)]
