@@ -911,3 +911,52 @@ def test_the_removal_cursor_is_the_free_capacity_with_the_leading_pods_removed()
         expected_sums = np.zeros_like(sums)
         np.add.at(expected_sums, inverse, some_rows)
         assert np.array_equal(touched, expected_nodes) and np.array_equal(sums, expected_sums)
+
+
+# ----------------------------------------------------------------------------- sparing spread victims
+
+
+def _spread_round(*, first: int, other_nodes: int, hopeless_between: bool) -> Round:
+    """n0: a pod of ``spread`` (4 GPUs, priority 0, the cheapest victim) beside ``solo`` (4 GPUs,
+    priority 0); n1-n3: a pod of ``spread`` beside a priority-9 gang no one may preempt;
+    n4...: ``other`` (priority 0, one 8-GPU pod per node, the costliest victim). ``p`` needs
+    one whole node; with ``hopeless_between`` a priority-5 gang (a 16-GPU pod: it never fits)
+    is pending too, so ``p``'s priority ``first`` is not the lowest pending above 0."""
+    n = 4 + other_nodes
+    pend = [pending("p", 1, gpu=8, priority=first)]
+    if hopeless_between:
+        pend.append(pending("big", 1, gpu=16, priority=5))
+    return make_round(
+        cluster(n, gpus=8),
+        running=[
+            running("spread", ["n0", "n1", "n2", "n3"], gpu=4, priority=0, preemption_cost=0.1),
+            running("solo", ["n0"], gpu=4, priority=0, preemption_cost=1.0),
+            *[running(f"keep{i}", [f"n{i}"], gpu=4, priority=9) for i in (1, 2, 3)],
+            running("other", [f"n{4 + i}" for i in range(other_nodes)], gpu=8, priority=0, preemption_cost=2.0),
+        ],
+        pending=pend,
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "other_nodes", "hopeless_between", "evicted", "lands"),
+    [
+        # The fewest leading units (spread, solo) free n0 only; spread, a rigid gang worth 16
+        # GPUs, loses its pods on n1-n3 for nothing. Without it the transaction lands on n4 and
+        # evicts other (8 GPUs) instead: spared (3f6be61 evicts spread and solo).
+        (5, 1, False, {"other"}, "n4"),
+        # The same with a priority-10 transaction while priority 5 is pending: it is not the
+        # lowest pending priority above the victims', so nothing is spared (spread and solo).
+        (10, 1, True, {"spread", "solo"}, "n0"),
+        # other on 3 nodes (24 GPUs) costs more than spread and solo (20): not spared.
+        (5, 3, False, {"spread", "solo"}, "n0"),
+    ],
+)
+def test_a_spread_victim_is_spared_when_other_room_costs_less(
+    first: int, other_nodes: int, hopeless_between: bool, evicted: set[str], lands: str
+) -> None:
+    rnd = _spread_round(first=first, other_nodes=other_nodes, hopeless_between=hopeless_between)
+    plan = decide(rnd)
+    assert "p" in plan.admitted and nodes_of(plan, "p") == [lands]
+    assert {p.gang for p in plan.preemptions if p.kind == "evict"} == evicted
+    assert {p.gang for p in plan.preemptions} == evicted  # nothing else shrunk

@@ -42,6 +42,10 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
    whose nodes the transaction places nothing is put back. With quotas, a transaction that
    would leave an earlier victim's removal needed only by gangs that may not preempt it is
    refused (rule 5's second reprieve check), and the pods that fit again go back at once.
+   **Spare** (greedy's and the slot placer's, not the peers'): when that evicts a gang whose
+   pods lie on nodes the transaction does not use (a rigid gang spread over many nodes, lost
+   whole for one node's room), the preemption is made again without it, and kept when what it
+   evicts is worth less, tier by tier (:meth:`GreedyEngine.spare_spread`).
 4. **Grow** elastic gangs up to their maximum while pods fit (no preemption for growth):
    admitted gangs right after admission (``growth="eager"``, as Volcano's allocate does) or
    after every pending gang had its chance (``growth="deferred"``, better for lower-priority
@@ -263,6 +267,9 @@ class Attempt:
     """Rows of running pods (see ``GreedyEngine.rp_*``) the transaction preempts."""
     gangs: list[GangView] = field(default_factory=list)
     """The gangs of the transaction (in ``allocs`` order)."""
+    units: int = 0
+    """How many leading removal units :meth:`GreedyEngine.remove_then_fill` found it needs
+    (before the reprieve): where :meth:`GreedyEngine.spare_spread`'s search starts again."""
 
 
 @dataclass
@@ -1351,7 +1358,115 @@ class GreedyEngine:
             victims = np.asarray(self.borrowers_first(gangs, self.unblocked(lower[touches[lower]])), dtype=np.intp)
         if victims.size == 0:
             return None
-        return self.remove_then_fill(gangs, counts, *self.units(victims))
+        found = self.remove_then_fill(gangs, counts, *self.units(victims))
+        if found is None or not self.spares_spread:
+            return found
+        return self.spare_spread(gangs, counts, victims, found)
+
+    spares_spread = True
+    """Whether :meth:`preempt` tries to keep the victims it would evict for a few of their
+    nodes (:meth:`spare_spread`). Greedy's and the slot placer's rule; the peer emulations
+    preempt as their schedulers do (docs/peers.md) and turn it off."""
+
+    spare_tries = 3
+    """At most this many placements again per preemption (:meth:`spare_spread`): 8 changed no
+    plan on the five rounds of XL's shape the spare moves; at XL the pass makes 152 placements
+    again for 157 preemptions (+0.84 CPU-s, docs/benchmarks.md, "h35-victims")."""
+
+    def spare_spread(
+        self, gangs: list[GangView], counts: list[list[int]], victims: IndexArray, found: Attempt
+    ) -> Attempt:
+        """A preemption that costs less than ``found`` where ``found`` evicts a gang whose pods
+        lie on nodes the transaction does not use, else ``found``.
+
+        The fewest leading victim units place the transaction on whatever room they free: a
+        rigid gang spread over many nodes loses all its pods for the one node the transaction
+        takes, and the reprieve cannot put it back once that node is used (on the 256-node
+        round of XL's shape, ``bench.xl_shape 256`` seed 3, run-00671: 64 one-node pods of
+        priority 0, 1,280.0 GPU-eq, evicted for one 8-GPU pod; the optimum evicts eleven
+        one-node gangs instead: docs/benchmarks.md, "h35-xlbound"). So the evicted victim with
+        such pods, highest priority then highest tier value first, is taken off the victim
+        list and the preemption made again over the rest (more leading units, the same
+        reprieve): kept if what it loses (:meth:`_loss`: per priority, highest first, the tier
+        value of the gangs it evicts, a rigid gang at its whole value; then the secondary
+        cost) is lexicographically less, the next such victim tried otherwise, at most
+        :attr:`spare_tries` placements. Every placement is one :meth:`remove_then_fill`, so
+        rule 5, quotas and the reprieves hold as for the first."""
+        spared: list[int] = []
+        tried: set[int] = set()
+        loss = self._loss(found)
+        floor = min(g.spec.priority for g in gangs)
+        for _ in range(self.spare_tries):
+            spread = [gi for gi in self._collateral(found) if gi not in tried and self._spares(floor, gi)]
+            if not spread:
+                break
+            gi = max(spread, key=lambda v: (self.running_prio[v], self.terms.tier_value(self.running[v].spec), -v))
+            tried.add(gi)
+            rest = victims[~np.isin(victims, [*spared, gi])]
+            if rest.size == 0:
+                continue
+            other = self.remove_then_fill(gangs, counts, *self.units(rest), start=found.units - 1)
+            if other is None:
+                continue
+            other_loss = self._loss(other)
+            if other_loss < loss:
+                found, loss = other, other_loss
+                spared.append(gi)
+        return found
+
+    def _spares(self, floor: int, gi: int) -> bool:
+        """Whether a transaction whose lowest priority is ``floor`` spares running gang ``gi``:
+        only the lowest pending priority above the victim's does. Sparing moves the
+        transaction onto other room, which gangs still to come may have needed; where those
+        rank above the victim (a priority-10 transaction sparing a priority-0 victim, then the
+        priority-5 gangs) that can cost a higher tier than the spare gains: on the busy-0.6 L
+        round priority 5 lost 17.1 GPU-eq, on 512/62/1 of XL's shape priority 0 lost 330.0; with
+        this rule neither, and the gains on XL, L and 256/31/3 stay (docs/benchmarks.md,
+        "h35-victims")."""
+        prio = int(self.running_prio[gi])
+        above = self._pending_priorities[bisect_right(self._pending_priorities, prio) :]
+        return bool(above) and floor == above[0]
+
+    @cached_property
+    def _pending_priorities(self) -> list[int]:
+        """The pending gangs' priorities, ascending, each once (:meth:`_spares`)."""
+        return sorted({g.spec.priority for g in self.pending})
+
+    def _collateral(self, found: Attempt) -> list[int]:
+        """The gangs ``found`` evicts that have removed pods on nodes it places nothing on."""
+        landed = np.zeros(len(self.free), dtype=np.bool_)
+        for alloc, _ in found.allocs:
+            landed[[node for _, node, _ in alloc]] = True
+        out: list[int] = []
+        for pods in found.removed:
+            gi = int(self.rp_gang[pods[0]])
+            s, e = self.rp_start[gi], self.rp_start[gi + 1]
+            if pods.size == int(self.kept[s:e].sum()) and not landed[self.rp_node[pods]].all():
+                out.append(gi)
+        return out
+
+    def _loss(self, found: Attempt) -> tuple[int, ...]:
+        """What ``found``'s preemptions cost the objective, comparable lexicographically: per
+        priority of the victims (highest first, every priority of the running gangs) the tier
+        value of the gangs it evicts, then the secondary cost (evictions, pods removed)."""
+        tier: dict[int, int] = defaultdict(int)
+        secondary = 0
+        for pods in found.removed:
+            gi = int(self.rp_gang[pods[0]])
+            spec = self.running[gi].spec
+            assert isinstance(spec, RunningGang)
+            s, e = self.rp_start[gi], self.rp_start[gi + 1]
+            if pods.size == int(self.kept[s:e].sum()):
+                tier[spec.priority] += self.terms.tier_value(spec)
+                secondary += self.terms.eviction_cost(spec)
+            else:
+                secondary += int(pods.size) * self.terms.pod_removal_cost(spec)
+        return (*(tier[p] for p in self._victim_priorities), secondary)
+
+    @cached_property
+    def _victim_priorities(self) -> list[int]:
+        """The running gangs' priorities, highest first (:meth:`_loss`'s tiers)."""
+        return sorted({int(p) for p in self.running_prio.tolist()}, reverse=True)
 
     @cached_property
     def _victims_as_arrays(self) -> bool:
@@ -1388,9 +1503,12 @@ class GreedyEngine:
         starts: IndexArray,
         unit_victim: IndexArray,
         unit_evict: BoolArray,
+        start: int = 0,
     ) -> Attempt | None:
         """The fewest leading removal units (pods ``flat[starts[u]:starts[u+1]]`` of unit ``u``)
-        that let the transaction fit, then reprieve in reverse order; None if none do."""
+        that let the transaction fit, then reprieve in reverse order; None if none do.
+        ``start``: the search gallops from there (fewer units taken not to fit), not from the
+        front: :meth:`spare_spread`'s placements again, whose answer is near the first's."""
         if len(starts) < 2:
             return None
         freed_quota = np.vstack([np.zeros((1, self.quota.size), dtype=np.int64), np.cumsum(self.rp_q[flat], axis=0)])
@@ -1416,13 +1534,14 @@ class GreedyEngine:
         if best is None:
             return None
         # gallop from the front (most transactions need few units), then bisect
-        lo, hi, step = 0, n_units, 1
-        while step < hi:
-            found = attempt(step)
+        base = min(max(start - 1, 0), n_units)
+        lo, hi, step = base, n_units, 1
+        while base + step < hi:
+            found = attempt(base + step)
             if found is not None:
-                hi, best = step, found
+                hi, best = base + step, found
                 break
-            lo, step = step, step * 2
+            lo, step = base + step, step * 2
         while hi - lo > 1:
             mid = (lo + hi) // 2
             found = attempt(mid)
@@ -1443,6 +1562,7 @@ class GreedyEngine:
             if removed is None:
                 return None
         best.removed = removed
+        best.units = hi
         return best
 
     def _on_victims_nodes(

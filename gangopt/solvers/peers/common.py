@@ -95,6 +95,9 @@ class Peer(GreedyEngine):
     fair_share = False
     grows_running = True
     """Whether running elastic gangs get new pods after the pending ones (as greedy does)."""
+    spares_spread = False
+    """The peers' schedulers choose victims by their own rules (docs/peers.md): not greedy's
+    second placement that keeps a spread victim (:meth:`GreedyEngine.spare_spread`)."""
 
     def __init__(self, rnd: Round) -> None:
         super().__init__(rnd, "eager")

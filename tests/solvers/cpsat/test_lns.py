@@ -21,6 +21,7 @@ from gangopt.prefilter import prefilter
 from gangopt.schema import Round
 from gangopt.solvers.cpsat.lns import applicable, best_victims, improve
 from gangopt.solvers.greedy import greedy
+from gangopt.solvers.greedy.engine import GreedyEngine
 from tests.builders import cluster, make_round, pending, queue, running
 from tests.reference import reference_optimum
 from tests.strategies import examples, rounds
@@ -28,8 +29,9 @@ from tests.strategies import examples, rounds
 
 def trap() -> Round:
     """Four 8-GPU nodes, 2 GPUs free on each; a priority-10 gang needs one whole node. ``wide``
-    (3 pods of 6 GPUs) is the cheapest to preempt by its cost, so greedy evicts it; evicting
-    ``small`` (1 pod) frees a node too and keeps three times the priority-0 value."""
+    (3 pods of 6 GPUs) is the cheapest to preempt by its cost, so greedy without its spare
+    (``GreedyEngine.spares_spread``, 3f6be61's greedy) evicts it; evicting ``small`` (1 pod)
+    frees a node too and keeps three times the priority-0 value."""
     return make_round(
         cluster(4),
         running=[
@@ -44,8 +46,10 @@ def tiers(rnd: Round, plan: gangopt.Plan) -> dict[int, float]:
     return {t.priority: t.value for t in score(rnd, plan).tiers}
 
 
-def test_the_search_replaces_greedys_costly_victim_by_the_optimum() -> None:
+def test_the_search_replaces_greedys_costly_victim_by_the_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
     rnd = trap()
+    assert [p.gang for p in greedy(rnd).preemptions] == ["small"]  # greedy's spare avoids the trap
+    monkeypatch.setattr(GreedyEngine, "spares_spread", False)  # the search from a greedy without it
     seed = greedy(rnd)
     assert [p.gang for p in seed.preemptions] == ["wide"]  # the trap holds
     optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
@@ -243,7 +247,7 @@ def test_an_elastic_victim_evicted_whole_is_shrunk_instead_and_stays() -> None:
 def spanning() -> Round:
     """Six 8-GPU nodes: ``wide`` (priority 0, three 4-GPU pods on n0-n2, the cheapest to
     preempt by its cost) and three 3-GPU gangs on n3-n5; three priority-10 gangs of one 8-GPU
-    pod each. Greedy evicts ``wide`` (12 GPU-eq) for them; evicting the three small ones keeps
+    pod each. Greedy without its spare evicts ``wide`` (12 GPU-eq) for them; evicting the three small ones keeps
     three more. Keeping ``wide`` means moving all three new gangs at once: no single mover,
     and no random pair, can."""
     small = [running(f"s{i}", [f"n{i}"], gpu=3, preemption_cost=100.0) for i in (3, 4, 5)]
@@ -254,8 +258,10 @@ def spanning() -> Round:
     )
 
 
-def test_a_victim_neighbourhood_moves_every_gang_on_an_evicted_gangs_nodes() -> None:
+def test_a_victim_neighbourhood_moves_every_gang_on_an_evicted_gangs_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
     rnd = spanning()
+    assert sorted(p.gang for p in greedy(rnd).preemptions) == ["s3", "s4", "s5"]  # greedy's spare: the optimum's
+    monkeypatch.setattr(GreedyEngine, "spares_spread", False)  # the search from a greedy without it
     seed = greedy(rnd)
     assert [p.gang for p in seed.preemptions] == ["wide"]  # the trap holds
     optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
