@@ -42,7 +42,7 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
    whose nodes the transaction places nothing is put back. With quotas, a transaction that
    would leave an earlier victim's removal needed only by gangs that may not preempt it is
    refused (rule 5's second reprieve check), and the pods that fit again go back at once.
-   **Spare** (greedy's and the slot placer's, not the peers'): when that evicts a gang whose
+   **Spare** (greedy's; not the peers' nor the slot placer's): when that evicts a gang whose
    pods lie on nodes the transaction does not use (a rigid gang spread over many nodes, lost
    whole for one node's room), the preemption is made again without it, and kept when what it
    evicts is worth less, tier by tier (:meth:`GreedyEngine.spare_spread`).
@@ -1365,8 +1365,9 @@ class GreedyEngine:
 
     spares_spread = True
     """Whether :meth:`preempt` tries to keep the victims it would evict for a few of their
-    nodes (:meth:`spare_spread`). Greedy's and the slot placer's rule; the peer emulations
-    preempt as their schedulers do (docs/peers.md) and turn it off."""
+    nodes (:meth:`spare_spread`). Greedy's rule; the peer emulations preempt as their
+    schedulers do (docs/peers.md) and the slot placer places a choice (its own reason) and
+    turn it off."""
 
     spare_tries = 3
     """At most this many placements again per preemption (:meth:`spare_spread`): 8 changed no
