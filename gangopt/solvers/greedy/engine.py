@@ -1365,9 +1365,9 @@ class GreedyEngine:
 
     spares_spread = True
     """Whether :meth:`preempt` tries to keep the victims it would evict for a few of their
-    nodes (:meth:`spare_spread`). Greedy's rule; the peer emulations preempt as their
-    schedulers do (docs/peers.md) and the slot placer places a choice (its own reason) and
-    turn it off."""
+    nodes (:meth:`spare_spread`). Greedy's rule. The peer emulations turn it off (they preempt
+    as their schedulers do, docs/peers.md), and so does the slot placer, which places a choice
+    already made (``SlotPlacer.spares_spread``)."""
 
     spare_tries = 3
     """At most this many placements again per preemption (:meth:`spare_spread`): 8 changed no
