@@ -1440,11 +1440,17 @@ class GreedyEngine:
             landed[[node for _, node, _ in alloc]] = True
         out: list[int] = []
         for pods in found.removed:
-            gi = int(self.rp_gang[pods[0]])
-            s, e = self.rp_start[gi], self.rp_start[gi + 1]
-            if pods.size == int(self.kept[s:e].sum()) and not landed[self.rp_node[pods]].all():
+            gi, whole = self._removal(pods)
+            if whole and not landed[self.rp_node[pods]].all():
                 out.append(gi)
         return out
+
+    def _removal(self, pods: IndexArray) -> tuple[int, bool]:
+        """The running gang whose pod rows ``pods`` a preemption removes, and whether they are
+        all it kept (an eviction, not a shrink)."""
+        gi = int(self.rp_gang[pods[0]])
+        s, e = self.rp_start[gi], self.rp_start[gi + 1]
+        return gi, pods.size == int(self.kept[s:e].sum())
 
     def _loss(self, found: Attempt) -> tuple[int, ...]:
         """What ``found``'s preemptions cost the objective, comparable lexicographically: per
@@ -1453,11 +1459,10 @@ class GreedyEngine:
         tier: dict[int, int] = defaultdict(int)
         secondary = 0
         for pods in found.removed:
-            gi = int(self.rp_gang[pods[0]])
+            gi, whole = self._removal(pods)
             spec = self.running[gi].spec
             assert isinstance(spec, RunningGang)
-            s, e = self.rp_start[gi], self.rp_start[gi + 1]
-            if pods.size == int(self.kept[s:e].sum()):
+            if whole:
                 tier[spec.priority] += self.terms.tier_value(spec)
                 secondary += self.terms.eviction_cost(spec)
             else:
