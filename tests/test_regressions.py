@@ -218,9 +218,6 @@ def test_two_victims_in_one_class_a_plan_that_breaks_rule_5_is_not_returned() ->
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     assert "job1" not in plan.admitted  # priority 0 may preempt no one here: it can never start
-    greedy = gangopt.solve(rnd, solver="greedy")
-    assert gangopt.validate(rnd, greedy) == []
-    assert [t.value for t in plan.score.tiers] == [t.value for t in greedy.score.tiers]
 
 
 def test_two_victims_in_one_class_the_model_keeps_rule_5_node_by_node() -> None:
@@ -262,8 +259,11 @@ def test_two_victims_in_one_class_a_refused_plan_names_the_pod_not_a_reclaim() -
 RULE5_BENEFICIARY = "cpsat-rule5-beneficiary-on-another-node.json"
 
 
-def test_a_victim_whose_beneficiary_lands_on_another_node_of_its_class_gets_a_valid_plan() -> None:
-    rnd = gangopt.load_round(REGRESSIONS / RULE5_BENEFICIARY)
+@pytest.mark.parametrize("fixture", [RULE5_TWO_VICTIMS, RULE5_BENEFICIARY])
+def test_a_rule_5_round_gets_a_valid_plan_at_greedys_tiers(fixture: str) -> None:
+    # Both rounds' optimum is greedy's tiers: the model's plan (once the door's fallback) is
+    # valid and equals them.
+    rnd = gangopt.load_round(REGRESSIONS / fixture)
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
     greedy = gangopt.solve(rnd, solver="greedy")
