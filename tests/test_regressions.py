@@ -300,6 +300,7 @@ def test_a_witness_class_of_several_nodes_needs_the_beneficiary_on_a_losing_node
     names = [rnd.running[gi].name for gi, _ in cm.entries]
     assert names == ["run0", "run2", "run6"]
     plan = gangopt.solve(rnd)
+    assert gangopt.validate(rnd, plan) == []
     values = plan_values(enc, plan)
 
     def layout(*kept: tuple[int, ...]) -> dict[int, int]:
@@ -309,4 +310,5 @@ def test_a_witness_class_of_several_nodes_needs_the_beneficiary_on_a_losing_node
     assert complete(enc, layout((0, 1, 1), (1, 1, 0)), 5.0, 0) is None  # run6 loses on n1, job0 on n0
     assert complete(enc, layout((0, 1, 0), (1, 1, 1)), 5.0, 0) is not None
     greedy_plan = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, greedy_plan) == []
     assert complete(enc, plan_values(enc, greedy_plan), 5.0, 0) is not None

@@ -99,6 +99,7 @@ def test_slot_bounds_are_exact_on_the_small_fragmented_round(monkeypatch: pytest
     rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"weights": FLAT})})
     ref = reference_optimum(rnd)
     spared = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, spared) == []
     assert units({t.priority: t.value for t in score(rnd, spared).tiers})[0] == ref.tiers[0]
     monkeypatch.setattr(GreedyEngine, "spares_spread", False)  # floors from a plan short of it
     pre = prefilter(rnd)
