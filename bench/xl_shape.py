@@ -111,6 +111,31 @@ def xl_path(rnd: Round, seed: Plan) -> dict[int, int]:
     return {t.priority: round(t.value * SCALE) for t in out.score.tiers}
 
 
+def l_path(rnd: Round, seed: Plan, choices: int = 4) -> dict[int, int]:
+    """The tiers of what CP-SAT does at L (4,096 nodes) from ``seed`` (greedy's plan): the slot
+    placer with the integer slot model's choices solved as a round over
+    :data:`gangopt.slots.MAX_COLUMNS` is (:data:`gangopt.slots.LARGE_SCIP_SETTINGS`: CP-SAT's
+    integer solve, the LP's own solution within :data:`gangopt.slots.LP_CHOICE_GAP`), at most
+    ``choices`` of them (at L busy 0.6 a 10 s limit places one, priority 5's; 30 s two), no
+    time limit, and no search after it (at L the large-neighbourhood search replaces the model
+    and gained nothing at 10 s on L busy 0.6)."""
+    from gangopt.objective import score
+    from gangopt.solvers.cpsat import placer
+
+    pre = prefilter(rnd)
+    settings = slots.LARGE_SCIP_SETTINGS
+
+    def proven(plan: Plan, _score: Any) -> None:
+        slots.slot_tier_bounds(pre, values_of(plan), tier_ceilings(pre))  # the choice's model for the plan
+
+    first = score(rnd, seed)
+    with patch.object(slots, "_scip_settings", lambda _pre: settings), patch.object(placer, "MAX_CHOICES", choices):
+        slots.slot_tier_bounds(pre, {t.priority: round(t.value * SCALE) for t in first.tiers}, tier_ceilings(pre))
+        out, _ = placer.place_choices(rnd, pre, seed, first, proven)
+    assert gangopt.validate(rnd, out.plan) == []
+    return {t.priority: round(t.value * SCALE) for t in out.score.tiers}
+
+
 def reference(rnd: Round, key: str, seconds: float) -> tuple[dict[int, int], bool, float]:
     """The reference tiers (objective units), whether proven, and the seconds it took (cached)."""
     cache = Path(os.environ.get("GANGOPT_REF_CACHE", "/tmp/gangopt-ref"))
@@ -147,6 +172,10 @@ def measure(spec: Spec, with_reference: bool = True, seconds: float = 120.0) -> 
     began = time.process_time()
     plans["xl path"] = xl_path(rnd, greedy)
     row["xl path_cpu"] = time.process_time() - began
+    began = time.process_time()
+    plans["l path 1"] = l_path(rnd, greedy, 1)
+    plans["l path"] = l_path(rnd, greedy)
+    row["l path_cpu"] = time.process_time() - began
     best = max(plans.values(), key=lambda v: [v.get(p, 0) for p in sorted(v, reverse=True)])
     began = time.process_time()
     ceilings, classes, per_node = lp_bounds(rnd, best)
@@ -168,6 +197,7 @@ def line(row: dict[str, Any], prio: int) -> str:
     ref = row.get("reference", {}).get(prio)
     greedy, cpsat = row["plans"]["greedy"].get(prio, 0), row["plans"]["cpsat"].get(prio, 0)
     xl = row["plans"]["xl path"].get(prio, 0)
+    l1, lall = row["plans"]["l path 1"].get(prio, 0), row["plans"]["l path"].get(prio, 0)
     cls, node = row["classes"].get(prio), row["per_node"].get(prio)
     own = row["cpsat_bound"].get(prio)
 
@@ -179,18 +209,20 @@ def line(row: dict[str, Any], prio: int) -> str:
 
     proven = "" if row.get("proven", True) else " (not proven)"
     return (
-        f"| {row['nodes']}/{row['gangs']}/{row['seed']} | p{prio} | {g(greedy)} | {g(xl)} | {g(cpsat)} "
+        f"| {row['nodes']}/{row['gangs']}/{row['seed']} | p{prio} | {g(greedy)} | {g(xl)} | {g(l1)} | {g(lall)} "
+        f"| {g(cpsat)} "
         f"| {g(ref)}{proven} "
         f"| {g(cls)} ({pct(cls)}) | {g(node)} ({pct(node)}) | {g(own)} ({pct(own)}) | {g(row['ceilings'].get(prio))} "
         f"| {short(greedy)} "
-        f"| {short(xl)} | {short(cpsat)} |"
+        f"| {short(xl)} | {short(l1)} | {short(lall)} | {short(cpsat)} |"
     )
 
 
 HEADER = (
-    "| round | tier | greedy | XL path | cpsat | reference | class LP (over ref) | per-node LP (over ref) "
-    "| cpsat's bound (over ref) | ceiling | greedy short | XL path short | cpsat short |\n"
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| round | tier | greedy | XL path | L path, 1 choice | L path | cpsat | reference | class LP (over ref) "
+    "| per-node LP (over ref) | cpsat's bound (over ref) | ceiling | greedy short | XL path short "
+    "| L path 1 short | L path short | cpsat short |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -226,7 +258,8 @@ def main(argv: list[str]) -> None:
             f"<!-- running {row['running']}; greedy {row['greedy_cpu']:.1f} CPU-s "
             f"gap {100 * (row['greedy_gap'] or 0):.2f} %, "
             f"cpsat {row['cpsat_cpu']:.1f} CPU-s gap {100 * (row['cpsat_gap'] or 0):.2f} %; "
-            f"XL path {row['xl path_cpu']:.1f} CPU-s; bounds {row['bounds_cpu']:.1f} CPU-s{extra} -->",
+            f"XL path {row['xl path_cpu']:.1f} CPU-s; L paths {row['l path_cpu']:.1f} CPU-s; "
+            f"bounds {row['bounds_cpu']:.1f} CPU-s{extra} -->",
             flush=True,
         )
     print(f"# end {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()[0]:.1f}")

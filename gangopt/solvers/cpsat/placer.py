@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -60,7 +60,7 @@ from gangopt.class_choice import class_choice
 from gangopt.objective import SCALE, lexicographic_key, score
 from gangopt.prefilter import Prefiltered
 from gangopt.schema import Plan, Round, Score, Status
-from gangopt.slots import SlotChoice, slot_choice
+from gangopt.slots import MAX_COLUMNS, SlotChoice, slot_choice
 from gangopt.solvers.greedy.engine import Alloc, Attempt, EngineState, GangView, GreedyEngine
 
 PASSES = 3
@@ -465,6 +465,8 @@ def placed(
     like: GreedyEngine | None = None,
     ahead: frozenset[str] = frozenset(),
     resume: EngineState | None = None,
+    start: Order | None = None,
+    won: list[Order] | None = None,
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -493,7 +495,11 @@ def placed(
     with them ahead the first pass is that pass (one of 4.2 CPU-s instead of two): priority 5
     178,367.4, priority 0 180,419.4 against greedy's 177,914.4 (docs/benchmarks.md, "h33-XL").
     ``resume``: every pass starts from this state (greedy's after its highest priority:
-    :func:`place_choices`) and decides the other transactions only."""
+    :func:`place_choices`) and decides the other transactions only.
+    ``start``: the gang order (and the gangs placed first in it) tried first, before the
+    default ones (:func:`place_choices` passes the order of the taken choice's best pass to the
+    same choice's gangs placed under it, :func:`_under`); ``won``: the order of the best pass is
+    appended to it."""
     chosen = {rnd.pending[i].name for i in choice.started}
     ahead = ahead & chosen
     over = _over(choice)
@@ -521,10 +527,16 @@ def placed(
         # priority 0 40 GPU-eq lower on 256 nodes, busy 0.6, seed 1), higher on 2; after
         # them, higher on 1 (256 nodes, busy 0.6, seed 4: priority 0 +5), lower on none.
         orders += [(LARGEST_FIRST, True), (SlotPlacer.gang_keys, True)]
+    if start is not None:
+        orders = [(start.keys, start.consolidate), *(o for o in orders if o != (start.keys, start.consolidate))]
+    best_order: Order | None = None
+    longest = 0.0
     for keys, consolidate in orders:
         if best is not None and not short(consolidate):
             continue  # the model's value reached (or no time left): not this order
         first = ahead
+        if start is not None and (keys, consolidate) == (start.keys, start.consolidate):
+            first = ahead | (start.first & chosen)
         order_best: tuple[float, ...] | None = None
         order_first = first
         passes = 0
@@ -542,8 +554,9 @@ def placed(
             if order_best is None or key > order_best:
                 order_best, order_first = key, first
             if best is None or key > lexicographic_key(best[1]):
-                best = (plan, plan_score)
+                best, best_order = (plan, plan_score), Order(keys, consolidate, first)
             took = time.perf_counter() - began
+            longest = max(longest, took)
             missed = (chosen - set(plan.admitted)) | placer.widened
             if not missed or missed <= first or (over and not short()):
                 break  # every chosen gang placed, the same left out, or a choice over its bound placed near enough
@@ -568,14 +581,40 @@ def placed(
             plan_score = score(rnd, plan)
             assert best is not None
             if lexicographic_key(plan_score) > lexicographic_key(best[1]):
-                best = (plan, plan_score)
-    assert best is not None
+                best, best_order = (plan, plan_score), Order(keys, consolidate, order_first)
+    assert best is not None and best_order is not None
+    if won is not None:
+        won.append(replace(best_order, seconds=longest))
     source = "integer slot model" if choice.levels else "node-class LP"  # :mod:`gangopt.class_choice`
     note = (
         f"slot placer: the {source}'s choice for priority {choice.priority} "
         f"(model value {choice.value / SCALE:,.1f}) placed by best fit ({tried} pass(es))"
     )
     return best[0].model_copy(update={"solver": "cpsat", "status": Status.FEASIBLE, "message": note}), best[1]
+
+
+@dataclass(frozen=True)
+class Order:
+    """A gang order of :func:`placed`'s passes: the chosen gangs' sort keys, whether whole
+    nodes are kept (:attr:`SlotPlacer.consolidate`), and the chosen gangs placed first."""
+
+    keys: tuple[str, ...]
+    consolidate: bool
+    first: frozenset[str]
+    seconds: float = field(default=0.0, compare=False)
+    """The longest pass of the placement it won (wall): what one more pass is taken to cost."""
+
+
+LARGE_START = Order(LARGEST_FIRST, False, frozenset())
+"""The order an integer slot model's choice is placed in first on a round over
+:data:`~gangopt.slots.MAX_COLUMNS` pending and candidate gangs (:func:`place_choices`), before
+the priority order (:data:`SlotPlacer.gang_keys`). On the fragmented 4,096-node busy-0.6 round
+the priority-5 choice's gangs of whole-node pods found too few whole nodes in the priority
+order (3 passes, priority 5 at most 35,738.5 GPU-eq); largest first, the third pass reached the
+model's 35,816.4: 6 passes and 3.5 CPU-s became 3 and 1.9, the same plan, which leaves a 10 s
+limit the time to place the priority-0 choice after it (docs/benchmarks.md, "h36-L06"). At
+L busy 0.75 the one pass places the choice either way (the same plan); rounds within
+MAX_COLUMNS keep the priority order first (h30-M06, h31-plan)."""
 
 
 @dataclass
@@ -627,10 +666,13 @@ def place_choices(
     tried: list[SlotChoice] = []
     above: SlotChoice | None = None
     """The choice whose placement is ``out.plan``."""
-    took = 0.0
+    above_order: Order | None = None
+    """The order of ``above``'s best pass (:func:`placed`'s ``won``)."""
+    took = step = 0.0
+    large = len(pre.pending) + len(pre.candidates) > MAX_COLUMNS
     while out.tried < MAX_CHOICES:
-        if out.tried and until is not None and time.perf_counter() + took > until:
-            break
+        if out.tried and until is not None and time.perf_counter() + step > until:
+            break  # not one pass of the last placement's length would end in time
         began = time.perf_counter()
         values = {t.priority: round(t.value * SCALE) for t in out.score.tiers}
         choice = slot_choice(pre, values) or class_choice(pre, values, until)
@@ -641,19 +683,32 @@ def place_choices(
         # The node-class LP's choice (no levels: :mod:`gangopt.class_choice`): the gangs it
         # starts that the plan it bounded left out go first (:func:`placed`'s ``ahead``).
         ahead = frozenset() if choice.levels else _left_out(rnd, choice, out.plan)
-        plan, plan_score = placed(rnd, choice, until, like, ahead, _resume(rnd, choice, out.plan, like, ahead))
-        took = time.perf_counter() - began
-        lower = _under(rnd, choice, above) if _lost_above(plan_score, out.score, choice.priority) else None
-        if lower is not None and (until is None or time.perf_counter() + took <= until):
-            # The choice lost a tier above its own (L busy 0.6: the LP's priority-0 choice
-            # leaves out priority-10 gangs it spread over racks): the same tier's decisions
-            # under the taken choice's above it.
-            ahead = frozenset() if lower.levels else _left_out(rnd, lower, out.plan)
-            resume = _resume(rnd, lower, out.plan, like, ahead)
-            other, other_score = placed(rnd, lower, until, like, ahead, resume)
+        won: list[Order] = []
+        # Under the taken choice first (its decisions above this tier, this choice's at it and
+        # below, in the taken placement's order), then the choice as it is when a pass of the
+        # first placement's length still ends in time; the better goes on. On L busy 0.6 the
+        # priority-0 choice as it is lost priority 10 on every pass (the LP spread priority-10
+        # gangs over racks), and at a 10 s limit its passes took the time the placement under
+        # the priority-5 choice needed (priority 0 38,057.7 GPU-eq on its first pass, against
+        # the plan's 36,522.7: docs/benchmarks.md, "h36-L06").
+        tries: list[tuple[SlotChoice, Order | None]] = []
+        lower = _under(rnd, choice, above)
+        if lower is not None:
+            tries.append((lower, above_order))
+        tries.append((choice, LARGE_START if large and choice.levels else None))
+        placement: tuple[Plan, Score, SlotChoice, Order] | None = None
+        for this, start in tries:
+            if placement is not None and until is not None and time.perf_counter() + step > until:
+                break
+            ahead = frozenset() if this.levels else _left_out(rnd, this, out.plan)
+            resume = _resume(rnd, this, out.plan, like, ahead)
+            other, other_score = placed(rnd, this, until, like, ahead, resume, start=start, won=won)
             took = time.perf_counter() - began
-            if lexicographic_key(other_score) > lexicographic_key(plan_score):
-                plan, plan_score, choice = other, other_score, lower
+            step = max(step, won[-1].seconds) if placement is not None else won[-1].seconds
+            if placement is None or lexicographic_key(other_score) > lexicographic_key(placement[1]):
+                placement = (other, other_score, this, won[-1])
+        assert placement is not None
+        plan, plan_score, choice, order = placement
         better = lexicographic_key(plan_score) > lexicographic_key(out.score)
         answer = proven(plan, plan_score) if better else None
         # Placed to the tier's bound and taken: SCIP's whole choice cannot do better on the
@@ -665,17 +720,17 @@ def place_choices(
             whole = slot_choice(pre, values, whole=True)
             if whole is not None and whole.value > values.get(whole.priority, 0) and not _seen(whole, tried):
                 tried.append(whole)
-                other, other_score = placed(rnd, whole, until, like)
+                other, other_score = placed(rnd, whole, until, like, won=won)
                 took = time.perf_counter() - began
                 if lexicographic_key(other_score) > lexicographic_key(plan_score):
-                    plan, plan_score, choice = other, other_score, whole
+                    plan, plan_score, choice, order = other, other_score, whole, won[-1]
                     better = lexicographic_key(plan_score) > lexicographic_key(out.score)
                     answer = proven(plan, plan_score) if better else None
         if not better:
             break  # not taken, so not validated
         if answer is None and validate(rnd, plan):
             break  # never seen: the engine keeps every rule; the plan stays as it was
-        out.plan, out.score, above = plan, plan_score, choice
+        out.plan, out.score, above, above_order = plan, plan_score, choice, order
         out.improved += 1
         if answer is not None:
             return out, answer
@@ -731,12 +786,6 @@ def _under(rnd: Round, choice: SlotChoice, above: SlotChoice | None) -> SlotChoi
             **{i: pods for i, pods in above.shed.items() if rnd.running[i].priority > p},
         },
     )
-
-
-def _lost_above(s: Score, before: Score, priority: int) -> bool:
-    """Whether ``s`` is below ``before`` on a tier above ``priority``."""
-    higher = sorted({t.priority for t in (*s.tiers, *before.tiers) if t.priority > priority}, reverse=True)
-    return [_tier_value(s, t) for t in higher] < [_tier_value(before, t) for t in higher]
 
 
 def _over(choice: SlotChoice) -> bool:
