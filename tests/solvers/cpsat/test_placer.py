@@ -334,7 +334,8 @@ def test_a_choice_short_for_want_of_whole_nodes_is_placed_consolidating(monkeypa
 
 def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """256 nodes / 100 gangs, seed 1, busy 0.6 (jobs mix): the door takes the priority-5
-    choice, then the slot model's priority-0 choice. Made to start none of the priority-10
+    choice, then the slot model's priority-0 choice, first under the priority-5 choice's
+    decisions above priority 0 and then as it is (placed in that order since h36-L06). Made to start none of the priority-10
     gangs (as the LP's choice at L busy 0.6 left out three it spread over racks), that choice
     placed as it is loses priority 10 (953.0 GPU-eq against 1,069.5) and is refused, so on
     6aa335a the plan stays the priority-5 choice's (priority 0 2,029.1). Placed under the
@@ -351,10 +352,12 @@ def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(mo
         return replace(c, started={i: d for i, d in c.started.items() if rnd.pending[i].priority < top})
 
     seen: list[tuple[SlotChoice, Plan, Score]] = []
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
     def logged(r: Round, choice: SlotChoice, *args: Any, **kwargs: Any) -> tuple[Plan, Score]:
         plan, plan_score = real_placed(r, choice, *args, **kwargs)
         seen.append((choice, plan, plan_score))
+        calls.append((args, {**kwargs, "won": None}))
         return plan, plan_score
 
     monkeypatch.setattr(placer_module, "slot_choice", lp_like)
@@ -371,7 +374,10 @@ def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(mo
     for _, plan, _ in seen:
         assert gangopt.validate(rnd, plan) == []
     assert len(seen) >= 3, "the lower choice was not placed under the taken one"
-    (five, _, five_score), (plain, _, plain_score), (under, under_plan, under_score) = seen[:3]
+    # Under the taken choice first (h36-L06: at L busy 0.6 the plain choice's passes took the
+    # time the under placement needed), then the choice as it is.
+    (five, _, five_score), (under, under_plan, under_score), (plain, _, plain_score) = seen[:3]
+    assert under.started != plain.started
     assert (five.priority, plain.priority, under.priority) == (5, 0, 0)
     assert _tier_value(plain_score, top) < _tier_value(five_score, top)  # the choice as it is loses priority 10
     # Under the taken choice: its gangs and victims above priority 0, the lower choice's below.
@@ -387,4 +393,6 @@ def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(mo
     assert [_tier_value(under_score, p) for p in (10, 5)] == [_tier_value(five_score, p) for p in (10, 5)]
     assert _tier_value(under_score, 0) > _tier_value(five_score, 0)
     assert gangopt.validate(rnd, out.plan) == []
-    assert _signature(real_placed(rnd, under)[0]) == _signature(under_plan)  # repeats exactly
+    args, kwargs = calls[1]
+    assert kwargs["start"] is not None  # in the priority-5 placement's best order
+    assert _signature(real_placed(rnd, under, *args, **kwargs)[0]) == _signature(under_plan)  # repeats exactly
