@@ -111,29 +111,28 @@ def xl_path(rnd: Round, seed: Plan) -> dict[int, int]:
     return {t.priority: round(t.value * SCALE) for t in out.score.tiers}
 
 
-def l_path(rnd: Round, seed: Plan, choices: int = 4) -> dict[int, int]:
-    """The tiers of what CP-SAT does at L (4,096 nodes) from ``seed`` (greedy's plan): the slot
-    placer with the integer slot model's choices solved as a round over
-    :data:`gangopt.slots.MAX_COLUMNS` is (:data:`gangopt.slots.LARGE_SCIP_SETTINGS`: CP-SAT's
-    integer solve, the LP's own solution within :data:`gangopt.slots.LP_CHOICE_GAP`), at most
-    ``choices`` of them (at L busy 0.6 a 10 s limit places one, priority 5's; 30 s two), no
-    time limit, and no search after it (at L the large-neighbourhood search replaces the model
-    and gained nothing at 10 s on L busy 0.6)."""
-    from gangopt.objective import score
+def l_path(rnd: Round, choices: int = 4) -> dict[int, int]:
+    """The tiers of what CP-SAT does at L (4,096 nodes), on a small round: its own solve (the
+    round's 10 s) with the switches a round of L's size throws. Its slot models are solved as a
+    round over :data:`gangopt.slots.MAX_COLUMNS` pending and candidate gangs is (the clock's
+    leave, :data:`gangopt.slots.LARGE_SCIP_SETTINGS`: the LP's own solution as the choice where
+    the plan is far below it, CP-SAT's integer solve near it; the placer's large-round order,
+    :data:`gangopt.solvers.cpsat.placer.LARGE_START`), the whole model is never built (its
+    estimate over the build budget: the large-neighbourhood search instead), and at most
+    ``choices`` slot choices are placed (at L busy 0.6 a 10 s limit placed one before
+    h36-L06)."""
+    import gangopt.solvers.cpsat as cpsat
     from gangopt.solvers.cpsat import placer
 
-    pre = prefilter(rnd)
-    settings = slots.LARGE_SCIP_SETTINGS
-
-    def proven(plan: Plan, _score: Any) -> None:
-        slots.slot_tier_bounds(pre, values_of(plan), tier_ceilings(pre))  # the choice's model for the plan
-
-    first = score(rnd, seed)
-    with patch.object(slots, "_scip_settings", lambda _pre: settings), patch.object(placer, "MAX_CHOICES", choices):
-        slots.slot_tier_bounds(pre, {t.priority: round(t.value * SCALE) for t in first.tiers}, tier_ceilings(pre))
-        out, _ = placer.place_choices(rnd, pre, seed, first, proven)
-    assert gangopt.validate(rnd, out.plan) == []
-    return {t.priority: round(t.value * SCALE) for t in out.score.tiers}
+    with (
+        patch.object(slots, "MAX_COLUMNS", 0),
+        patch.object(placer, "MAX_COLUMNS", 0),
+        patch.object(placer, "MAX_CHOICES", choices),
+        patch.object(cpsat, "build_budget", lambda _search: 0),
+    ):
+        plan = gangopt.solve(rnd, solver="cpsat")
+    assert gangopt.validate(rnd, plan) == []
+    return values_of(plan)
 
 
 def reference(rnd: Round, key: str, seconds: float) -> tuple[dict[int, int], bool, float]:
@@ -173,8 +172,8 @@ def measure(spec: Spec, with_reference: bool = True, seconds: float = 120.0) -> 
     plans["xl path"] = xl_path(rnd, greedy)
     row["xl path_cpu"] = time.process_time() - began
     began = time.process_time()
-    plans["l path 1"] = l_path(rnd, greedy, 1)
-    plans["l path"] = l_path(rnd, greedy)
+    plans["l path 1"] = l_path(rnd, 1)
+    plans["l path"] = l_path(rnd)
     row["l path_cpu"] = time.process_time() - began
     best = max(plans.values(), key=lambda v: [v.get(p, 0) for p in sorted(v, reverse=True)])
     began = time.process_time()

@@ -206,7 +206,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             baseline,
             baseline_score,
             lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s),
-            until=_timing(rnd, start, baseline, slow).deadline if clocked else None,  # else its caps
+            until=_timing(rnd, start, baseline, slow, pre).deadline if clocked else None,  # else its caps
             like=engines[0] if engines else None,
         )
         if proven is not None:
@@ -218,7 +218,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     limit = rnd.policy.time_limit
     # ``slow`` and ``candidates_took`` cover every candidate tried, as before the placer went
     # first (the reserve and the floor's first estimate are read from them).
-    timing = _timing(rnd, start, baseline, slow)
+    timing = _timing(rnd, start, baseline, slow, pre)
     # 2b. Large-neighbourhood search over victim sets, from the best candidate. On a round
     # whose model would be restricted, it replaces that model and has the search's time.
     instead = estimated_variables(pre) > build_budget(timing.search) and applicable(rnd, pre)
@@ -333,13 +333,25 @@ class Timing(NamedTuple):
     """How much slower than CPU time the solve ran so far (:func:`~gangopt.annotate.slowdown`)."""
 
 
-def _timing(rnd: Round, start: float, baseline: Plan, slow: float) -> Timing:
+def _timing(rnd: Round, start: float, baseline: Plan, slow: float, pre: Prefiltered | None = None) -> Timing:
+    """The search's deadline and share. With ``pre``: on a round whose whole model is too large
+    to build in the search's share (the large-neighbourhood search replaces it), nothing is
+    expanded after the search, so the deadline keeps no :data:`EXPANSION_SECONDS_PER_POD` (the
+    share that sizes the model keeps it, so that the decision does not move). On the
+    fragmented 4,096-node busy-0.6 round that is 1.57 s of the 3.16 s kept (15,743 pods): the
+    slot placer's passes stopped 3.3-3.7 s before a 10 s limit and the command ended at 7.2 s
+    with the priority-0 choice placed under the priority-5 one or not at all as the load went
+    (docs/benchmarks.md, "h36-L06")."""
     limit = rnd.policy.time_limit
     pods = running_pod_count(rnd) + len(baseline.placements)
-    reserve = finish_reserve(rnd, baseline) + EXPANSION_SECONDS_PER_POD * pods
-    search = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
+    finish = finish_reserve(rnd, baseline)
+    reserve = finish + EXPANSION_SECONDS_PER_POD * pods
+    search = ends = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
+    if pre is not None and estimated_variables(pre) > build_budget(search) and applicable(rnd, pre):
+        reserve = finish
+        ends = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
     reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
-    return Timing(start + min(search, limit - reserve), search, reserve, slow)
+    return Timing(start + min(ends, limit - reserve), search, reserve, slow)
 
 
 def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, timing: Timing) -> Result:
@@ -663,7 +675,7 @@ def _placer_by(rnd: Round, pre: Prefiltered, start: float, plan: Plan, slow: flo
     nothing (greedy's plan, 6.8 % reported) while the slot bounds and one placer pass prove a
     plan within 0.5 % (2.0 and 1.0-1.7 CPU-s, from 2.0 s into the solve: past 5 s of a 10 s
     limit on a machine at load 2-4)."""
-    timing = _timing(rnd, start, plan, slow)
+    timing = _timing(rnd, start, plan, slow, pre)
     if estimated_variables(pre) > build_budget(timing.search):
         return max(timing.deadline, start + PLACER_SHARE * rnd.policy.time_limit)
     return start + PLACER_SHARE * rnd.policy.time_limit
