@@ -352,6 +352,35 @@ def test_bounds_the_clock_cannot_cover_are_left_out_and_the_plan_says_so(monkeyp
     assert "left out" not in fixed.message
 
 
+def test_a_round_whose_model_is_not_built_keeps_no_expansion_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search's deadline keeps EXPANSION_SECONDS_PER_POD per pod only when a model may be
+    built (its answer is expanded to nodes); on a round whose model is too large (the
+    large-neighbourhood search instead) the deadline is that much later, and the share that
+    sizes the model is the same (h36-L06: 1.57 s at the 4,096-node busy-0.6 round)."""
+    from gangopt.solvers import cpsat
+
+    rnd = fragmented_round(256, 100, 0.6, 1, time_limit=1.0)  # the reserve, not the share, sets the deadline
+    pre = prefilter(rnd)
+    plan = greedy(rnd)
+    start = 0.0
+    pods = cpsat.running_pod_count(rnd) + len(plan.placements)
+    expansion = cpsat.EXPANSION_SECONDS_PER_POD * pods
+    assert expansion >= 0.05
+    slow = 3.0  # a machine three times slower than its CPU time: the reserve, not the share, sets the deadline
+    built = cpsat._timing(rnd, start, plan, slow, pre)  # a model that fits: the reserve as before
+    assert built == cpsat._timing(rnd, start, plan, slow)
+    assert built.deadline < start + cpsat.SEARCH_SHARE * rnd.policy.time_limit
+    monkeypatch.setattr(cpsat, "estimated_variables", lambda pre: 10**9)
+    alone = cpsat._timing(rnd, start, plan, slow, pre)
+    assert alone.search == built.search
+    assert alone.reserve == pytest.approx(built.reserve - slow * expansion)
+    assert alone.deadline == pytest.approx(built.deadline + slow * expansion, abs=1e-9)
+    # Without the large-neighbourhood search (no preemption: nothing to re-decide) a
+    # restricted model is built and expanded: the reserve stays.
+    off = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"preemption": False})})
+    assert cpsat._timing(off, start, plan, slow, prefilter(off)).reserve == pytest.approx(built.reserve)
+
+
 def test_a_large_rounds_slot_placer_may_start_until_the_search_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """The slot placer starts until PLACER_SHARE of the limit; on a round whose model is too
     large to build whole (the search after it would be the large-neighbourhood search) until
@@ -368,7 +397,7 @@ def test_a_large_rounds_slot_placer_may_start_until_the_search_deadline(monkeypa
     share = start + cpsat.PLACER_SHARE * rnd.policy.time_limit
     assert cpsat._placer_by(rnd, pre, start, plan, 1.0) == pytest.approx(share)  # the model fits
     monkeypatch.setattr(cpsat, "estimated_variables", lambda pre: 10**9)
-    deadline = cpsat._timing(rnd, start, plan, 1.0).deadline
+    deadline = cpsat._timing(rnd, start, plan, 1.0, pre).deadline
     assert deadline > share
     assert cpsat._placer_by(rnd, pre, start, plan, 1.0) == pytest.approx(deadline)
     # The whole solve, the round over MAX_COLUMNS: its slot bounds' leave reaches past the share.

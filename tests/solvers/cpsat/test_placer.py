@@ -335,8 +335,8 @@ def test_a_choice_short_for_want_of_whole_nodes_is_placed_consolidating(monkeypa
 def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """256 nodes / 100 gangs, seed 1, busy 0.6 (jobs mix): the door takes the priority-5
     choice, then the slot model's priority-0 choice, first under the priority-5 choice's
-    decisions above priority 0 and then as it is (placed in that order since h36-L06). Made to start none of the priority-10
-    gangs (as the LP's choice at L busy 0.6 left out three it spread over racks), that choice
+    decisions above priority 0 and then as it is (placed in that order since h36-L06). Made
+    to start none of the priority-10 gangs (as the LP's choice at L busy 0.6 left out three it spread over racks), that choice
     placed as it is loses priority 10 (953.0 GPU-eq against 1,069.5) and is refused, so on
     6aa335a the plan stays the priority-5 choice's (priority 0 2,029.1). Placed under the
     priority-5 choice's decisions above priority 0 (:func:`placer._under`), priority 10 and
@@ -396,3 +396,33 @@ def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(mo
     args, kwargs = calls[1]
     assert kwargs["start"] is not None  # in the priority-5 placement's best order
     assert _signature(real_placed(rnd, under, *args, **kwargs)[0]) == _signature(under_plan)  # repeats exactly
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_a_large_rounds_integer_choice_is_placed_largest_first(monkeypatch: pytest.MonkeyPatch, large: bool) -> None:
+    """On a round over slots.MAX_COLUMNS (made so here) the integer slot model's choice is
+    placed largest first (placer.LARGE_START; h36-L06: on the 4,096-node busy-0.6 round the
+    priority-5 choice's value in 3 passes instead of 6); within it, in the priority order as
+    before. Either way the placed plans validate and the first pass is in the order given."""
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
+    if large:
+        monkeypatch.setattr(placer_module, "MAX_COLUMNS", 0)
+    real_placed = placer_module.placed
+    starts: list[tuple[int, Any, Plan]] = []
+
+    def logged(r: Round, choice: SlotChoice, *args: Any, **kwargs: Any) -> tuple[Plan, Score]:
+        plan, plan_score = real_placed(r, choice, *args, **kwargs)
+        starts.append((choice.priority, kwargs.get("start"), plan))
+        return plan, plan_score
+
+    monkeypatch.setattr(placer_module, "placed", logged)
+    pre = prefilter(rnd)
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    cheap_bounds_for(pre, seed_score)
+    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None)
+    assert starts, "no choice placed"
+    assert starts[0][1] == (placer_module.LARGE_START if large else None)
+    for _, _, plan in starts:
+        assert gangopt.validate(rnd, plan) == []
+    assert lexicographic_key(out.score) > lexicographic_key(seed_score)
