@@ -335,12 +335,13 @@ def test_a_choice_short_for_want_of_whole_nodes_is_placed_consolidating(monkeypa
 def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """256 nodes / 100 gangs, seed 1, busy 0.6 (jobs mix): the door takes the priority-5
     choice, then the slot model's priority-0 choice, first under the priority-5 choice's
-    decisions above priority 0 and then as it is (placed in that order since h36-L06). Made
-    to start none of the priority-10 gangs (as the LP's choice at L busy 0.6 left out three
-    it spread over racks), that choice placed as it is loses priority 10 (953.0 GPU-eq against 1,069.5) and is refused, so on
-    6aa335a the plan stays the priority-5 choice's (priority 0 2,029.1). Placed under the
-    priority-5 choice's decisions above priority 0 (:func:`placer._under`), priority 10 and
-    5 hold and priority 0 gains (2,049.1): the door takes it."""
+    decisions above priority 0 and then as it is (in that order since h36-L06). Made to start
+    none of the priority-10 gangs (as the LP's choice at L busy 0.6 left out three it spread
+    over racks), that choice placed as it is loses priority 10 (953.0 GPU-eq against
+    1,069.5) and is refused, so on 6aa335a the plan stays the priority-5 choice's (priority 0
+    2,029.1). Placed under the priority-5 choice's decisions above priority 0
+    (:func:`placer._under`), priority 10 and 5 hold and priority 0 gains (2,049.1): the door
+    takes it."""
     rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
     top = max(g.priority for g in rnd.pending)
     real_choice, real_placed = placer_module.slot_choice, placer_module.placed
