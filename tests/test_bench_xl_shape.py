@@ -5,7 +5,8 @@ bound (docs/benchmarks.md, "h35-xlbound"); greedy's spare keeps the 64-pod gang 
 from __future__ import annotations
 
 import gangopt
-from bench.xl_shape import XL_NODES_PER_GANG, lp_bounds, shape_spec, values_of, xl_path
+from bench.xl_shape import XL_NODES_PER_GANG, l_path, lp_bounds, shape_spec, values_of, xl_path
+from gangopt.objective import SCALE
 from gangopt.replay.generate import generate
 from tests.reference import reference_optimum
 
@@ -43,3 +44,27 @@ def test_on_a_256_node_round_of_xls_shape_the_bounds_hold_and_greedy_spares_the_
     assert "run-00671" in spread and "run-00671" not in evicted  # spared
     assert "run-00368" in evicted & spread  # not spared: the room elsewhere costs more here
     assert not {"run-00671", "run-00368"} & {p.gang for p in cpsat.preemptions}  # the optimum keeps both
+
+
+def test_on_a_256_node_round_of_l_busy_06_the_l_path_reaches_the_proven_optimum_and_the_bounds_hold() -> None:
+    # L's shape at busy 0.6 (4.096 nodes a pending gang, 32-node racks as at 4,096 nodes),
+    # seed 2: CP-SAT's plan proves itself (every tier's bound is its value: priority 0 2,080.6
+    # GPU-eq under priority 5 at 2,315.2), the reference agreeing (81 s, h36-L06). The path a
+    # 4,096-node round takes (the large-round slot models and placer order, no whole model)
+    # reaches it; greedy's plan is 20.5 short on priority 5. The class LP is 16.5 above the
+    # optimum's priority 0 and the per-node LP 1.0: fails if a bound falls below the optimum,
+    # the per-node LP leaves the class LP, or the L path stops short of the optimum.
+    spec = shape_spec(256, seed=2, per_gang=4.096, busy=0.6)
+    assert (spec.gangs, spec.rack_size) == (62, 32)
+    rnd = generate(spec)[0]
+    greedy = gangopt.solve(rnd, solver="greedy")
+    cpsat = gangopt.solve(rnd, solver="cpsat")
+    for plan in (greedy, cpsat):
+        assert gangopt.validate(rnd, plan) == []
+    optimum = values_of(cpsat)
+    assert all(round(t.bound * SCALE) == optimum[t.priority] for t in cpsat.score.tiers)  # proven
+    assert l_path(rnd) == optimum
+    assert values_of(greedy)[5] < optimum[5]
+    ceilings, classes, per_node = lp_bounds(rnd, optimum)
+    assert ceilings[0] >= classes[0] >= per_node[0] >= optimum[0]
+    assert classes[0] > optimum[0]
