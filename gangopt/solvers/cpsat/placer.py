@@ -467,6 +467,7 @@ def placed(
     resume: EngineState | None = None,
     start: Order | None = None,
     won: list[Order] | None = None,
+    hurry: bool = False,
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -496,6 +497,8 @@ def placed(
     178,367.4, priority 0 180,419.4 against greedy's 177,914.4 (docs/benchmarks.md, "h33-XL").
     ``resume``: every pass starts from this state (greedy's after its highest priority:
     :func:`place_choices`) and decides the other transactions only.
+    ``hurry`` (:data:`LARGE_HURRY`): when the first order's first pass leaves chosen gangs out,
+    the next order with them first, no more passes in the first order.
     ``start``: the gang order (and the gangs placed first in it) tried first, before the
     default ones (:func:`place_choices` passes the order of the taken choice's best pass to the
     same choice's gangs placed under it, :func:`_under`); ``won``: the order of the best pass is
@@ -531,10 +534,11 @@ def placed(
         orders = [(start.keys, start.consolidate), *(o for o in orders if o != (start.keys, start.consolidate))]
     best_order: Order | None = None
     longest = 0.0
-    for keys, consolidate in orders:
+    carried: frozenset[str] = frozenset()
+    for index, (keys, consolidate) in enumerate(orders):
         if best is not None and not short(consolidate):
             continue  # the model's value reached (or no time left): not this order
-        first = ahead
+        first = ahead | carried
         if start is not None and (keys, consolidate) == (start.keys, start.consolidate):
             first = ahead | (start.first & chosen)
         order_best: tuple[float, ...] | None = None
@@ -561,7 +565,10 @@ def placed(
             if not missed or missed <= first or (over and not short()):
                 break  # every chosen gang placed, the same left out, or a choice over its bound placed near enough
             first = first | missed
-        if short(consolidate):
+            if hurry and index == 0:
+                carried = first  # the next order, with these gangs first (:data:`LARGE_HURRY`)
+                break
+        if short(consolidate) and not carried:
             # Short of the model's value: this order's best pass once more with the chosen
             # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
             # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
@@ -605,16 +612,19 @@ class Order:
     """The longest pass of the placement it won (wall): what one more pass is taken to cost."""
 
 
-LARGE_START = Order(LARGEST_FIRST, False, frozenset())
-"""The order an integer slot model's choice is placed in first on a round over
-:data:`~gangopt.slots.MAX_COLUMNS` pending and candidate gangs (:func:`place_choices`), before
-the priority order (:data:`SlotPlacer.gang_keys`). On the fragmented 4,096-node busy-0.6 round
-the priority-5 choice's gangs of whole-node pods found too few whole nodes in the priority
-order (3 passes, priority 5 at most 35,738.5 GPU-eq); largest first, the third pass reached the
-model's 35,816.4: 6 passes and 3.5 CPU-s became 3 and 1.9, the same plan, which leaves a 10 s
-limit the time to place the priority-0 choice after it (docs/benchmarks.md, "h36-L06"). At
-L busy 0.75 the one pass places the choice either way (the same plan); rounds within
-MAX_COLUMNS keep the priority order first (h30-M06, h31-plan)."""
+LARGE_HURRY = True
+"""Whether, on a round over :data:`~gangopt.slots.MAX_COLUMNS` pending and candidate gangs,
+an integer slot model's choice whose first pass (priority order) leaves chosen gangs out goes
+straight to the next order (largest first) with those gangs first (:func:`placed`'s
+``hurry``), instead of two more passes in the priority order and one with the preferred levels
+set aside. On the fragmented 4,096-node busy-0.6 round the priority-5 choice's gangs of
+whole-node pods found too few whole nodes in the priority order (3 passes, priority 5 at most
+35,738.5 GPU-eq), and largest first needed 3 more to reach the model's 35,816.4 (6 passes, 3.5
+CPU-s); hurried, the second pass reaches it (2 passes, 1.1 CPU-s, the same plan), which leaves a
+10 s limit the time to place the priority-0 choice after it (docs/benchmarks.md, "h36-L06").
+Starting largest first instead reached it in 3 passes, but at L busy 0.75, where the first
+pass in the priority order places the choice, it gave the same tiers with a secondary value
+of 149.4 against 163.3 (gap 0.093 % against 0.082 %); hurried, the plan there is the same."""
 
 
 @dataclass
@@ -695,14 +705,15 @@ def place_choices(
         lower = _under(rnd, choice, above)
         if lower is not None:
             tries.append((lower, above_order))
-        tries.append((choice, LARGE_START if large and choice.levels else None))
+        tries.append((choice, None))
         placement: tuple[Plan, Score, SlotChoice, Order] | None = None
         for this, start in tries:
             if placement is not None and until is not None and time.perf_counter() + step > until:
                 break
             ahead = frozenset() if this.levels else _left_out(rnd, this, out.plan)
             resume = _resume(rnd, this, out.plan, like, ahead)
-            other, other_score = placed(rnd, this, until, like, ahead, resume, start=start, won=won)
+            hurry = LARGE_HURRY and large and bool(this.levels) and start is None
+            other, other_score = placed(rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry)
             took = time.perf_counter() - began
             step = max(step, won[-1].seconds) if placement is not None else won[-1].seconds
             if placement is None or lexicographic_key(other_score) > lexicographic_key(placement[1]):

@@ -400,30 +400,41 @@ def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(mo
 
 
 @pytest.mark.parametrize("large", [False, True])
-def test_a_large_rounds_integer_choice_is_placed_largest_first(monkeypatch: pytest.MonkeyPatch, large: bool) -> None:
-    """On a round over slots.MAX_COLUMNS (made so here) the integer slot model's choice is
-    placed largest first (placer.LARGE_START; h36-L06: on the 4,096-node busy-0.6 round the
-    priority-5 choice's value in 3 passes instead of 6); within it, in the priority order as
-    before. Either way the placed plans validate and the first pass is in the order given."""
+def test_a_large_rounds_integer_choice_hurries_to_the_largest_first_order(
+    monkeypatch: pytest.MonkeyPatch, large: bool
+) -> None:
+    """On a round over slots.MAX_COLUMNS (made so here) an integer slot model's choice whose
+    first pass leaves chosen gangs out goes straight to the largest-first order with them first
+    (placer.LARGE_HURRY; h36-L06: the 4,096-node busy-0.6 round's priority-5 choice in 2 passes
+    instead of 6); within MAX_COLUMNS the priority order gets its further passes as before.
+    Either way every pass's plan validates. 256 nodes / 100 gangs, busy 0.6, seed 1: the
+    priority-5 choice's first pass leaves gangs out."""
     rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
     if large:
         monkeypatch.setattr(placer_module, "MAX_COLUMNS", 0)
-    real_placed = placer_module.placed
-    starts: list[tuple[int, Any, Plan]] = []
+    passes: list[tuple[int, tuple[str, ...], int]] = []
+    plans: list[Plan] = []
+    real_run = SlotPlacer.run
 
-    def logged(r: Round, choice: SlotChoice, *args: Any, **kwargs: Any) -> tuple[Plan, Score]:
-        plan, plan_score = real_placed(r, choice, *args, **kwargs)
-        starts.append((choice.priority, kwargs.get("start"), plan))
-        return plan, plan_score
+    def logged(self: SlotPlacer) -> Plan:
+        plan = real_run(self)
+        passes.append((self.choice.priority, self.gang_keys, len(self.first)))
+        plans.append(plan)
+        return plan
 
-    monkeypatch.setattr(placer_module, "placed", logged)
+    monkeypatch.setattr(SlotPlacer, "run", logged)
     pre = prefilter(rnd)
     seed = greedy(rnd)
     seed_score = score(rnd, seed)
     cheap_bounds_for(pre, seed_score)
     out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None)
-    assert starts, "no choice placed"
-    assert starts[0][1] == (placer_module.LARGE_START if large else None)
-    for _, _, plan in starts:
+    first_choice = [p for p in passes if p[0] == passes[0][0]]
+    assert len(first_choice) >= 2, "the first pass placed every chosen gang: nothing to hurry"
+    assert first_choice[0][1:] == (SlotPlacer.gang_keys, 0)
+    if large:
+        assert first_choice[1][1] == LARGEST_FIRST and first_choice[1][2] > 0  # the gangs left out first
+    else:
+        assert first_choice[1][1] == SlotPlacer.gang_keys  # the priority order again
+    for plan in plans:
         assert gangopt.validate(rnd, plan) == []
     assert lexicographic_key(out.score) > lexicographic_key(seed_score)
