@@ -12,6 +12,10 @@ This script makes rounds of any size with XL's nodes per gang (``--per-gang``, d
 
 * greedy's and CP-SAT's plans (``gangopt.solve``, the round's 10 s limit), and "XL path": the slot
   placer from greedy's plan with the node-class LP's choice only, as CP-SAT runs at XL (:func:`xl_path`);
+* "L path": CP-SAT's own solve with the switches a 4,096-node round throws (large-round slot
+  models and placer order, no whole model: the large-neighbourhood search instead), with one
+  slot choice placed at most (what a 10 s limit placed at L busy 0.6 before h36-L06) and with
+  all (:func:`l_path`);
 * the class LP bound (:func:`gangopt.slot_classes.class_tier_bounds`) and the per-node slot LP
   (:func:`gangopt.slots.slot_tier_bounds` with its LPs only, as XL's ``--lp-bounds`` solves
   them), each under the floors of the lexicographically best of these plans;
@@ -23,8 +27,9 @@ This script makes rounds of any size with XL's nodes per gang (``--per-gang``, d
     python -m bench.xl_shape 256 0,1,2                  # 256 nodes, XL's ratio, seeds 0-2
     python -m bench.xl_shape 512 0 --per-gang 4.096     # L's ratio
     python -m bench.xl_shape 256 0 --no-reference       # bounds and plans only
+    python -m bench.xl_shape 512 0,1 --per-gang=4.096 --busy=0.6    # L busy 0.6's shape (32-node racks, as at L)
 
-Figures: docs/benchmarks.md, "h35-xlbound".
+Figures: docs/benchmarks.md, "h35-xlbound" (XL's shape) and "h36-L06" (L busy 0.6's).
 """
 
 from __future__ import annotations
