@@ -25,7 +25,7 @@ This script makes rounds of any size with XL's nodes per gang (``--per-gang``, d
   ``$GANGOPT_REF_CACHE`` (default ``/tmp/gangopt-ref``).
 
     python -m bench.xl_shape 256 0,1,2                  # 256 nodes, XL's ratio, seeds 0-2
-    python -m bench.xl_shape 512 0 --per-gang 4.096     # L's ratio
+    python -m bench.xl_shape 512 0 --per-gang=4.096     # L's ratio
     python -m bench.xl_shape 256 0 --no-reference       # bounds and plans only
     python -m bench.xl_shape 512 0,1 --per-gang=4.096 --busy=0.6    # L busy 0.6's shape (32-node racks, as at L)
 
