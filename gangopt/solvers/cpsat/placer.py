@@ -568,7 +568,7 @@ def placed(
             if hurry and index == 0:
                 carried = first  # the next order, with these gangs first (:data:`LARGE_HURRY`)
                 break
-        if short(consolidate) and not carried:
+        if short(consolidate) and not (index == 0 and carried):
             # Short of the model's value: this order's best pass once more with the chosen
             # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
             # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
