@@ -146,9 +146,9 @@ def test_the_gangs_the_seed_left_out_go_first_from_the_first_pass(monkeypatch: p
     handed: list[frozenset[str]] = []
     real = placer_module.placed
 
-    def spy(*args: object) -> tuple[object, ...]:
+    def spy(*args: object, **kwargs: object) -> tuple[object, ...]:
         handed.append(args[4])  # type: ignore[arg-type]
-        return real(*args)  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(placer_module, "placed", spy)
     place_choices(rnd, pre, seed, seed_score, lambda plan, s: None, until=FAR)
