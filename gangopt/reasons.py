@@ -64,7 +64,7 @@ from gangopt.objective import ObjectiveTerms
 from gangopt.prefilter import Prefiltered
 from gangopt.quantities import human
 from gangopt.schema import NODE_LEVEL, GangSpec, PendingGang, Plan, Round, RunningGang, Waiting, WaitingCode
-from gangopt.scope import Scope
+from gangopt.scope import NEWER, Scope
 
 if TYPE_CHECKING:
     from ortools.sat.python import cp_model
@@ -668,6 +668,7 @@ class _PlanView:
         self._reserved: dict[tuple[int, str], tuple[BoolArray, list[str]]] = {}
         self._codes: dict[str, tuple[IntArray, list[str]]] = {}
         self._new_ranks: tuple[BoolArray, IntArray, IntArray] | None = None
+        self._ever: dict[tuple[int, str], IntArray] = {}
         self.domains: dict[str, list[tuple[str, IndexArray]]] = {}
         """Per level, its domains' names and rows (:func:`_domains`; read only)."""
 
@@ -766,6 +767,86 @@ class _PlanView:
             return False
         _, kinds, _ = self._kinds
         return not any(self._preemptible_by(self.rnd.running[i], gang) for i in kinds)
+
+    def _ever_preemptible_by(self, run: RunningGang, gang: GangSpec) -> bool:
+        """Whether ``gang`` might preempt ``run`` in some plan of this round: rule 5 by
+        priority and queue policy (:meth:`_preemptible_by`), or a cohort reclaim whatever the
+        queues' usage (:meth:`Scope.reclaim_needs`; a newer gang of its priority and queue
+        under ``lower_or_newer_equal_priority`` counted whatever its age)."""
+        if not (self.rnd.policy.preemption and run.preemptible):
+            return False
+        if self.scope.static(gang, run):
+            return True
+        if run.queue == gang.queue and run.priority == gang.priority:
+            return self.scope.policy(gang.queue).within_queue == NEWER
+        return self.scope.reclaim_needs(gang, run) != "never"
+
+    def ever_room(self, gang: GangSpec) -> IntArray:
+        """Room per node ``gang`` could use in any plan of this round: the free room before the
+        round and the pods of every running gang it might preempt
+        (:meth:`_ever_preemptible_by`). The rest is held by running gangs it may never preempt;
+        running pods do not move, and rule 5 keeps it off every node where such a gang loses
+        pods, so no plan gives it more (kept per priority and queue; read only)."""
+        key = (gang.priority, gang.queue)
+        hit = self._ever.get(key)
+        if hit is None:
+            codes, kinds, _ = self._kinds
+            running = self.rnd.running
+            ok = np.fromiter((self._ever_preemptible_by(running[i], gang) for i in kinds), bool, len(kinds))
+            if not ok.any():
+                hit = self.free_before
+            else:
+                victim = ok[codes] if len(kinds) else np.zeros(0, dtype=bool)
+                hit = self.free_before.copy()
+                index = self._running_index
+                # Their pods before the round: after the plan, less what the plan grew them by,
+                # plus what it preempted of them.
+                owner = np.fromiter((index.get(o, -1) for o in self.owners), dtype=np.int64, count=len(self.owners))
+                mine = (owner >= 0) & victim[np.maximum(owner, 0)] if len(owner) else np.zeros(0, dtype=bool)
+                pairs = mine[self.pair_owner]
+                np.add.at(hit, self.pair_row[pairs], self.pair_amounts[pairs])
+                for name, rows, amounts in self._changes:
+                    if victim[index[name]]:
+                        np.add.at(hit, rows, amounts)
+            self._ever[key] = hit
+        return hit
+
+    @cached_property
+    def _running_index(self) -> dict[str, int]:
+        return {g.name: i for i, g in enumerate(self.rnd.running)}
+
+    @cached_property
+    def _changes(self) -> list[tuple[str, IndexArray, IntArray]]:
+        """Per running gang the plan grows or preempts: its name, nodes and the usage to add
+        to its usage after the plan to get its usage before the round (growth taken away,
+        preempted pods put back), one row per pod."""
+        requests: dict[tuple[str, str], IntArray] = {}
+        gangs = self.running
+
+        def request(gang: str, role: str) -> IntArray:
+            hit = requests.get((gang, role))
+            if hit is None:
+                spec = next(r for r in gangs[gang].roles if r.name == role)
+                hit = requests[(gang, role)] = arrays.request_vector(spec.requests, self.resources)
+            return hit
+
+        rows: dict[str, list[int]] = defaultdict(list)
+        amounts: dict[str, list[IntArray]] = defaultdict(list)
+        for p in self.plan.placements:
+            if p.gang in gangs:
+                rows[p.gang].append(self.index[p.node])
+                amounts[p.gang].append(-request(p.gang, p.role))
+        removed = {pod for pre in self.plan.preemptions for pod in pre.pods}
+        for run in _preempted(self.rnd, self.plan):
+            for pod in run.pods:
+                if pod.name in removed:
+                    rows[run.name].append(self.index[pod.node])
+                    amounts[run.name].append(request(run.name, pod.role))
+        m = len(self.resources)
+        return [
+            (name, np.asarray(rows[name], dtype=np.intp), np.asarray(amounts[name], dtype=np.int64).reshape(-1, m))
+            for name in rows
+        ]
 
     @cached_property
     def free_before(self) -> IntArray:
@@ -980,7 +1061,7 @@ def _room_checks(view: _PlanView, g: _Gang) -> list[Check]:
     if level is not None and not any(_domain_fits(view, g, view.capacity, domains)):
         checks.append(_topology_never(view, g, level, domains))
         level = None  # the rest as if the level were dropped (its fix)
-    if view.preempts_none(gang) and not _fits_after(view, g, view.free_before, level, domains):
+    if not _fits_after(view, g, view.ever_room(gang), level, domains):
         # Listed first (never); the room checks after the plan still name who holds the room.
         checks.append(_free_room_never(view, g, free, level, domains))
     reserved, holders = view.reserved(gang)
@@ -1428,21 +1509,27 @@ NEVER_THIS_ROUND = "can never start this round"
 def _free_room_never(
     view: _PlanView, g: _Gang, free: IntArray, level: str | None, domains: list[tuple[str, IndexArray]]
 ) -> Check:
-    """It may preempt no running gang (:meth:`_PlanView.preempts_none`) and its minimum does
-    not fit in the free room before the round on the nodes it may use (within one domain of a
-    required ``level``): no plan of this round can start it. Rule 5 keeps it off every node a
-    preemption frees and new pods only take room, so that free room is all it could ever use.
+    """Its minimum does not fit in the room it could use in any plan of this round
+    (:meth:`_PlanView.ever_room`: the free room before the round and the pods of the running
+    gangs it might preempt) on the nodes it may use, within one domain of a required ``level``:
+    no plan of this round can start it. Running pods do not move, rule 5 keeps it off every
+    node where a gang it may not preempt loses pods, and new pods only take room.
 
     On the fragmented 4,096-node round (busy 0.75, no node wholly free) 49 waiting priority-0
     gangs of 8-GPU pods are such (priority 0 is the lowest candidate priority; the free GPUs
     per node run from 0 to 7), and the prefilter prunes them (:func:`gangopt.prefilter._preempting_nothing`).
     Their reasons read "behind waiting higher-priority …" (code ``outranked``), untrue: removing
-    those gangs would not start them. The fix: empty nodes added (:func:`_capacity_never`'s),
-    the room no preemption frees. ``free``: the room after the plan, counting what it may
-    preempt (nothing), beside which the copies are counted."""
+    those gangs would not start them. So do two priority-5 gangs of that round that may
+    preempt, job-0184 (32 pods in one rack) and job-0383 (128 in one block), which the
+    prefilter prunes for topology: no rack (block) holds them even after every allowed
+    preemption. The fix: empty nodes added (:func:`_capacity_never`'s), the room no preemption
+    frees. ``free``: the room after the plan, counting what it may preempt, beside which the
+    copies are counted."""
     gang = g.spec
     everything = np.arange(view.capacity.shape[0], dtype=np.intp)
-    before = view.free_before
+    before = view.ever_room(gang)
+    none = view.preempts_none(gang)
+    counting = "" if none else ", counting the pods of running gangs it may preempt"
     res, need, have = _short_resource(view, g, before, everything)
     lone = ""
     for role, mask in zip(gang.roles, g.masks, strict=True):
@@ -1455,21 +1542,26 @@ def _free_room_never(
             j = view.resources.index(res)
             most = int(np.maximum(before[rows, j], 0).max()) if len(rows) else 0
             lone = (
-                f"no node it may use has room for one pod of role {role.name!r} ({wants}) before this round "
-                f"(at most {human(most, res)} free on one)"
+                f"no node it may use has room for one pod of role {role.name!r} ({wants}) before this round"
+                f"{counting} (at most {human(most, res)} free on one)"
             )
             break
     if not lone:
         where = f" within one {level}" if level is not None else ""
         lone = (
             f"its minimum of {_pods(gang.minimum)} does not fit{where} in the free room of the nodes it may use "
-            f"before this round"
+            f"before this round{counting}"
         )
-    why = "preemption is off" if not view.rnd.policy.preemption else "no running gang it may preempt"
+    if none:
+        why = "preemption is off" if not view.rnd.policy.preemption else "no running gang it may preempt"
+        tail = f"it may preempt no running pod ({why}; rule 5 keeps it off every node a preemption frees)"
+    else:
+        tail = (
+            "the rest is held by running gangs it may not preempt (rule 5 keeps it off every node where they lose pods)"
+        )
     text = (
         f"{NEVER_THIS_ROUND}: {lone}; its minimum needs {human(need, res)}, {human(have, res)} free on those nodes "
-        f"in all; it may "
-        f"preempt no running pod ({why}; rule 5 keeps it off every node a preemption frees)"
+        f"in all; {tail}"
     )
     fix, _ = _added_nodes(view, g, free, alone=True)
     return Check("capacity", True, text, fix, res, need, have)

@@ -133,7 +133,7 @@ def _room(
     before: bool = False,
 ) -> int:
     """Free ``res`` after the plan (or on the empty cluster, or with ``before`` before the round:
-    every running pod in place, none new) on the nodes some role of the gang's minimum may use
+    every running pod in place but those of gangs it may preempt, none new) on the nodes some role of the gang's minimum may use
     (the validator's eligibility), within the named domain, counting the pods of gangs it may
     preempt."""
     counts = ObjectiveTerms.of(rnd).min_pods(gang)
@@ -158,8 +158,11 @@ def _room(
         if level is not None and (node.name if level == "node" else node.topology.get(level)) != domain:
             continue
         free[node.name] = node.capacity.get(res, 0)
-    if before:
+    if before:  # every running pod in place, but those of gangs it may preempt
+        victims = _victims(rnd, gang)
         for g in rnd.running:
+            if g.name in victims:
+                continue
             requests = {r.name: r.requests for r in g.roles}
             for p in g.pods:
                 if p.node in free:
