@@ -11,9 +11,11 @@ checks), "can never run under this limit" before "waits for it":
 1. ``eligibility`` (never): a role it needs has no node it may use (cordons, selector,
    affinity, taints: the one reading, :class:`gangopt.arrays.Eligibility`).
 2. ``capacity`` (never): its minimum does not fit on the nodes it may use even if they were
-   empty; or it can never start this round (:func:`_free_room_never`): it may preempt no
-   running gang and its minimum does not fit in the free room before the round, which is all
-   rule 5 leaves it (no waiting gang is then named as ahead of it).
+   empty; or it can never start this round (:func:`_free_room_never`): its minimum does not
+   fit in the room it could use in any plan of this round, the free room before the round
+   plus the pods of the running gangs it might preempt (:meth:`_PlanView.ever_room`), which is
+   all rule 5 leaves it (the waiting gangs named as ahead of it are those whose minimum fits
+   in the room its fixes add: :class:`_Taker`).
 3. ``topology`` (never): it would fit, but no single domain of its required level could hold
    it even empty.
 4. ``quota`` (never): its minimum alone exceeds a limit of its queue or cohort.
@@ -21,7 +23,8 @@ checks), "can never run under this limit" before "waits for it":
 6. ``quota`` (waits): a limit's headroom after the plan, plus what it may preempt in that
    limit, is short of its minimum; the text names the limit (nominal, nominal + borrowing
    limit, cohort), the resource, what it needs, what is free and who of strictly higher
-   priority uses the quota.
+   priority uses the quota; gangs this plan preempted that it may not preempt could come
+   back with a raised limit, so its fix removes them.
 7. ``outranked`` / ``topology`` / ``capacity`` (waits): its minimum does not fit in the room
    left after the plan on the nodes it may use (within one domain of its required level; not
    on nodes rule 5 keeps for higher priorities), counting the pods it may preempt (rule 5:
@@ -41,17 +44,18 @@ Every :class:`Check` carries the change that would make it pass (:class:`Fix`) a
 its text quotes, so the counterfactual test (tests/test_reasons.py) can re-solve with that
 change and recompute the numbers independently. Why every check and not the first: on 600
 random small rounds (``python -m bench.reasons_truth --rounds 600``: 795 reasons of plans proven
-optimal) 98.5 % of these reasons are true by their own counterfactual, against 42.9 % for the
-first-failing-check reasons they replaced (55 % in issue 17's own reading). Waiting gangs ahead
-for the same room or quota are named too ("behind waiting …"): without them, the room a fix
-freed went to them and the reason was false.
+optimal) 98.5 % of these reasons were true by their own counterfactual, against 42.9 % for the
+first-failing-check reasons they replaced (55 % in issue 17's own reading); 100 % since session
+36 (97.5 % on 88b8926; the nightly profile's 800 rounds: 1,095 of 1,100, 96.82 % on 88b8926).
+Waiting gangs ahead for the same room or quota are named too ("behind waiting …"): without
+them, the room a fix freed went to them and the reason was false.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
@@ -838,13 +842,10 @@ class _PlanView:
         key = (gang.priority, gang.queue)
         hit = self._ever.get(key)
         if hit is None:
-            codes, kinds, _ = self._kinds
-            running = self.rnd.running
-            ok = np.fromiter((self._ever_preemptible_by(running[i], gang) for i in kinds), bool, len(kinds))
-            if not ok.any():
+            victim = self._per_running(self._ever_preemptible_by, gang)
+            if not victim.any():
                 hit = self.free_before
             else:
-                victim = ok[codes] if len(kinds) else np.zeros(0, dtype=bool)
                 hit = self.free_before.copy()
                 # Their pods before the round: after the plan, less what the plan grew them by,
                 # plus what it preempted of them.
@@ -865,12 +866,12 @@ class _PlanView:
         return np.fromiter((index.get(o, -1) for o in self.owners), dtype=np.intp, count=len(self.owners))
 
     @cached_property
-    def _changes(self) -> list[tuple[int, IndexArray, IntArray]]:
-        """Per running gang the plan grows or preempts: its index, nodes and the usage to add
-        to its usage after the plan to get its usage before the round (growth taken away,
-        preempted pods put back), one row per pod."""
+    def _moved(self) -> list[tuple[str, int, IntArray]]:
+        """Every pod the plan places or preempts: its gang, node and what it adds to the room
+        after the plan to give the room before the round (a new pod its request, a preempted
+        one its request taken away; a few thousand pods at XL, not the 68,536 running gangs)."""
         requests: dict[tuple[str, str], IntArray] = {}
-        gangs = self.running
+        gangs = {g.name: g for g in [*self.rnd.running, *self.rnd.pending]}
 
         def request(gang: str, role: str) -> IntArray:
             hit = requests.get((gang, role))
@@ -879,18 +880,25 @@ class _PlanView:
                 hit = requests[(gang, role)] = arrays.request_vector(spec.requests, self.resources)
             return hit
 
-        rows: dict[str, list[int]] = defaultdict(list)
-        amounts: dict[str, list[IntArray]] = defaultdict(list)
-        for p in self.plan.placements:
-            if p.gang in gangs:
-                rows[p.gang].append(self.index[p.node])
-                amounts[p.gang].append(-request(p.gang, p.role))
+        out = [(p.gang, self.index[p.node], request(p.gang, p.role)) for p in self.plan.placements]
         removed = {pod for pre in self.plan.preemptions for pod in pre.pods}
         for run in _preempted(self.rnd, self.plan):
             for pod in run.pods:
                 if pod.name in removed:
-                    rows[run.name].append(self.index[pod.node])
-                    amounts[run.name].append(request(run.name, pod.role))
+                    out.append((run.name, self.index[pod.node], -request(run.name, pod.role)))
+        return out
+
+    @cached_property
+    def _changes(self) -> list[tuple[int, IndexArray, IntArray]]:
+        """Per running gang the plan grows or preempts: its index, nodes and the usage to add
+        to its usage after the plan to give its usage before the round (growth taken away,
+        preempted pods put back), one row per pod."""
+        rows: dict[str, list[int]] = defaultdict(list)
+        amounts: dict[str, list[IntArray]] = defaultdict(list)
+        for gang, row, amount in self._moved:
+            if gang in self.running:
+                rows[gang].append(row)
+                amounts[gang].append(-amount)
         m = len(self.resources)
         index = {g.name: i for i, g in enumerate(self.rnd.running) if g.name in rows}
         return [
@@ -902,25 +910,10 @@ class _PlanView:
     def free_before(self) -> IntArray:
         """Free room per node before the round (every running pod in place, no new pod): the
         room after the plan with the plan's placements taken back and its preempted pods put
-        back (a few thousand pods at XL, not the 68,536 running gangs again)."""
+        back (:attr:`_moved`)."""
         out = self.free.copy()
-        requests: dict[tuple[str, str], IntArray] = {}
-        gangs = {g.name: g for g in [*self.rnd.running, *self.rnd.pending]}
-
-        def request(gang: str, role: str) -> IntArray:
-            hit = requests.get((gang, role))
-            if hit is None:
-                spec = next(r for r in gangs[gang].roles if r.name == role)
-                hit = requests[(gang, role)] = arrays.request_vector(spec.requests, self.resources)
-            return hit
-
-        for p in self.plan.placements:
-            out[self.index[p.node]] += request(p.gang, p.role)
-        removed = {pod for pre in self.plan.preemptions for pod in pre.pods}
-        for run in _preempted(self.rnd, self.plan):
-            for pod in run.pods:
-                if pod.name in removed:
-                    out[self.index[pod.node]] -= request(run.name, pod.role)
+        for _, row, amount in self._moved:
+            out[row] += amount
         return out
 
     def victims(self, gang: GangSpec) -> list[str]:
@@ -929,16 +922,22 @@ class _PlanView:
         key = (gang.priority, gang.queue)
         hit = self._victims.get(key)
         if hit is None:
-            # Rule 5 reads the victim's priority, queue and preemptible flag only: asked once
-            # per kind of running gang (the fragmented XL round: 4 kinds, 68,536 gangs).
-            # The running gangs' kinds and whether they have pods are read once per view (not
-            # once per priority and queue asked: 4 passes over the 16,262 gangs at L).
-            codes, kinds, live = self._kinds
-            running = self.rnd.running
-            ok = np.fromiter((self._preemptible_by(running[i], gang) for i in kinds), bool, len(kinds))
-            rows = np.flatnonzero(ok[codes] & live) if len(kinds) else np.zeros(0, dtype=np.intp)
-            hit = self._victims[key] = [running[i].name for i in rows.tolist()]
+            _, _, live = self._kinds
+            rows = np.flatnonzero(self._per_running(self._preemptible_by, gang) & live)
+            hit = self._victims[key] = [self.rnd.running[i].name for i in rows.tolist()]
         return hit
+
+    def _per_running(self, allowed: Callable[[RunningGang, GangSpec], bool], gang: GangSpec) -> BoolArray:
+        """Per running gang, ``allowed(it, gang)`` (rule 5 or a reclaim for ``gang``). Rule 5
+        reads the victim's priority, queue and preemptible flag only: asked once per kind of
+        running gang (the fragmented XL round: 4 kinds, 68,536 gangs). The running gangs'
+        kinds and whether they have pods are read once per view (not once per priority and
+        queue asked: 4 passes over the 16,262 gangs at L)."""
+        codes, kinds, _ = self._kinds
+        running = self.rnd.running
+        ok = np.fromiter((allowed(running[i], gang) for i in kinds), bool, len(kinds))
+        out: BoolArray = ok[codes] if len(kinds) else np.zeros(0, dtype=bool)
+        return out
 
     @cached_property
     def _kinds(self) -> tuple[IndexArray, list[int], BoolArray]:
