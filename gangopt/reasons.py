@@ -861,9 +861,16 @@ class _PlanView:
 
     @cached_property
     def _owner_running(self) -> IndexArray:
-        """Per gang of :attr:`owners`, its index in the round's running gangs (-1: pending)."""
-        index = {g.name: i for i, g in enumerate(self.rnd.running)}
-        return np.fromiter((index.get(o, -1) for o in self.owners), dtype=np.intp, count=len(self.owners))
+        """Per gang of :attr:`owners`, its index in the round's running gangs (-1: pending).
+        The owners are numbered running gangs first, in input order, those with pods after
+        the plan (an evicted gang gets no new pod), then the gangs the plan starts."""
+        _, _, live = self._kinds
+        rows = np.flatnonzero(live)
+        out: IndexArray = np.concatenate([rows, np.full(len(self.owners) - len(rows), -1)]).astype(np.intp)
+        if any(o in self.running for o in self.owners[len(rows) :]):  # a plan not validated
+            index = {g.name: i for i, g in enumerate(self.rnd.running)}
+            out = np.fromiter((index.get(o, -1) for o in self.owners), dtype=np.intp, count=len(self.owners))
+        return out
 
     @cached_property
     def _moved(self) -> list[tuple[str, int, IntArray]]:
