@@ -398,30 +398,48 @@ class _Taker:
         spec = h.spec
         reserved, _ = view.reserved(spec)
         self.masks = [m & ~reserved for m in h.masks]
-        room, _ = view.freeable(spec)
-        self.room: IntArray = view.free + room
+        self.freeable, _ = view.freeable(spec)
         # New pods of gangs it outranks (lower priority, or its own and less value) give way to
         # it in a re-solve: the nightly sample's 8-pod gang took the node of a 2-pod one of its
-        # priority once its fix's copy made room for the rest.
+        # priority once its fix's copy made room for the rest. Kept as rows and amounts: a room
+        # per rival (16,384 x 3 at XL, 87 rival shapes) held 40 MB more at the peak.
         yields = view.outranked_new(spec.priority, h.value)
         pairs = yields[view.pair_owner]
-        np.add.at(self.room, view.pair_row[pairs], view.pair_amounts[pairs])
+        self.yield_rows, where = np.unique(view.pair_row[pairs], return_inverse=True)
+        self.yield_usage = np.zeros((len(self.yield_rows), len(view.resources)), dtype=np.int64)
+        np.add.at(self.yield_usage, where, view.pair_amounts[pairs])
         self.victims = view.victim_set(spec) | {view.owners[k] for k in np.flatnonzero(yields).tolist()}
         self.level = spec.topology.required if spec.topology else None
         self.codes = view.domain_codes(self.level)[0] if self.level else None
-        self.fit = [
-            np.where(mask, arrays.fit_counts(self.room, req, cap=role.replicas), 0)
+        room = self.room()
+        fits = [
+            np.where(mask, arrays.fit_counts(room, req, cap=role.replicas), 0)
             for role, mask, req in zip(spec.roles, self.masks, h.requests, strict=True)
         ]
         if self.codes is not None:
             size = int(self.codes.max()) + 1 if len(self.codes) else 0
-            self.base = [np.bincount(self.codes, weights=fit, minlength=size).astype(np.int64) for fit in self.fit]
+            self.base = [np.bincount(self.codes, weights=fit, minlength=size).astype(np.int64) for fit in fits]
         else:
-            self.base = [np.asarray([int(fit.sum())], dtype=np.int64) for fit in self.fit]
+            self.base = [np.asarray([int(fit.sum())], dtype=np.int64) for fit in fits]
         self.exact = len(spec.roles) > 1 or _slice_level(spec) is not None
         self.divisors = [[(j, int(req[j])) for j in np.flatnonzero(req > 0).tolist()] for req in h.requests]
         """Per role, (resource column, request) of what it requests (:func:`_fit`)."""
         self._said: dict[_Freed, bool] = {}
+
+    def room(self, rows: IndexArray | None = None) -> IntArray:
+        """Its room after the plan (on ``rows``, or every node): free, what it may preempt,
+        and the new pods that give way to it."""
+        view = self.view
+        if rows is None:
+            out: IntArray = view.free + self.freeable
+            out[self.yield_rows] += self.yield_usage
+            return out
+        out = view.free[rows] + self.freeable[rows]
+        at = np.searchsorted(self.yield_rows, rows)
+        hit = at < len(self.yield_rows)
+        hit[hit] = self.yield_rows[at[hit]] == rows[hit]
+        out[hit] += self.yield_usage[at[hit]]
+        return out
 
     def starts(self, freed: _Freed) -> bool:
         """Whether its minimum fits in its room with ``freed``'s changes (within one domain
@@ -474,31 +492,33 @@ class _Taker:
         """Per role, the pods it gains per domain (0 without a level) with ``extra`` room on
         ``rows``, node by node in plain Python."""
         listed = rows.tolist()
-        room = self.room[rows].tolist()
+        room = self.room(rows).tolist()
         more = extra.tolist()
         codes = self.codes[rows].tolist() if self.codes is not None else [0] * len(listed)
         gains: list[dict[int, int]] = []
         for ri, role in enumerate(self.h.spec.roles):
-            mask, fit, divisors = self.masks[ri], self.fit[ri], self.divisors[ri]
+            mask, divisors = self.masks[ri], self.divisors[ri]
             gain: dict[int, int] = defaultdict(int)
             for i, r in enumerate(listed):
                 if mask[r]:
+                    was = min(max(_fit(room[i], divisors), 0), role.replicas)
                     now = _fit([a + b for a, b in zip(room[i], more[i], strict=True)], divisors)
-                    gain[codes[i]] += min(max(now, 0), role.replicas) - int(fit[r])
+                    gain[codes[i]] += min(max(now, 0), role.replicas) - was
             gains.append(gain)
         return gains
 
     def _gains(self, rows: IndexArray, extra: IntArray) -> list[dict[int, int]]:
         """:meth:`_gains_few` with numpy, for many nodes."""
-        changed = self.room[rows] + extra
+        room = self.room(rows)
+        changed = room + extra
         if self.codes is not None:
             domains, where = np.unique(self.codes[rows], return_inverse=True)
         else:
             domains, where = np.zeros(1, dtype=np.int64), np.zeros(len(rows), dtype=np.intp)
         gains: list[dict[int, int]] = []
         for ri, (role, req) in enumerate(zip(self.h.spec.roles, self.h.requests, strict=True)):
-            now = np.where(self.masks[ri][rows], arrays.fit_counts(changed, req, cap=role.replicas), 0)
-            sums = np.bincount(where, weights=now - self.fit[ri][rows], minlength=len(domains))
+            gain = arrays.fit_counts(changed, req, cap=role.replicas) - arrays.fit_counts(room, req, cap=role.replicas)
+            sums = np.bincount(where, weights=np.where(self.masks[ri][rows], gain, 0), minlength=len(domains))
             gains.append(dict(zip(domains.tolist(), np.rint(sums).astype(np.int64).tolist(), strict=True)))
         return gains
 
@@ -512,8 +532,8 @@ class _Taker:
         """The exact fit (:func:`_fits_masks`) in the room with the changes, on every node
         (``domain`` None), one domain of its required level, or (``-1``) one copy alone."""
         view, h = self.view, self.h
-        n = self.room.shape[0]
-        room = self.room.copy()
+        room = self.room()
+        n = room.shape[0]
         room[rows] += extra
         k = freed.copies if freed.template is not None else 0
         if k:
