@@ -260,9 +260,9 @@ def _ahead_check(
 ) -> Check | None:
     """Waiting gangs ahead of it for what its own checks' fixes would free: of strictly higher
     priority, or of its priority and at least its value, in another group, that can run
-    (no "never" check but one more room passes) and whose every failing check that room or quota
-    would pass. They would start first in the room or quota its fixes make, so they are named,
-    and their removal is part of its fix.
+    (no "never" check that room cannot pass: eligibility, topology, group) and whose every
+    failing check that room or quota would pass. They would start first in the room or quota
+    its fixes make, so they are named, and their removal is part of its fix.
 
     A gang that can never start this round (:func:`_free_room_never`) gets empty nodes from its
     fix, and a gang ahead of it is one whose minimum then really fits (:class:`_Taker`: beside
@@ -282,8 +282,7 @@ def _ahead_check(
             nodes[view.use[b].rows] = True
         if b in view.gang_queue_use:
             limits.update(np.flatnonzero(view.gang_queue_use[b] > 0).tolist())
-    added = next((c.fix for c in checks if c.fix.node_template), None)
-    template = view.index[added.node_template] if added is not None and added.node_template else None
+    template = next((view.index[c.fix.node_template] for c in checks if c.fix.node_template), None)
     if template is not None:
         nodes[template] = True
     freed = _Freed.of(view, checks) if stuck else None
