@@ -125,6 +125,9 @@ class Fix:
     """Empty copies of ``node_template`` (with at least ``node_capacity``) to add."""
     node_template: str | None = None
     node_capacity: tuple[tuple[str, int], ...] = ()
+    more_nodes: tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...] = ()
+    """Further empty copies to add, of other nodes: (template, copies, capacity), when no one
+    node can hold every role (one role kept to A100 nodes, another to H100 ones)."""
     drop_required: bool = False
     ungroup: bool = False
     no_fair_share: bool = False
@@ -1720,11 +1723,48 @@ def _added_nodes(view: _PlanView, g: _Gang, free: IntArray, alone: bool = False)
         base = np.flatnonzero(codes == codes[template]).astype(np.intp) if not alone else np.zeros(0, np.intp)
         k = _copies(view, g, template, capacity, free, base)
         options.append((k is None, k or gang.minimum, template, capacity))
-    _, k, template, capacity = min(options, key=lambda o: (o[0], o[1], o[2]))
+    none, k, template, capacity = min(options, key=lambda o: (o[0], o[1], o[2]))
+    if none and level is None and _slice_level(gang) is None:
+        per_role = _copies_per_role(view, g, free)
+        if per_role is not None:
+            return per_role, False
     node = view.rnd.cluster.nodes[template].name
     caps = tuple((r, int(v)) for r, v in zip(view.resources, capacity, strict=True) if v)
     raised = not (capacity == view.capacity[template]).all()
     return Fix(add_nodes=k, node_template=node, node_capacity=caps), raised
+
+
+def _copies_per_role(view: _PlanView, g: _Gang, free: IntArray) -> Fix | None:
+    """When copies of no one node let its minimum fit (its roles may use different nodes and
+    the plan holds the room of one): per role it needs, copies of its largest usable node, as
+    many as that role's minimum pods (enough, not the fewest), if they let it fit beside
+    ``free``. The nightly sample's three false "can never run on this cluster" reasons: copies
+    of an A100 node for a gang whose other role may use H100 nodes only."""
+    added: list[tuple[int, int, IntArray]] = []
+    for role, mask, req in zip(g.spec.roles, g.masks, g.requests, strict=True):
+        pods = g.minimum[role.name]
+        usable = np.flatnonzero(mask)
+        if pods == 0 or not len(usable):
+            continue
+        j = int(np.argmax(req)) if req.any() else 0
+        template = int(usable[np.argmax(view.capacity[usable, j])])
+        added.append((template, pods, np.maximum(view.capacity[template], req)))
+    if len(added) < 2:
+        return None
+    room = np.vstack([free, *(np.repeat(cap[None, :], k, axis=0) for _, k, cap in added)])
+    masks = [
+        np.concatenate([m, *(np.full(k, bool(m[t]) or not view.elig.schedulable[t]) for t, k, _ in added)])
+        for m in g.masks
+    ]
+    if not _fits_masks(g, room, masks, np.arange(room.shape[0], dtype=np.intp), None):
+        return None
+    nodes = view.rnd.cluster.nodes
+    copies = [
+        (nodes[t].name, k, tuple((r, int(v)) for r, v in zip(view.resources, cap, strict=True) if v))
+        for t, k, cap in added
+    ]
+    (first, k, caps), more = copies[0], tuple(copies[1:])
+    return Fix(add_nodes=k, node_template=first, node_capacity=caps, more_nodes=more)
 
 
 def _copies(
