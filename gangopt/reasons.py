@@ -46,7 +46,7 @@ change and recompute the numbers independently. Why every check and not the firs
 random small rounds (``python -m bench.reasons_truth --rounds 600``: 795 reasons of plans proven
 optimal) 98.5 % of these reasons were true by their own counterfactual, against 42.9 % for the
 first-failing-check reasons they replaced (55 % in issue 17's own reading); 100 % since session
-36 (97.5 % on 88b8926; the nightly profile's 800 rounds: 1,095 of 1,100, 96.82 % on 88b8926).
+36 (97.5 % on 88b8926; the nightly profile's 800 rounds: 1,098 of 1,100, 96.82 % on 88b8926).
 Waiting gangs ahead for the same room or quota are named too ("behind waiting …"): without
 them, the room a fix freed went to them and the reason was false.
 """
@@ -269,10 +269,10 @@ def _ahead_check(
 
     A gang that can never start this round (:func:`_free_room_never`) gets empty nodes from its
     fix, and a gang ahead of it is one whose minimum then really fits (:class:`_Taker`: beside
-    the plan, on the nodes it may use, within one domain of its required level): the nightly
-    sample of ``bench.reasons_truth`` (800 rounds) had 16 such gangs whose added node went to a
-    waiting gang of higher priority or value, while the check by nodes alone named L's 32-pod
-    rack gang job-0184 ahead of one-node 8-GPU gangs."""
+    the plan, on the nodes it may use, within one domain of its required level): in the nightly
+    sample of ``bench.reasons_truth`` (800 rounds) 13 reasons of such gangs were false, their
+    added node taken by a waiting gang of higher priority or value, while the check by nodes
+    alone named L's 32-pod rack gang job-0184 ahead of one-node 8-GPU gangs."""
     gang = g.spec
     if not checks:
         return None
