@@ -58,6 +58,7 @@ def combined(fixes: Iterable[Fix]) -> Fix:
             add_nodes=max(out.add_nodes, f.add_nodes),
             node_template=out.node_template or f.node_template,
             node_capacity=out.node_capacity or f.node_capacity,
+            more_nodes=(*out.more_nodes, *f.more_nodes),
             drop_required=out.drop_required or f.drop_required,
             ungroup=out.ungroup or f.ungroup,
             no_fair_share=out.no_fair_share or f.no_fair_share,
@@ -79,12 +80,13 @@ def apply_fix(rnd: Round, gang: str, fix: Fix) -> Round:
     for role in me["roles"]:
         if role["name"] in fix.free_roles:
             role.update(node_selector={}, node_affinity=[], tolerations=[{"operator": "Exists"}])
-    if fix.add_nodes and fix.node_template:
-        template = next(n for n in data["cluster"]["nodes"] if n["name"] == fix.node_template)
-        for k in range(fix.add_nodes):
-            node = {**template, "name": f"{template['name']}-cf{k}", "schedulable": True}
+    kinds = [(fix.node_template, fix.add_nodes, fix.node_capacity)] if fix.add_nodes and fix.node_template else []
+    for i, (name, copies, capacity) in enumerate([*kinds, *fix.more_nodes]):
+        template = next(n for n in data["cluster"]["nodes"] if n["name"] == name)
+        for k in range(copies):
+            node = {**template, "name": f"{template['name']}-cf{k}" + (f"-{i}" if i else ""), "schedulable": True}
             node["capacity"] = {**template["capacity"]}
-            node["capacity"].update({r: format_quantity(v, r) for r, v in fix.node_capacity})
+            node["capacity"].update({r: format_quantity(v, r) for r, v in capacity})
             data["cluster"]["nodes"].append(node)
     if fix.drop_required and me.get("topology"):
         me["topology"]["required"] = None
