@@ -612,13 +612,20 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
     if _within(unbounded, tiers, secondary, enough):
         return CheapBounds(tiers=tiers, secondary=secondary)  # the looser bound proves it already
     at_bounds = all(units.get(p, 0) >= v for p, v in tiers.items())
-    if at_bounds or (
-        _only_lowest_open(units, tiers)
-        and all(
-            v - units.get(p, 0) <= (AT_PLAN_GAP if enough is None else enough) * max(1, abs(units.get(p, 0)))
-            for p, v in tiers.items()
-        )
-    ):
+    lowest_open = _only_lowest_open(units, tiers)
+    near = lowest_open and all(
+        v - units.get(p, 0) <= (AT_PLAN_GAP if enough is None else enough) * max(1, abs(units.get(p, 0)))
+        for p, v in tiers.items()
+    )
+    # past AT_PLAN_GAP but within AT_PLAN_TOTAL_GAP in total: the finisher alone, by the clock
+    past = (
+        enough is None
+        and lowest_open
+        and not near
+        and _tiers_within(units, tiers, AT_PLAN_TOTAL_GAP)
+        and _at_plan_in_time(pre)
+    )
+    if at_bounds or near or past:
         # Every tier at its bound: these are the optimum's tiers, and the slot model's second
         # stage bounds the secondary terms of every plan that reaches them (M 0.75: 62.1
         # GPU-eq instead of 512.2, gap 1.8 % to 0.3 %). Every tier but the lowest at its bound:
@@ -626,10 +633,12 @@ def cheap_bounds_for(pre: Prefiltered, unbounded: Score, lp: bool = True, enough
         # the same second stage with the tiers held at the plan's values bounds its secondary
         # terms (L 0.75, priority 0 0.18 % short: 165.2 GPU-eq instead of 2,172.2, gap 2.2 % to
         # 0.5 %; one LP, 0.7-1.0 CPU-s there), asked with ``enough`` only when every tier is
-        # within it (no other plan could be proven), without it within :data:`AT_PLAN_GAP`.
+        # within it (no other plan could be proven), without it within :data:`AT_PLAN_GAP`, or
+        # past it within :data:`AT_PLAN_TOTAL_GAP` of the total when the clock leaves the LP its
+        # time (L busy 0.6, priority 0 2.3 % short: 796.0 -> -155.1 GPU-eq, gap 2.20 % -> 1.2 %).
         # Neither is asked for when the looser bound already proves the plan within ``enough``.
         floors = units
-    elif not _only_lowest_open(units, tiers) and _tiers_within(units, tiers, CHAINED_GAP if enough is None else enough):
+    elif not lowest_open and _tiers_within(units, tiers, CHAINED_GAP if enough is None else enough):
         # A tier above the lowest open: every plan at least as good lexicographically keeps
         # the tiers above it and that tier at least at the plan's values (the tier bounds'
         # floors), whatever it does below; the same second stage under those floors bounds the
@@ -679,6 +688,35 @@ AT_PLAN_GAP = 0.01
 round, which the finisher's reserve does not count; a plan further from its tier bounds has a
 gap the secondary terms do not decide (greedy at L, priority 0 8.3 % short: 5.6 % reported
 with the growth bound, 4.6 % with this one, for 1.7 s of a loaded machine's 10 s limit)."""
+
+
+AT_PLAN_TOTAL_GAP = 0.02
+"""Largest gap of the tiers alone (their bounds over the plan's value, relative to its total
+tier value) at which the finisher bounds the secondary terms at the plan's own tiers when only
+the lowest tier is open but more than :data:`AT_PLAN_GAP` short of its bound, if the clock
+leaves the LP its time (:func:`_at_plan_in_time`). On the fragmented 4,096-node round at busy
+0.6 CP-SAT's plan has priority 0 at 38,057.7 of 38,938.3 (2.3 % short, 0.9 % of the total):
+the growth bound's 796.0 GPU-eq became -155.1 for a plan at -446.1 (1.0 CPU-s), the
+reported gap 2.20 % -> 1.2 % (docs/benchmarks.md, "h36-secondary"). Greedy's plan at L busy
+0.75 (priority 0 8.3 % short) stays out: its gap is the tiers'."""
+
+AT_PLAN_SECONDS_PER_GANG = 1.2e-4
+"""CPU seconds per pending and candidate gang of :func:`~gangopt.slots.secondary_bound_at`
+at a plan's tiers on a large round (LP without preferred columns): 1.0 CPU-s for 11,350 on
+the fragmented 4,096-node busy-0.6 round (8.8e-5), with a margin."""
+
+
+def _at_plan_in_time(pre: Prefiltered) -> bool:
+    """Whether the secondary LP at the plan's tiers (:data:`AT_PLAN_SECONDS_PER_GANG`, times
+    :func:`pace`) and the validator after it (:data:`VALIDATOR_SECONDS_PER_POD` per running pod)
+    end before the deadline the slot models were given (:func:`gangopt.slots.allow_large`);
+    always on a solve without one (``policy.deterministic``, a caller without a clock)."""
+    deadline = pre.derived.get(slots.DEADLINE_KEY)
+    if not isinstance(deadline, float):
+        return True
+    gangs = len(pre.pending) + len(pre.candidates)
+    need = (AT_PLAN_SECONDS_PER_GANG * gangs + VALIDATOR_SECONDS_PER_POD * running_pod_count(pre.rnd)) * pace()
+    return time.perf_counter() + need <= deadline
 
 
 def _only_lowest_open(units: dict[int, int], tiers: dict[int, int]) -> bool:

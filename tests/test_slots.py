@@ -9,6 +9,7 @@ tests/reference.py on small rounds of issue 13's fragmented family.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Literal
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import gangopt
 from gangopt import slot_classes, slots
-from gangopt.annotate import _only_lowest_open, cheap_bounds_for
+from gangopt.annotate import AT_PLAN_GAP, AT_PLAN_TOTAL_GAP, _at_plan_in_time, _only_lowest_open, cheap_bounds_for
 from gangopt.bounds import CheapBounds, cheap_bounds, lexicographic_floors, packed_tier_bounds, tier_ceilings
 from gangopt.objective import SCALE, score
 from gangopt.prefilter import Prefiltered, prefilter
@@ -453,6 +454,49 @@ def test_the_secondary_bound_at_a_plans_tiers_when_only_the_lowest_is_open() -> 
     far = fragmented_round(64, 24, seed=3)  # greedy's priority 0 21 % short of its bound
     far_score = score(far, gangopt.solve(far, solver="greedy", annotate=False))
     assert cheap_bounds_for(prefilter(far), far_score).secondary == cheap_bounds(prefilter(far), False).secondary
+
+
+@pytest.mark.parametrize(
+    ("nodes", "gangs", "busy", "seed", "running_mix"), [(48, 12, 0.6, 3, "tilted"), (64, 12, 0.75, 1, "jobs")]
+)
+def test_the_secondary_bound_at_a_plans_tiers_past_the_per_tier_gap(
+    nodes: int, gangs: int, busy: float, seed: int, running_mix: Literal["jobs", "tilted"]
+) -> None:
+    """Greedy's priority 0 on these rounds is more than :data:`gangopt.annotate.AT_PLAN_GAP`
+    short of its bound (1.8 % and 3.5 %) but its tiers are within
+    :data:`gangopt.annotate.AT_PLAN_TOTAL_GAP` of theirs in total (the fragmented L round at
+    busy 0.6's shape): the finisher's secondary bound is the second stage at greedy's tiers,
+    below the growth bound (99 against 480, 9 against 200 units) and at least greedy's own
+    secondary terms, and CP-SAT's proven optimum (lexicographically at least greedy's plan)
+    never has secondary terms above it."""
+    rnd = fragmented_round(nodes, gangs, busy, seed=seed, running_mix=running_mix)
+    pre, s, values, bounds = _greedy_against_its_bounds(rnd)
+    assert _only_lowest_open(values, bounds.tiers)
+    short = sum(v - values[p] for p, v in bounds.tiers.items())
+    assert bounds.tiers[0] - values[0] > AT_PLAN_GAP * values[0] and short <= AT_PLAN_TOTAL_GAP * sum(values.values())
+    at_plan = secondary_bound_at(pre, values)
+    growth = cheap_bounds(pre, tiers_at_ceiling=False).secondary
+    assert at_plan is not None and round(s.secondary * SCALE) <= at_plan == bounds.secondary < growth
+    exact = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"gap_limit": 0.0, "time_limit": 30.0})})
+    best = gangopt.solve(exact)
+    assert gangopt.validate(exact, best) == [] and best.status == Status.OPTIMAL
+    assert all(t.value * SCALE >= values[t.priority] - 0.5 for t in best.score.tiers)
+    assert round(best.score.secondary * SCALE) <= at_plan
+
+
+def test_the_secondary_bound_at_a_plans_tiers_waits_for_the_clock() -> None:
+    """Past :data:`gangopt.annotate.AT_PLAN_GAP` the second stage at a plan's tiers runs only
+    when it and the validator end before the slot models' deadline: always without one, never
+    once it has passed, and the finisher then keeps the growth bound."""
+    rnd = fragmented_round(48, 12, 0.6, seed=3)
+    pre = prefilter(rnd)
+    assert _at_plan_in_time(pre)
+    pre.derived[slots.DEADLINE_KEY] = time.perf_counter() + 60.0
+    assert _at_plan_in_time(pre)
+    pre.derived[slots.DEADLINE_KEY] = time.perf_counter() - 1.0
+    assert not _at_plan_in_time(pre)
+    s = score(rnd, gangopt.solve(rnd, solver="greedy", annotate=False))
+    assert cheap_bounds_for(pre, s).secondary == cheap_bounds(pre, tiers_at_ceiling=False).secondary
 
 
 def test_the_secondary_bound_under_the_floors_when_a_tier_above_the_lowest_is_open() -> None:
