@@ -73,6 +73,7 @@ from operator import attrgetter
 from typing import Literal, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from gangopt.arrays import (
     BoolArray,
@@ -118,6 +119,7 @@ RESERVED = 1 << 52
 ``GreedyEngine._reserved``): far beyond any request, far from int64's limits."""
 WaitingCode = Literal["capacity", "topology", "quota", "eligibility", "outranked", "group", "policy"]
 Alloc = list[tuple[int, int, int]]
+FloatArray = npt.NDArray[np.float64]
 _LicenceKey = tuple[str, int, object, int]
 """What rule 5's answer for (gang, running gang index) reads of the gang: queue, priority,
 submit time (see :meth:`GreedyEngine._may_use`)."""
@@ -130,6 +132,10 @@ placement constraints (with the round's resources and quota rows)."""
 
 
 E = TypeVar("E", bound="GreedyEngine")
+
+_TIER_WEIGHT = 1e6
+"""What one unit of tier value of a priority weighs in :meth:`GreedyEngine._domain_costs`
+against the priority below it (tier values of a domain's victims stay far below it)."""
 
 
 def greedy(
@@ -1359,15 +1365,27 @@ class GreedyEngine:
         if victims.size == 0:
             return None
         found = self.remove_then_fill(gangs, counts, *self.units(victims))
-        if found is None or not self.spares_spread:
-            return found
-        return self.spare_spread(gangs, counts, victims, found)
+        if found is None:
+            return None
+        if self.spares_spread:
+            found = self.spare_spread(gangs, counts, victims, found)
+        if self.prices_domains:
+            found = self.cheaper_domain(gangs, counts, victims, found)
+        return found
 
     spares_spread = True
     """Whether :meth:`preempt` tries to keep the victims it would evict for a few of their
     nodes (:meth:`spare_spread`). Greedy's rule. The peer emulations turn it off (they preempt
     as their schedulers do, docs/peers.md), and so does the slot placer, which places a choice
     already made (``SlotPlacer.spares_spread``)."""
+
+    prices_domains = True
+    """Whether :meth:`preempt` tries the required-level domains where clearing room costs least
+    (:meth:`cheaper_domain`). Greedy's rule; the peers preempt as their schedulers do
+    (docs/peers.md) and the slot placer places a choice already made: both turn it off."""
+
+    domain_tries = 2
+    """At most this many other domains placed again per preemption (:meth:`cheaper_domain`)."""
 
     spare_tries = 3
     """At most this many placements again per preemption (:meth:`spare_spread`): 8 changed no
@@ -1414,6 +1432,149 @@ class GreedyEngine:
                 found, loss = other, other_loss
                 spared.append(gi)
         return found
+
+    def cheaper_domain(
+        self, gangs: list[GangView], counts: list[list[int]], victims: IndexArray, found: Attempt
+    ) -> Attempt:
+        """A preemption on the room cheapest to clear when it loses less than ``found``, else
+        ``found``.
+
+        :meth:`remove_then_fill` removes the fewest leading victims (lowest priority, then
+        preemption cost) that let the transaction fit and places it first fit (in the tightest
+        domain of its required level): which nodes it clears follows the victim order, not
+        what clearing each node costs the objective. So the nodes are priced
+        (:meth:`_cheapest_room`: a rigid victim at its whole tier value, an elastic one's
+        surplus pods at their removal cost), and the preemption is made again over only the
+        victims on the cheapest room that makes up what the gang lacks (per domain of its
+        required level, the :attr:`domain_tries` cheapest domains other than ``found``'s;
+        without a required level, the cheapest nodes of the cluster), those on the cheapest
+        node first: the same search, reprieve, rule 5 and quota checks. Kept if what it
+        evicts (:meth:`_loss`) is lexicographically less. Only a single gang, under the
+        default policies, whose priority is the lowest pending above every victim
+        ``found`` evicts (:meth:`_spares`' rule)."""
+        if len(gangs) != 1 or not self.scope.plain or not found.removed:
+            return found
+        g, c = gangs[0], counts[0]
+        floor = g.spec.priority
+        if not all(self._spares(floor, self._removal(pods)[0]) for pods in found.removed):
+            return found
+        rooms = self._cheapest_room(g, c, victims, floor)
+        here = found.allocs[0][1]
+        loss = self._loss(found)
+        tried = 0
+        for d, rank in rooms:
+            if d is not None and d == here:
+                if tried == 0:
+                    return found  # the domain greedy took is priced cheapest already
+                continue
+            if tried >= self.domain_tries:
+                break
+            tried += 1
+            key = np.full(len(self.rp_node), np.inf)
+            key[self.kept] = rank[self.rp_node[self.kept]]
+            first = np.minimum.reduceat(key, self.rp_start[:-1])[victims]
+            order = np.lexsort((np.arange(victims.size), first))
+            mine = victims[order][np.isfinite(first[order])]
+            if mine.size == 0:
+                continue
+            other = self.remove_then_fill(gangs, counts, *self.units(mine))
+            if other is None:
+                continue
+            other_loss = self._loss(other)
+            if other_loss < loss:
+                found, loss = other, other_loss
+        return found
+
+    def _cheapest_room(
+        self, g: GangView, counts: list[int], victims: IndexArray, floor: int
+    ) -> list[tuple[int | None, FloatArray]]:
+        """Where removing some of ``victims`` makes room for ``counts`` pods of ``g`` costs
+        least: per domain of ``g``'s required level (one, None, without a required level),
+        cheapest domain first, the rank of each node of the room chosen there (0 the
+        cheapest node; inf for every node outside it).
+
+        Per node, clearing it costs the tier value of every victim gang with a pod there (a
+        rigid gang all-or-nothing: its whole value, wherever its other pods are), weighted by
+        the victim's priority (:data:`_TIER_WEIGHT`), plus the removal cost of the surplus pods
+        of elastic victims (a shrink costs no tier value), and adds the pods of each role that
+        fit once the victims' pods there are gone. Per domain the nodes that add pods are taken
+        cheapest per pod added first until the pods it lacks are met (per role; the roles'
+        prices summed). Nodes rule 5 reserves at ``floor`` add nothing. Numpy over the pods
+        and nodes: no loop over victims."""
+        topo = g.spec.topology
+        required = topo is not None and topo.required is not None
+        if topo is not None and topo.required is not None:
+            codes, groups = self.level(topo.required)
+            n_domains = len(groups)
+        else:
+            codes, n_domains = np.zeros(len(self.free), dtype=np.int64), 1
+        n = len(self.running)
+        gang_of = np.zeros(n, dtype=np.bool_)
+        gang_of[victims] = True
+        pods = np.flatnonzero(gang_of[self.rp_gang] & self.kept)
+        if pods.size == 0:
+            return []
+        nodes = self.rp_node[pods]
+        after = self.free.copy(order="K")
+        _scatter_add(after, nodes, _rows_of(self.rp_rows, pods))
+        value, removal = self._victim_prices(victims)
+        owner = self.rp_gang[pods]
+        whole = ~self.surplus[pods]
+        cost = np.zeros(len(self.free), dtype=np.float64)
+        pairs = np.unique(nodes[whole].astype(np.int64) * n + owner[whole])
+        np.add.at(cost, pairs // n, value[pairs % n])
+        np.add.at(cost, nodes[~whole], removal[owner[~whole]])
+        reserved = self.floor >= floor
+        price = np.zeros(n_domains, dtype=np.float64)
+        ok = np.ones(n_domains, dtype=np.bool_)
+        rank = np.full(len(self.free), np.inf)
+        for r, need in enumerate(counts):
+            if not need:
+                continue
+            idx = g.idx[r]
+            idx = idx[~reserved[idx]]
+            now = fit_counts(self.free, g.reqs[r], cap=need, rows=idx)
+            adds = fit_counts(after, g.reqs[r], cap=need, rows=idx) - now
+            code = codes[idx]
+            lack = np.maximum(need - np.bincount(code, weights=now, minlength=n_domains), 0)
+            useful = adds > 0
+            idx, code, adds = idx[useful], code[useful], adds[useful]
+            ok &= np.bincount(code, weights=adds, minlength=n_domains) >= lack
+            each = cost[idx]
+            order = np.lexsort((idx, each / adds, code))
+            idx, code, adds, each = idx[order], code[order], adds[order], each[order]
+            before = np.cumsum(adds) - adds
+            if code.size:
+                before -= before[np.searchsorted(code, code)]
+            take = before < lack[code]
+            price += np.bincount(code[take], weights=each[take], minlength=n_domains)
+            np.minimum.at(rank, idx[take], np.flatnonzero(take).astype(np.float64))
+        domains = np.flatnonzero(ok)
+        out: list[tuple[int | None, FloatArray]] = []
+        for d in domains[np.argsort(price[domains], kind="stable")].tolist():
+            mine = np.where(codes == d, rank, np.inf)
+            out.append((d if required else None, mine))
+        return out
+
+    def _victim_prices(self, victims: IndexArray) -> tuple[FloatArray, FloatArray]:
+        """Per running gang (filled for ``victims``): the price of evicting it (its tier value,
+        times :data:`_TIER_WEIGHT` per priority of the running gangs below its own) and of
+        removing one surplus pod (its secondary pod removal cost, a tier-free shrink)."""
+        if self._prices is None:
+            n = len(self.running)
+            self._prices = (np.full(n, np.nan), np.full(n, np.nan))
+        value, removal = self._prices
+        todo = victims[np.isnan(value[victims])]
+        if todo.size:
+            rank = {p: k for k, p in enumerate(reversed(self._victim_priorities))}
+            for gi in todo.tolist():
+                spec = self.running[gi].spec
+                assert isinstance(spec, RunningGang)
+                value[gi] = self.terms.tier_value(spec) * _TIER_WEIGHT ** rank[spec.priority]
+                removal[gi] = self.terms.pod_removal_cost(spec) / _TIER_WEIGHT
+        return value, removal
+
+    _prices: tuple[FloatArray, FloatArray] | None = None
 
     def _spares(self, floor: int, gi: int) -> bool:
         """Whether a transaction whose lowest priority is ``floor`` spares running gang ``gi``:
