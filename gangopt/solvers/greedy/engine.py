@@ -45,7 +45,11 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
    **Spare** (greedy's; not the peers' nor the slot placer's): when that evicts a gang whose
    pods lie on nodes the transaction does not use (a rigid gang spread over many nodes, lost
    whole for one node's room), the preemption is made again without it, and kept when what it
-   evicts is worth less, tier by tier (:meth:`GreedyEngine.spare_spread`).
+   evicts is worth less, tier by tier (:meth:`GreedyEngine.spare_spread`). **Cheapest room**
+   (greedy's too): the nodes are priced by what clearing them evicts (a rigid gang at its whole
+   tier value) and the preemption made again over the victims of the cheapest room that fits
+   the gang (per domain of its required level), kept when it loses less
+   (:meth:`GreedyEngine.cheaper_domain`).
 4. **Grow** elastic gangs up to their maximum while pods fit (no preemption for growth):
    admitted gangs right after admission (``growth="eager"``, as Volcano's allocate does) or
    after every pending gang had its chance (``growth="deferred"``, better for lower-priority
@@ -1369,7 +1373,7 @@ class GreedyEngine:
             return None
         if self.spares_spread:
             found = self.spare_spread(gangs, counts, victims, found)
-        if self.prices_domains:
+        if self.spares_spread and self.prices_domains:
             found = self.cheaper_domain(gangs, counts, victims, found)
         return found
 
@@ -1380,9 +1384,10 @@ class GreedyEngine:
     already made (``SlotPlacer.spares_spread``)."""
 
     prices_domains = True
-    """Whether :meth:`preempt` tries the required-level domains where clearing room costs least
-    (:meth:`cheaper_domain`). Greedy's rule; the peers preempt as their schedulers do
-    (docs/peers.md) and the slot placer places a choice already made: both turn it off."""
+    """Whether :meth:`preempt` tries the room cheapest to clear (:meth:`cheaper_domain`).
+    Greedy's rule, made only where :attr:`spares_spread` is on: the peers preempt as their
+    schedulers do (docs/peers.md) and the slot placer places a choice already made; both turn
+    the spare off, and with it this."""
 
     domain_tries = 2
     """At most this many other domains placed again per preemption (:meth:`cheaper_domain`)."""
@@ -1449,16 +1454,17 @@ class GreedyEngine:
         required level, the :attr:`domain_tries` cheapest domains other than ``found``'s;
         without a required level, the cheapest nodes of the cluster), those on the cheapest
         node first: the same search, reprieve, rule 5 and quota checks. Kept if what it
-        evicts (:meth:`_loss`) is lexicographically less. Only a single gang, under the
-        default policies, whose priority is the lowest pending above every victim
-        ``found`` evicts (:meth:`_spares`' rule)."""
+        evicts (:meth:`_loss`) is lexicographically less. Only for a single gang under the
+        default policies. Unlike the spare (:meth:`_spares`) every priority tries it: kept to
+        the lowest pending priority above the victims', greedy at XL reached priority 5
+        178,385.5 and priority 0 180,394.4 GPU-eq, with every priority 178,380.5 and 180,779.4,
+        and on 512/62/3 of XL's shape priority 5 4,250.3 against 4,375.3; on L busy 0.6 the
+        rule left priority 0 -225.0 below greedy without it, every priority +15.0 on priority 5
+        (docs/benchmarks.md, "h36-domain")."""
         if len(gangs) != 1 or not self.scope.plain or not found.removed:
             return found
         g, c = gangs[0], counts[0]
-        floor = g.spec.priority
-        if not all(self._spares(floor, self._removal(pods)[0]) for pods in found.removed):
-            return found
-        rooms = self._cheapest_room(g, c, victims, floor)
+        rooms = self._cheapest_room(g, c, victims, g.spec.priority)
         here = found.allocs[0][1]
         loss = self._loss(found)
         tried = 0
@@ -1575,6 +1581,7 @@ class GreedyEngine:
         return value, removal
 
     _prices: tuple[FloatArray, FloatArray] | None = None
+    """:meth:`_victim_prices`' arrays, filled as victims are priced."""
 
     def _spares(self, floor: int, gi: int) -> bool:
         """Whether a transaction whose lowest priority is ``floor`` spares running gang ``gi``:
