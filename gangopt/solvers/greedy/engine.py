@@ -1476,8 +1476,15 @@ class GreedyEngine:
             if tried >= self.domain_tries:
                 break
             tried += 1
+            # a victim by the cheapest chosen node where it loses more than surplus pods; one
+            # with only surplus pods there after them all (its shrink units come first anyway:
+            # ordered first, its eviction unit led the search, and on 256/31/3 the placement
+            # evicted run-00726, 128 pods, for the room its surplus freed)
             key = np.full(len(self.rp_node), np.inf)
-            key[self.kept] = rank[self.rp_node[self.kept]]
+            on = np.isfinite(rank[self.rp_node]) & self.kept
+            whole = on & ~self.surplus
+            key[whole] = rank[self.rp_node[whole]]
+            key[on & self.surplus] = len(self.free)
             first = np.minimum.reduceat(key, self.rp_start[:-1])[victims]
             order = np.lexsort((np.arange(victims.size), first))
             mine = victims[order][np.isfinite(first[order])]
