@@ -1453,13 +1453,16 @@ class GreedyEngine:
         victims on the cheapest room that makes up what the gang lacks (per domain of its
         required level, the :attr:`domain_tries` cheapest domains other than ``found``'s;
         without a required level, the cheapest nodes of the cluster), those on the cheapest
-        node first: the same search, reprieve, rule 5 and quota checks. Kept if what it
-        evicts (:meth:`_loss`) is lexicographically less. Only for a single gang under the
-        default policies. Unlike the spare (:meth:`_spares`) every priority tries it: kept to
-        the lowest pending priority above the victims', greedy at XL reached priority 5
-        178,385.5 and priority 0 180,394.4 GPU-eq, with every priority 178,380.5 and 180,779.4,
-        and on 512/62/3 of XL's shape priority 5 4,250.3 against 4,375.3; on L busy 0.6 the
-        rule left priority 0 -225.0 below greedy without it, every priority +15.0 on priority 5
+        node first: the same search, reprieve, rule 5 and quota checks. Kept if the tier
+        values it evicts (:meth:`_loss` without its secondary cost) are lexicographically
+        less: taking every secondary-only saving too moved more placements for little (L
+        priority 0 50,454.9 against 50,484.9 GPU-eq, 1024/250/1 of L's shape 11,051.8 against
+        11,111.8). Only for a single gang under the default policies. Unlike the spare
+        (:meth:`_spares`) every priority tries it: kept to the lowest pending priority above
+        the victims', greedy reached priority 5 178,385.5 and priority 0 180,394.4 GPU-eq at XL
+        (every priority: 178,380.5 and 180,784.4, 5.0 lower on priority 5), but 4,250.3
+        against 4,375.3 on priority 5 of 512/62/3 of XL's shape, and on L busy 0.6 priority 0
+        225.0 below greedy without the rule where every priority gains 15.0 on priority 5
         (docs/benchmarks.md, "h36-domain")."""
         if len(gangs) != 1 or not self.scope.plain or not found.removed:
             return found
@@ -1494,7 +1497,7 @@ class GreedyEngine:
             if other is None:
                 continue
             other_loss = self._loss(other)
-            if other_loss < loss:
+            if other_loss[:-1] < loss[:-1]:  # the tiers: a secondary-only saving moves room for little
                 found, loss = other, other_loss
         return found
 
