@@ -1533,28 +1533,36 @@ class GreedyEngine:
         nodes = self.rp_node[pods]
         after = self.free.copy(order="K")
         _scatter_add(after, nodes, _rows_of(self.rp_rows, pods))
-        value, removal = self._victim_prices(victims)
+        reserved = self.floor >= floor
+        roles: list[tuple[int, IndexArray, IntArray, IntArray]] = []
+        useful = np.zeros(len(self.free), dtype=np.bool_)
+        for r, need in enumerate(counts):
+            if need:
+                idx = g.idx[r]
+                idx = idx[~reserved[idx]]
+                now = fit_counts(self.free, g.reqs[r], cap=need, rows=idx)
+                adds = fit_counts(after, g.reqs[r], cap=need, rows=idx) - now
+                roles.append((need, idx, now, adds))
+                useful[idx[adds > 0]] = True
+        # only the victims on nodes that add pods are priced (each gang once per engine: the
+        # first preemptions at XL priced tens of thousands of gangs in Python, 0.5 CPU-s)
+        on = useful[nodes]
+        pods, nodes = pods[on], nodes[on]
         owner = self.rp_gang[pods]
+        value, removal = self._victim_prices(np.unique(owner))
         whole = ~self.surplus[pods]
         cost = np.zeros(len(self.free), dtype=np.float64)
         pairs = np.unique(nodes[whole].astype(np.int64) * n + owner[whole])
         np.add.at(cost, pairs // n, value[pairs % n])
         np.add.at(cost, nodes[~whole], removal[owner[~whole]])
-        reserved = self.floor >= floor
         price = np.zeros(n_domains, dtype=np.float64)
         ok = np.ones(n_domains, dtype=np.bool_)
         rank = np.full(len(self.free), np.inf)
-        for r, need in enumerate(counts):
-            if not need:
-                continue
-            idx = g.idx[r]
-            idx = idx[~reserved[idx]]
-            now = fit_counts(self.free, g.reqs[r], cap=need, rows=idx)
-            adds = fit_counts(after, g.reqs[r], cap=need, rows=idx) - now
+        for need, idx, now, adds in roles:
             code = codes[idx]
             lack = np.maximum(need - np.bincount(code, weights=now, minlength=n_domains), 0)
-            useful = adds > 0
-            idx, code, adds = idx[useful], code[useful], adds[useful]
+            more = adds > 0
+            idx, code, adds = idx[more], code[more], adds[more]
             ok &= np.bincount(code, weights=adds, minlength=n_domains) >= lack
             each = cost[idx]
             order = np.lexsort((idx, each / adds, code))
@@ -1582,12 +1590,11 @@ class GreedyEngine:
         value, removal = self._prices
         todo = victims[np.isnan(value[victims])]
         if todo.size:
-            rank = {p: k for k, p in enumerate(reversed(self._victim_priorities))}
-            for gi in todo.tolist():
-                spec = self.running[gi].spec
-                assert isinstance(spec, RunningGang)
-                value[gi] = self.terms.tier_value(spec) * _TIER_WEIGHT ** rank[spec.priority]
-                removal[gi] = self.terms.pod_removal_cost(spec) / _TIER_WEIGHT
+            weight = {p: _TIER_WEIGHT**k for k, p in enumerate(reversed(self._victim_priorities))}
+            specs = [cast(RunningGang, self.running[gi].spec) for gi in todo.tolist()]
+            tier, cost = self.terms.tier_value, self.terms.pod_removal_cost
+            value[todo] = [tier(spec) * weight[spec.priority] for spec in specs]
+            removal[todo] = [cost(spec) / _TIER_WEIGHT for spec in specs]
         return value, removal
 
     _prices: tuple[FloatArray, FloatArray] | None = None
