@@ -1549,10 +1549,12 @@ class GreedyEngine:
         on = useful[nodes]
         pods, nodes = pods[on], nodes[on]
         owner = self.rp_gang[pods]
-        value, removal = self._victim_prices(np.unique(owner))
+        value, removal = self._victim_prices(owner)
         whole = ~self.surplus[pods]
         cost = np.zeros(len(self.free), dtype=np.float64)
-        pairs = np.unique(nodes[whole].astype(np.int64) * n + owner[whole])
+        # each (node, gang) once; sort and mask: NumPy 2.4's np.unique took 15 ms for 60,000 keys, 30x a sort
+        pairs = np.sort(nodes[whole].astype(np.int64) * n + owner[whole])
+        pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if pairs.size else pairs
         np.add.at(cost, pairs // n, value[pairs % n])
         np.add.at(cost, nodes[~whole], removal[owner[~whole]])
         price = np.zeros(n_domains, dtype=np.float64)
@@ -1581,15 +1583,16 @@ class GreedyEngine:
         return out
 
     def _victim_prices(self, victims: IndexArray) -> tuple[FloatArray, FloatArray]:
-        """Per running gang (filled for ``victims``): the price of evicting it (its tier value,
+        """Per running gang (filled for ``victims``, repeats allowed): the price of evicting it (its tier value,
         times :data:`_TIER_WEIGHT` per priority of the running gangs below its own) and of
         removing one surplus pod (its secondary pod removal cost, a tier-free shrink)."""
         if self._prices is None:
             n = len(self.running)
             self._prices = (np.full(n, np.nan), np.full(n, np.nan))
         value, removal = self._prices
-        todo = victims[np.isnan(value[victims])]
+        todo = np.sort(victims[np.isnan(value[victims])])
         if todo.size:
+            todo = todo[np.r_[True, todo[1:] != todo[:-1]]]  # each gang once
             weight = {p: _TIER_WEIGHT**k for k, p in enumerate(reversed(self._victim_priorities))}
             specs = [cast(RunningGang, self.running[gi].spec) for gi in todo.tolist()]
             tier, cost = self.terms.tier_value, self.terms.pod_removal_cost
