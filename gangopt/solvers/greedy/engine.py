@@ -1466,10 +1466,12 @@ class GreedyEngine:
         (docs/benchmarks.md, "h36-domain")."""
         if len(gangs) != 1 or not self.scope.plain or not found.removed:
             return found
+        loss = self._loss(found)
+        if not any(loss[:-1]):
+            return found  # only shrinks: no tier value to save (12 of 147 at XL)
         g, c = gangs[0], counts[0]
         rooms = self._cheapest_room(g, c, victims, g.spec.priority)
         here = found.allocs[0][1]
-        loss = self._loss(found)
         tried = 0
         for d, rank in rooms:
             if d is not None and d == here:
