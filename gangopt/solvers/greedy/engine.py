@@ -42,14 +42,15 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
    whose nodes the transaction places nothing is put back. With quotas, a transaction that
    would leave an earlier victim's removal needed only by gangs that may not preempt it is
    refused (rule 5's second reprieve check), and the pods that fit again go back at once.
-   **Spare** (greedy's; not the peers' nor the slot placer's): when that evicts a gang whose
-   pods lie on nodes the transaction does not use (a rigid gang spread over many nodes, lost
-   whole for one node's room), the preemption is made again without it, and kept when what it
-   evicts is worth less, tier by tier (:meth:`GreedyEngine.spare_spread`). **Cheapest room**
-   (greedy's too): the nodes are priced by what clearing them evicts (a rigid gang at its whole
-   tier value) and the preemption made again over the victims of the cheapest room that fits
-   the gang (per domain of its required level), kept when it loses less
-   (:meth:`GreedyEngine.cheaper_domain`).
+   **Cheapest room** (greedy's; not the peers' nor the slot placer's): the nodes are priced by
+   the tier value clearing them evicts (a rigid gang at its whole value, wherever its other
+   pods are) and the preemption is made again over the victims of the cheapest room that
+   makes up what the gang lacks (per domain of its required level), kept when it evicts less
+   tier value (:meth:`GreedyEngine.cheaper_domain`). With it off, the **spare**: when the
+   preemption evicts a gang whose pods lie on nodes the transaction does not use (a rigid
+   gang spread over many nodes, lost whole for one node's room), it is made again without
+   it, and kept when what it evicts is worth less, tier by tier
+   (:meth:`GreedyEngine.spare_spread`).
 4. **Grow** elastic gangs up to their maximum while pods fit (no preemption for growth):
    admitted gangs right after admission (``growth="eager"``, as Volcano's allocate does) or
    after every pending gang had its chance (``growth="deferred"``, better for lower-priority
@@ -1378,9 +1379,10 @@ class GreedyEngine:
         return self.spare_spread(gangs, counts, victims, found)
 
     spares_spread = True
-    """Whether :meth:`preempt` tries to keep the victims it would evict for a few of their
-    nodes (:meth:`spare_spread`). Greedy's rule. The peer emulations turn it off (they preempt
-    as their schedulers do, docs/peers.md), and so does the slot placer, which places a choice
+    """Whether :meth:`preempt` tries other victims than the fewest leading ones: the room
+    cheapest to clear (:meth:`cheaper_domain`, with :attr:`prices_domains`), else the spare
+    (:meth:`spare_spread`). Greedy's rule. The peer emulations turn it off (they preempt as
+    their schedulers do, docs/peers.md), and so does the slot placer, which places a choice
     already made (``SlotPlacer.spares_spread``)."""
 
     prices_domains = True
@@ -1394,7 +1396,8 @@ class GreedyEngine:
     of XL's shape measured are the same (docs/benchmarks.md, "h36-domain")."""
 
     domain_tries = 2
-    """At most this many other domains placed again per preemption (:meth:`cheaper_domain`)."""
+    """At most this many domains placed again per preemption (:meth:`cheaper_domain`), the
+    cheapest first (greedy's own included: the room priced there may be other nodes of it)."""
 
     spare_tries = 3
     """At most this many placements again per preemption (:meth:`spare_spread`): 8 changed no
@@ -1455,14 +1458,17 @@ class GreedyEngine:
         (:meth:`_cheapest_room`: a rigid victim at its whole tier value, an elastic one's
         surplus pods at their removal cost), and the preemption is made again over only the
         victims on the cheapest room that makes up what the gang lacks (per domain of its
-        required level, the :attr:`domain_tries` cheapest domains other than ``found``'s;
-        without a required level, the cheapest nodes of the cluster), those on the cheapest
-        node first: the same search, reprieve, rule 5 and quota checks. Kept if the tier
+        required level, the :attr:`domain_tries` cheapest domains, ``found``'s among them: its
+        cheapest nodes may be others than ``found``'s, as on the 32-node round of
+        tests/test_slots.py, where skipping it lost the spare's gain; without a required level,
+        the cheapest nodes of the cluster), those on the cheapest node first: the same
+        search, reprieve, rule 5 and quota checks. Kept if the tier
         values it evicts (:meth:`_loss` without its secondary cost) are lexicographically
         less: taking every secondary-only saving too moved more placements for little (L
         priority 0 50,454.9 against 50,484.9 GPU-eq, 1024/250/1 of L's shape 11,051.8 against
         11,111.8). Only for a single gang under the default policies. Unlike the spare
-        (:meth:`_spares`) every priority tries it: kept to the lowest pending priority above
+        (:meth:`_spares`) every priority tries it (measured with the spare run before it):
+        kept to the lowest pending priority above
         the victims', greedy reached priority 5 178,385.5 and priority 0 180,394.4 GPU-eq at XL
         (every priority: 178,380.5 and 180,784.4, 5.0 lower on priority 5), but 4,250.3
         against 4,375.3 on priority 5 of 512/62/3 of XL's shape, and on L busy 0.6 priority 0
@@ -1475,16 +1481,7 @@ class GreedyEngine:
             return found  # only shrinks: no tier value to save (12 of 147 at XL)
         g, c = gangs[0], counts[0]
         rooms = self._cheapest_room(g, c, victims, g.spec.priority)
-        here = found.allocs[0][1]
-        tried = 0
-        for d, rank in rooms:
-            if d is not None and d == here:
-                if tried == 0:
-                    return found  # the domain greedy took is priced cheapest already
-                continue
-            if tried >= self.domain_tries:
-                break
-            tried += 1
+        for rank in rooms[: self.domain_tries]:  # greedy's own domain too: other nodes of it
             # a victim by the cheapest chosen node where it loses more than surplus pods; one
             # with only surplus pods there after them all (its shrink units come first anyway:
             # ordered first, its eviction unit led the search, and on 256/31/3 the placement
@@ -1507,12 +1504,10 @@ class GreedyEngine:
                 found, loss = other, other_loss
         return found
 
-    def _cheapest_room(
-        self, g: GangView, counts: list[int], victims: IndexArray, floor: int
-    ) -> list[tuple[int | None, FloatArray]]:
+    def _cheapest_room(self, g: GangView, counts: list[int], victims: IndexArray, floor: int) -> list[FloatArray]:
         """Where removing some of ``victims`` makes room for ``counts`` pods of ``g`` costs
-        least: per domain of ``g``'s required level (one, None, without a required level),
-        cheapest domain first, the rank of each node of the room chosen there (0 the
+        least: per domain of ``g``'s required level (the whole cluster without one),
+        cheapest domain first: the rank of each node of the room chosen there (0 the
         cheapest node; inf for every node outside it).
 
         Per node, clearing it costs the tier value of every victim gang with a pod there (a
@@ -1524,7 +1519,6 @@ class GreedyEngine:
         prices summed). Nodes rule 5 reserves at ``floor`` add nothing. Numpy over the pods
         and nodes: no loop over victims."""
         topo = g.spec.topology
-        required = topo is not None and topo.required is not None
         if topo is not None and topo.required is not None:
             codes, groups = self.level(topo.required)
             n_domains = len(groups)
@@ -1582,11 +1576,7 @@ class GreedyEngine:
             price += np.bincount(code[take], weights=each[take], minlength=n_domains)
             np.minimum.at(rank, idx[take], np.flatnonzero(take).astype(np.float64))
         domains = np.flatnonzero(ok)
-        out: list[tuple[int | None, FloatArray]] = []
-        for d in domains[np.argsort(price[domains], kind="stable")].tolist():
-            mine = np.where(codes == d, rank, np.inf)
-            out.append((d if required else None, mine))
-        return out
+        return [np.where(codes == d, rank, np.inf) for d in domains[np.argsort(price[domains], kind="stable")].tolist()]
 
     def _victim_prices(self, victims: IndexArray) -> tuple[FloatArray, FloatArray]:
         """Per running gang (filled for ``victims``, repeats allowed): the price of evicting it (its tier value,
