@@ -32,4 +32,3 @@ def test_the_integer_slot_models_choice_is_a_valid_plan_at_the_optimum(monkeypat
     monkeypatch.setattr(GreedyEngine, "prices_domains", True)
     room = score(rnd, gangopt.solve(rnd, solver="greedy"))
     assert round(next(t.value for t in room.tiers if t.priority == 0) * SCALE) == ref.tiers[0]
-    )
