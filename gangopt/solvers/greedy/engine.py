@@ -1389,11 +1389,12 @@ class GreedyEngine:
     """Whether :meth:`preempt` tries the room cheapest to clear (:meth:`cheaper_domain`)
     instead of the spare (:meth:`spare_spread`). Greedy's rule, made only where
     :attr:`spares_spread` is on: the peers preempt as their schedulers do (docs/peers.md) and
-    the slot placer places a choice already made; both turn the spare off, and with it this.
+    the slot placer places a choice already made (with this, XL at 30 s lost 1,610.0 GPU-eq of
+    priority 0 there: 2 passes instead of 6); both turn the spare off, and with it this.
     It replaces the spare rather than following it: after the spare it took greedy's pass at
     XL +0.76 CPU-s (7.02 -> 7.78, medians of 3 pairs, +11 %) for 15.0 GPU-eq of priority 0
-    (180,784.4 against 180,769.4 alone); alone the plans of L, L busy 0.6, M, S and the rounds
-    of XL's shape measured are the same (docs/benchmarks.md, "h36-domain")."""
+    (180,784.4 against 180,769.4 alone); alone the plans of L, L busy 0.6 and five rounds of
+    XL's and L's shape measured were the same (docs/benchmarks.md, "h36-domain")."""
 
     domain_tries = 2
     """At most this many domains placed again per preemption (:meth:`cheaper_domain`), the
