@@ -133,9 +133,13 @@ def test_the_gangs_the_seed_left_out_go_first_from_the_first_pass(monkeypatch: p
     choice for priority 5 starts one gang greedy's plan leaves out. The door hands it to the
     placer ahead (:func:`placed`'s ``ahead``), so the first pass already places it first: one
     pass (the clock allowing no second) gives priority 5 2,589.3 GPU-eq against greedy's
-    2,553.2, where the default order's first pass leaves it out and stays at 2,553.2."""
+    2,553.2, where the default order's first pass leaves it out and stays at 2,553.2. Greedy
+    with its cheapest room (``GreedyEngine.prices_domains``) starts that gang itself (2,589.3):
+    the seed here is greedy's without it."""
     monkeypatch.setattr(slots, "_scip_settings", lambda pre: None)
     rnd = fragmented_round(256, 100, 0.6, 3, running_mix="jobs")
+    assert [t.value for t in score(rnd, greedy(rnd)).tiers if t.priority == 5] == [2589.3]
+    monkeypatch.setattr(GreedyEngine, "prices_domains", False)
     pre, values = _bounded(rnd)
     seed = greedy(rnd)
     seed_score = score(rnd, seed)
@@ -180,8 +184,9 @@ def test_the_placer_resumes_from_greedys_state_after_its_highest_priority(monkey
     """The same 256-node round: greedy's engine keeps its state after priority 10 (its first
     64 transactions); the placer's passes for priority 5's class choice start there, so
     priority 10's gangs keep greedy's pods exactly (none is grown twice: the validator), and
-    the pass is still better than greedy's plan."""
+    the pass is still better than greedy's plan (greedy's without its cheapest room, as above)."""
     monkeypatch.setattr(slots, "_scip_settings", lambda pre: None)
+    monkeypatch.setattr(GreedyEngine, "prices_domains", False)
     rnd = fragmented_round(256, 100, 0.6, 3, running_mix="jobs")
     pre = prefilter(rnd)
     engines: list[GreedyEngine] = []

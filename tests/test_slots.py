@@ -499,13 +499,20 @@ def test_the_secondary_bound_at_a_plans_tiers_waits_for_the_clock() -> None:
     assert cheap_bounds_for(pre, s).secondary == cheap_bounds(pre, tiers_at_ceiling=False).secondary
 
 
-def test_the_secondary_bound_under_the_floors_when_a_tier_above_the_lowest_is_open() -> None:
-    """Greedy on this fragmented round leaves priority 5 open (above the lowest, 0): every
-    plan at least as good keeps priority 10 and at least greedy's priority 5, whatever it does
-    at priority 0, so the finisher bounds the secondary terms by the second stage under those
-    floors, below the growth bound and above greedy's own; a plan further from its tier
-    bounds than :data:`gangopt.annotate.CHAINED_GAP` keeps the growth bound."""
+def test_the_secondary_bound_under_the_floors_when_a_tier_above_the_lowest_is_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Greedy without the cheapest room (``GreedyEngine.prices_domains``; with it greedy
+    reaches priority 5's bound here) on this fragmented round leaves priority 5 open (above
+    the lowest, 0): every plan at least as good keeps priority 10 and at least greedy's
+    priority 5, whatever it does at priority 0, so the finisher bounds the secondary terms by
+    the second stage under those floors, below the growth bound and above greedy's own; a
+    plan further from its tier bounds than :data:`gangopt.annotate.CHAINED_GAP` keeps the
+    growth bound."""
     rnd = fragmented_round(64, 24, 0.6, seed=1, running_mix="jobs")
+    _, _, values, bounds = _greedy_against_its_bounds(rnd)
+    assert values[5] >= bounds.tiers[5]  # greedy itself now closes priority 5
+    monkeypatch.setattr(GreedyEngine, "prices_domains", False)
     pre, s, values, bounds = _greedy_against_its_bounds(rnd)
     assert [values[p] >= bounds.tiers[p] for p in (10, 5)] == [True, False]
     floors = lexicographic_floors(values, bounds.tiers)

@@ -953,10 +953,79 @@ def _spread_round(*, first: int, other_nodes: int, hopeless_between: bool) -> Ro
     ],
 )
 def test_a_spread_victim_is_spared_when_other_room_costs_less(
-    first: int, other_nodes: int, hopeless_between: bool, evicted: set[str], lands: str
+    first: int, other_nodes: int, hopeless_between: bool, evicted: set[str], lands: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the spare alone: the cheapest room (below) would move row 2's transaction to n4 as well
+    monkeypatch.setattr(GreedyEngine, "prices_domains", False)
     rnd = _spread_round(first=first, other_nodes=other_nodes, hopeless_between=hopeless_between)
     plan = decide(rnd)
     assert "p" in plan.admitted and nodes_of(plan, "p") == [lands]
     assert {p.gang for p in plan.preemptions if p.kind == "evict"} == evicted
     assert {p.gang for p in plan.preemptions} == evicted  # nothing else shrunk
+
+
+# ----------------------------------------------------------------------------- the room cheapest to clear
+
+
+def _room_round(case: str) -> Round:
+    """Two rooms for ``p`` (priority 5, 8 GPUs a pod), the victims on the first the cheaper to
+    preempt (preemption cost 0.1 against 1.0), so greedy's victim order clears it first.
+
+    * ``node``: n0 holds ``big`` (8 one-GPU pods, 8 GPU-eq, rigid); n1 holds ``small`` (4 GPUs,
+      4 free beside it); n2 a priority-9 gang no one may preempt. ``p``: one pod.
+    * ``tier``: the same, ``small`` of priority 3: evicting it costs a higher tier.
+    * ``dear``: the same, ``small`` a rigid gang of 3 four-GPU pods on n1 and n2 (12 GPU-eq).
+    * ``rack``: racks r0 (n0, n1) and r1 (n2, n3); ``wide`` (one 8-GPU pod on n0 and on n1,
+      16 GPU-eq) fills r0, ``small`` (8 GPUs) n2, n3 is free. ``p``: 2 pods in one rack.
+    * ``spared``: the spare's round (:func:`_spread_round`, row 2): a priority-10 transaction
+      while priority 5 is pending, which the spare leaves alone.
+    """
+    if case == "spared":
+        return _spread_round(first=10, other_nodes=1, hopeless_between=True)
+    if case == "rack":
+        return make_round(
+            cluster(4, gpus=8, racks=2),
+            running=[
+                running("wide", ["n0", "n1"], gpu=8, priority=0, preemption_cost=0.1),
+                running("small", ["n2"], gpu=8, priority=0, preemption_cost=1.0),
+            ],
+            pending=[pending("p", 2, gpu=8, priority=5, required="rack")],
+        )
+    small = running(
+        "small",
+        ["n1", "n2", "n2"] if case == "dear" else ["n1"],
+        gpu=4,
+        priority=3 if case == "tier" else 0,
+        preemption_cost=1.0,
+    )
+    keep = [] if case == "dear" else [running("keep", ["n2"], gpu=8, priority=9)]
+    return make_round(
+        cluster(3, gpus=8),
+        running=[running("big", ["n0"] * 8, gpu=1, priority=0, preemption_cost=0.1), small, *keep],
+        pending=[pending("p", 1, gpu=8, priority=5)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "evicted", "lands"),
+    [
+        # Greedy's order evicts big (8 GPU-eq) and lands on n0; clearing n1 costs small's 4:
+        # cheaper, taken (88b8926 evicts big).
+        ("node", {"small"}, ["n1"]),
+        # small is of priority 3: a higher tier than big's 0, so big's room is the cheaper.
+        ("tier", {"big"}, ["n0"]),
+        # small is rigid over n1 and n2, 12 GPU-eq: dearer than big, greedy's choice stays.
+        ("dear", {"big"}, ["n0"]),
+        # Rack-bound: clearing r0 evicts wide (16), r1 needs only small (8): r1 (88b8926: r0).
+        ("rack", {"small"}, ["n2", "n3"]),
+        # The spare's row 2: spread and solo on n0 (20 GPU-eq) against other on n4 (8): the
+        # cheapest room applies to every priority (88b8926 and the spare alone: n0).
+        ("spared", {"other"}, ["n4"]),
+    ],
+)
+def test_a_preemption_takes_the_room_cheapest_to_clear(case: str, evicted: set[str], lands: list[str]) -> None:
+    rnd = _room_round(case)
+    plan = decide(rnd)
+    assert "p" in plan.admitted and sorted(nodes_of(plan, "p")) == lands
+    assert {p.gang for p in plan.preemptions} == evicted  # evicted whole, nothing else shrunk
+    assert all(p.kind == "evict" for p in plan.preemptions)

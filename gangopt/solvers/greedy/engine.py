@@ -42,10 +42,15 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
    whose nodes the transaction places nothing is put back. With quotas, a transaction that
    would leave an earlier victim's removal needed only by gangs that may not preempt it is
    refused (rule 5's second reprieve check), and the pods that fit again go back at once.
-   **Spare** (greedy's; not the peers' nor the slot placer's): when that evicts a gang whose
-   pods lie on nodes the transaction does not use (a rigid gang spread over many nodes, lost
-   whole for one node's room), the preemption is made again without it, and kept when what it
-   evicts is worth less, tier by tier (:meth:`GreedyEngine.spare_spread`).
+   **Cheapest room** (greedy's; not the peers' nor the slot placer's): the nodes are priced by
+   the tier value clearing them evicts (a rigid gang at its whole value, wherever its other
+   pods are) and the preemption is made again over the victims of the cheapest room that
+   makes up what the gang lacks (per domain of its required level), kept when it evicts less
+   tier value (:meth:`GreedyEngine.cheaper_domain`). With it off, the **spare**: when the
+   preemption evicts a gang whose pods lie on nodes the transaction does not use (a rigid
+   gang spread over many nodes, lost whole for one node's room), it is made again without
+   it, and kept when what it evicts is worth less, tier by tier
+   (:meth:`GreedyEngine.spare_spread`).
 4. **Grow** elastic gangs up to their maximum while pods fit (no preemption for growth):
    admitted gangs right after admission (``growth="eager"``, as Volcano's allocate does) or
    after every pending gang had its chance (``growth="deferred"``, better for lower-priority
@@ -73,6 +78,7 @@ from operator import attrgetter
 from typing import Literal, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from gangopt.arrays import (
     BoolArray,
@@ -118,6 +124,7 @@ RESERVED = 1 << 52
 ``GreedyEngine._reserved``): far beyond any request, far from int64's limits."""
 WaitingCode = Literal["capacity", "topology", "quota", "eligibility", "outranked", "group", "policy"]
 Alloc = list[tuple[int, int, int]]
+FloatArray = npt.NDArray[np.float64]
 _LicenceKey = tuple[str, int, object, int]
 """What rule 5's answer for (gang, running gang index) reads of the gang: queue, priority,
 submit time (see :meth:`GreedyEngine._may_use`)."""
@@ -130,6 +137,10 @@ placement constraints (with the round's resources and quota rows)."""
 
 
 E = TypeVar("E", bound="GreedyEngine")
+
+_TIER_WEIGHT = 1e6
+"""What one unit of tier value of a priority weighs in :meth:`GreedyEngine._domain_costs`
+against the priority below it (tier values of a domain's victims stay far below it)."""
 
 
 def greedy(
@@ -1359,15 +1370,35 @@ class GreedyEngine:
         if victims.size == 0:
             return None
         found = self.remove_then_fill(gangs, counts, *self.units(victims))
-        if found is None or not self.spares_spread:
+        if found is None:
+            return None
+        if not self.spares_spread:
             return found
+        if self.prices_domains:  # the cheapest room finds what the spare would, and more
+            return self.cheaper_domain(gangs, counts, victims, found)
         return self.spare_spread(gangs, counts, victims, found)
 
     spares_spread = True
-    """Whether :meth:`preempt` tries to keep the victims it would evict for a few of their
-    nodes (:meth:`spare_spread`). Greedy's rule. The peer emulations turn it off (they preempt
-    as their schedulers do, docs/peers.md), and so does the slot placer, which places a choice
+    """Whether :meth:`preempt` tries other victims than the fewest leading ones: the room
+    cheapest to clear (:meth:`cheaper_domain`, with :attr:`prices_domains`), else the spare
+    (:meth:`spare_spread`). Greedy's rule. The peer emulations turn it off (they preempt as
+    their schedulers do, docs/peers.md), and so does the slot placer, which places a choice
     already made (``SlotPlacer.spares_spread``)."""
+
+    prices_domains = True
+    """Whether :meth:`preempt` tries the room cheapest to clear (:meth:`cheaper_domain`)
+    instead of the spare (:meth:`spare_spread`). Greedy's rule, made only where
+    :attr:`spares_spread` is on: the peers preempt as their schedulers do (docs/peers.md) and
+    the slot placer places a choice already made (with this, XL at 30 s lost 1,610.0 GPU-eq of
+    priority 0 there: 2 passes instead of 6); both turn the spare off, and with it this.
+    It replaces the spare rather than following it: after the spare it took greedy's pass at
+    XL +0.76 CPU-s (7.02 -> 7.78, medians of 3 pairs, +11 %) for 15.0 GPU-eq of priority 0
+    (180,784.4 against 180,769.4 alone); alone the plans of L, L busy 0.6 and five rounds of
+    XL's and L's shape measured were the same (docs/benchmarks.md, "h36-domain")."""
+
+    domain_tries = 2
+    """At most this many domains placed again per preemption (:meth:`cheaper_domain`), the
+    cheapest first (greedy's own included: the room priced there may be other nodes of it)."""
 
     spare_tries = 3
     """At most this many placements again per preemption (:meth:`spare_spread`): 8 changed no
@@ -1414,6 +1445,160 @@ class GreedyEngine:
                 found, loss = other, other_loss
                 spared.append(gi)
         return found
+
+    def cheaper_domain(
+        self, gangs: list[GangView], counts: list[list[int]], victims: IndexArray, found: Attempt
+    ) -> Attempt:
+        """A preemption on the room cheapest to clear when it loses less than ``found``, else
+        ``found``.
+
+        :meth:`remove_then_fill` removes the fewest leading victims (lowest priority, then
+        preemption cost) that let the transaction fit and places it first fit (in the tightest
+        domain of its required level): which nodes it clears follows the victim order, not
+        what clearing each node costs the objective. So the nodes are priced
+        (:meth:`_cheapest_room`: a rigid victim at its whole tier value, an elastic one's
+        surplus pods at their removal cost), and the preemption is made again over only the
+        victims on the cheapest room that makes up what the gang lacks (per domain of its
+        required level, the :attr:`domain_tries` cheapest domains, ``found``'s among them: its
+        cheapest nodes may be others than ``found``'s, as on the 32-node round of
+        tests/test_slots.py, where skipping it lost the spare's gain; without a required level,
+        the cheapest nodes of the cluster), those on the cheapest node first: the same
+        search, reprieve, rule 5 and quota checks. Kept if the tier
+        values it evicts (:meth:`_loss` without its secondary cost) are lexicographically
+        less: taking every secondary-only saving too moved more placements for little (L
+        priority 0 50,454.9 against 50,484.9 GPU-eq, 1024/250/1 of L's shape 11,051.8 against
+        11,111.8). Only for a single gang under the default policies. Unlike the spare
+        (:meth:`_spares`) every priority tries it (measured with the spare run before it):
+        kept to the lowest pending priority above
+        the victims', greedy reached priority 5 178,385.5 and priority 0 180,394.4 GPU-eq at XL
+        (every priority: 178,380.5 and 180,784.4, 5.0 lower on priority 5), but 4,250.3
+        against 4,375.3 on priority 5 of 512/62/3 of XL's shape, and on L busy 0.6 priority 0
+        225.0 below greedy without the rule where every priority gains 15.0 on priority 5
+        (docs/benchmarks.md, "h36-domain")."""
+        if len(gangs) != 1 or not self.scope.plain or not found.removed:
+            return found
+        loss = self._loss(found)
+        if not any(loss[:-1]):
+            return found  # only shrinks: no tier value to save (12 of 147 at XL)
+        g, c = gangs[0], counts[0]
+        rooms = self._cheapest_room(g, c, victims, g.spec.priority)
+        for rank in rooms[: self.domain_tries]:  # greedy's own domain too: other nodes of it
+            # a victim by the cheapest chosen node where it loses more than surplus pods; one
+            # with only surplus pods there after them all (its shrink units come first anyway:
+            # ordered first, its eviction unit led the search, and on 256/31/3 the placement
+            # evicted run-00726, 128 pods, for the room its surplus freed)
+            key = np.full(len(self.rp_node), np.inf)
+            on = np.isfinite(rank[self.rp_node]) & self.kept
+            whole = on & ~self.surplus
+            key[whole] = rank[self.rp_node[whole]]
+            key[on & self.surplus] = len(self.free)
+            first = np.minimum.reduceat(key, self.rp_start[:-1])[victims]
+            order = np.lexsort((np.arange(victims.size), first))
+            mine = victims[order][np.isfinite(first[order])]
+            if mine.size == 0:
+                continue
+            other = self.remove_then_fill(gangs, counts, *self.units(mine))
+            if other is None:
+                continue
+            other_loss = self._loss(other)
+            if other_loss[:-1] < loss[:-1]:  # the tiers: a secondary-only saving moves room for little
+                found, loss = other, other_loss
+        return found
+
+    def _cheapest_room(self, g: GangView, counts: list[int], victims: IndexArray, floor: int) -> list[FloatArray]:
+        """Where removing some of ``victims`` makes room for ``counts`` pods of ``g`` costs
+        least: per domain of ``g``'s required level (the whole cluster without one),
+        cheapest domain first: the rank of each node of the room chosen there (0 the
+        cheapest node; inf for every node outside it).
+
+        Per node, clearing it costs the tier value of every victim gang with a pod there (a
+        rigid gang all-or-nothing: its whole value, wherever its other pods are), weighted by
+        the victim's priority (:data:`_TIER_WEIGHT`), plus the removal cost of the surplus pods
+        of elastic victims (a shrink costs no tier value), and adds the pods of each role that
+        fit once the victims' pods there are gone. Per domain the nodes that add pods are taken
+        cheapest per pod added first until the pods it lacks are met (per role; the roles'
+        prices summed). Nodes rule 5 reserves at ``floor`` add nothing. Numpy over the pods
+        and nodes: no loop over victims."""
+        topo = g.spec.topology
+        if topo is not None and topo.required is not None:
+            codes, groups = self.level(topo.required)
+            n_domains = len(groups)
+        else:
+            codes, n_domains = np.zeros(len(self.free), dtype=np.int64), 1
+        n = len(self.running)
+        gang_of = np.zeros(n, dtype=np.bool_)
+        gang_of[victims] = True
+        pods = np.flatnonzero(gang_of[self.rp_gang] & self.kept)
+        if pods.size == 0:
+            return []
+        nodes = self.rp_node[pods]
+        after = self.free.copy(order="K")
+        _scatter_add(after, nodes, _rows_of(self.rp_rows, pods))
+        reserved = self.floor >= floor
+        roles: list[tuple[int, IndexArray, IntArray, IntArray]] = []
+        useful = np.zeros(len(self.free), dtype=np.bool_)
+        for r, need in enumerate(counts):
+            if need:
+                idx = g.idx[r]
+                idx = idx[~reserved[idx]]
+                now = fit_counts(self.free, g.reqs[r], cap=need, rows=idx)
+                adds = fit_counts(after, g.reqs[r], cap=need, rows=idx) - now
+                roles.append((need, idx, now, adds))
+                useful[idx[adds > 0]] = True
+        # only the victims on nodes that add pods are priced (each gang once per engine: the
+        # first preemptions at XL priced tens of thousands of gangs in Python, 0.5 CPU-s)
+        on = useful[nodes]
+        pods, nodes = pods[on], nodes[on]
+        owner = self.rp_gang[pods]
+        value, removal = self._victim_prices(owner)
+        whole = ~self.surplus[pods]
+        cost = np.zeros(len(self.free), dtype=np.float64)
+        # each (node, gang) once; sort and mask: NumPy 2.4's np.unique took 15 ms for 60,000 keys, 30x a sort
+        pairs = np.sort(nodes[whole].astype(np.int64) * n + owner[whole])
+        pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if pairs.size else pairs
+        np.add.at(cost, pairs // n, value[pairs % n])
+        np.add.at(cost, nodes[~whole], removal[owner[~whole]])
+        price = np.zeros(n_domains, dtype=np.float64)
+        ok = np.ones(n_domains, dtype=np.bool_)
+        rank = np.full(len(self.free), np.inf)
+        for need, idx, now, adds in roles:
+            code = codes[idx]
+            lack = np.maximum(need - np.bincount(code, weights=now, minlength=n_domains), 0)
+            more = adds > 0
+            idx, code, adds = idx[more], code[more], adds[more]
+            ok &= np.bincount(code, weights=adds, minlength=n_domains) >= lack
+            each = cost[idx]
+            order = np.lexsort((idx, each / adds, code))
+            idx, code, adds, each = idx[order], code[order], adds[order], each[order]
+            before = np.cumsum(adds) - adds
+            if code.size:
+                before -= before[np.searchsorted(code, code)]
+            take = before < lack[code]
+            price += np.bincount(code[take], weights=each[take], minlength=n_domains)
+            np.minimum.at(rank, idx[take], np.flatnonzero(take).astype(np.float64))
+        domains = np.flatnonzero(ok)
+        return [np.where(codes == d, rank, np.inf) for d in domains[np.argsort(price[domains], kind="stable")].tolist()]
+
+    def _victim_prices(self, victims: IndexArray) -> tuple[FloatArray, FloatArray]:
+        """Per running gang (filled for ``victims``, repeats allowed): the price of evicting it (its tier value,
+        times :data:`_TIER_WEIGHT` per priority of the running gangs below its own) and of
+        removing one surplus pod (its secondary pod removal cost, a tier-free shrink)."""
+        if self._prices is None:
+            n = len(self.running)
+            self._prices = (np.full(n, np.nan), np.full(n, np.nan))
+        value, removal = self._prices
+        todo = np.sort(victims[np.isnan(value[victims])])
+        if todo.size:
+            todo = todo[np.r_[True, todo[1:] != todo[:-1]]]  # each gang once
+            weight = {p: _TIER_WEIGHT**k for k, p in enumerate(reversed(self._victim_priorities))}
+            specs = [cast(RunningGang, self.running[gi].spec) for gi in todo.tolist()]
+            tier, cost = self.terms.tier_value, self.terms.pod_removal_cost
+            value[todo] = [tier(spec) * weight[spec.priority] for spec in specs]
+            removal[todo] = [cost(spec) / _TIER_WEIGHT for spec in specs]
+        return value, removal
+
+    _prices: tuple[FloatArray, FloatArray] | None = None
+    """:meth:`_victim_prices`' arrays, filled as victims are priced."""
 
     def _spares(self, floor: int, gi: int) -> bool:
         """Whether a transaction whose lowest priority is ``floor`` spares running gang ``gi``:

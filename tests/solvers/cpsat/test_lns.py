@@ -332,6 +332,10 @@ def test_a_relocation_moves_a_rack_bound_gang_to_the_rack_where_it_evicts_least(
     from gangopt.solvers.cpsat import lns
 
     rnd = racked()
+    # greedy prices the racks (GreedyEngine.cheaper_domain) and clears r1 itself; the search
+    # starts from a greedy without it
+    assert sorted(p.gang for p in greedy(rnd).preemptions) == ["b2", "b3"]
+    monkeypatch.setattr(GreedyEngine, "prices_domains", False)
     seed = greedy(rnd)
     assert gangopt.validate(rnd, seed) == []
     assert sorted(p.gang for p in seed.preemptions) == ["a0", "a1"]  # the trap holds

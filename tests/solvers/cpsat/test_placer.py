@@ -149,10 +149,13 @@ def test_a_node_a_chosen_victim_left_receives_only_higher_pods(monkeypatch: pyte
     assert plan.admitted == ["top"]
 
 
-def test_the_door_returns_the_placed_plan_proven_when_it_meets_the_bound() -> None:
-    # 128 nodes, 50 gangs, busy 0.6 (seed 0): greedy leaves 20 GPU-eq of priority 0 below the
-    # slot bound; the placed choice reaches it and is returned with no CP-SAT model.
+def test_the_door_returns_the_placed_plan_proven_when_it_meets_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 128 nodes, 50 gangs, busy 0.6 (seed 0): greedy without its cheapest room leaves 20 GPU-eq
+    # of priority 0 below the slot bound; the placed choice reaches it and is returned with no
+    # CP-SAT model. Greedy with it reaches the bound itself (the door needs no placer).
     rnd = fragmented_round(128, 50, 0.6, 0, time_limit=10.0)
+    assert "greedy plan proven" in gangopt.solve(rnd).message
+    monkeypatch.setattr(GreedyEngine, "prices_domains", False)
     plain = score(rnd, greedy(rnd))
     plan = gangopt.solve(rnd)
     assert gangopt.validate(rnd, plan) == []
@@ -172,6 +175,7 @@ def test_a_proven_placed_plan_is_validated_once_by_the_door(monkeypatch: pytest.
     door = importlib.import_module("gangopt.solve")  # the module, not the function of that name
 
     rnd = fragmented_round(128, 50, 0.6, 0, time_limit=10.0)
+    monkeypatch.setattr(GreedyEngine, "prices_domains", False)  # greedy short of the bound (above)
     calls: list[str] = []
     real = validation.validate
 
