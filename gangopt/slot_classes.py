@@ -566,7 +566,8 @@ the same least one step). With the class's least cost alone (one segment) the fl
 734.4 GPU-eq; with 4, 8, 16 and 32: 2,167.0, 2,499.8, 2,633.8 and 2,714.2, in 0.58, 0.65, 0.78
 and 0.96 CPU-s (GLOP 0.44-0.69; load 7.6). The secondary bound of greedy's XL plan (-3,320.5)
 with 8, 16, 32, 64, 256 and every node a step: 296.5, 130.5, 52.5, 11.3, -13.9 and -15.3 GPU-eq,
-its LP 0.65 -> 0.91 CPU-s (load 1.9; docs/benchmarks.md, "h36-xlsec")."""
+its LP 0.65 -> 0.91 CPU-s (load 1.9), the reported gap 3.68 % -> 3.61 % (docs/benchmarks.md,
+"h36-xlsec"); at L busy 0.6 no dearer in :func:`gangopt.annotate.cheap_bounds_for`."""
 
 
 def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
@@ -1147,12 +1148,14 @@ class ClassSolution:
 NODE_LOSS_WIDTH = 64
 """Most units per band a node may lose for :func:`_node_losses` (the bit-set classes' limit)."""
 
-LOSS_SEGMENTS = 64
+LOSS_SEGMENTS = 1
 """Segments per node state of a class for the tier value a state's nodes lose
 (:func:`_state_costs`), as :data:`EVICTION_SEGMENTS` for the eviction floor. At XL (greedy's
-plan) priority 0's bound with 1, 8 and 64 (or 256): 191,577.1, 191,413.1 and 191,365.8
-GPU-eq, the tier bounds 1.25-1.31 -> 1.22-1.39 CPU-s (load 1.4-1.9; docs/benchmarks.md,
-"h36-xlsec")."""
+plan) 8 and 64 would lower priority 0's bound 191,577.1 -> 191,413.1 and 191,365.8 GPU-eq, but
+the class bounds cost about 0.05-0.1 CPU-s more at L busy 0.6 (0.61 -> 0.66-0.71 in
+:func:`gangopt.annotate.cheap_bounds_for`), where the finisher's clock then let the secondary
+LP at the plan's tiers run in 2 of 10 runs against the base's 6 of 10 (gap 2.2 % not 1.2 %):
+kept at 1 (docs/benchmarks.md, "h36-xlsec")."""
 
 
 def _node_losses(

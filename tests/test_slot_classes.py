@@ -359,14 +359,14 @@ def test_the_pool_values_every_candidate_as_the_scores_do(running_mix: Literal["
 
 
 def test_more_segments_tighten_the_class_bounds_and_keep_them_valid() -> None:
-    """A class's nodes in one state pay at least the cheapest of their class's own costs for it,
-    sorted, in up to slot_classes.EVICTION_SEGMENTS (evictions) and LOSS_SEGMENTS (tier value
-    lost) steps. On a 96-node fragmented round, whose classes have more nodes than the 8 and 1
-    steps before, greedy's floors give a lower priority-0 bound (18,022 -> 17,872 units), a
-    lower secondary bound and a higher eviction floor than those; the bounds stay at least the
-    reference's proven optimum, the secondary terms of greedy's plan and of CP-SAT's (never
-    worse lexicographically), and the floor at most what either plan's preemptions cost.
-    Fails if the steps are not used or if they cut a plan or the optimum."""
+    """A class's nodes in one state pay at least the cheapest of their class's own costs for
+    it, sorted, in up to slot_classes.EVICTION_SEGMENTS steps. On a 96-node fragmented round,
+    whose classes have more nodes than the 8 steps before, greedy's floors give a lower
+    secondary bound (1,055 -> 1,053 units) and a higher eviction floor (67 -> 69) than those,
+    the tier bounds no higher; the bounds stay at least the reference's proven optimum, the
+    secondary terms of greedy's plan and of CP-SAT's (never worse lexicographically), and the
+    floor at most what either plan's preemptions cost. Fails if the steps are not used or if
+    they cut a plan or the optimum."""
     rnd = fragmented_round(96, 32, 0.75, 0, running_mix="tilted")
     greedy_plan = gangopt.solve(rnd, solver="greedy")
     best = gangopt.solve(rnd)
@@ -380,10 +380,10 @@ def test_more_segments_tighten_the_class_bounds_and_keep_them_valid() -> None:
         cheap = cheap_bounds(pre, False).secondary
         return tiers, class_secondary_bound(pre, values, cheap), eviction_floor(pre, values)
 
-    with patch.object(slot_classes, "EVICTION_SEGMENTS", 8), patch.object(slot_classes, "LOSS_SEGMENTS", 1):
+    with patch.object(slot_classes, "EVICTION_SEGMENTS", 8):
         old_tiers, old_secondary, old_floor = bounds()
     tiers, secondary, floor = bounds()
-    assert tiers[0] < old_tiers[0], (tiers, old_tiers)
+    assert all(tiers[p] <= old_tiers[p] for p in tiers), (tiers, old_tiers)
     assert secondary < old_secondary and floor > old_floor, (secondary, old_secondary, floor, old_floor)
     ref = reference_optimum(rnd, seconds_per_tier=30.0)
     assert ref.proven
