@@ -558,12 +558,16 @@ def eviction_floor(pre: Prefiltered, values: dict[int, int]) -> int:
     return floor
 
 
-EVICTION_SEGMENTS = 8
-"""Segments per node state of a class in :func:`eviction_floor`'s LP: the state's nodes pay at
-least the cheapest of the class's own costs for it, sorted, in this many steps (each at its
-segment's least). With the class's least cost alone (one segment) the floor at XL was 734.4
-GPU-eq; with 4, 8, 16 and 32: 2,167.0, 2,499.8, 2,633.8 and 2,714.2, in 0.58, 0.65, 0.78 and
-0.96 CPU-s (GLOP 0.44-0.69; load 7.6)."""
+EVICTION_SEGMENTS = 1024
+"""Segments per node state of a class in :func:`eviction_floor`'s and
+:func:`class_secondary_bound`'s LPs: the state's nodes pay at least the cheapest of the class's
+own costs for it, sorted, in up to this many steps (each at its segment's least; neighbours at
+the same least one step). With the class's least cost alone (one segment) the floor at XL was
+734.4 GPU-eq; with 4, 8, 16 and 32: 2,167.0, 2,499.8, 2,633.8 and 2,714.2, in 0.58, 0.65, 0.78
+and 0.96 CPU-s (GLOP 0.44-0.69; load 7.6). The secondary bound of greedy's XL plan (-3,320.5)
+with 8, 16, 32, 64, 256 and every node a step: 296.5, 130.5, 52.5, 11.3, -13.9 and -15.3 GPU-eq,
+its LP 0.65 -> 0.91 CPU-s (load 1.9), the reported gap 3.68 % -> 3.61 % (docs/benchmarks.md,
+"h36-xlsec"); at L busy 0.6 no dearer in :func:`gangopt.annotate.cheap_bounds_for`."""
 
 
 def _eviction_floor(pool: _Pool, prio: int, floors: Floors) -> int:
@@ -738,10 +742,14 @@ def _state_costs(
                     out_vars.append(z)
                     out_costs.append(float(least[0]))
                 continue
+            # Neighbouring segments at the same least are one step (the same LP, fewer columns).
+            keep = np.concatenate(([True], least[1:] != least[:-1]))
+            starts = cuts[:-1][keep]
             row = model.constraint.add(lower_bound=0.0, upper_bound=0.0)
             row.var_index.append(z)
             row.coefficient.append(1.0)
-            for c, lo, hi in zip(least.tolist(), cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+            ends = [*starts[1:].tolist(), int(cuts[-1])]
+            for c, lo, hi in zip(least[keep].tolist(), starts.tolist(), ends, strict=True):
                 if not math.isfinite(c):
                     break  # the nodes past here cannot be in this state
                 row.var_index.append(len(model.variable))
@@ -1142,7 +1150,12 @@ NODE_LOSS_WIDTH = 64
 
 LOSS_SEGMENTS = 1
 """Segments per node state of a class for the tier value a state's nodes lose
-(:func:`_state_costs`), as :data:`EVICTION_SEGMENTS` for the eviction floor."""
+(:func:`_state_costs`), as :data:`EVICTION_SEGMENTS` for the eviction floor. At XL (greedy's
+plan) 8 and 64 would lower priority 0's bound 191,577.1 -> 191,413.1 and 191,365.8 GPU-eq, but
+the class bounds cost about 0.05-0.1 CPU-s more at L busy 0.6 (0.61 -> 0.66-0.71 in
+:func:`gangopt.annotate.cheap_bounds_for`), where the finisher's clock then let the secondary
+LP at the plan's tiers run in 2 of 10 runs against the base's 6 of 10 (gap 2.2 % not 1.2 %):
+kept at 1 (docs/benchmarks.md, "h36-xlsec")."""
 
 
 def _node_losses(

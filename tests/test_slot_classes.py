@@ -8,6 +8,7 @@ model of tests/reference.py on small rounds of issue 13's fragmented family.
 from __future__ import annotations
 
 from typing import Literal
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -355,3 +356,39 @@ def test_the_pool_values_every_candidate_as_the_scores_do(running_mix: Literal["
     assert (pool.pod_surplus > 0).any()
     for g in range(len(pool.prio)):
         assert pool.pods_of(g).tolist() == [p for p, owner in enumerate(pool.pod_gang.tolist()) if owner == g]
+
+
+def test_more_segments_tighten_the_class_bounds_and_keep_them_valid() -> None:
+    """A class's nodes in one state pay at least the cheapest of their class's own costs for
+    it, sorted, in up to slot_classes.EVICTION_SEGMENTS steps. On a 96-node fragmented round,
+    whose classes have more nodes than the 8 steps before, greedy's floors give a lower
+    secondary bound (1,055 -> 1,053 units) and a higher eviction floor (67 -> 69) than those,
+    the tier bounds no higher; the bounds stay at least the reference's proven optimum, the
+    secondary terms of greedy's plan and of CP-SAT's (never worse lexicographically), and the
+    floor at most what either plan's preemptions cost. Fails if the steps are not used or if
+    they cut a plan or the optimum."""
+    rnd = fragmented_round(96, 32, 0.75, 0, running_mix="tilted")
+    greedy_plan = gangopt.solve(rnd, solver="greedy")
+    best = gangopt.solve(rnd)
+    for plan in (greedy_plan, best):
+        assert gangopt.validate(rnd, plan) == []
+    values = tiers_of(rnd, greedy_plan)
+
+    def bounds() -> tuple[dict[int, int], int, int]:
+        pre = prefilter(rnd)
+        tiers = class_tier_bounds(pre, values, tier_ceilings(pre))
+        cheap = cheap_bounds(pre, False).secondary
+        return tiers, class_secondary_bound(pre, values, cheap), eviction_floor(pre, values)
+
+    with patch.object(slot_classes, "EVICTION_SEGMENTS", 8):
+        old_tiers, old_secondary, old_floor = bounds()
+    tiers, secondary, floor = bounds()
+    assert all(tiers[p] <= old_tiers[p] for p in tiers), (tiers, old_tiers)
+    assert secondary < old_secondary and floor > old_floor, (secondary, old_secondary, floor, old_floor)
+    ref = reference_optimum(rnd, seconds_per_tier=30.0)
+    assert ref.proven
+    for prio, bound in tiers.items():
+        assert ref.tiers.get(prio, 0) <= bound, (prio, bound, ref.tiers)
+    for plan in (greedy_plan, best):
+        assert secondary_of(rnd, plan) <= secondary, (secondary_of(rnd, plan), secondary)
+        assert floor <= preemption_cost(rnd, plan), (floor, preemption_cost(rnd, plan))
