@@ -743,7 +743,7 @@ def _state_costs(
                     out_costs.append(float(least[0]))
                 continue
             # Neighbouring segments at the same least are one step (the same LP, fewer columns).
-            keep = np.concatenate(([True], least[1:] != least[:-1]))
+            keep = arrays.run_starts(least)
             starts = cuts[:-1][keep]
             row = model.constraint.add(lower_bound=0.0, upper_bound=0.0)
             row.var_index.append(z)
