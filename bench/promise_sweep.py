@@ -4,6 +4,7 @@ every registry solver on it in one process (:func:`bench.fragmented_table.measur
     nice -n 15 python -m bench.promise_sweep                 # the whole sweep (see CASES)
     nice -n 15 python -m bench.promise_sweep --sizes S       # only some sizes
     nice -n 15 python -m bench.promise_sweep --json /tmp/sweep.jsonl
+    python -m bench.promise_sweep --case "frag XL 0.6 pre-off s0 jobs"   # rounds by label
 
 The promises, and how a row checks each (a violation is printed in capitals and counted):
 
@@ -88,6 +89,24 @@ class Case:
         if self.preemption:
             return text
         return dump_round(without_preemption(parse_json(Round, text, "round")))
+
+
+def parse_label(label: str) -> Case:
+    """The :class:`Case` whose :attr:`Case.label` is ``label`` (``--case``): "frag XL 0.9
+    pre-off s0 jobs", "packed M cont pre-on s1"; ValueError on any other text."""
+    parts = label.split()
+    try:
+        if parts[0] == "frag" and len(parts) == 6 and parts[5] in ("jobs", "tilted"):
+            mix: Mix = "jobs" if parts[5] == "jobs" else "tilted"
+            case = Case("frag", parts[1], float(parts[2]), parts[3] == "pre-on", int(parts[4][1:]), mix)
+        else:
+            contention = len(parts) == 5 and parts[2] == "cont"
+            case = Case("packed", parts[1], 0.0, parts[-2] == "pre-on", int(parts[-1][1:]), contention=contention)
+    except (IndexError, ValueError):
+        raise ValueError(f"not a sweep label: {label!r}") from None
+    if case.label != label:
+        raise ValueError(f"not a sweep label: {label!r} (read as {case.label!r})")
+    return case
 
 
 def cases(sizes: list[str]) -> list[Case]:
@@ -280,6 +299,7 @@ def check(case: Case, twice: bool, with_reference: bool) -> dict[str, Any]:
         versus=" ".join(versus),
         greedy=(by["greedy"]["cpu"], by["greedy"]["wall"]),
         peers=sum(float(r["cpu"]) for r in rows if r["solver"] not in ("cpsat", "greedy")),
+        solvers=[{k: r[k] for k in ("solver", "status", "wall", "cpu", "gap", "victims", "tiers")} for r in rows],
     )
     return record
 
@@ -355,6 +375,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="S,M,L,XL", help="S, M, L, XL or nodes/gangs, comma-separated")
     parser.add_argument("--family", choices=["frag", "packed"], help="only this family")
+    parser.add_argument(
+        "--case",
+        action="append",
+        metavar="LABEL",
+        help='a round by its label ("frag L 0.9 pre-off s0 jobs"); repeatable',
+    )
     parser.add_argument("--json", help="append one JSON record a round to this file")
     parser.add_argument("--summary", nargs="+", metavar="FILE", help="summarize --json files instead")
     args = parser.parse_args()
@@ -362,7 +388,10 @@ def main() -> None:
         lines = [x for f in args.summary for x in Path(f).read_text(encoding="utf-8").splitlines() if x.strip()]
         summary([json.loads(x) for x in lines])
         return
-    chosen = [c for c in cases(args.sizes.split(",")) if args.family in (None, c.family)]
+    if args.case:
+        chosen = [parse_label(label) for label in args.case]
+    else:
+        chosen = [c for c in cases(args.sizes.split(",")) if args.family in (None, c.family)]
     sys.exit(1 if sweep(chosen, args.json) else 0)
 
 

@@ -8,7 +8,15 @@ from typing import Literal
 
 import gangopt
 from gangopt.parsing import parse_json
-from gangopt.replay.generate import FRAGMENTED_SHARES, SIZES, Spec, dump_round, generate, size_spec
+from gangopt.replay.generate import (
+    FRAGMENTED_SHARES,
+    SIZES,
+    Spec,
+    dump_round,
+    generate,
+    size_spec,
+    without_preemption,
+)
 from gangopt.schema import Plan, Policy, Round
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,11 +48,6 @@ def fragmented_text(
     nodes, gangs = SIZES[size] if "/" not in size else (int(x) for x in size.split("/"))
     rnd = generate(fragmented_spec(nodes, gangs, busy, seed, running_mix))[0]
     return dump_round(rnd if preemption else without_preemption(rnd))
-
-
-def without_preemption(rnd: Round) -> Round:
-    """``rnd`` with ``policy.preemption`` off (no running gang may be evicted or shrunk)."""
-    return rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"preemption": False})})
 
 
 def fragmented_spec(

@@ -97,3 +97,31 @@ def test_a_peer_above_cpsat_is_a_broken_promise_unless_only_its_secondary_terms_
     assert versus_sign({"key": (5.0, 3.0, 10.5)}, cpsat, 0.005) == "≈"
     assert versus_sign({"key": (5.0, 3.0, 10.5)}, cpsat, 0.0) == ">"  # not within the limit
     assert versus_sign({"key": (5.0, 3.5, 0.0)}, cpsat, 0.005) == ">"  # a tier above: always
+
+
+def test_a_label_reads_back_as_its_case_and_other_text_is_refused() -> None:
+    from bench.promise_sweep import parse_label
+
+    chosen = cases(["S", "M", "L", "XL", "24/6"])
+    assert all(parse_label(c.label) == c for c in chosen)
+    assert parse_label("frag XL 0.6 pre-off s3 tilted") == Case("frag", "XL", 0.6, False, 3, "tilted")
+    for bad in ("frag XL 0.6 off s0 jobs", "frag XL 0.6 pre-on 0 jobs", "frag XL pre-on s0 jobs", "XL"):
+        with pytest.raises(ValueError, match="not a sweep label"):
+            parse_label(bad)
+
+
+def test_the_cli_generates_the_bench_family_round_with_preemption_off(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``gangopt generate --fragmented --no-preemption --gap-limit 0.005`` writes the very round
+    the sweep measures (``fragmented_text(..., preemption=False)``): a survey row can be redone
+    from the command line."""
+    from gangopt.cli import main
+
+    out = tmp_path / "off.json"
+    argv = ["generate", "--nodes", "24", "--gangs", "6", "--fragmented", "--busy", "0.9", "--seed", "1"]
+    assert main([*argv, "--no-preemption", "--gap-limit", "0.005", "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == fragmented_text("24/6", 0.9, 1, preemption=False)
+    assert main([*argv, "--gap-limit", "0.02"]) == 0
+    on = json.loads(capsys.readouterr().out)
+    assert on["policy"].get("preemption", True) is True and on["policy"]["gap_limit"] == 0.02

@@ -32,7 +32,6 @@ _POLICY_FLAGS = {
 }
 
 
-
 def add_parsers(sub: Any, command: str | None = None) -> None:
     """The one-round commands: solve, validate, schema, generate, explain.
 
@@ -112,7 +111,19 @@ def _add_generate(sub: Any) -> None:
     p.add_argument(
         "--busy", type=float, metavar="F", help="share of GPUs already busy (default: 0.6-0.9 from the seed)"
     )
+    p.add_argument(
+        "--no-preemption",
+        action="store_true",
+        help="policy.preemption off: no running gang may be evicted or shrunk (issue 13's family has both)",
+    )
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="policy.time_limit (default 10)")
+    p.add_argument(
+        "--gap-limit",
+        type=float,
+        metavar="F",
+        help="policy.gap_limit (default: the size's issue-3 target, else 0.005; the fragmented bench "
+        "rounds of bench/rounds.py keep 0.005 at every size)",
+    )
     p.add_argument("-o", "--output", metavar="ROUND.json", help="write the round here (atomically) instead of stdout")
     p.set_defaults(func=_cmd_generate)
 
@@ -163,7 +174,6 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-
 @contextmanager
 def _collector_off(whole_process: bool, freeze: bool = False) -> Iterator[None]:
     """No cyclic collection inside the block in a ``whole_process`` (the ``gangopt`` script)
@@ -202,7 +212,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_FAILURE
 
 
-
 def _cmd_schema(args: argparse.Namespace) -> int:
     if args.which == "workload":
         from gangopt.replay.workload import workload_schema  # the replay's models: only here
@@ -215,9 +224,16 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from gangopt.replay.generate import FRAGMENTED_SHARES, GAP_TARGETS, SIZES, Spec, dump_round, generate
+    from gangopt.replay.generate import (
+        FRAGMENTED_SHARES,
+        GAP_TARGETS,
+        SIZES,
+        Spec,
+        dump_round,
+        generate,
+        without_preemption,
+    )
 
     if args.nodes is not None and args.gangs is None:
         raise InputError([Problem("--gangs", "required with --nodes")], "arguments")
@@ -235,16 +251,21 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             required_share=FRAGMENTED_SHARES[1] if args.fragmented else Spec.required_share,
             preferred_share=FRAGMENTED_SHARES[2] if args.fragmented else Spec.preferred_share,
             time_limit=args.time_limit,
-            gap_limit=GAP_TARGETS[args.size] if args.size is not None else Spec.gap_limit,
+            gap_limit=(
+                args.gap_limit
+                if args.gap_limit is not None
+                else GAP_TARGETS[args.size]
+                if args.size is not None
+                else Spec.gap_limit
+            ),
         )
     except ValueError as error:
         flag = "--" + str(error).split(" ", 1)[0].replace("_", "-")
         raise InputError([Problem(flag, str(error))], "arguments") from None
     rnd, info = generate(spec)
-    emit(dump_round(rnd), args.output)
+    emit(dump_round(without_preemption(rnd) if args.no_preemption else rnd), args.output)
     print(f"generated: {info.line()}", file=sys.stderr)
     return EXIT_OK
-
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -255,7 +276,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     plan = _read(load_plan, args.plan, whole)
     emit(summary(rnd, plan), None)
     return EXIT_OK
-
 
 
 def _policy(rnd: Round, args: argparse.Namespace) -> Policy:

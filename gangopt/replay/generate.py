@@ -523,6 +523,13 @@ def _pending_data(rng: random.Random, spec: Spec, i: int, gpus: int, rack_size: 
     return gang
 
 
+def without_preemption(rnd: Round) -> Round:
+    """``rnd`` with ``policy.preemption`` off (no running gang may be evicted or shrunk): issue
+    13's family has each round both ways (``gangopt generate --no-preemption``,
+    ``bench.rounds.fragmented_text(..., preemption=False)``)."""
+    return rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"preemption": False})})
+
+
 # ----------------------------------------------------------------------------- output
 
 
