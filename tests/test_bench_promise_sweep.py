@@ -41,7 +41,7 @@ def test_the_brief_sweep_covers_busy_levels_preemption_seeds_mixes_and_bin_packe
     assert {(c.busy, c.preemption, c.seed, c.mix) for c in frag_s} == {
         (b, p, s, m) for b in (0.6, 0.75, 0.9) for p in (True, False) for s in range(5) for m in ("jobs", "tilted")
     }
-    assert [c for c in chosen if c.size == "XL"] == [Case("frag", "XL", 0.9, True, 0, "jobs")]
+    assert [c for c in chosen if c.size == "XL"] == [Case("frag", "XL", b, True, 0, "jobs") for b in (0.6, 0.9)]
     assert {(c.size, c.preemption) for c in chosen if c.family == "packed"} == {
         (s, p) for s in ("S", "M", "L") for p in (True, False)
     }
