@@ -32,6 +32,7 @@ _POLICY_FLAGS = {
 }
 
 
+
 def add_parsers(sub: Any, command: str | None = None) -> None:
     """The one-round commands: solve, validate, schema, generate, explain.
 
@@ -174,6 +175,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+
 @contextmanager
 def _collector_off(whole_process: bool, freeze: bool = False) -> Iterator[None]:
     """No cyclic collection inside the block in a ``whole_process`` (the ``gangopt`` script)
@@ -212,6 +214,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_FAILURE
 
 
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     if args.which == "workload":
         from gangopt.replay.workload import workload_schema  # the replay's models: only here
@@ -222,6 +225,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     document = schemas if args.which is None else schemas[args.which]
     emit(json.dumps(document, indent=2) + "\n", None)
     return EXIT_OK
+
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -238,6 +242,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.nodes is not None and args.gangs is None:
         raise InputError([Problem("--gangs", "required with --nodes")], "arguments")
     nodes, gangs = (args.nodes, args.gangs) if args.size is None else SIZES[args.size]
+    gap_limit = GAP_TARGETS[args.size] if args.size is not None else Spec.gap_limit
     gangs = args.gangs if args.gangs is not None else gangs
     try:
         spec = Spec(
@@ -251,13 +256,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             required_share=FRAGMENTED_SHARES[1] if args.fragmented else Spec.required_share,
             preferred_share=FRAGMENTED_SHARES[2] if args.fragmented else Spec.preferred_share,
             time_limit=args.time_limit,
-            gap_limit=(
-                args.gap_limit
-                if args.gap_limit is not None
-                else GAP_TARGETS[args.size]
-                if args.size is not None
-                else Spec.gap_limit
-            ),
+            gap_limit=gap_limit if args.gap_limit is None else args.gap_limit,
         )
     except ValueError as error:
         flag = "--" + str(error).split(" ", 1)[0].replace("_", "-")
@@ -268,6 +267,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+
 def _cmd_explain(args: argparse.Namespace) -> int:
     from gangopt.explain import summary
 
@@ -276,6 +276,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     plan = _read(load_plan, args.plan, whole)
     emit(summary(rnd, plan), None)
     return EXIT_OK
+
 
 
 def _policy(rnd: Round, args: argparse.Namespace) -> Policy:
