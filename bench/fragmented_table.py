@@ -7,6 +7,7 @@ process and the CP-SAT child), status, the gap the bounds prove and the comparis
     python -m bench.fragmented_table 256/100 0.75    # any nodes/gangs (seed 0)
     python -m bench.fragmented_table 256/100/1 0.6   # nodes/gangs/seed
     python -m bench.fragmented_table 1024/200/2 0.6 --tilted  # the tests' running mix
+    python -m bench.fragmented_table XL 0.6 --seed 1 --no-preemption  # seed, preemption off
 
 The "victims" column counts the plan's evictions and shrinks and the tier value the evicted
 gangs held (GPU-eq, every priority): issue 13's headroom at M is in which running gangs make
@@ -29,23 +30,28 @@ import time
 from typing import Literal
 
 import gangopt
-from bench.rounds import fragmented_spec, fragmented_text
+from bench.rounds import fragmented_text
 from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key
 from gangopt.parsing import parse_json
-from gangopt.replay.generate import SIZES, dump_round, generate
 from gangopt.schema import Plan, Round
 from gangopt.solvers import SOLVERS
 
 
-def round_text(size: str, busy: float, running_mix: Literal["jobs", "tilted"] | None = None) -> str:
-    """The fragmented round of a named size, or of ``nodes/gangs`` (seed 0) or
-    ``nodes/gangs/seed``; ``running_mix`` as :attr:`gangopt.replay.generate.Spec.running_mix`
-    (default: the benchmark family's)."""
-    if "/" not in size and running_mix is None:
-        return fragmented_text(size, busy)
-    nodes, gangs, *seed = (int(x) for x in size.split("/")) if "/" in size else (*SIZES[size], 0)
-    spec = fragmented_spec(nodes, gangs, busy, seed[0] if seed else 0, running_mix)
-    return dump_round(generate(spec)[0])
+def round_text(
+    size: str,
+    busy: float,
+    running_mix: Literal["jobs", "tilted"] | None = None,
+    seed: int = 0,
+    preemption: bool = True,
+) -> str:
+    """The fragmented round of a named size, or of ``nodes/gangs``, or ``nodes/gangs/seed`` (the
+    seed in the name wins over ``seed``); ``running_mix`` as
+    :attr:`gangopt.replay.generate.Spec.running_mix` (default: the benchmark family's);
+    ``preemption`` off as ``--no-preemption`` (the family has each round both ways)."""
+    parts = size.split("/")
+    if len(parts) == 3:
+        size, seed = "/".join(parts[:2]), int(parts[2])
+    return fragmented_text(size, busy, seed, running_mix, preemption)
 
 
 def victims(rnd: Round, plan: Plan) -> str:
@@ -117,8 +123,10 @@ def main(
     true: bool = False,
     seconds_per_tier: float = 120.0,
     running_mix: Literal["jobs", "tilted"] | None = None,
+    seed: int = 0,
+    preemption: bool = True,
 ) -> None:
-    rnd = parse_json(Round, round_text(size, busy, running_mix), "round")
+    rnd = parse_json(Round, round_text(size, busy, running_mix, seed, preemption), "round")
     optimum: dict[int, int] | None = None
     if true:
         from tests.reference import reference_optimum
@@ -143,10 +151,14 @@ def main(
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    argv = sys.argv[1:]
+    seed = int(argv.pop(argv.index("--seed") + 1)) if "--seed" in argv else 0
+    args = [a for a in argv if not a.startswith("--")]
     main(
         args[0] if args else "S",
         float(args[1]) if len(args) > 1 else 0.75,
-        true="--true" in sys.argv,
-        running_mix="tilted" if "--tilted" in sys.argv else None,
+        true="--true" in argv,
+        running_mix="tilted" if "--tilted" in argv else None,
+        seed=seed,
+        preemption="--no-preemption" not in argv,
     )

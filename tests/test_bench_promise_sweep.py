@@ -125,3 +125,14 @@ def test_the_cli_generates_the_bench_family_round_with_preemption_off(
     assert main([*argv, "--gap-limit", "0.02"]) == 0
     on = json.loads(capsys.readouterr().out)
     assert on["policy"].get("preemption", True) is True and on["policy"]["gap_limit"] == 0.02
+
+
+def test_the_table_reads_seed_and_preemption_as_the_sweep_does() -> None:
+    """``python -m bench.fragmented_table SIZE BUSY --seed K --no-preemption`` measures the round
+    the sweep's label names (``fragmented_text``), and a seed in the name wins."""
+    from bench.fragmented_table import round_text
+
+    off = round_text("24/6", 0.9, seed=1, preemption=False)
+    assert off == fragmented_text("24/6", 0.9, 1, preemption=False)
+    assert off != round_text("24/6", 0.9, seed=1) != round_text("24/6", 0.9)
+    assert round_text("24/6/1", 0.9, seed=4) == fragmented_text("24/6", 0.9, 1)
