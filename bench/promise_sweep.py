@@ -112,7 +112,7 @@ def parse_label(label: str) -> Case:
 def cases(sizes: list[str]) -> list[Case]:
     """The brief's sweep: fragmented S and M at busy 0.6 / 0.75 / 0.9, preemption on and off,
     seeds 0-4, both mixes; L at busy 0.6 / 0.9, on and off, seed 0, both mixes; XL busy 0.6 and
-    0.9, on, once (0.6: greedy's pass alone 7.1 CPU-s against 4.9 at 0.75, h37-survey);
+    0.9, on, once (0.6: 10.3-11.1 s end to end at a 10 s limit at load 4-5, h37-survey);
     bin-packed S, M, L, seed 0 (S and M seeds 0-1 and contention too), on and off."""
     out: list[Case] = []
     mixes: tuple[Mix, Mix] = ("jobs", "tilted")
@@ -129,7 +129,7 @@ def cases(sizes: list[str]) -> list[Case]:
             out += [
                 Case("frag", size, busy, pre, 0, mix) for mix in mixes for busy in (0.6, 0.9) for pre in (True, False)
             ]
-        elif size == "XL":  # h37-survey: busy 0.6 with preemption is the family's worst XL round
+        elif size == "XL":  # h37-survey: busy 0.6 with preemption came nearest the limit end to end
             out += [Case("frag", size, busy, True, 0, "jobs") for busy in (0.6, 0.9)]
         elif "/" in size:  # nodes/gangs: a small fragmented family (the tests')
             out += [Case("frag", size, busy, pre, 0, "jobs") for busy in (0.6, 0.9) for pre in (True, False)]
