@@ -160,7 +160,13 @@ class Check:
 
 
 def waiting_reasons(
-    rnd: Round, plan: Plan, pre: Prefiltered | None = None, *, deadline: float | None = None, setup: float = 0.0
+    rnd: Round,
+    plan: Plan,
+    pre: Prefiltered | None = None,
+    *,
+    deadline: float | None = None,
+    setup: float = 0.0,
+    slow: float = 1.0,
 ) -> list[Waiting]:
     """One :class:`Waiting` per pending gang the plan does not admit, in input order: the code
     of its first failing check (``CHECK_ORDER``) and the text of every failing check.
@@ -191,17 +197,25 @@ UNCHECKED = "not checked against the plan: the time limit ran out first (a longe
 
 
 def waiting_checks(
-    rnd: Round, plan: Plan, *, deadline: float | None = None, setup: float = 0.0
+    rnd: Round, plan: Plan, *, deadline: float | None = None, setup: float = 0.0, slow: float = 1.0
 ) -> dict[str, list[Check]]:
     """Every failing check per waiting gang, in input order, each list sorted by ``CHECK_ORDER``.
 
     With ``deadline``, gangs are checked highest priority first (input order within one) and
     those not reached by then are left out. Their cost grows with the round: 0.06 CPU-s for
-    the 14 waiting gangs of greedy's plan of the fragmented M round, 0.36 for 52 at L, 2.3 for
-    207 at XL (16,384 nodes, 68,536 running gangs; 33 CPU-s before the blockers were searched
-    in runs; ``python -m bench.finisher_costs XL``, a machine with a load of 5). ``setup``:
-    the seconds the plan's view is expected to take (0.37-0.41 CPU-s at XL), not built unless
-    it ends by ``deadline``."""
+    the 14 waiting gangs of greedy's plan of the fragmented M round, 0.36 for 52 at L, 2.2 for
+    205 at XL (16,384 nodes, 68,536 running gangs; 33 CPU-s before the blockers were searched
+    in runs; ``python -m bench.finisher_costs XL``). ``setup``: the seconds the plan's view is
+    expected to take (0.52 CPU-s at XL), not built unless it ends by ``deadline``.
+
+    The deadline holds for the whole: a gang's own checks start only when they (as long as the
+    gangs' own checks took on average so far) and the comparisons with the other waiting gangs
+    of every gang checked by then (:data:`AHEAD_SECONDS_PER_PAIR`, times ``slow``) end by it,
+    and a gang whose comparisons the deadline still cuts is left out whole (its reasons would
+    miss the gangs ahead of it). Both used to run past it: at XL (10 s limit) one gang's own
+    checks took up to 0.32 CPU-s and the comparisons of every gang checked 0.30 CPU-s after the
+    deadline, which the command's 10.23-10.25 s wall time carried (issue 13; h37-xlfinish in
+    docs/benchmarks.md)."""
     admitted = set(plan.admitted)
     waiting = [g for g in rnd.pending if g.name not in admitted]
     if not waiting or (deadline is not None and time.perf_counter() + setup > deadline):
@@ -210,24 +224,31 @@ def waiting_checks(
     gangs = {g.name: _gang(view, g) for g in waiting}
     own: dict[str, list[Check]] = {}
     alike: dict[str, tuple[list[Check], list[BoolArray]]] = {}  # by :func:`_shape`: checks, masks
-    for g in sorted(waiting, key=lambda g: -g.priority):
-        if deadline is not None and time.perf_counter() > deadline:
-            break
+    order = sorted(waiting, key=lambda g: -g.priority)
+    compare = AHEAD_SECONDS_PER_PAIR * len(waiting) * slow  # one checked gang's comparisons
+    spent, computed = 0.0, 0  # seconds and count of own checks computed (not a twin's)
+    for g in order:
+        if deadline is not None:
+            now = time.perf_counter()
+            if now + (spent / computed if computed else 0.0) + compare * (len(own) + 1) > deadline:
+                break
         if g.name in view.use:  # pods after a plan not validated: its checks may read its name
             own[g.name] = _own_checks(view, gangs[g.name])
             continue
         shape = _shape(g)
         hit = alike.get(shape)
         if hit is None:
+            began = time.perf_counter()
             own[g.name] = _own_checks(view, gangs[g.name])
             alike[shape] = (own[g.name], gangs[g.name].masks)
+            spent, computed = spent + time.perf_counter() - began, computed + 1
         else:  # its twin's checks, and its masks as :func:`_own_checks` left them
             own[g.name], gangs[g.name].masks = hit
-    out: dict[str, list[Check]] = {}
+    done: dict[str, list[Check]] = {}
     rivals: dict[str, _Rival] = {}
-    for g in waiting:
-        if g.name not in own:
-            continue
+    for g in order:  # highest priority first: the deadline leaves out the lowest
+        if g.name not in own or (deadline is not None and time.perf_counter() > deadline):
+            break
         checks = list(own[g.name])
         ahead = _ahead_check(view, gangs[g.name], checks, gangs, own, rivals)
         if ahead is not None:
@@ -240,8 +261,16 @@ def waiting_checks(
             checks.append(group)
         if not checks:
             checks.append(_policy_check(plan))
-        out[g.name] = sorted(checks, key=lambda c: c.rank)
-    return out
+        done[g.name] = sorted(checks, key=lambda c: c.rank)
+    return {g.name: done[g.name] for g in waiting if g.name in done}
+
+
+AHEAD_SECONDS_PER_PAIR = 1e-5
+"""CPU seconds per checked waiting gang and waiting gang of the comparisons that follow the
+gangs' own checks (:func:`_ahead_check`, the fair-share and group checks), which
+:func:`waiting_checks` keeps before its deadline: measured 0.30 CPU-s for 205 checked gangs of
+205 waiting on the fragmented XL round (7.2e-6; the rivals' rooms, :class:`_Rival`, are built
+once and shared), 1.3 ms a gang there."""
 
 
 def _shape(gang: PendingGang) -> str:

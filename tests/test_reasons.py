@@ -14,6 +14,7 @@ import re
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -522,15 +523,73 @@ def test_a_deadline_not_reached_changes_nothing() -> None:
     assert waiting_reasons(rnd, plan, deadline=float("inf")) == waiting_reasons(rnd, plan)
 
 
-def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With time for one gang's checks only, the priority-9 gang gets them."""
+class _FakeClock:
+    """``time.perf_counter`` for :func:`waiting_checks`: still, except where a check moves it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _clocked_checks(
+    monkeypatch: pytest.MonkeyPatch, own_seconds: float, ahead_seconds: float = 0.0
+) -> tuple[Round, Plan, _FakeClock]:
+    """:func:`_three_waiting` under a fake clock that each gang's own checks move by
+    ``own_seconds`` and each gang's comparisons (its ahead check) by ``ahead_seconds``."""
     rnd, plan = _three_waiting()
-    clock = iter([0.0, 0.0])  # the deadline checks before the plan's view and each gang's: in time twice, then late
-    monkeypatch.setattr(reasons.time, "perf_counter", lambda: next(clock, 2.0))
+    clock = _FakeClock()
+    monkeypatch.setattr(reasons.time, "perf_counter", clock)
+    own_checks, ahead_check = reasons._own_checks, reasons._ahead_check
+
+    def own(*args: Any, **kwargs: Any) -> Any:
+        clock.now += own_seconds
+        return own_checks(*args, **kwargs)
+
+    def ahead(*args: Any, **kwargs: Any) -> Any:
+        clock.now += ahead_seconds
+        return ahead_check(*args, **kwargs)
+
+    monkeypatch.setattr(reasons, "_own_checks", own)
+    monkeypatch.setattr(reasons, "_ahead_check", ahead)
+    return rnd, plan, clock
+
+
+def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With time for one gang's checks only, the priority-9 gang gets them: the second gang's
+    own checks, expected to take as long as the first's (0.6 s), would end past the deadline
+    (1.0), so they do not start, though the clock (0.6) is still before it."""
+    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.6)
     checked = waiting_checks(rnd, plan, deadline=1.0)
     priority = {g.name: g.priority for g in rnd.pending}
     waiting = [g.name for g in rnd.pending if g.name not in plan.admitted]
     assert list(checked) == [max(waiting, key=priority.__getitem__)]
+
+
+def test_the_comparisons_of_the_gangs_checked_are_kept_before_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each gang checked brings its comparisons with the other waiting gangs
+    (:data:`reasons.AHEAD_SECONDS_PER_PAIR` per waiting gang, times ``slow``): with 0.1 s a pair
+    and 3 waiting, one gang's are 0.3 s, so by a deadline of 0.5 (own checks free) only one
+    gang is checked; twice as slow, none; with a deadline of 10, all three."""
+    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.0)
+    monkeypatch.setattr(reasons, "AHEAD_SECONDS_PER_PAIR", 0.1)
+    assert len(waiting_checks(rnd, plan, deadline=0.5)) == 1
+    assert waiting_checks(rnd, plan, deadline=0.5, slow=2.0) == {}
+    assert len(waiting_checks(rnd, plan, deadline=10.0)) == 3
+
+
+def test_a_gang_whose_comparisons_the_deadline_cuts_is_left_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparisons (ahead checks) run highest priority first and stop at the deadline: a
+    gang whose own checks ran but whose comparisons did not is left out whole (its reasons
+    would miss the gangs ahead of it) and keeps the solver's reason, marked unchecked."""
+    rnd, plan, clock = _clocked_checks(monkeypatch, own_seconds=0.0, ahead_seconds=2.0)
+    checked = waiting_checks(rnd, plan, deadline=1.0)
+    assert list(checked) == ["mid"]  # priority 5, first in input order; its comparisons moved the clock on
+    clock.now = 0.0
+    cut = {w.gang: w for w in waiting_reasons(rnd, plan, deadline=1.0)}
+    assert cut["mid"].reasons[-1] != reasons.UNCHECKED
+    assert all(cut[n].reasons[-1] == reasons.UNCHECKED for n in ("low", "mid2"))
 
 
 # ----------------------------------------------------------------------------- fair share
