@@ -166,7 +166,6 @@ def waiting_reasons(
     *,
     deadline: float | None = None,
     setup: float = 0.0,
-    slow: float = 1.0,
 ) -> list[Waiting]:
     """One :class:`Waiting` per pending gang the plan does not admit, in input order: the code
     of its first failing check (``CHECK_ORDER``) and the text of every failing check.
@@ -197,7 +196,7 @@ UNCHECKED = "not checked against the plan: the time limit ran out first (a longe
 
 
 def waiting_checks(
-    rnd: Round, plan: Plan, *, deadline: float | None = None, setup: float = 0.0, slow: float = 1.0
+    rnd: Round, plan: Plan, *, deadline: float | None = None, setup: float = 0.0
 ) -> dict[str, list[Check]]:
     """Every failing check per waiting gang, in input order, each list sorted by ``CHECK_ORDER``.
 
@@ -205,17 +204,20 @@ def waiting_checks(
     those not reached by then are left out. Their cost grows with the round: 0.06 CPU-s for
     the 14 waiting gangs of greedy's plan of the fragmented M round, 0.36 for 52 at L, 2.2 for
     205 at XL (16,384 nodes, 68,536 running gangs; 33 CPU-s before the blockers were searched
-    in runs; ``python -m bench.finisher_costs XL``). ``setup``: the seconds the plan's view is
-    expected to take (0.52 CPU-s at XL), not built unless it ends by ``deadline``.
+    in runs; ``python -m bench.finisher_costs XL``). ``setup``: the seconds the plan's view and
+    the first gang's checks are expected to take (0.52 + 0.34 CPU-s at XL), the view not built
+    unless they end by ``deadline``.
 
     The deadline holds for the whole: a gang's own checks start only when they (as long as the
-    gangs' own checks took on average so far) and the comparisons with the other waiting gangs
-    of every gang checked by then (:data:`AHEAD_SECONDS_PER_PAIR`, times ``slow``) end by it,
-    and a gang whose comparisons the deadline still cuts is left out whole (its reasons would
-    miss the gangs ahead of it). Both used to run past it: at XL (10 s limit) one gang's own
-    checks took up to 0.32 CPU-s and the comparisons of every gang checked 0.30 CPU-s after the
-    deadline, which the command's 10.23-10.25 s wall time carried (issue 13; h37-xlfinish in
-    docs/benchmarks.md)."""
+    gangs' own checks took on average so far, the first aside) and the comparisons with the
+    other waiting gangs (:func:`_ahead_check`; :data:`COMPARISONS_SHARE` of the own checks'
+    seconds so far, the next gang's included) end by it, and a gang whose comparisons the
+    deadline still cuts is left out whole (its reasons would miss the gangs ahead of it). Both
+    used to run past it: at XL (10 s limit) the first gang's own checks took 0.34 CPU-s (they
+    build the view's lazy parts: they count in ``setup``) and the comparisons of every gang
+    checked up to 0.33 CPU-s after the deadline, which the command's 10.23-10.25 s wall time
+    carried (issue 13; h37-xlfinish in docs/benchmarks.md).
+    """
     admitted = set(plan.admitted)
     waiting = [g for g in rnd.pending if g.name not in admitted]
     if not waiting or (deadline is not None and time.perf_counter() + setup > deadline):
@@ -225,12 +227,16 @@ def waiting_checks(
     own: dict[str, list[Check]] = {}
     alike: dict[str, tuple[list[Check], list[BoolArray]]] = {}  # by :func:`_shape`: checks, masks
     order = sorted(waiting, key=lambda g: -g.priority)
-    compare = AHEAD_SECONDS_PER_PAIR * len(waiting) * slow  # one checked gang's comparisons
-    spent, computed = 0.0, 0  # seconds and count of own checks computed (not a twin's)
+    # Seconds and count of own checks computed (not a twin's) after the first, which builds the
+    # view's lazy parts (the victims per priority and queue, the running gangs' kinds): 342 ms
+    # of the XL round's first gang, 5-70 ms each after it.
+    spent, computed = 0.0, -1
+    first = time.perf_counter()
     for g in order:
         if deadline is not None:
             now = time.perf_counter()
-            if now + (spent / computed if computed else 0.0) + compare * (len(own) + 1) > deadline:
+            after = spent / computed if computed > 0 else 0.0
+            if now + after + COMPARISONS_SHARE * (now - first + after) > deadline:
                 break
         if g.name in view.use:  # pods after a plan not validated: its checks may read its name
             own[g.name] = _own_checks(view, gangs[g.name])
@@ -241,7 +247,9 @@ def waiting_checks(
             began = time.perf_counter()
             own[g.name] = _own_checks(view, gangs[g.name])
             alike[shape] = (own[g.name], gangs[g.name].masks)
-            spent, computed = spent + time.perf_counter() - began, computed + 1
+            if computed >= 0:
+                spent += time.perf_counter() - began
+            computed += 1
         else:  # its twin's checks, and its masks as :func:`_own_checks` left them
             own[g.name], gangs[g.name].masks = hit
     done: dict[str, list[Check]] = {}
@@ -265,12 +273,13 @@ def waiting_checks(
     return {g.name: done[g.name] for g in waiting if g.name in done}
 
 
-AHEAD_SECONDS_PER_PAIR = 1e-5
-"""CPU seconds per checked waiting gang and waiting gang of the comparisons that follow the
-gangs' own checks (:func:`_ahead_check`, the fair-share and group checks), which
-:func:`waiting_checks` keeps before its deadline: measured 0.30 CPU-s for 205 checked gangs of
-205 waiting on the fragmented XL round (7.2e-6; the rivals' rooms, :class:`_Rival`, are built
-once and shared), 1.3 ms a gang there."""
+COMPARISONS_SHARE = 0.35
+"""The comparisons of the gangs checked with the other waiting gangs (:func:`_ahead_check`,
+the fair-share and group checks) against the seconds of their own checks, which
+:func:`waiting_checks` keeps before its deadline: measured (CPU) 0.33 against 1.31 s at XL (205
+waiting gangs), 0.046 against 0.29 at L busy 0.75 (52), 0.061 against 0.22 at L busy 0.6 (67):
+at most 28 %. A gang's comparisons vary (0.1-94 ms at XL: a gang that can never start builds the
+room its fixes free), so the share, not a cost per gang."""
 
 
 def _shape(gang: PendingGang) -> str:

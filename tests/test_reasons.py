@@ -534,11 +534,15 @@ class _FakeClock:
 
 
 def _clocked_checks(
-    monkeypatch: pytest.MonkeyPatch, own_seconds: float, ahead_seconds: float = 0.0
+    monkeypatch: pytest.MonkeyPatch,
+    own_seconds: float,
+    ahead_seconds: float = 0.0,
+    round_: tuple[Round, Plan] | None = None,
 ) -> tuple[Round, Plan, _FakeClock]:
-    """:func:`_three_waiting` under a fake clock that each gang's own checks move by
-    ``own_seconds`` and each gang's comparisons (its ahead check) by ``ahead_seconds``."""
-    rnd, plan = _three_waiting()
+    """``round_`` (:func:`_three_waiting` by default) under a fake clock that each gang's own
+    checks move by ``own_seconds`` and each gang's comparisons (its ahead check) by
+    ``ahead_seconds``."""
+    rnd, plan = _three_waiting() if round_ is None else round_
     clock = _FakeClock()
     monkeypatch.setattr(reasons.time, "perf_counter", clock)
     own_checks, ahead_check = reasons._own_checks, reasons._ahead_check
@@ -556,26 +560,35 @@ def _clocked_checks(
     return rnd, plan, clock
 
 
+def _four_shapes() -> tuple[Round, Plan]:
+    """One 8-GPU node, five gangs of 8 GPUs at five priorities: four wait, no two alike."""
+    rnd = make_round(
+        cluster(1, gpus=8),
+        pending=[pending(f"p{p}", gpu=8, priority=p) for p in (1, 3, 5, 7, 9)],
+    )
+    return rnd, gangopt.solve(rnd, solver="greedy", annotate=False)
+
+
 def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With time for one gang's checks only, the priority-9 gang gets them: the second gang's
-    own checks, expected to take as long as the first's (0.6 s), would end past the deadline
-    (1.0), so they do not start, though the clock (0.6) is still before it."""
-    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.6)
-    checked = waiting_checks(rnd, plan, deadline=1.0)
-    priority = {g.name: g.priority for g in rnd.pending}
-    waiting = [g.name for g in rnd.pending if g.name not in plan.admitted]
-    assert list(checked) == [max(waiting, key=priority.__getitem__)]
+    """Each gang's own checks take 0.3 s (the comparisons none): by a deadline of 1.0 three
+    gangs are checked, highest priority first; the fourth's, expected to take as long as the
+    second's and third's (the first's build the view's lazy parts and count in ``setup``),
+    would end past it (0.9 + 0.3), so they do not start, though the clock is still before it."""
+    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.3, round_=_four_shapes())
+    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 0.0)
+    assert list(waiting_checks(rnd, plan, deadline=1.0)) == ["p3", "p5", "p7"]  # input order; p1 left out
 
 
 def test_the_comparisons_of_the_gangs_checked_are_kept_before_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each gang checked brings its comparisons with the other waiting gangs
-    (:data:`reasons.AHEAD_SECONDS_PER_PAIR` per waiting gang, times ``slow``): with 0.1 s a pair
-    and 3 waiting, one gang's are 0.3 s, so by a deadline of 0.5 (own checks free) only one
-    gang is checked; twice as slow, none; with a deadline of 10, all three."""
-    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.0)
-    monkeypatch.setattr(reasons, "AHEAD_SECONDS_PER_PAIR", 0.1)
-    assert len(waiting_checks(rnd, plan, deadline=0.5)) == 1
-    assert waiting_checks(rnd, plan, deadline=0.5, slow=2.0) == {}
+    """The comparisons (:data:`reasons.COMPARISONS_SHARE` of the own checks' seconds) are kept
+    before the deadline: with a share of 1 and 0.6 s of own checks a gang, by a deadline of
+    1.0 one gang is checked; with no share kept, the own checks of all three ran to 1.2 s and
+    the comparisons found the deadline passed: none."""
+    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.6)
+    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 1.0)
+    assert list(waiting_checks(rnd, plan, deadline=1.0)) == ["mid"]
+    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 0.0)
+    assert waiting_checks(rnd, plan, deadline=1.0) == {}
     assert len(waiting_checks(rnd, plan, deadline=10.0)) == 3
 
 
