@@ -580,22 +580,31 @@ def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytes
 
 
 def test_the_comparisons_of_the_gangs_checked_are_kept_before_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The comparisons (:data:`reasons.COMPARISONS_SHARE` of the own checks' seconds) are kept
-    before the deadline: with a share of 1 and 0.6 s of own checks a gang, by a deadline of
-    1.0 one gang is checked; with no share kept, the own checks of all three ran to 1.2 s and
-    the comparisons found the deadline passed: none."""
-    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.6)
+    """Before any comparison is timed, a gang's are expected to take
+    :data:`reasons.COMPARISONS_SHARE` of its own checks: with a share of 1 and 0.6 s of own
+    checks a gang, by a deadline of 1.0 mid is checked and its twin mid2 is not started (its
+    run's two comparisons, 1.2 s, would end past it)."""
+    rnd, plan, clock = _clocked_checks(monkeypatch, own_seconds=0.6)
     monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 1.0)
     assert list(waiting_checks(rnd, plan, deadline=1.0)) == ["mid"]
-    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 0.0)
-    assert waiting_checks(rnd, plan, deadline=1.0) == {}
+    clock.now = 0.0
     assert len(waiting_checks(rnd, plan, deadline=10.0)) == 3
 
 
+def test_a_runs_comparisons_come_before_the_next_runs_own_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gangs are taken in runs of one priority and value, each run's comparisons right after
+    its own checks: with no share kept and 0.6 s of own checks a gang, mid and its twin mid2
+    (priority 5) are compared at 0.6; low's own checks then run to 1.2, past the deadline, and
+    only low is left out (all three were, when every own check came first)."""
+    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.6)
+    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 0.0)
+    assert list(waiting_checks(rnd, plan, deadline=1.0)) == ["mid", "mid2"]
+
+
 def test_a_gang_whose_comparisons_the_deadline_cuts_is_left_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The comparisons (ahead checks) run highest priority first and stop at the deadline: a
-    gang whose own checks ran but whose comparisons did not is left out whole (its reasons
-    would miss the gangs ahead of it) and keeps the solver's reason, marked unchecked."""
+    """The comparisons (ahead checks) stop at the deadline: a gang whose own checks ran but whose
+    comparisons did not (mid2, after mid's took 2 s) is left out whole (its reasons would miss
+    the gangs ahead of it) and keeps the solver's reason, marked unchecked."""
     rnd, plan, clock = _clocked_checks(monkeypatch, own_seconds=0.0, ahead_seconds=2.0)
     checked = waiting_checks(rnd, plan, deadline=1.0)
     assert list(checked) == ["mid"]  # priority 5, first in input order; its comparisons moved the clock on
