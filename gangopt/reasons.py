@@ -219,7 +219,7 @@ def waiting_checks(
     checks start only when they (as long as the gangs' own checks took on average so far, the
     first aside) and the comparisons of its run's gangs checked by then and its own (as long as
     comparisons took on average so far; before any, :data:`COMPARISONS_SHARE` of the own checks'
-    average) end by it, and a gang whose comparisons the deadline still cuts is left out whole
+    average, the first aside) end by it, and a gang whose comparisons the deadline still cuts is left out whole
     (its reasons would miss the gangs ahead of it). Before, both ran past it: at XL (10 s limit)
     the first gang's own checks took 0.34 CPU-s (they build the view's lazy parts: they count in
     ``setup``) and the comparisons of every gang checked up to 0.33 CPU-s after the deadline,
@@ -306,11 +306,8 @@ class _ChecksClock:
         self.deadline = deadline
         self.own_seconds, self.owns = 0.0, -1  # the first own checks not counted
         self.compare_seconds, self.compares = 0.0, 0
-        self.first = time.perf_counter()
-        self.owned = 0.0  # every own check's seconds, the first's included
 
     def own(self, seconds: float) -> None:
-        self.owned += seconds
         if self.owns >= 0:
             self.own_seconds += seconds
         self.owns += 1
@@ -325,11 +322,7 @@ class _ChecksClock:
         if self.deadline is None:
             return False
         own = self.own_seconds / self.owns if self.owns > 0 else 0.0
-        if self.compares:
-            compare = self.compare_seconds / self.compares
-        else:
-            computed = self.owns + 1
-            compare = COMPARISONS_SHARE * (self.owned / computed if computed > 0 else 0.0)
+        compare = self.compare_seconds / self.compares if self.compares else COMPARISONS_SHARE * own
         return time.perf_counter() + own + compare * comparisons > self.deadline
 
     def passed(self) -> bool:

@@ -579,16 +579,28 @@ def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytes
     assert list(waiting_checks(rnd, plan, deadline=1.0)) == ["p3", "p5", "p7"]  # input order; p1 left out
 
 
-def test_the_comparisons_of_the_gangs_checked_are_kept_before_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before any comparison is timed, a gang's are expected to take
-    :data:`reasons.COMPARISONS_SHARE` of its own checks: with a share of 1 and 0.6 s of own
-    checks a gang, by a deadline of 1.0 mid is checked and its twin mid2 is not started (its
-    run's two comparisons, 1.2 s, would end past it)."""
-    rnd, plan, clock = _clocked_checks(monkeypatch, own_seconds=0.6)
-    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 1.0)
-    assert list(waiting_checks(rnd, plan, deadline=1.0)) == ["mid"]
-    clock.now = 0.0
-    assert len(waiting_checks(rnd, plan, deadline=10.0)) == 3
+def test_the_checks_clock_expects_the_comparisons_as_a_share_until_it_has_timed_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """:class:`reasons._ChecksClock`: the next gang's own checks are expected to take their mean
+    so far, the first aside (it builds the view's lazy parts), and each comparison
+    :data:`reasons.COMPARISONS_SHARE` of that until one is timed, then the comparisons' mean."""
+    clock = _FakeClock()
+    monkeypatch.setattr(reasons.time, "perf_counter", clock)
+    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 0.5)
+    checks = reasons._ChecksClock(1.0)
+    checks.own(0.9)  # the first
+    assert not checks.late(10)  # nothing timed after it: no estimate yet
+    checks.own(0.2)
+    assert not checks.late(6)  # 0.2 + 6 * 0.5 * 0.2 = 0.8
+    assert checks.late(9)  # 0.2 + 9 * 0.1 = 1.1
+    checks.compared(0.01)
+    assert not checks.late(50)  # 0.2 + 50 * 0.01 = 0.7
+    clock.now = 0.85
+    assert checks.late(0) and not checks.passed()  # 0.85 + 0.2
+    clock.now = 1.01
+    assert checks.passed()
+    assert not reasons._ChecksClock(None).late(10**6) and not reasons._ChecksClock(None).passed()
 
 
 def test_a_runs_comparisons_come_before_the_next_runs_own_checks(monkeypatch: pytest.MonkeyPatch) -> None:
