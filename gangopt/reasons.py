@@ -201,8 +201,8 @@ def waiting_checks(
 ) -> dict[str, list[Check]]:
     """Every failing check per waiting gang, in input order, each list sorted by ``CHECK_ORDER``.
 
-    With ``deadline``, gangs are checked highest priority first, within one the highest value
-    first (input order within one value), and those not reached by then are left out. Their cost
+    With ``deadline``, gangs are checked highest priority first (input order within one) and
+    those not reached by then are left out. Their cost
     grows with the round: 0.06 CPU-s for the 14 waiting gangs of greedy's plan of the fragmented
     M round, 0.36 for 52 at L, 2.2 for 205 at XL (16,384 nodes, 68,536 running gangs; 33 CPU-s
     before the blockers were searched in runs; ``python -m bench.finisher_costs XL``).
@@ -212,10 +212,12 @@ def waiting_checks(
     A gang's checks are its own (:func:`_own_checks`) and its comparisons with the waiting gangs
     that could start before it (:func:`_ahead_check`: higher priority, or its priority and at
     least its value; the fair-share and group checks). The gangs are taken in runs of one
-    priority and value: the run's own checks, then its comparisons, which read the own checks of
-    every gang before them in that order, so that a deadline wastes at most one run's own checks
-    (on a round with gang groups, whose comparisons read the partners' own checks whatever their
-    priority, one run: every own check first). The deadline holds for the whole: a gang's own
+    priority: the run's own checks, then its comparisons, which read the own checks of the gangs
+    of its priority and above, so that a deadline wastes at most one run's own checks (on a
+    round with gang groups, whose comparisons read the partners' own checks whatever their
+    priority, one run: every own check first). Runs of one priority and value, the highest
+    value first, wasted less but checked the costliest gangs first: 17 of greedy's 205 at XL
+    against 28-32 by a deadline 3.5 s away (load 5.5). The deadline holds for the whole: a gang's own
     checks start only when they (as long as the gangs' own checks took on average so far, the
     first aside) and the comparisons of its run's gangs checked by then and its own (as long as
     comparisons took on average so far; before any, :data:`COMPARISONS_SHARE` of the own checks'
@@ -231,10 +233,9 @@ def waiting_checks(
         return {}  # past the deadline no gang would be checked: the plan's view (0.6 CPU-s at XL) unbuilt
     view = _PlanView(rnd, plan)
     gangs = {g.name: _gang(view, g) for g in waiting}
-    rank = {g.name: (-g.priority, -gangs[g.name].value) for g in waiting}
-    order = sorted(waiting, key=lambda g: rank[g.name])
+    order = sorted(waiting, key=lambda g: -g.priority)
     grouped = any(g.group for g in rnd.pending)
-    runs = [order] if grouped else [list(run) for _, run in groupby(order, key=lambda g: rank[g.name])]
+    runs = [order] if grouped else [list(run) for _, run in groupby(order, key=lambda g: g.priority)]
     clock = _ChecksClock(deadline)
     own: dict[str, list[Check]] = {}
     alike: dict[str, tuple[list[Check], list[BoolArray]]] = {}  # by :func:`_shape`: checks, masks

@@ -604,8 +604,8 @@ def test_the_checks_clock_expects_the_comparisons_as_a_share_until_it_has_timed_
 
 
 def test_a_runs_comparisons_come_before_the_next_runs_own_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The gangs are taken in runs of one priority and value, each run's comparisons right after
-    its own checks: with no share kept and 0.6 s of own checks a gang, mid and its twin mid2
+    """The gangs are taken in runs of one priority, each run's comparisons right after its own
+    checks: with no share kept and 0.6 s of own checks a gang, mid and its twin mid2
     (priority 5) are compared at 0.6; low's own checks then run to 1.2, past the deadline, and
     only low is left out (all three were, when every own check came first)."""
     rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.6)
