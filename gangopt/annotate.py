@@ -259,10 +259,15 @@ CP-SAT's clock counts the same cost when it leaves bounds out (:func:`bounds_in_
 ``validator``); it had its own 1.2e-5, measured under load 2-4 (0.80-0.89 CPU-s at XL), which
 its slowdown already scales: one constant now."""
 
-REASONS_VIEW_SECONDS_PER_POD = 6e-6
+REASONS_VIEW_SECONDS_PER_POD = 1.1e-5
 """CPU seconds per pod (:func:`plan_pods`) of the plan's view the waiting reasons build before
-their first gang (:class:`gangopt.reasons._PlanView`): 0.37-0.41 s for 77,300 pods at XL. Not
-built unless it ends before the reasons' deadline: built for no gang it only delays the end."""
+their first gang (:class:`gangopt.reasons._PlanView`) and of that first gang's own checks,
+which build the view's lazy parts (the victims per priority and queue, the running gangs'
+kinds): at XL (77,300 pods) the view 0.52 CPU-s and the first gang 0.34 on merged stop 36
+(1.1e-5 together; the other gangs 5-70 ms each). Not built unless they end before the
+reasons' deadline: built for no gang it only delays the end. At 6e-6 (the view alone, 0.37-0.41
+s when it was set) the view was built where no gang's checks could end in time: 0 of 205
+checked and the reasons 0.1-0.35 s past their deadline (h37-xlfinish in docs/benchmarks.md)."""
 
 
 def validator_seconds(rnd: Round, plan: Plan) -> float:

@@ -58,6 +58,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import groupby
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -160,7 +161,12 @@ class Check:
 
 
 def waiting_reasons(
-    rnd: Round, plan: Plan, pre: Prefiltered | None = None, *, deadline: float | None = None, setup: float = 0.0
+    rnd: Round,
+    plan: Plan,
+    pre: Prefiltered | None = None,
+    *,
+    deadline: float | None = None,
+    setup: float = 0.0,
 ) -> list[Waiting]:
     """One :class:`Waiting` per pending gang the plan does not admit, in input order: the code
     of its first failing check (``CHECK_ORDER``) and the text of every failing check.
@@ -196,52 +202,142 @@ def waiting_checks(
     """Every failing check per waiting gang, in input order, each list sorted by ``CHECK_ORDER``.
 
     With ``deadline``, gangs are checked highest priority first (input order within one) and
-    those not reached by then are left out. Their cost grows with the round: 0.06 CPU-s for
-    the 14 waiting gangs of greedy's plan of the fragmented M round, 0.36 for 52 at L, 2.3 for
-    207 at XL (16,384 nodes, 68,536 running gangs; 33 CPU-s before the blockers were searched
-    in runs; ``python -m bench.finisher_costs XL``, a machine with a load of 5). ``setup``:
-    the seconds the plan's view is expected to take (0.37-0.41 CPU-s at XL), not built unless
-    it ends by ``deadline``."""
+    those not reached by then are left out. Their cost
+    grows with the round: 0.06 CPU-s for the 14 waiting gangs of greedy's plan of the fragmented
+    M round, 0.36 for 52 at L, 2.2 for 205 at XL (16,384 nodes, 68,536 running gangs; 33 CPU-s
+    before the blockers were searched in runs; ``python -m bench.finisher_costs XL``).
+    ``setup``: the seconds the plan's view and the first gang's checks are expected to take
+    (0.52 + 0.34 CPU-s at XL), the view not built unless they end by ``deadline``.
+
+    A gang's checks are its own (:func:`_own_checks`) and its comparisons with the waiting gangs
+    that could start before it (:func:`_ahead_check`: higher priority, or its priority and at
+    least its value; the fair-share and group checks). The gangs are taken in runs of one
+    priority: the run's own checks, then its comparisons, which read the own checks of the gangs
+    of its priority and above, so that a deadline wastes at most one run's own checks (on a
+    round with gang groups, whose comparisons read the partners' own checks whatever their
+    priority, one run: every own check first). Runs of one priority and value, the highest
+    value first, wasted less but checked the costliest gangs first: 17 of greedy's 205 at XL
+    against 28-32 by a deadline 3.5 s away (load 5.5). The deadline holds for the whole: a gang's own
+    checks start only when they (as long as the gangs' own checks took on average so far, the
+    first aside) and the comparisons of its run's gangs checked by then and its own (as long as
+    comparisons took on average so far; before any, :data:`COMPARISONS_SHARE` of the own checks'
+    average, the first aside) end by it, and a gang whose comparisons the deadline still cuts is left out whole
+    (its reasons would miss the gangs ahead of it). Before, both ran past it: at XL (10 s limit)
+    the first gang's own checks took 0.34 CPU-s (they build the view's lazy parts: they count in
+    ``setup``) and the comparisons of every gang checked up to 0.33 CPU-s after the deadline,
+    which the command's 10.23-10.25 s wall time carried (issue 13; h37-xlfinish in
+    docs/benchmarks.md)."""
     admitted = set(plan.admitted)
     waiting = [g for g in rnd.pending if g.name not in admitted]
     if not waiting or (deadline is not None and time.perf_counter() + setup > deadline):
         return {}  # past the deadline no gang would be checked: the plan's view (0.6 CPU-s at XL) unbuilt
     view = _PlanView(rnd, plan)
     gangs = {g.name: _gang(view, g) for g in waiting}
+    order = sorted(waiting, key=lambda g: -g.priority)
+    grouped = any(g.group for g in rnd.pending)
+    runs = [order] if grouped else [list(run) for _, run in groupby(order, key=lambda g: g.priority)]
+    clock = _ChecksClock(deadline)
     own: dict[str, list[Check]] = {}
     alike: dict[str, tuple[list[Check], list[BoolArray]]] = {}  # by :func:`_shape`: checks, masks
-    for g in sorted(waiting, key=lambda g: -g.priority):
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-        if g.name in view.use:  # pods after a plan not validated: its checks may read its name
-            own[g.name] = _own_checks(view, gangs[g.name])
-            continue
-        shape = _shape(g)
-        hit = alike.get(shape)
-        if hit is None:
-            own[g.name] = _own_checks(view, gangs[g.name])
-            alike[shape] = (own[g.name], gangs[g.name].masks)
-        else:  # its twin's checks, and its masks as :func:`_own_checks` left them
-            own[g.name], gangs[g.name].masks = hit
-    out: dict[str, list[Check]] = {}
+    done: dict[str, list[Check]] = {}
     rivals: dict[str, _Rival] = {}
-    for g in waiting:
-        if g.name not in own:
-            continue
-        checks = list(own[g.name])
-        ahead = _ahead_check(view, gangs[g.name], checks, gangs, own, rivals)
-        if ahead is not None:
-            checks.append(ahead)
-        fair = _fair_share_check(view, gangs[g.name], checks)
-        if fair is not None:
-            checks.append(fair)
-        group = _group_check(rnd, g, own)
-        if group is not None:
-            checks.append(group)
-        if not checks:
-            checks.append(_policy_check(plan))
-        out[g.name] = sorted(checks, key=lambda c: c.rank)
-    return out
+    for run in runs:
+        reached = 0
+        for g in run:
+            if clock.late(reached + 1):
+                break
+            began = time.perf_counter()
+            if g.name in view.use:  # pods after a plan not validated: its checks may read its name
+                own[g.name] = _own_checks(view, gangs[g.name])
+                clock.own(time.perf_counter() - began)
+            else:
+                shape = _shape(g)
+                hit = alike.get(shape)
+                if hit is None:
+                    own[g.name] = _own_checks(view, gangs[g.name])
+                    alike[shape] = (own[g.name], gangs[g.name].masks)
+                    clock.own(time.perf_counter() - began)
+                else:  # its twin's checks, and its masks as :func:`_own_checks` left them
+                    own[g.name], gangs[g.name].masks = hit
+            reached += 1
+        for g in run[:reached]:
+            if clock.passed():
+                break
+            began = time.perf_counter()
+            done[g.name] = _compared(rnd, plan, view, g, gangs, own, rivals)
+            clock.compared(time.perf_counter() - began)
+        if reached < len(run) or len(done) < len(own):
+            break
+    return {g.name: done[g.name] for g in waiting if g.name in done}
+
+
+def _compared(
+    rnd: Round,
+    plan: Plan,
+    view: _PlanView,
+    g: PendingGang,
+    gangs: dict[str, _Gang],
+    own: dict[str, list[Check]],
+    rivals: dict[str, _Rival],
+) -> list[Check]:
+    """Every failing check of the waiting gang ``g``: its own (``own``), then its comparisons
+    with the other waiting gangs (ahead, fair share, group; :func:`waiting_checks`), sorted by
+    ``CHECK_ORDER``; the policy's when none fails."""
+    checks = list(own[g.name])
+    ahead = _ahead_check(view, gangs[g.name], checks, gangs, own, rivals)
+    if ahead is not None:
+        checks.append(ahead)
+    fair = _fair_share_check(view, gangs[g.name], checks)
+    if fair is not None:
+        checks.append(fair)
+    group = _group_check(rnd, g, own)
+    if group is not None:
+        checks.append(group)
+    if not checks:
+        checks.append(_policy_check(plan))
+    return sorted(checks, key=lambda c: c.rank)
+
+
+class _ChecksClock:
+    """The deadline of :func:`waiting_checks` and what the checks took so far: the mean of the
+    own checks computed after the first (which builds the view's lazy parts: 342 ms of the XL
+    round's first gang, 5-70 ms each after it) and of the comparisons."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.own_seconds, self.owns = 0.0, -1  # the first own checks not counted
+        self.compare_seconds, self.compares = 0.0, 0
+
+    def own(self, seconds: float) -> None:
+        if self.owns >= 0:
+            self.own_seconds += seconds
+        self.owns += 1
+
+    def compared(self, seconds: float) -> None:
+        self.compare_seconds += seconds
+        self.compares += 1
+
+    def late(self, comparisons: int) -> bool:
+        """Whether the next gang's own checks and ``comparisons`` gangs' comparisons (its run's
+        so far and its own) would end past the deadline."""
+        if self.deadline is None:
+            return False
+        own = self.own_seconds / self.owns if self.owns > 0 else 0.0
+        compare = self.compare_seconds / self.compares if self.compares else COMPARISONS_SHARE * own
+        return time.perf_counter() + own + compare * comparisons > self.deadline
+
+    def passed(self) -> bool:
+        """Whether the deadline has passed."""
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+
+COMPARISONS_SHARE = 0.35
+"""A gang's comparisons with the other waiting gangs (:func:`_ahead_check`, the fair-share and
+group checks) against its own checks' seconds, which :func:`waiting_checks` expects until it
+has timed a comparison: measured (CPU) 0.33 against 1.31 s at XL (205 waiting gangs), 0.046
+against 0.29 at L busy 0.75 (52), 0.061 against 0.22 at L busy 0.6 (67): at most 28 %. Once
+timed, their mean (0.1-94 ms each at XL: a gang that can never start builds the room its fixes
+free)."""
 
 
 def _shape(gang: PendingGang) -> str:
@@ -701,7 +797,10 @@ class _PlanView:
             k = seen.setdefault(p.gang, len(seen))
             pods.append((k, self.index[p.node], role_row[(p.gang, p.role)]))
         owners = list(seen)
-        pod_row = {p.name: self.index[p.node] for g in _preempted(rnd, plan) for p in g.pods}
+        self.preempted_gangs = _preempted(rnd, plan)
+        """The running gangs whose pods the plan's preemptions can name (:func:`_preempted`), found
+        once: each pass over the running gangs is 15-20 ms at XL (68,536), and three were made."""
+        pod_row = {p.name: self.index[p.node] for g in self.preempted_gangs for p in g.pods}
         self.lost: dict[str, IndexArray] = {}
         """Per running gang that loses pods in the plan, the nodes where it lost them."""
         self.preempted_for: dict[str, list[str]] = defaultdict(list)
@@ -747,7 +846,7 @@ class _PlanView:
         self.quota_after = self.limits.usage(per_queue)
         self.lost_quota: dict[str, IntArray] = {}
         """Per running gang that loses pods in the plan, what those pods held of each limit."""
-        pod_role = {p.name: (g.name, p.role) for g in _preempted(rnd, plan) for p in g.pods}
+        pod_role = {p.name: (g.name, p.role) for g in self.preempted_gangs for p in g.pods}
         for pre in plan.preemptions:
             q = queue_of[pre.gang]
             if q in row:
@@ -922,18 +1021,18 @@ class _PlanView:
         after the plan to give the room before the round (a new pod its request, a preempted
         one its request taken away; a few thousand pods at XL, not the 68,536 running gangs)."""
         requests: dict[tuple[str, str], IntArray] = {}
-        gangs = {g.name: g for g in [*self.rnd.running, *self.rnd.pending]}
+        pending = {g.name: g for g in self.rnd.pending}  # the running ones: :attr:`running`
 
         def request(gang: str, role: str) -> IntArray:
             hit = requests.get((gang, role))
             if hit is None:
-                spec = next(r for r in gangs[gang].roles if r.name == role)
+                spec = next(r for r in (self.running.get(gang) or pending[gang]).roles if r.name == role)
                 hit = requests[(gang, role)] = arrays.request_vector(spec.requests, self.resources)
             return hit
 
         out = [(p.gang, self.index[p.node], request(p.gang, p.role)) for p in self.plan.placements]
         removed = {pod for pre in self.plan.preemptions for pod in pre.pods}
-        for run in _preempted(self.rnd, self.plan):
+        for run in self.preempted_gangs:
             for pod in run.pods:
                 if pod.name in removed:
                     out.append((run.name, self.index[pod.node], -request(run.name, pod.role)))

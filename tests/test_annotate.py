@@ -208,3 +208,36 @@ def test_a_late_finisher_keeps_the_bounds_it_already_has() -> None:
     assert "tier ceilings alone" not in done.message
     assert done.gap is not None and done.score.secondary_bound is not None
     assert validate(rnd, bare) == [] and validate(rnd, done) == []
+
+
+def test_a_short_clock_goes_to_the_bounds_before_the_waiting_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13 under load: what makes the reported gap true comes first. The finisher computes
+    the cheap bounds, then the waiting reasons with what is left: with time for the bounds and
+    none for the reasons (their view would end past the deadline), the plan keeps a secondary
+    bound and a gap, and every waiting gang says it was not checked, which the message counts."""
+    import gangopt
+    from gangopt.solvers.greedy import greedy
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(64, 20, running_mix="jobs")
+    plan = greedy(rnd)
+    calls: list[str] = []
+    bounds, reasons_of = finisher.cheap_bounds_for, finisher.waiting_reasons
+
+    def bounds_logged(*args: object, **kwargs: object) -> object:
+        calls.append("bounds")
+        return bounds(*args, **kwargs)  # type: ignore[arg-type]
+
+    def reasons_logged(*args: object, **kwargs: object) -> object:
+        calls.append("reasons")
+        return reasons_of(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(finisher, "cheap_bounds_for", bounds_logged)
+    monkeypatch.setattr(finisher, "waiting_reasons", reasons_logged)
+    monkeypatch.setattr(finisher, "REASONS_VIEW_SECONDS_PER_POD", 3600.0)
+    done = finisher.annotate(rnd, Result(plan=plan), deadline=time.perf_counter() + 30.0, lp_bounds=False)
+    assert calls and calls[-1] == "reasons" and "reasons" not in calls[:-1]
+    assert done.gap is not None and done.score.secondary_bound is not None
+    assert done.waiting and all(w.reasons[-1] == UNCHECKED for w in done.waiting)
+    assert f"reasons of {len(done.waiting)} of {len(done.waiting)} waiting gangs not checked" in done.message
+    assert gangopt.validate(rnd, done) == []

@@ -14,6 +14,7 @@ import re
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -522,15 +523,107 @@ def test_a_deadline_not_reached_changes_nothing() -> None:
     assert waiting_reasons(rnd, plan, deadline=float("inf")) == waiting_reasons(rnd, plan)
 
 
+class _FakeClock:
+    """``time.perf_counter`` for :func:`waiting_checks`: still, except where a check moves it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _clocked_checks(
+    monkeypatch: pytest.MonkeyPatch,
+    own_seconds: float,
+    ahead_seconds: float = 0.0,
+    round_: tuple[Round, Plan] | None = None,
+) -> tuple[Round, Plan, _FakeClock]:
+    """``round_`` (:func:`_three_waiting` by default) under a fake clock that each gang's own
+    checks move by ``own_seconds`` and each gang's comparisons (its ahead check) by
+    ``ahead_seconds``."""
+    rnd, plan = _three_waiting() if round_ is None else round_
+    clock = _FakeClock()
+    monkeypatch.setattr(reasons.time, "perf_counter", clock)
+    own_checks, ahead_check = reasons._own_checks, reasons._ahead_check
+
+    def own(*args: Any, **kwargs: Any) -> Any:
+        clock.now += own_seconds
+        return own_checks(*args, **kwargs)
+
+    def ahead(*args: Any, **kwargs: Any) -> Any:
+        clock.now += ahead_seconds
+        return ahead_check(*args, **kwargs)
+
+    monkeypatch.setattr(reasons, "_own_checks", own)
+    monkeypatch.setattr(reasons, "_ahead_check", ahead)
+    return rnd, plan, clock
+
+
+def _four_shapes() -> tuple[Round, Plan]:
+    """One 8-GPU node, five gangs of 8 GPUs at five priorities: four wait, no two alike."""
+    rnd = make_round(
+        cluster(1, gpus=8),
+        pending=[pending(f"p{p}", gpu=8, priority=p) for p in (1, 3, 5, 7, 9)],
+    )
+    return rnd, gangopt.solve(rnd, solver="greedy", annotate=False)
+
+
 def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With time for one gang's checks only, the priority-9 gang gets them."""
-    rnd, plan = _three_waiting()
-    clock = iter([0.0, 0.0])  # the deadline checks before the plan's view and each gang's: in time twice, then late
-    monkeypatch.setattr(reasons.time, "perf_counter", lambda: next(clock, 2.0))
+    """Each gang's own checks take 0.3 s (the comparisons none): by a deadline of 1.0 three
+    gangs are checked, highest priority first; the fourth's, expected to take as long as the
+    second's and third's (the first's build the view's lazy parts and count in ``setup``),
+    would end past it (0.9 + 0.3), so they do not start, though the clock is still before it."""
+    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.3, round_=_four_shapes())
+    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 0.0)
+    assert list(waiting_checks(rnd, plan, deadline=1.0)) == ["p3", "p5", "p7"]  # input order; p1 left out
+
+
+def test_the_checks_clock_expects_the_comparisons_as_a_share_until_it_has_timed_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """:class:`reasons._ChecksClock`: the next gang's own checks are expected to take their mean
+    so far, the first aside (it builds the view's lazy parts), and each comparison
+    :data:`reasons.COMPARISONS_SHARE` of that until one is timed, then the comparisons' mean."""
+    clock = _FakeClock()
+    monkeypatch.setattr(reasons.time, "perf_counter", clock)
+    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 0.5)
+    checks = reasons._ChecksClock(1.0)
+    checks.own(0.9)  # the first
+    assert not checks.late(10)  # nothing timed after it: no estimate yet
+    checks.own(0.2)
+    assert not checks.late(6)  # 0.2 + 6 * 0.5 * 0.2 = 0.8
+    assert checks.late(9)  # 0.2 + 9 * 0.1 = 1.1
+    checks.compared(0.01)
+    assert not checks.late(50)  # 0.2 + 50 * 0.01 = 0.7
+    clock.now = 0.85
+    assert checks.late(0) and not checks.passed()  # 0.85 + 0.2
+    clock.now = 1.01
+    assert checks.passed()
+    assert not reasons._ChecksClock(None).late(10**6) and not reasons._ChecksClock(None).passed()
+
+
+def test_a_runs_comparisons_come_before_the_next_runs_own_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gangs are taken in runs of one priority, each run's comparisons right after its own
+    checks: with no share kept and 0.6 s of own checks a gang, mid and its twin mid2
+    (priority 5) are compared at 0.6; low's own checks then run to 1.2, past the deadline, and
+    only low is left out (all three were, when every own check came first)."""
+    rnd, plan, _ = _clocked_checks(monkeypatch, own_seconds=0.6)
+    monkeypatch.setattr(reasons, "COMPARISONS_SHARE", 0.0)
+    assert list(waiting_checks(rnd, plan, deadline=1.0)) == ["mid", "mid2"]
+
+
+def test_a_gang_whose_comparisons_the_deadline_cuts_is_left_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparisons (ahead checks) stop at the deadline: a gang whose own checks ran but whose
+    comparisons did not (mid2, after mid's took 2 s) is left out whole (its reasons would miss
+    the gangs ahead of it) and keeps the solver's reason, marked unchecked."""
+    rnd, plan, clock = _clocked_checks(monkeypatch, own_seconds=0.0, ahead_seconds=2.0)
     checked = waiting_checks(rnd, plan, deadline=1.0)
-    priority = {g.name: g.priority for g in rnd.pending}
-    waiting = [g.name for g in rnd.pending if g.name not in plan.admitted]
-    assert list(checked) == [max(waiting, key=priority.__getitem__)]
+    assert list(checked) == ["mid"]  # priority 5, first in input order; its comparisons moved the clock on
+    clock.now = 0.0
+    cut = {w.gang: w for w in waiting_reasons(rnd, plan, deadline=1.0)}
+    assert cut["mid"].reasons[-1] != reasons.UNCHECKED
+    assert all(cut[n].reasons[-1] == reasons.UNCHECKED for n in ("low", "mid2"))
 
 
 # ----------------------------------------------------------------------------- fair share

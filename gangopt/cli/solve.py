@@ -158,21 +158,41 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     whole = getattr(args, "whole_process", False)
     rnd = read_round(args.round, whole)
     parsed = time.perf_counter() - began
-    policy = _policy(rnd, args).after(time.perf_counter() - getattr(args, "began", began))
-    with _collector_off(whole):
+    # The solve's limit leaves the plan's writing (and the process's end) their time too.
+    spent = time.perf_counter() - getattr(args, "began", began) + output_seconds(rnd)
+    policy = _policy(rnd, args).after(spent)
+    # The collector stays off until the plan is written, and what the solve left is then frozen:
+    # turned on after it, its first allocation set off a collection of everything the solve
+    # left (0.05-0.13 s at XL, load 2.5-3.7), after the solve's limit.
+    with _collector_off(whole, freeze=True):
         plan = solve(rnd, policy, solver=args.solver, lp_bounds=True if args.lp_bounds else None)
-    plan = plan.model_copy(update={"stats": plan.stats.model_copy(update={"parse_seconds": parsed})})
-    text = plan.model_dump_json(indent=2) + "\n"
-    # The summary goes first: if it fails (a bug in explain), no plan has been emitted yet.
-    explanation = None
-    if args.explain:
-        from gangopt.explain import summary
+        plan = plan.model_copy(update={"stats": plan.stats.model_copy(update={"parse_seconds": parsed})})
+        text = plan.model_dump_json(indent=2) + "\n"
+        # The summary goes first: if it fails (a bug in explain), no plan has been emitted yet.
+        explanation = None
+        if args.explain:
+            from gangopt.explain import summary
 
-        explanation = summary(rnd, plan)
-    emit(text, args.output)
+            explanation = summary(rnd, plan)
+        emit(text, args.output)
     if explanation is not None:
         sys.stderr.write(explanation)
     return EXIT_OK
+
+
+OUTPUT_SECONDS_PER_PENDING_GANG = 2e-5
+"""Seconds the command keeps, per pending gang of the round, after the solve for what follows
+it: the plan's JSON, its atomic write (with ``fsync``) and the process's end. Measured at XL
+(2,000 pending gangs, a 1.2 MB plan): the JSON 4-8 ms, the write 9 ms, ``os._exit`` of the
+0.6 GB process 10 ms (load 2.5): 0.03 s, 1.5e-5 a gang; the solve used to get them from the
+limit, and the command ended past it (10.23-10.25 s at a 10 s limit on merged stop 36; issue
+13, h37-xlfinish in docs/benchmarks.md)."""
+
+
+def output_seconds(rnd: Round) -> float:
+    """Seconds the command keeps after the solve for writing ``rnd``'s plan
+    (:data:`OUTPUT_SECONDS_PER_PENDING_GANG`)."""
+    return OUTPUT_SECONDS_PER_PENDING_GANG * len(rnd.pending)
 
 
 
@@ -180,7 +200,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 def _collector_off(whole_process: bool, freeze: bool = False) -> Iterator[None]:
     """No cyclic collection inside the block in a ``whole_process`` (the ``gangopt`` script)
     whose collector is on; with ``freeze``, everything tracked so far is frozen on leaving it
-    (the parse: :func:`read_round`). The solve runs inside it too: its objects are freed by
+    (the parse: :func:`read_round`). The solve and the plan's writing run inside it too: its objects are freed by
     reference counting (its arrays, plans and models hold no cycles worth a walk), and the
     process ends with the command. At fragmented L busy 0.75 the collector still ran twice at
     gangopt's raised threshold (:mod:`gangopt.gcpause`), 0.025 of the solve's 2.4-3.0 CPU-s, for
