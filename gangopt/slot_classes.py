@@ -1159,15 +1159,17 @@ against the base's 6 of 10 (gap 2.2 % not 1.2 %): kept at 1 there (docs/benchmar
 "h36-xlsec")."""
 
 FINE_LOSS_NODES = 8192
-"""Rounds with more nodes than this get :data:`FINE_LOSS_SEGMENTS` loss steps. Above it no
-per-node second stage at the plan's tiers fits the clock (:func:`gangopt.slots.secondary_bound_at`
-at XL: 33-72 CPU-s for the per-node LP, h35-xlbound), so the class LP's few hundredths of a CPU
-second buy nothing else; at or below it (L, 4,096 nodes) they may cost that LP its turn. At XL
-(the 10 s plan, tiers 99,056.2 / 178,380.5 / 180,769.4) priority 0's bound 191,028.3 -> 190,817.0
-GPU-eq with 64 steps (8: 190,864.3; 1,024: 190,817.0), the class tier bounds 1.30 -> 1.24 CPU-s
-(the same within the noise; docs/benchmarks.md, "h37-xlbound")."""
+"""Rounds with more nodes than this get :data:`FINE_LOSS_SEGMENTS` loss steps. Above it the
+per-node slot LPs do not fit the clock (33-72 CPU-s at XL, h35-xlbound), so neither does the
+per-node second stage at the plan's tiers (:func:`gangopt.slots.secondary_bound_at`) that finer
+steps would take time from; at or below it (L, 4,096 nodes) they may cost that LP its turn. At
+XL (the 10 s plan, tiers 99,056.2 / 178,380.5 / 180,769.4) priority 0's bound 191,028.3 ->
+190,817.0 GPU-eq with 64 steps (8: 190,864.3; 1,024: 190,817.0) and the secondary bound -103.1
+-> -132.4, the reported gap 2.986 % -> 2.933 %; :func:`gangopt.annotate.cheap_bounds_for` 3.28
+CPU-s median on both codes (4 pairs; docs/benchmarks.md, "h37-xlbound")."""
 
 FINE_LOSS_SEGMENTS = 64
+"""Loss steps per node state above :data:`FINE_LOSS_NODES` nodes (more gave XL nothing)."""
 
 
 def loss_segments(nodes: int) -> int:
