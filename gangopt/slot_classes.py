@@ -988,7 +988,7 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
     # Value lost per node, not only per class's pool: a node in state ``e`` loses at least the
     # cheapest of its own pods summing to ``e_i`` (a rigid gang's units on it at its share of
     # the gang's value, whole), and the ``z[k, e]`` nodes of a class in state ``e`` at least
-    # the cheapest of the class's own such losses (:func:`_state_costs`, :data:`LOSS_SEGMENTS`);
+    # the cheapest of the class's own such losses (:func:`_state_costs`, :func:`loss_segments`);
     # a state no node of its class can reach holds no node.
     built = _Model(
         model=model,
@@ -1012,7 +1012,7 @@ def _tier_model(pool: _Pool, prio: int, floors: list[tuple[int, int]]) -> _Model
         table = _node_losses(pool, built.band_pods[i], level, units, per_pod, width)
         if table is None:
             continue
-        node_vars, node_costs = _state_costs(model, built, [(i, table)], LOSS_SEGMENTS)
+        node_vars, node_costs = _state_costs(model, built, [(i, table)], loss_segments(len(pool.free)))
         if not node_vars:
             continue
         lost = len(model.variable)
@@ -1150,12 +1150,32 @@ NODE_LOSS_WIDTH = 64
 
 LOSS_SEGMENTS = 1
 """Segments per node state of a class for the tier value a state's nodes lose
-(:func:`_state_costs`), as :data:`EVICTION_SEGMENTS` for the eviction floor. At XL (greedy's
-plan) 8 and 64 would lower priority 0's bound 191,577.1 -> 191,413.1 and 191,365.8 GPU-eq, but
-the class bounds cost about 0.05-0.1 CPU-s more at L busy 0.6 (0.61 -> 0.66-0.71 in
-:func:`gangopt.annotate.cheap_bounds_for`), where the finisher's clock then let the secondary
-LP at the plan's tiers run in 2 of 10 runs against the base's 6 of 10 (gap 2.2 % not 1.2 %):
-kept at 1 (docs/benchmarks.md, "h36-xlsec")."""
+(:func:`_state_costs`), as :data:`EVICTION_SEGMENTS` for the eviction floor, on rounds of at
+most :data:`FINE_LOSS_NODES` nodes. At XL (greedy's plan) 8 and 64 would lower priority 0's
+bound 191,577.1 -> 191,413.1 and 191,365.8 GPU-eq, but the class bounds cost about 0.05-0.1
+CPU-s more at L busy 0.6 (0.61 -> 0.66-0.71 in :func:`gangopt.annotate.cheap_bounds_for`),
+where the finisher's clock then let the secondary LP at the plan's tiers run in 2 of 10 runs
+against the base's 6 of 10 (gap 2.2 % not 1.2 %): kept at 1 there (docs/benchmarks.md,
+"h36-xlsec")."""
+
+FINE_LOSS_NODES = 8192
+"""Rounds with more nodes than this get :data:`FINE_LOSS_SEGMENTS` loss steps. Above it the
+per-node slot LPs do not fit the clock (33-72 CPU-s at XL, h35-xlbound), so neither does the
+per-node second stage at the plan's tiers (:func:`gangopt.slots.secondary_bound_at`) that finer
+steps would take time from; at or below it (L, 4,096 nodes) they may cost that LP its turn. At
+XL (the 10 s plan, tiers 99,056.2 / 178,380.5 / 180,769.4) priority 0's bound 191,028.3 ->
+190,817.0 GPU-eq with 64 steps (8: 190,864.3; 1,024: 190,817.0) and the secondary bound -103.1
+-> -132.4, the reported gap 2.986 % -> 2.933 %; :func:`gangopt.annotate.cheap_bounds_for` 3.28
+CPU-s median on both codes (4 pairs; docs/benchmarks.md, "h37-xlbound")."""
+
+FINE_LOSS_SEGMENTS = 64
+"""Loss steps per node state above :data:`FINE_LOSS_NODES` nodes (more gave XL nothing)."""
+
+
+def loss_segments(nodes: int) -> int:
+    """The loss steps per node state (:data:`LOSS_SEGMENTS`, :data:`FINE_LOSS_SEGMENTS`) on a
+    round of ``nodes`` nodes."""
+    return FINE_LOSS_SEGMENTS if nodes > FINE_LOSS_NODES else LOSS_SEGMENTS
 
 
 def _node_losses(
