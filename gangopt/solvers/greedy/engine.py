@@ -162,8 +162,8 @@ def greedy(
     worth no tier value (only the secondary terms), so growing a gang right after its admission
     can only take room a later gang's minimum needed: on issue 13's fragmented XL round eager
     growth left priority 0 at 180,769.4 GPU-eq, deferred at 181,014.4 (+245.0, the same
-    priorities 10 and 5, secondary terms -2,930.6 -> -2,905.1) for no more work (the pass
-    4.93 -> 4.80 CPU-s, medians of 3 pairs at load 7); the same tiers on S, M, L, L busy 0.6 (its secondary -694.3 ->
+    priorities 10 and 5, secondary terms -2,930.6 -> -2,905.1) for less work (the pass 5.02 ->
+    4.28 CPU-s, in process); the same tiers on S, M, L, L busy 0.6 (its secondary -694.3 ->
     -601.0) and 12 of 14 rounds of XL's shape, priority 0 +40.0 on 512/62/1, never lower
     (docs/benchmarks.md, "h37-xlplan"). FIFO first fit and the peer emulations keep eager
     growth (they emulate schedulers that grow at admission).
