@@ -25,7 +25,7 @@ def fifo_first_fit(rnd: Round, *, stop: Callable[[], bool] | None = None) -> Pla
             "policy": rnd.policy.model_copy(update={"preemption": False}),
         }
     )
-    plan = greedy(flat, growth="eager", stop=stop, solver="fifo_first_fit")  # at their maximum if it fits
+    plan = greedy(flat, stop=stop, solver="fifo_first_fit")
     order = sorted(rnd.pending, key=lambda g: (g.submit_time, g.name))
     admitted = set(plan.admitted)
     blocker = next((g.name for g in order if g.name not in admitted), None)

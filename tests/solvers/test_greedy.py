@@ -327,24 +327,6 @@ def test_deferred_growth_leaves_room_for_lower_priority_minimums() -> None:
     assert deferred.admitted == ["elastic", "small"] and len(nodes_of(deferred, "elastic")) == 2
 
 
-def test_greedy_defers_growth_by_default_and_fifo_grows_at_admission() -> None:
-    """Greedy's default (the ``greedy`` solver, and CP-SAT's first candidate) is deferred growth:
-    growth is worth no tier value, so every minimum comes first (XL: priority 0 +245.0 GPU-eq).
-    FIFO first fit still starts an elastic gang at its maximum when it fits (its floor's rule).
-    Fails with eager growth as greedy's default (955cf04): ``small`` waits there."""
-    rnd = make_round(
-        cluster(3, gpus=8),
-        pending=[pending("elastic", 3, gpu=8, min_replicas=1, priority=9), pending("small", 1, gpu=8, priority=1)],
-    )
-    solved = gangopt.solve(rnd, solver="greedy")
-    assert validate(rnd, solved) == []
-    assert sorted(solved.admitted) == ["elastic", "small"] and len(nodes_of(solved, "elastic")) == 2
-    assert [t.value for t in solved.score.tiers] > [t.value for t in score(rnd, decide(rnd, "eager")).tiers]
-    fifo = gangopt.solve(rnd, solver="fifo_first_fit")
-    assert validate(rnd, fifo) == []
-    assert fifo.admitted == ["elastic"] and len(nodes_of(fifo, "elastic")) == 3
-
-
 # ----------------------------------------------------------------------------- weakness, determinism, fuzz
 
 
@@ -790,7 +772,7 @@ def test_an_engine_built_like_a_used_one_decides_as_one_built_alone(rnd: Round) 
     # engine built like one that already ran (preempted, grew) decides the round the same way.
     engines: list[GreedyEngine] = []
     first = greedy(rnd, explain=False, engines=engines)
-    built_like = GreedyEngine(rnd, "deferred", like=engines[-1])  # greedy's default growth
+    built_like = GreedyEngine(rnd, "eager", like=engines[-1])
     built_like.explain, built_like.reclaim = False, engines[-1].reclaim  # as greedy's last decision
     assert built_like.rp_node is engines[-1].rp_node and built_like.kept is not engines[-1].kept
     again = built_like.run()

@@ -5,7 +5,7 @@ model for reading it top to bottom):
 
 1. **Prefilter** the round (:mod:`gangopt.prefilter`): node arrays, eligibility, node
    classes, gangs that cannot start pruned with their reason.
-2. **Candidates**: greedy (:mod:`gangopt.solvers.greedy`, deferred growth); the best candidate
+2. **Candidates**: greedy (:mod:`gangopt.solvers.greedy`, eager growth); the best candidate
    is the warm start and the fallback. When the round's cheap bounds already prove a
    candidate within ``policy.gap_limit``, it is the answer and no model is built (nor CP-SAT
    imported: its wrapper pulls in pandas, 0.3 CPU-s).
@@ -14,7 +14,7 @@ model for reading it top to bottom):
    greedy engine; a valid, lexicographically better plan replaces the candidate, and is the
    answer when the cheap bounds prove it (M 0.75: every tier at its bound, and the secondary
    terms within 0.3 % of their bound at the tiers' optimum: 0.45 CPU-s for the whole solve).
-   Then the other candidates: greedy with eager growth and, on a round whose model is too
+   Then the other candidates: greedy with deferred growth and, on a round whose model is too
    large to build whole (:func:`peers_first`), every peer emulation, before the model; the
    placer again from a peer's plan that beat its own. When every tier of the warm start is
    at its bound, the search below is skipped.
@@ -172,7 +172,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
     if proven is not None:
         return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow, bounds_decide=True)
     # 2a. The slot placer: the integer slot model's choice, placed by the greedy engine. Then
-    # the other candidates: greedy with eager growth and, on a round whose model is too
+    # the other candidates: greedy with deferred growth and, on a round whose model is too
     # large to build whole, the peer emulations (after the placer: at M 0.75 its plan is
     # proven, and the 0.1 and 0.5 CPU-s they cost are saved); the placer again from one that
     # beat its plan.
@@ -562,7 +562,7 @@ def _best_greedy(
     The best candidate is CP-SAT's warm start and fallback: starting from it is what makes
     CP-SAT's plan never worse than greedy's. Candidates, cheapest first (:func:`_candidates`),
     stopping as soon as one is proven good enough or reaches every tier's ceiling: greedy with
-    deferred growth; after the slot placer, greedy with eager growth and (on a round whose
+    eager growth; after the slot placer, greedy with deferred growth and (on a round whose
     model is too large to build whole) each peer emulation; step 8 tries the peers after the
     search otherwise. No candidate after the first starts once :data:`CANDIDATE_SHARE` of the
     time limit since ``start`` is spent (``start``: after CP-SAT's import, which a process pays
@@ -834,7 +834,7 @@ def portfolio_floor(rnd: Round, result: Result, deadline: float | None = None, e
 def _candidates(
     engines: list[GreedyEngine] | None = None, stop: Callable[[], bool] | None = None
 ) -> list[Callable[[Round], Plan]]:
-    """Plan makers in the order :func:`_best_greedy` tries them; the first (greedy, deferred
+    """Plan makers in the order :func:`_best_greedy` tries them; the first (greedy, eager
     growth) appends its engine to ``engines``: the slot placer's engines share its setup (gang
     views, running-pod index, victim order: a placer pass 0.50 -> 0.36 CPU-s at L 0.75,
     docs/benchmarks.md, "h29-L"), and stops when ``stop`` says so (:func:`_cut_short`)."""
@@ -846,10 +846,10 @@ def _candidates(
     def greedy_plan(rnd: Round) -> Plan:
         return greedy(rnd, explain=False, engines=engines, stop=stop, keep_top=True)
 
-    def eager(rnd: Round) -> Plan:
-        return greedy(rnd, growth="eager", explain=False)
+    def deferred(rnd: Round) -> Plan:
+        return greedy(rnd, growth="deferred", explain=False)
 
-    return [greedy_plan, eager, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
+    return [greedy_plan, deferred, koordinator_like, volcano_like, kueue_like, slurm_backfill_like, fifo_first_fit]
 
 
 def _cut_short(pre: Prefiltered | None, plan: Plan, unbounded: Score, stats: Stats, slow: float) -> Result:

@@ -118,19 +118,11 @@ class SlotPlacer(GreedyEngine):
         self.decided: frozenset[tuple[int, ...]] = frozenset()
         """Transactions ``resume`` decided (greedy's highest priority): not decided again."""
         self._grown: frozenset[str] = frozenset()
-        """Gangs of :attr:`decided` greedy grew (more pods than their minimum's counts): not
-        grown again. Greedy's default is deferred growth (h37-xlplan), whose state after the
-        highest priority holds no growth yet; with eager growth it held every decided gang's."""
+        """Gangs of :attr:`decided`: greedy grew them as it admitted them (eager growth)."""
         if resume is not None:
             self.restore(resume)
             self.decided = resume.decided
-            self._grown = frozenset(
-                name
-                for t in resume.decided
-                for i in t
-                if (name := rnd.pending[i].name) in resume.allocs
-                and sum(n for _, _, n in resume.allocs[name]) > sum(resume.counts[name])
-            )
+            self._grown = frozenset(rnd.pending[i].name for t in resume.decided for i in t)
         self.choice = choice
         self.consolidate = consolidate
         """Whether whole nodes are kept for the chosen gangs' largest pods (:attr:`big`): every

@@ -53,9 +53,8 @@ Procedure (docs/peers.md §2: Koordinator/Volcano/Kueue, one gang at a time)
    (:meth:`GreedyEngine.spare_spread`).
 4. **Grow** elastic gangs up to their maximum while pods fit (no preemption for growth):
    admitted gangs right after admission (``growth="eager"``, as Volcano's allocate does) or
-   after every pending gang had its chance (``growth="deferred"``, greedy's default: better
-   for lower-priority minimums, :func:`greedy`); then running elastic gangs that kept all
-   their pods, by priority. A gang with
+   after every pending gang had its chance (``growth="deferred"``, better for lower-priority
+   minimums); then running elastic gangs that kept all their pods, by priority. A gang with
    a preferred level grows inside the domains it already uses first, broadest level first.
 5. A last pass puts back any preempted pod (or whole evicted gang) that fits again, since a
    later preemption may have freed room near it.
@@ -149,7 +148,7 @@ def greedy(
     rnd: Round,
     policy: Policy | None = None,
     *,
-    growth: Growth = "deferred",
+    growth: Growth = "eager",
     explain: bool = True,
     engines: list[GreedyEngine] | None = None,
     stop: Callable[[], bool] | None = None,
@@ -157,16 +156,6 @@ def greedy(
     keep_top: bool = False,
 ) -> Plan:
     """Decide ``rnd`` greedily (see the module docstring); ``policy`` overrides ``rnd.policy``.
-
-    ``growth``: deferred by default, every pending gang's minimum before any growth. Growth is
-    worth no tier value (only the secondary terms), so growing a gang right after its admission
-    can only take room a later gang's minimum needed: on issue 13's fragmented XL round eager
-    growth left priority 0 at 180,769.4 GPU-eq, deferred at 181,014.4 (+245.0, the same
-    priorities 10 and 5, secondary terms -2,930.6 -> -2,905.1) for less work (the pass 5.02 ->
-    4.28 CPU-s, in process); the same tiers on S, M, L, L busy 0.6 (its secondary -694.3 ->
-    -601.0) and 12 of 14 rounds of XL's shape, priority 0 +40.0 on 512/62/1, never lower
-    (docs/benchmarks.md, "h37-xlplan"). FIFO first fit and the peer emulations keep eager
-    growth (they emulate schedulers that grow at admission).
 
     Returns a ``FEASIBLE`` plan with ``solver`` as its solver name (FIFO first fit's pass is
     greedy's on a flattened round), every pending gang either admitted or
