@@ -1338,7 +1338,7 @@ class GreedyEngine:
         spare_order = np.lexsort((-pods[spare], rank[spare]))
         spare_pods, spare_rank = pods[spare][spare_order], rank[spare][spare_order]
         rest_pods, rest_rank = pods[rest], rank[rest]
-        firsts = np.flatnonzero(np.r_[True, rest_rank[1:] != rest_rank[:-1]]) if rest_rank.size else rest_rank
+        firsts = np.flatnonzero(run_starts(rest_rank))
         flat = np.concatenate([spare_pods, rest_pods]).astype(np.intp)
         starts = np.concatenate([np.arange(spare_pods.size), spare_pods.size + firsts, [flat.size]]).astype(np.intp)
         unit_victim = victims[np.concatenate([spare_rank, rest_rank[firsts]]).astype(np.intp)]
