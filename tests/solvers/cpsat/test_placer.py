@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -442,3 +443,57 @@ def test_a_large_rounds_integer_choice_hurries_to_the_largest_first_order(
     for plan in plans:
         assert gangopt.validate(rnd, plan) == []
     assert lexicographic_key(out.score) > lexicographic_key(seed_score)
+
+
+@pytest.mark.parametrize("keeps", [0.0, 1e6])
+def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_lp_its_time(
+    monkeypatch: pytest.MonkeyPatch, keeps: float
+) -> None:
+    """h37-L06: once the taken choice's tier is at its bound and the lower choice is of the
+    plan's lowest tier, the passes after the first placed under the taken choice, the choice as
+    it is and SCIP's whole choice end ``annotate.at_plan_seconds`` before the placer's deadline
+    (on the 4,096-node busy-0.6 round at 10 s the 7 passes after the first found nothing and
+    squeezed out the finisher's secondary LP: 1.21 % -> 2.20 %). 256 nodes / 100 gangs, busy
+    0.6, seed 1 (jobs mix), the deadline far away: with the LP's seconds past the deadline the
+    placement under priority 5's choice is one pass and nothing follows it, and the placed plan
+    still gains on priority 0; with none the same first pass and more after it. Fails if the
+    passes ignore ``keep`` or the plan is not kept for the LNS (``Placed.keep``)."""
+    import gangopt.annotate as annotate_module
+
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
+    monkeypatch.setattr(annotate_module, "at_plan_seconds", lambda _pre: keeps)
+    runs: list[tuple[int, bool, Plan]] = []
+    real_run, real_placed = SlotPlacer.run, placer_module.placed
+    under: list[bool] = []
+
+    def logged_run(self: SlotPlacer) -> Plan:
+        plan = real_run(self)
+        runs.append((self.choice.priority, under[-1], plan))
+        return plan
+
+    def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
+        under.append(kwargs.get("start") is not None)
+        return real_placed(*args, **kwargs)
+
+    monkeypatch.setattr(SlotPlacer, "run", logged_run)
+    monkeypatch.setattr(placer_module, "placed", logged_placed)
+    pre = prefilter(rnd)
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    cheap_bounds_for(pre, seed_score)
+    until = time.perf_counter() + 3600.0
+    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
+    for _, _, plan in runs:
+        assert gangopt.validate(rnd, plan) == []
+    zero = [r for r in runs if r[0] == 0]
+    assert zero and zero[0][1], "no placement under the priority-5 choice"
+    five = max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key)
+    first_under = score(rnd, zero[0][2])
+    assert lexicographic_key(first_under) > lexicographic_key(five)  # the first pass under it pays
+    assert lexicographic_key(out.score) > lexicographic_key(seed_score)
+    if keeps:
+        assert len(zero) == 1  # the first pass under the taken choice, nothing after it
+        assert out.keep == keeps
+    else:
+        assert len(zero) > 1
+        assert out.keep == 0.0
