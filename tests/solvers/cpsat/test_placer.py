@@ -43,6 +43,16 @@ def _choice_after_greedy(rnd: Round, large: bool = False) -> SlotChoice | None:
     return slot_choice(pre, {t.priority: round(t.value * SCALE) for t in plan_score.tiers})
 
 
+def _greedy_seed(rnd: Round) -> tuple[Prefiltered, Plan, Score]:
+    """The round prefiltered, greedy's plan and its score, the cheap bounds solved for it (what
+    :func:`place_choices` starts from at the door)."""
+    pre = prefilter(rnd)
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    cheap_bounds_for(pre, seed_score)
+    return pre, seed, seed_score
+
+
 def _signature(plan: Plan) -> tuple[object, ...]:
     return (
         plan.admitted,
@@ -368,10 +378,7 @@ def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(mo
 
     monkeypatch.setattr(placer_module, "slot_choice", lp_like)
     monkeypatch.setattr(placer_module, "placed", logged)
-    pre = prefilter(rnd)
-    seed = greedy(rnd)
-    seed_score = score(rnd, seed)
-    cheap_bounds_for(pre, seed_score)
+    pre, seed, seed_score = _greedy_seed(rnd)
 
     def bounded(plan: Plan, s: Score) -> None:  # the next choice needs the plan's bounds; no answer
         cheap_bounds_for(pre, s)
@@ -428,10 +435,7 @@ def test_a_large_rounds_integer_choice_hurries_to_the_largest_first_order(
         return plan
 
     monkeypatch.setattr(SlotPlacer, "run", logged)
-    pre = prefilter(rnd)
-    seed = greedy(rnd)
-    seed_score = score(rnd, seed)
-    cheap_bounds_for(pre, seed_score)
+    pre, seed, seed_score = _greedy_seed(rnd)
     out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None)
     first_choice = [p for p in passes if p[0] == passes[0][0]]
     assert len(first_choice) >= 2, "the first pass placed every chosen gang: nothing to hurry"
@@ -477,10 +481,7 @@ def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_
 
     monkeypatch.setattr(SlotPlacer, "run", logged_run)
     monkeypatch.setattr(placer_module, "placed", logged_placed)
-    pre = prefilter(rnd)
-    seed = greedy(rnd)
-    seed_score = score(rnd, seed)
-    cheap_bounds_for(pre, seed_score)
+    pre, seed, seed_score = _greedy_seed(rnd)
     until = time.perf_counter() + 3600.0
     out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
     for _, _, plan in runs:
