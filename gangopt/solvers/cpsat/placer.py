@@ -778,9 +778,10 @@ def finisher_keeps(pre: Prefiltered, plan: Score, choice: SlotChoice, above: Slo
     the plan's gap 1.21 % instead of 2.20 %. Which passes ever paid, placer pass by pass: under
     the taken choice only the first, on that round at 10 and 30 s and on the 1,024-node rounds
     of its shape (16 passes each, ``bench.xl_shape`` L path); on the 256- and 512-node ones a
-    later pass gained 3.6 and 10.5 GPU-eq of priority 5 or 5.0 of priority 0, and the choice
-    as it is beat the placement under in 3 of 5: those rounds end far before the deadline, and
-    their LP keeps 0.02-0.05 s."""
+    later pass gained 3.6 or 10.5 GPU-eq of priority 5 or 5.0 of priority 0, and the choice as
+    it is beat the placement under the taken one on 3 of the 5 rounds with one. Those rounds
+    keep about 0.1 s (256 nodes); the 13 L paths end the same but one, 1024/250/1, whose SCIP
+    whole-choice retry (+5.0 on priority 0) no longer fits its 10 s."""
     from gangopt.annotate import at_plan_seconds  # the finisher's own estimate; no cycle at run time
 
     if above is None or above.priority <= choice.priority:
