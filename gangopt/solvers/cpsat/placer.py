@@ -631,6 +631,18 @@ pass in the priority order places the choice, it gave the same tiers with a seco
 of 149.4 against 163.3 (gap 0.093 % against 0.082 %); hurried, the plan there is the same."""
 
 
+UNDER_PASS_SHARE = 0.5
+"""The share of the taken placement's longest pass that the first pass of the next choice,
+placed under the taken one (:func:`_under`), is taken to last when :func:`place_choices`
+decides whether it starts before the deadline. On the fragmented 4,096-node busy-0.6 round
+that pass took 0.29 s against priority 5's 0.69 s (load 0.2) and 0.82 s against 1.71 s (load
+4.8): the taken choice's tiers above go in first where its best pass put them. Gated by the
+whole pass, at load 4-5 the priority-0 choice never started at a 10 s limit (4.022 % on 12 of
+12 runs of 955cf04's code, the command ending 8.5-9.1 s in: the finisher's reserve is 1.67 s
+and it took about 0.8); with half, 4 of 6 runs at load 3.9-4.2 placed it and ended at 1.212 %
+(9.71-10.27 s; 955cf04 1 of 6; docs/benchmarks.md, "h37-L06")."""
+
+
 @dataclass
 class Placed:
     """What :func:`place_choices` returns: the best plan, its score, and the choices tried."""
@@ -692,8 +704,8 @@ def place_choices(
     took = step = 0.0
     large = len(pre.pending) + len(pre.candidates) > MAX_COLUMNS
     while out.tried < MAX_CHOICES:
-        if out.tried and until is not None and time.perf_counter() + step > until:
-            break  # not one pass of the last placement's length would end in time
+        if out.tried and not _next_in_time(step, until, above is not None):
+            break  # not one pass of the next placement would end in time
         began = time.perf_counter()
         values = {t.priority: round(t.value * SCALE) for t in out.score.tiers}
         choice = slot_choice(pre, values) or class_choice(pre, values, until)
@@ -789,6 +801,14 @@ def finisher_keeps(pre: Prefiltered, plan: Score, choice: SlotChoice, above: Slo
     if _tier_value(plan, above.priority) < above.bound or choice.priority > min(t.priority for t in plan.tiers):
         return 0.0
     return at_plan_seconds(pre)
+
+
+def _next_in_time(step: float, until: float | None, under: bool) -> bool:
+    """Whether the next choice's first pass ends by ``until`` (None: no clock), taken to last
+    ``step`` (the longest pass of the last placement), or :data:`UNDER_PASS_SHARE` of it when
+    it is placed ``under`` the taken choice first (:func:`_under`)."""
+    share = UNDER_PASS_SHARE if under else 1.0
+    return until is None or time.perf_counter() + share * step <= until
 
 
 def _resume(

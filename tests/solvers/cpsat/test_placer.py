@@ -498,3 +498,17 @@ def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_
     else:
         assert len(zero) > 1
         assert out.keep == 0.0
+
+
+def test_a_choice_placed_under_the_taken_one_starts_when_half_a_pass_fits() -> None:
+    """h37-L06: the next choice, placed first under the taken one, is gated by half the taken
+    placement's longest pass (placer.UNDER_PASS_SHARE: at L busy 0.6 0.29 s against 0.69 s,
+    0.82 against 1.71 under load), any other by the whole pass. Fails if the share is not
+    applied, or applied to a choice with no taken one above it."""
+    now = time.perf_counter()
+    step = 100.0
+    until = now + 0.75 * step  # half a pass fits, a whole one does not
+    assert placer_module._next_in_time(step, until, under=True)
+    assert not placer_module._next_in_time(step, until, under=False)
+    assert not placer_module._next_in_time(step, now + 0.25 * step, under=True)
+    assert placer_module._next_in_time(step, None, under=False)
