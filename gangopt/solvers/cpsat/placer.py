@@ -704,7 +704,9 @@ def place_choices(
     took = step = 0.0
     large = len(pre.pending) + len(pre.candidates) > MAX_COLUMNS
     while out.tried < MAX_CHOICES:
-        if out.tried and not _next_in_time(step, until, above is not None):
+        # Only after an integer slot model's choice (levels: the measured case); XL's node-class
+        # choices (4 s passes against a capped reserve) keep the whole pass.
+        if out.tried and not _next_in_time(step, until, above is not None and bool(above.levels)):
             break  # not one pass of the next placement would end in time
         began = time.perf_counter()
         values = {t.priority: round(t.value * SCALE) for t in out.score.tiers}
