@@ -747,3 +747,37 @@ def test_a_returned_warm_start_keeps_the_secondary_bound_only_at_the_tier_optima
     assert kept is not None and kept.tiers == proven.tiers  # tier bounds bound every plan
     assert kept.secondary == (7.3 if keeps_secondary else None)
     assert _for_plan(None, plan_score) is None
+
+
+def test_the_search_after_the_placer_keeps_the_finishers_lp_its_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """h37-L06: when the slot placer's plan may be proven by the finisher's secondary LP at its
+    tiers (``Placed.keep``: only the lowest tier open), the large-neighbourhood search after the
+    placer ends that many seconds earlier. 256 nodes / 100 gangs, busy 0.6, seed 1 (jobs mix),
+    the placer made to return greedy's plan as improved with ``keep`` 0 and 3 s: the search's
+    deadline, counted from the solve's start, moves by the 3 s (the rest of the deadline is the
+    clock's slowdown, which moves it by far less). Fails if the search ignores ``keep``."""
+    import gangopt.solvers.cpsat as cpsat
+
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
+    seen: list[float] = []
+    begun: list[float] = []
+    keeps = iter([0.0, 3.0])
+
+    def placed_as_greedy(r: Round, pre: Any, seed: Plan, seed_score: Score, *_a: Any, **_k: Any) -> Any:
+        return Placed(plan=seed, score=seed_score, tried=1, improved=1, keep=next(keeps)), None
+
+    real_improve = cpsat.improve
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        seen.append(args[4] - begun[-1])
+        return real_improve(*args, **kwargs)
+
+    monkeypatch.setattr(cpsat, "place_choices", placed_as_greedy)
+    monkeypatch.setattr(cpsat, "improve", spied)
+    monkeypatch.setattr(cpsat, "_proven_by_cheap_bounds", lambda *_a: None)
+    for _ in range(2):
+        begun.append(time.perf_counter())
+        result = cpsat.solve_cpsat(rnd, start=begun[-1])
+        assert gangopt.validate(rnd, result.plan) == []
+    assert len(seen) == 2, "the search did not run after the placer"
+    assert 2.5 < seen[0] - seen[1] < 3.5

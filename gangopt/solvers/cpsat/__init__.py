@@ -181,6 +181,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         del others[0]  # deferred growth differs from eager growth only for pending elastic gangs
     seen: set[str] = set()
     placed = False  # whether the best candidate is the slot placer's plan
+    keep = 0.0  # the placer's plan's :attr:`~gangopt.solvers.cpsat.placer.Placed.keep`
     for again in (False, True):
         if again:
             if not others or reaches_ceilings(tier_values(baseline_score), tier_ceilings(pre)):
@@ -213,6 +214,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             plan = proven.model_copy(update={"message": f"{slot.plan.message}; {proven.message}"})
             return Result(plan=plan, stats=stats, pre=pre, score=slot.score, slowdown=slow, bounds_decide=True)
         placed = placed or slot.improved > 0
+        keep = slot.keep if slot.improved else keep
         baseline, baseline_score = slot.plan, slot.score
     engines.clear()  # no longer shared: greedy's engine goes
     limit = rnd.policy.time_limit
@@ -226,6 +228,8 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         # When the clock already refuses the model (step 3's guard), the search has its time.
         whole = instead or _model_refused(pre, timing)
         lns_deadline, lns_work = (timing.deadline if whole else min(start + LNS_SHARE * limit, timing.deadline)), None
+        # The finisher's secondary LP at the placed plan's tiers keeps its time (h37-L06).
+        lns_deadline -= keep
     else:  # the deadline is the safety net; the work decides
         lns_deadline, lns_work = timing.deadline, rnd.policy.work * (1.0 if instead else LNS_SHARE)
     # With every tier at its bound the search cannot improve a tier (its sub-models only keep

@@ -468,6 +468,7 @@ def placed(
     start: Order | None = None,
     won: list[Order] | None = None,
     hurry: bool = False,
+    keep: float = 0.0,
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -502,13 +503,16 @@ def placed(
     ``start``: the gang order (and the gangs placed first in it) tried first, before the
     default ones (:func:`place_choices` passes the order of the taken choice's best pass to the
     same choice's gangs placed under it, :func:`_under`); ``won``: the order of the best pass is
-    appended to it."""
+    appended to it. ``keep``: seconds before ``until`` by which the passes after the first must
+    end (:func:`place_choices` keeps the finisher's secondary LP at the plan's tiers its time)."""
     chosen = {rnd.pending[i].name for i in choice.started}
     ahead = ahead & chosen
     over = _over(choice)
     best: tuple[Plan, Score] | None = None
     tried = 0
     took = 0.0
+    later = None if until is None else until - keep
+    """When the passes after the first must end."""
 
     def short(missing: bool = False) -> bool:
         """The best plan is below the model's value (with ``missing``, or leaves a chosen gang
@@ -520,7 +524,7 @@ def placed(
             below = value < choice.bound - rnd.policy.gap_limit * abs(choice.bound)
         else:
             below = value < choice.value or (missing and not chosen <= set(best[0].admitted))
-        return below and (until is None or time.perf_counter() + took <= until)
+        return below and (later is None or time.perf_counter() + took <= later)
 
     orders = [(SlotPlacer.gang_keys, False), (LARGEST_FIRST, False)]
     if CONSOLIDATE:
@@ -545,7 +549,7 @@ def placed(
         order_first = first
         passes = 0
         while passes < PASSES:
-            if tried and until is not None and time.perf_counter() + took > until:
+            if tried and later is not None and time.perf_counter() + took > later:
                 break
             tried += 1
             passes += 1
@@ -627,6 +631,18 @@ pass in the priority order places the choice, it gave the same tiers with a seco
 of 149.4 against 163.3 (gap 0.093 % against 0.082 %); hurried, the plan there is the same."""
 
 
+UNDER_PASS_SHARE = 0.5
+"""The share of the taken placement's longest pass that the first pass of the next choice,
+placed under the taken one (:func:`_under`), is taken to last when :func:`place_choices`
+decides whether it starts before the deadline. On the fragmented 4,096-node busy-0.6 round
+that pass took 0.29 s against priority 5's 0.69 s (load 0.2) and 0.82 s against 1.71 s (load
+4.8): the taken choice's tiers above go in first where its best pass put them. Gated by the
+whole pass, at load 4-5 the priority-0 choice never started at a 10 s limit (4.022 % on 12 of
+12 runs of 955cf04's code, the command ending 8.5-9.1 s in: the finisher's reserve is 1.67 s
+and it took about 0.8); with half, 4 of 6 runs at load 3.9-4.2 placed it and ended at 1.212 %
+(9.71-10.27 s; 955cf04 1 of 6; docs/benchmarks.md, "h37-L06")."""
+
+
 @dataclass
 class Placed:
     """What :func:`place_choices` returns: the best plan, its score, and the choices tried."""
@@ -635,6 +651,9 @@ class Placed:
     score: Score
     tried: int = 0
     improved: int = 0
+    keep: float = 0.0
+    """Seconds the finisher's secondary LP at the plan's tiers may need (:func:`finisher_keeps`
+    of the choice whose placement is :attr:`plan`): what follows the placer keeps them too."""
 
 
 def place_choices(
@@ -685,8 +704,10 @@ def place_choices(
     took = step = 0.0
     large = len(pre.pending) + len(pre.candidates) > MAX_COLUMNS
     while out.tried < MAX_CHOICES:
-        if out.tried and until is not None and time.perf_counter() + step > until:
-            break  # not one pass of the last placement's length would end in time
+        # Only after an integer slot model's choice (levels: the measured case); XL's node-class
+        # choices (4 s passes against a capped reserve) keep the whole pass.
+        if out.tried and not _next_in_time(step, until, above is not None and bool(above.levels)):
+            break  # not one pass of the next placement would end in time
         began = time.perf_counter()
         values = {t.priority: round(t.value * SCALE) for t in out.score.tiers}
         choice = slot_choice(pre, values) or class_choice(pre, values, until)
@@ -710,14 +731,19 @@ def place_choices(
         if lower is not None:
             tries.append((lower, above_order))
         tries.append((choice, None))
+        keep = finisher_keeps(pre, out.score, choice, above)
+        later = None if until is None else until - keep
+        """When what follows the first pass under the taken choice must end (:func:`finisher_keeps`)."""
         placement: tuple[Plan, Score, SlotChoice, Order] | None = None
         for this, start in tries:
-            if placement is not None and until is not None and time.perf_counter() + step > until:
+            if placement is not None and later is not None and time.perf_counter() + step > later:
                 break
             ahead = frozenset() if this.levels else _left_out(rnd, this, out.plan)
             resume = _resume(rnd, this, out.plan, like, ahead)
             hurry = LARGE_HURRY and large and bool(this.levels) and start is None
-            other, other_score = placed(rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry)
+            other, other_score = placed(
+                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep
+            )
             took = time.perf_counter() - began
             step = max(step, won[-1].seconds) if placement is not None else won[-1].seconds
             if placement is None or lexicographic_key(other_score) > lexicographic_key(placement[1]):
@@ -729,7 +755,7 @@ def place_choices(
         # Placed to the tier's bound and taken: SCIP's whole choice cannot do better on the
         # tier (M busy 0.6 seed 0: 1.9 s of the clock's 8 s went to placing it again).
         reached = better and _tier_value(plan_score, choice.priority) >= choice.bound
-        if choice.rounded and answer is None and not reached and (until is None or time.perf_counter() + took <= until):
+        if choice.rounded and answer is None and not reached and (later is None or time.perf_counter() + took <= later):
             # The LP's own solution placed (no SCIP, :func:`gangopt.slots.slot_choice`) is not
             # proven: SCIP's whole solution, placed, as before the LP's choice (tilted L 0.75).
             whole = slot_choice(pre, values, whole=True)
@@ -747,9 +773,44 @@ def place_choices(
             break  # never seen: the engine keeps every rule; the plan stays as it was
         out.plan, out.score, above, above_order = plan, plan_score, choice, order
         out.improved += 1
+        out.keep = keep
         if answer is not None:
             return out, answer
     return out, None
+
+
+def finisher_keeps(pre: Prefiltered, plan: Score, choice: SlotChoice, above: SlotChoice | None) -> float:
+    """Seconds the passes after the first must leave before the placer's deadline when
+    ``choice`` is placed under ``above`` (:func:`_under`), whose placement is the plan scoring
+    ``plan``: when ``above`` reached its bound and ``choice`` is of the plan's lowest tier, every
+    tier but the lowest is closed, and the finisher's secondary LP at the plan's tiers
+    (:func:`gangopt.annotate.at_plan_seconds`) may be what proves the plan; else none.
+
+    On the fragmented 4,096-node busy-0.6 round at 10 s the placement under priority 5's
+    choice reached priority 0 = 38,057.7 GPU-eq on its first pass and its 7 more passes found
+    nothing (5.3-7.7 s: h37-L06 in docs/benchmarks.md), and the LP they squeezed is what makes
+    the plan's gap 1.21 % instead of 2.20 %. Which passes ever paid, placer pass by pass: under
+    the taken choice only the first, on that round at 10 and 30 s and on the 1,024-node rounds
+    of its shape (16 passes each, ``bench.xl_shape`` L path); on the 256- and 512-node ones a
+    later pass gained 3.6 or 10.5 GPU-eq of priority 5 or 5.0 of priority 0, and the choice as
+    it is beat the placement under the taken one on 3 of the 5 rounds with one. Those rounds
+    keep about 0.1 s (256 nodes); the 13 L paths end the same but one, 1024/250/1, whose SCIP
+    whole-choice retry (+5.0 on priority 0) no longer fits its 10 s."""
+    from gangopt.annotate import at_plan_seconds  # the finisher's own estimate; no cycle at run time
+
+    if above is None or above.priority <= choice.priority:
+        return 0.0
+    if _tier_value(plan, above.priority) < above.bound or choice.priority > min(t.priority for t in plan.tiers):
+        return 0.0
+    return at_plan_seconds(pre)
+
+
+def _next_in_time(step: float, until: float | None, under: bool) -> bool:
+    """Whether the next choice's first pass ends by ``until`` (None: no clock), taken to last
+    ``step`` (the longest pass of the last placement), or :data:`UNDER_PASS_SHARE` of it when
+    it is placed ``under`` the taken choice first (:func:`_under`)."""
+    share = UNDER_PASS_SHARE if under else 1.0
+    return until is None or time.perf_counter() + share * step <= until
 
 
 def _resume(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +41,16 @@ def _choice_after_greedy(rnd: Round, large: bool = False) -> SlotChoice | None:
     plan_score = score(rnd, greedy(rnd))
     cheap_bounds_for(pre, plan_score)  # solves the tier models, keeps their solutions
     return slot_choice(pre, {t.priority: round(t.value * SCALE) for t in plan_score.tiers})
+
+
+def _greedy_seed(rnd: Round) -> tuple[Prefiltered, Plan, Score]:
+    """The round prefiltered, greedy's plan and its score, the cheap bounds solved for it (what
+    :func:`place_choices` starts from at the door)."""
+    pre = prefilter(rnd)
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    cheap_bounds_for(pre, seed_score)
+    return pre, seed, seed_score
 
 
 def _signature(plan: Plan) -> tuple[object, ...]:
@@ -367,10 +378,7 @@ def test_a_lower_choice_that_loses_a_tier_above_is_placed_under_the_taken_one(mo
 
     monkeypatch.setattr(placer_module, "slot_choice", lp_like)
     monkeypatch.setattr(placer_module, "placed", logged)
-    pre = prefilter(rnd)
-    seed = greedy(rnd)
-    seed_score = score(rnd, seed)
-    cheap_bounds_for(pre, seed_score)
+    pre, seed, seed_score = _greedy_seed(rnd)
 
     def bounded(plan: Plan, s: Score) -> None:  # the next choice needs the plan's bounds; no answer
         cheap_bounds_for(pre, s)
@@ -427,10 +435,7 @@ def test_a_large_rounds_integer_choice_hurries_to_the_largest_first_order(
         return plan
 
     monkeypatch.setattr(SlotPlacer, "run", logged)
-    pre = prefilter(rnd)
-    seed = greedy(rnd)
-    seed_score = score(rnd, seed)
-    cheap_bounds_for(pre, seed_score)
+    pre, seed, seed_score = _greedy_seed(rnd)
     out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None)
     first_choice = [p for p in passes if p[0] == passes[0][0]]
     assert len(first_choice) >= 2, "the first pass placed every chosen gang: nothing to hurry"
@@ -442,3 +447,68 @@ def test_a_large_rounds_integer_choice_hurries_to_the_largest_first_order(
     for plan in plans:
         assert gangopt.validate(rnd, plan) == []
     assert lexicographic_key(out.score) > lexicographic_key(seed_score)
+
+
+@pytest.mark.parametrize("keeps", [0.0, 1e6])
+def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_lp_its_time(
+    monkeypatch: pytest.MonkeyPatch, keeps: float
+) -> None:
+    """h37-L06: once the taken choice's tier is at its bound and the lower choice is of the
+    plan's lowest tier, the passes after the first placed under the taken choice, the choice as
+    it is and SCIP's whole choice end ``annotate.at_plan_seconds`` before the placer's deadline
+    (on the 4,096-node busy-0.6 round at 10 s the 7 passes after the first found nothing and
+    squeezed out the finisher's secondary LP: 1.21 % -> 2.20 %). 256 nodes / 100 gangs, busy
+    0.6, seed 1 (jobs mix), the deadline far away: with the LP's seconds past the deadline the
+    placement under priority 5's choice is one pass and nothing follows it, and the placed plan
+    still gains on priority 0; with none the same first pass and more after it. Fails if the
+    passes ignore ``keep`` or the plan is not kept for the LNS (``Placed.keep``)."""
+    import gangopt.annotate as annotate_module
+
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
+    monkeypatch.setattr(annotate_module, "at_plan_seconds", lambda _pre: keeps)
+    runs: list[tuple[int, bool, Plan]] = []
+    real_run, real_placed = SlotPlacer.run, placer_module.placed
+    under: list[bool] = []
+
+    def logged_run(self: SlotPlacer) -> Plan:
+        plan = real_run(self)
+        runs.append((self.choice.priority, under[-1], plan))
+        return plan
+
+    def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
+        under.append(kwargs.get("start") is not None)
+        return real_placed(*args, **kwargs)
+
+    monkeypatch.setattr(SlotPlacer, "run", logged_run)
+    monkeypatch.setattr(placer_module, "placed", logged_placed)
+    pre, seed, seed_score = _greedy_seed(rnd)
+    until = time.perf_counter() + 3600.0
+    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
+    for _, _, plan in runs:
+        assert gangopt.validate(rnd, plan) == []
+    zero = [r for r in runs if r[0] == 0]
+    assert zero and zero[0][1], "no placement under the priority-5 choice"
+    five = max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key)
+    first_under = score(rnd, zero[0][2])
+    assert lexicographic_key(first_under) > lexicographic_key(five)  # the first pass under it pays
+    assert lexicographic_key(out.score) > lexicographic_key(seed_score)
+    if keeps:
+        assert len(zero) == 1  # the first pass under the taken choice, nothing after it
+        assert out.keep == keeps
+    else:
+        assert len(zero) > 1
+        assert out.keep == 0.0
+
+
+def test_a_choice_placed_under_the_taken_one_starts_when_half_a_pass_fits() -> None:
+    """h37-L06: the next choice, placed first under the taken one, is gated by half the taken
+    placement's longest pass (placer.UNDER_PASS_SHARE: at L busy 0.6 0.29 s against 0.69 s,
+    0.82 against 1.71 under load), any other by the whole pass. Fails if the share is not
+    applied, or applied to a choice with no taken one above it."""
+    now = time.perf_counter()
+    step = 100.0
+    until = now + 0.75 * step  # half a pass fits, a whole one does not
+    assert placer_module._next_in_time(step, until, under=True)
+    assert not placer_module._next_in_time(step, until, under=False)
+    assert not placer_module._next_in_time(step, now + 0.25 * step, under=True)
+    assert placer_module._next_in_time(step, None, under=False)
