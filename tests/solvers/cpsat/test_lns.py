@@ -153,6 +153,34 @@ def test_a_stalled_search_stops_after_that_many_neighbourhoods_without_a_gain(mo
     assert gangopt.validate(rnd, free.plan) == []
 
 
+def test_the_search_ends_at_the_first_improvement_done_accepts() -> None:
+    """``done`` (the caller's proof within the gap limit, issue 13's M busy 0.9): the search
+    ends at the first improvement it accepts, with that plan; ``done`` sees only improvements
+    (never the seed); a ``done`` that accepts nothing leaves the search as without it. Fails
+    if the check is skipped (54 neighbourhoods), made before the plan is taken (the seed
+    returned), or ends the search with a plan it did not accept."""
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=3, running_mix="tilted"))
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    free = improve(rnd, prefilter(rnd), seed, seed_score, time.perf_counter() + 60)
+    assert free.improvements >= 2 and not free.proven  # the search goes on past its first gain
+    asked: list[gangopt.Plan] = []
+    never = improve(
+        rnd, prefilter(rnd), seed, seed_score, time.perf_counter() + 60, done=lambda p, s: asked.append(p) is not None
+    )
+    assert len(asked) == never.improvements == free.improvements and seed not in asked
+    assert never.neighbourhoods == free.neighbourhoods and never.plan.model_dump() == free.plan.model_dump()
+    out = improve(rnd, prefilter(rnd), seed, seed_score, time.perf_counter() + 60, done=lambda p, s: True)
+    assert out.proven and out.improvements == 1 and out.neighbourhoods < free.neighbourhoods
+    assert out.plan is not seed and lexicographic_key(out.score) > lexicographic_key(seed_score)
+    assert out.plan.model_dump() == asked[0].model_dump()  # the first improvement, the one accepted
+    assert "proven within the gap limit" in out.summary()
+    assert gangopt.validate(rnd, out.plan) == []
+
+
 def test_a_work_budget_ends_the_search_after_the_work_it_names() -> None:
     """``work`` (policy.deterministic): no neighbourhood starts once the sub-solves have spent
     it, whatever the clock; a budget spent by the first sub-solve stops the search after it,
