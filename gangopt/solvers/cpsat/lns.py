@@ -190,10 +190,10 @@ def improve(
     With ``done`` (the caller's proof: every tier and the total within ``policy.gap_limit`` of
     the round's cheap bounds), the search ends at the first improvement ``done`` accepts: no
     neighbourhood after it can make the answer's reported gap meet a limit it already meets.
-    On M busy 0.9 (fragmented, seed 2; ``python -m bench.fragmented_table M 0.9 --seed 2``) the
-    second improvement, in the second neighbourhood, was proven at 0.103 % of the 0.5 % limit and
-    the search went on for the 8 neighbourhoods of ``stall``, 4.2 of the round's 7.4 s wall,
-    for the same plan (docs/benchmarks.md, "h37-M09")."""
+    On M busy 0.9 (fragmented, seed 2) the first neighbourhood's plan is proven at 0.131 % of
+    the 0.5 % limit; without ``done`` the search went on for 9 more (one more gain of 5 GPU-eq
+    on priority 0, to 0.103 %, then the 8 of ``stall``): end to end 3.49 against 2.07 CPU-s,
+    medians of 4 pairs (docs/benchmarks.md, "h37-M09")."""
     out = Outcome(plan=seed, score=seed_score, seed_solver=seed.solver, work=work)
     if not applicable(rnd, pre) or not (trade or any(p.kind == "evict" for p in seed.preemptions)):
         # Nothing evicted whole: every free victim is kept already and no sub-model can do
