@@ -243,7 +243,9 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         # ``trade``): the placer can leave out a gang the slot model chose (for which it evicts).
         evicts = any(p.kind == "evict" for p in baseline.preemptions)
         trade = _open_tiers(pre, baseline_score) if placed and evicts else frozenset()
-        outcome = improve(rnd, pre, baseline, baseline_score, lns_deadline, stall, lns_work, trade)
+        # It stops at the first plan the cheap bounds prove within the gap limit (``done``).
+        done = lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s) is not None  # noqa: E731
+        outcome = improve(rnd, pre, baseline, baseline_score, lns_deadline, stall, lns_work, trade, done)
     if instead and closed and (not clocked or time.perf_counter() < lns_deadline):  # else the guard says: no time
         note = (
             f"every tier at its bound; large round (a model of about {estimated_variables(pre):,} variables): "

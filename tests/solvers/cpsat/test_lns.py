@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import gangopt
 from gangopt.objective import lexicographic_key, score
 from gangopt.prefilter import prefilter
-from gangopt.schema import Round
+from gangopt.schema import Round, Score
 from gangopt.solvers.cpsat.lns import applicable, best_victims, improve
 from gangopt.solvers.greedy import greedy
 from gangopt.solvers.greedy.engine import GreedyEngine
@@ -151,6 +151,34 @@ def test_a_stalled_search_stops_after_that_many_neighbourhoods_without_a_gain(mo
     assert out.neighbourhoods == 3 and out.plan is seed
     assert "no improvement in the last neighbourhoods" in out.summary()
     assert gangopt.validate(rnd, free.plan) == []
+
+
+def test_the_search_ends_at_the_first_improvement_done_accepts() -> None:
+    """``done`` (the caller's proof within the gap limit, issue 13's M busy 0.9): the search
+    ends at the first improvement it accepts, with that plan; ``done`` sees only improvements
+    (never the seed); a ``done`` that accepts nothing leaves the search as without it. Fails
+    if the check is skipped (54 neighbourhoods), made before the plan is taken (the seed
+    returned), or ends the search with a plan it did not accept."""
+    from bench.rounds import fragmented_spec
+    from gangopt.replay.generate import generate
+
+    rnd, _ = generate(fragmented_spec(64, 24, busy=0.75, seed=3, running_mix="tilted"))
+    seed = greedy(rnd)
+    seed_score = score(rnd, seed)
+    free = improve(rnd, prefilter(rnd), seed, seed_score, time.perf_counter() + 60)
+    assert free.improvements >= 2 and not free.proven  # the search goes on past its first gain
+    asked: list[gangopt.Plan] = []
+    never = improve(
+        rnd, prefilter(rnd), seed, seed_score, time.perf_counter() + 60, done=lambda p, s: asked.append(p) is not None
+    )
+    assert len(asked) == never.improvements == free.improvements and seed not in asked
+    assert never.neighbourhoods == free.neighbourhoods and never.plan.model_dump() == free.plan.model_dump()
+    out = improve(rnd, prefilter(rnd), seed, seed_score, time.perf_counter() + 60, done=lambda p, s: True)
+    assert out.proven and out.improvements == 1 and out.neighbourhoods < free.neighbourhoods
+    assert out.plan is not seed and lexicographic_key(out.score) > lexicographic_key(seed_score)
+    assert out.plan.model_dump() == asked[0].model_dump()  # the first improvement, the one accepted
+    assert "proven within the gap limit" in out.summary()
+    assert gangopt.validate(rnd, out.plan) == []
 
 
 def test_a_work_budget_ends_the_search_after_the_work_it_names() -> None:
@@ -423,3 +451,31 @@ def test_the_plans_running_pods_read_once_and_the_victims_a_region_reaches_match
     expected = [n for n in ctx.candidates if n in whole and reach[ctx.pods[n][0]].any()]
     assert ctx.reached(reach, base.whole) == expected
     assert ctx.base(state) is base  # once per plan
+
+
+def test_the_solver_ends_its_search_by_the_cheap_bound_proof(monkeypatch: pytest.MonkeyPatch) -> None:
+    """solve_cpsat passes ``improve`` a ``done`` that is the cheap-bound proof of its answer
+    (every tier and the total within the gap limit): the search then never stops on a plan the
+    answer would report over the limit. On 256 nodes (busy 0.6, seed 1) the search starts from
+    the slot placer's plan, which the bounds leave open: ``done`` refuses it, as the proof does.
+    Fails if the solver passes no ``done`` or one that accepts an unproven plan."""
+    from gangopt.solvers import cpsat
+    from gangopt.solvers.cpsat import lns
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 100, busy=0.6, seed=1, running_mix="jobs")
+    seen: list[tuple[gangopt.Plan, Score, object]] = []
+
+    def recorded(
+        rnd: Round, pre: object, seed: gangopt.Plan, seed_score: Score, *a: object, **k: object
+    ) -> lns.Outcome:
+        seen.append((seed, seed_score, a[4] if len(a) > 4 else k.get("done")))  # improve's 9th argument
+        return lns.Outcome(plan=seed, score=seed_score)
+
+    monkeypatch.setattr(cpsat, "improve", recorded)
+    cpsat.solve_cpsat(rnd)
+    assert len(seen) == 1
+    seed, seed_score, done = seen[0]
+    assert callable(done)
+    proof = cpsat._proven_by_cheap_bounds(rnd, prefilter(rnd), seed, seed_score)
+    assert proof is None and done(seed, seed_score) is False
