@@ -988,13 +988,10 @@ class GreedyEngine:
         preferred = [level for level, _ in self.terms.spread_levels(g.spec)] if topo is not None else []
         if topo is None or topo.required is None:
             if preferred:
+                # ``work`` itself: _fill_preferred writes its rows only once a fill succeeded
                 every = np.arange(len(work), dtype=np.intp)
-                rows = work[every]
-                alloc = self._fill_preferred(rows, every, g, counts, preferred, sliced=sliced)
-                if alloc is None:
-                    return None
-                work[:] = rows
-                return alloc, None
+                alloc = self._fill_preferred(work, every, g, counts, preferred, sliced=sliced)
+                return None if alloc is None else (alloc, None)
             alloc = self.fill(work, None, g, counts, sliced=sliced)
             return None if alloc is None else (alloc, None)
         codes, groups = self.level(topo.required)
