@@ -1029,3 +1029,63 @@ def test_a_preemption_takes_the_room_cheapest_to_clear(case: str, evicted: set[s
     assert "p" in plan.admitted and sorted(nodes_of(plan, "p")) == lands
     assert {p.gang for p in plan.preemptions} == evicted  # evicted whole, nothing else shrunk
     assert all(p.kind == "evict" for p in plan.preemptions)
+
+
+@pytest.mark.parametrize("pick", ["first three", "every seventh", "a tenth at random", "every gang", "none"])
+def test_reductions_over_some_gangs_pods_are_those_over_every_pod(pick: str) -> None:
+    """``_segments`` reduces over the pods of some running gangs only (the preemptions' victim
+    checks): per gang the same answer as the ``reduceat`` over every running pod, before the
+    pass and after it (pods removed, new pods placed), or None where that is not cheaper."""
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 60, running_mix="jobs")
+    engine = GreedyEngine(rnd, "eager")
+    n = len(engine.running)
+    rng = np.random.default_rng(0)
+    gangs = {
+        "first three": np.arange(3),
+        "every seventh": np.arange(0, n, 7),
+        "a tenth at random": np.sort(rng.choice(n, n // 10, replace=False)),
+        "every gang": np.arange(n),
+        "none": np.arange(0),
+    }[pick].astype(np.intp)
+    for stage in ("before", "after"):
+        if stage == "after":
+            engine.run()
+        key = rng.random(len(engine.rp_node))
+        mask = key < 0.3
+        seg = engine._segments(gangs)
+        if pick in ("every gang", "none"):
+            assert seg is None
+            continue
+        assert seg is not None
+        pods, starts = seg
+        assert np.array_equal(np.sort(pods), np.flatnonzero(np.isin(engine.rp_gang, gangs)))
+        whole_or = np.logical_or.reduceat(mask, engine.rp_start[:-1])[gangs]
+        whole_min = np.minimum.reduceat(key, engine.rp_start[:-1])[gangs]
+        assert np.array_equal(np.logical_or.reduceat(mask[pods], starts), whole_or)
+        assert np.array_equal(np.minimum.reduceat(key[pods], starts), whole_min)
+        blocked = np.logical_or.reduceat(engine.lowest_new[engine.rp_node] <= engine.rp_priority, engine.rp_start[:-1])
+        assert np.array_equal(engine._unblocked_rows(gangs), gangs[~blocked[gangs]])
+
+
+def test_the_cheapest_rooms_limited_are_the_first_of_all() -> None:
+    """``_cheapest_room`` makes only the ``limit`` cheapest domains' node ranks: the same arrays,
+    in the same order, as the first of every domain's."""
+    from gangopt.schema import TopologyRequest
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 60, running_mix="jobs")
+    engine = GreedyEngine(rnd, "eager")
+    tried = 0
+    for level in rnd.cluster.topology_levels:
+        spec = engine.pending[0].spec
+        g = engine._gang(spec.model_copy(update={"topology": TopologyRequest(required=level)}))
+        c = engine.min_counts(g)
+        every = engine._cheapest_room(g, c, engine.victim_rank, g.spec.priority, len(engine.free))
+        for limit in (1, 2, 5):
+            some = engine._cheapest_room(g, c, engine.victim_rank, g.spec.priority, limit)
+            assert len(some) == min(limit, len(every))
+            assert all(np.array_equal(a, b) for a, b in zip(some, every, strict=False))
+        tried += len(every) > 2
+    assert tried  # some gang has more domains than the limits

@@ -929,9 +929,14 @@ class GreedyEngine:
         """:meth:`unblocked` under the default policies, an array in and out."""
         if chosen.size == 0:
             return chosen
-        blocked_pod = self.lowest_new[self.rp_node] <= self.rp_priority
-        blocked = np.logical_or.reduceat(blocked_pod, self.rp_start[:-1])
-        out: IndexArray = chosen[~blocked[chosen]]
+        seg = self._segments(chosen)
+        if seg is None:
+            blocked_pod = self.lowest_new[self.rp_node] <= self.rp_priority
+            blocked = np.logical_or.reduceat(blocked_pod, self.rp_start[:-1])[chosen]
+        else:
+            pods, starts = seg
+            blocked = np.logical_or.reduceat(self.lowest_new[self.rp_node[pods]] <= self.rp_priority[pods], starts)
+        out: IndexArray = chosen[~blocked]
         return out
 
     def _blocked(self, gi: int, usage: dict[str, dict[str, int]] | None) -> bool:
@@ -983,13 +988,10 @@ class GreedyEngine:
         preferred = [level for level, _ in self.terms.spread_levels(g.spec)] if topo is not None else []
         if topo is None or topo.required is None:
             if preferred:
+                # ``work`` itself: _fill_preferred writes its rows only once a fill succeeded
                 every = np.arange(len(work), dtype=np.intp)
-                rows = work[every]
-                alloc = self._fill_preferred(rows, every, g, counts, preferred, sliced=sliced)
-                if alloc is None:
-                    return None
-                work[:] = rows
-                return alloc, None
+                alloc = self._fill_preferred(work, every, g, counts, preferred, sliced=sliced)
+                return None if alloc is None else (alloc, None)
             alloc = self.fill(work, None, g, counts, sliced=sliced)
             return None if alloc is None else (alloc, None)
         codes, groups = self.level(topo.required)
@@ -1328,9 +1330,7 @@ class GreedyEngine:
         (one unit each; a victim's last pods first), then each victim's remaining pods (one
         unit per victim). Returns the pods of all units concatenated, unit start offsets
         (one more than units), the victim of each unit, and whether each unit is an eviction."""
-        lengths = self.rp_start[victims + 1] - self.rp_start[victims]
-        before = np.cumsum(lengths) - lengths
-        pods = np.arange(int(lengths.sum()), dtype=np.intp) + np.repeat(self.rp_start[victims] - before, lengths)
+        pods, lengths = self._pods_of(victims)
         rank = np.repeat(np.arange(len(victims), dtype=np.intp), lengths)
         alive = self.kept[pods]
         spare = alive & self.surplus[pods]
@@ -1344,6 +1344,29 @@ class GreedyEngine:
         unit_victim = victims[np.concatenate([spare_rank, rest_rank[firsts]]).astype(np.intp)]
         evict = np.concatenate([np.zeros(spare_pods.size, dtype=np.bool_), np.ones(firsts.size, dtype=np.bool_)])
         return flat, starts, unit_victim, evict
+
+    def _pods_of(self, gangs: IndexArray) -> tuple[IndexArray, IndexArray]:
+        """The running pods of ``gangs`` (running gang rows, in order; each gang's pods in
+        input order) concatenated, and each gang's number of pods."""
+        lengths = self.rp_start[gangs + 1] - self.rp_start[gangs]
+        before = np.cumsum(lengths) - lengths
+        pods = np.arange(int(lengths.sum()), dtype=np.intp) + np.repeat(self.rp_start[gangs] - before, lengths)
+        return pods, lengths
+
+    def _segments(self, gangs: IndexArray) -> tuple[IndexArray, IndexArray] | None:
+        """``gangs``' pods (:meth:`_pods_of`) and the start of each gang's among them, for a
+        ``reduceat`` over those pods only that gives, per gang of ``gangs``, what the
+        ``reduceat`` over every running pod at ``rp_start[:-1]`` gives at ``gangs``; None
+        (reduce over every pod) where that would not be cheaper (more than a quarter of the
+        running pods) or not the same (a gang without pods: ``reduceat`` gives the next gang's
+        first pod there). The preemptions at XL reduced every running pod (about 220,000)
+        three times a try for a few hundred to a few thousand victims."""
+        lengths = self.rp_start[gangs + 1] - self.rp_start[gangs]
+        if gangs.size == 0 or 4 * int(lengths.sum()) > len(self.rp_node) or not lengths.all():
+            return None
+        pods, _ = self._pods_of(gangs)
+        starts = np.cumsum(lengths) - lengths
+        return pods, starts
 
     def preempt(self, gangs: list[GangView], counts: list[list[int]]) -> Attempt | None:
         """Make room for the transaction by removing the fewest leading victim units, then
@@ -1363,11 +1386,16 @@ class GreedyEngine:
         lower = lower[self.alive[lower]]
         if lower.size == 0:
             return None
-        touches = np.logical_or.reduceat(near[self.rp_node] & self.kept, self.rp_start[:-1])
-        if self._victims_as_arrays:
-            victims = self._unblocked_rows(lower[touches[lower]])
+        seg = self._segments(lower)
+        if seg is None:
+            touches = np.logical_or.reduceat(near[self.rp_node] & self.kept, self.rp_start[:-1])[lower]
         else:
-            victims = np.asarray(self.borrowers_first(gangs, self.unblocked(lower[touches[lower]])), dtype=np.intp)
+            pods, starts = seg
+            touches = np.logical_or.reduceat(near[self.rp_node[pods]] & self.kept[pods], starts)
+        if self._victims_as_arrays:
+            victims = self._unblocked_rows(lower[touches])
+        else:
+            victims = np.asarray(self.borrowers_first(gangs, self.unblocked(lower[touches])), dtype=np.intp)
         if victims.size == 0:
             return None
         found = self.remove_then_fill(gangs, counts, *self.units(victims))
@@ -1482,18 +1510,25 @@ class GreedyEngine:
         if not any(loss[:-1]):
             return found  # only shrinks: no tier value to save (12 of 147 at XL)
         g, c = gangs[0], counts[0]
-        rooms = self._cheapest_room(g, c, victims, g.spec.priority)
-        for rank in rooms[: self.domain_tries]:  # greedy's own domain too: other nodes of it
+        rooms = self._cheapest_room(g, c, victims, g.spec.priority, self.domain_tries)
+        seg = self._segments(victims)
+        if seg is None:  # over every running pod, then the victims'
+            pods, starts = np.arange(len(self.rp_node), dtype=np.intp), self.rp_start[:-1]
+        else:
+            pods, starts = seg
+        nodes, kept, surplus = self.rp_node[pods], self.kept[pods], self.surplus[pods]
+        for rank in rooms:  # greedy's own domain too: other nodes of it
             # a victim by the cheapest chosen node where it loses more than surplus pods; one
             # with only surplus pods there after them all (its shrink units come first anyway:
             # ordered first, its eviction unit led the search, and on 256/31/3 the placement
             # evicted run-00726, 128 pods, for the room its surplus freed)
-            key = np.full(len(self.rp_node), np.inf)
-            on = np.isfinite(rank[self.rp_node]) & self.kept
-            whole = on & ~self.surplus
-            key[whole] = rank[self.rp_node[whole]]
-            key[on & self.surplus] = len(self.free)
-            first = np.minimum.reduceat(key, self.rp_start[:-1])[victims]
+            key = np.full(len(pods), np.inf)
+            on = np.isfinite(rank[nodes]) & kept
+            whole = on & ~surplus
+            key[whole] = rank[nodes[whole]]
+            key[on & surplus] = len(self.free)
+            first = np.minimum.reduceat(key, starts)
+            first = first[victims] if seg is None else first
             order = np.lexsort((np.arange(victims.size), first))
             mine = victims[order][np.isfinite(first[order])]
             if mine.size == 0:
@@ -1506,11 +1541,14 @@ class GreedyEngine:
                 found, loss = other, other_loss
         return found
 
-    def _cheapest_room(self, g: GangView, counts: list[int], victims: IndexArray, floor: int) -> list[FloatArray]:
+    def _cheapest_room(
+        self, g: GangView, counts: list[int], victims: IndexArray, floor: int, limit: int
+    ) -> list[FloatArray]:
         """Where removing some of ``victims`` makes room for ``counts`` pods of ``g`` costs
         least: per domain of ``g``'s required level (the whole cluster without one),
-        cheapest domain first: the rank of each node of the room chosen there (0 the
-        cheapest node; inf for every node outside it).
+        cheapest domain first, the ``limit`` cheapest: the rank of each node of the room chosen
+        there (0 the cheapest node; inf for every node outside it). Only those are made (one
+        array of every node a domain: at XL a preemption made 40 for the 2 it tries).
 
         Per node, clearing it costs the tier value of every victim gang with a pod there (a
         rigid gang all-or-nothing: its whole value, wherever its other pods are), weighted by
@@ -1577,7 +1615,8 @@ class GreedyEngine:
             price += np.bincount(code[take], weights=each[take], minlength=n_domains)
             np.minimum.at(rank, idx[take], np.flatnonzero(take).astype(np.float64))
         domains = np.flatnonzero(ok)
-        return [np.where(codes == d, rank, np.inf) for d in domains[np.argsort(price[domains], kind="stable")].tolist()]
+        cheapest = domains[np.argsort(price[domains], kind="stable")][:limit]
+        return [np.where(codes == d, rank, np.inf) for d in cheapest.tolist()]
 
     def _victim_prices(self, victims: IndexArray) -> tuple[FloatArray, FloatArray]:
         """Per running gang (filled for ``victims``, repeats allowed): the price of evicting it (its tier value,
