@@ -1345,10 +1345,12 @@ class GreedyEngine:
         evict = np.concatenate([np.zeros(spare_pods.size, dtype=np.bool_), np.ones(firsts.size, dtype=np.bool_)])
         return flat, starts, unit_victim, evict
 
-    def _pods_of(self, gangs: IndexArray) -> tuple[IndexArray, IndexArray]:
+    def _pods_of(self, gangs: IndexArray, lengths: IndexArray | None = None) -> tuple[IndexArray, IndexArray]:
         """The running pods of ``gangs`` (running gang rows, in order; each gang's pods in
-        input order) concatenated, and each gang's number of pods."""
-        lengths = self.rp_start[gangs + 1] - self.rp_start[gangs]
+        input order) concatenated, and each gang's number of pods (``lengths``, when the caller
+        has them already)."""
+        if lengths is None:
+            lengths = self.rp_start[gangs + 1] - self.rp_start[gangs]
         before = np.cumsum(lengths) - lengths
         pods = np.arange(int(lengths.sum()), dtype=np.intp) + np.repeat(self.rp_start[gangs] - before, lengths)
         return pods, lengths
@@ -1364,7 +1366,7 @@ class GreedyEngine:
         lengths = self.rp_start[gangs + 1] - self.rp_start[gangs]
         if gangs.size == 0 or 4 * int(lengths.sum()) > len(self.rp_node) or not lengths.all():
             return None
-        pods, _ = self._pods_of(gangs)
+        pods, _ = self._pods_of(gangs, lengths)
         starts = np.cumsum(lengths) - lengths
         return pods, starts
 
