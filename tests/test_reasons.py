@@ -453,6 +453,13 @@ def test_reasons_need_no_prefilter() -> None:
 # ----------------------------------------------------------------------------- the time limit
 
 
+def _validated_greedy(rnd: Round) -> Plan:
+    """Greedy's plan of ``rnd`` (not annotated), checked by the validator."""
+    plan = gangopt.solve(rnd, solver="greedy", annotate=False)
+    assert gangopt.validate(rnd, plan) == []
+    return plan
+
+
 def _three_waiting() -> tuple[Round, Plan]:
     """One 8-GPU node, four gangs of 8 GPUs at three priorities: three wait (greedy's plan)."""
     rnd = make_round(
@@ -464,7 +471,7 @@ def _three_waiting() -> tuple[Round, Plan]:
             pending("mid2", gpu=8, priority=5),
         ],
     )
-    return rnd, gangopt.solve(rnd, solver="greedy", annotate=False)
+    return rnd, _validated_greedy(rnd)
 
 
 def test_a_passed_deadline_leaves_every_gang_with_the_solvers_own_reason_marked_unchecked() -> None:
@@ -566,7 +573,7 @@ def _four_shapes() -> tuple[Round, Plan]:
         cluster(1, gpus=8),
         pending=[pending(f"p{p}", gpu=8, priority=p) for p in (1, 3, 5, 7, 9)],
     )
-    return rnd, gangopt.solve(rnd, solver="greedy", annotate=False)
+    return rnd, _validated_greedy(rnd)
 
 
 def test_the_highest_priority_waiting_gangs_are_checked_first(monkeypatch: pytest.MonkeyPatch) -> None:

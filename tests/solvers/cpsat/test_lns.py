@@ -474,7 +474,8 @@ def test_the_solver_ends_its_search_by_the_cheap_bound_proof(monkeypatch: pytest
         return lns.Outcome(plan=seed, score=seed_score)
 
     monkeypatch.setattr(cpsat, "improve", recorded)
-    cpsat.solve_cpsat(rnd)
+    result = cpsat.solve_cpsat(rnd)
+    assert gangopt.validate(rnd, result.plan) == []
     assert len(seen) == 1
     seed, seed_score, done = seen[0]
     assert callable(done)
