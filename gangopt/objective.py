@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter, itemgetter
 from typing import Any, TypeVar, cast
 
+import numpy as np
+
+from gangopt.arrays import IntArray
 from gangopt.memo import derived
 from gangopt.quantities import MILLI
 from gangopt.quota_tree import CohortTree
@@ -323,6 +327,60 @@ class ObjectiveTerms:
             out.append(value)
         return out
 
+    def running_prices(self, gangs: Sequence[RunningGang]) -> tuple[IntArray, IntArray]:
+        """:meth:`tier_value` and :meth:`pod_removal_cost` of each of ``gangs``, as two int64
+        arrays: the same integers by the same float operations in the same order (``round`` is
+        ``np.rint``, both round half to even), a gang's attributes read once by ``map`` and the
+        arithmetic in numpy, instead of two memoised method calls per gang. Gangs of several
+        roles take :meth:`tier_value` itself. Greedy's cheapest room prices tens of thousands of
+        running gangs at fragmented XL (22,496): 0.59 of its 3.9 CPU-s one call each
+        (docs/benchmarks.md, "h38-prices")."""
+        n = len(gangs)
+        tier = np.empty(n, dtype=np.int64)
+        removal = np.empty(n, dtype=np.int64)
+        if n == 0:
+            return tier, removal
+        costs = np.asarray(self.preemption_costs(gangs), dtype=np.float64)
+        pods = np.fromiter(map(len, map(_PODS, gangs)), dtype=np.float64, count=n)
+        # as eviction_cost: (SCALE * weight) * cost, rounded, at least 1; then per pod
+        eviction = np.maximum(np.rint((SCALE * self.rnd.policy.weights.preemption) * costs), 1.0)
+        removal[:] = np.maximum(np.rint(eviction / pods), 1.0)
+        roles = list(map(_ROLES, gangs))
+        one = np.fromiter(map(_ONE, map(len, roles)), dtype=np.bool_, count=n)
+        several = np.flatnonzero(~one).tolist()
+        if several:  # not one role: the gang's own reading (min_pods orders the roles)
+            tier[several] = [self.tier_value(gangs[i]) for i in several]
+            roles = [roles[i] for i in np.flatnonzero(one).tolist()]
+            gangs = [gangs[i] for i in np.flatnonzero(one).tolist()]
+        if not gangs:
+            return tier, removal
+        role = list(map(_FIRST, roles))
+        # min_pods of one role: its role_minimum, topped up to the gang's minimum within replicas
+        replicas = np.fromiter(map(_REPLICAS, role), dtype=np.int64, count=len(role))
+        floor = [-1 if m is None else m for m in map(_MIN_REPLICAS, role)]
+        members = [-1 if m is None else m for m in map(_MIN_MEMBERS, gangs)]
+        given, at_least = np.asarray(floor, dtype=np.int64), np.asarray(members, dtype=np.int64)
+        count = np.where(given >= 0, given, np.where(at_least < 0, replicas, 0))
+        extra = np.maximum(at_least, count) - count  # minimum - count (minimum: max(count, min_members or 0))
+        least = np.where(extra > 0, count + np.minimum(extra, replicas - count), count)
+        value_of = self._value_of
+        keys = list(map(tuple, map(dict.items, map(_REQUESTS, role))))
+        for key, r in zip(keys, role, strict=True):
+            if key not in value_of:
+                value_of[key] = self.pod_value(r)
+        value = np.fromiter(map(value_of.__getitem__, keys), dtype=np.int64, count=len(keys))
+        factor = np.full(len(gangs), self.kept_urgency)
+        if self.reclaimable:
+            factor[np.fromiter(map(self.reclaimable.__contains__, map(_NAME, gangs)), dtype=np.bool_)] = 1.0
+        # as _tier_value: the integer base (pods x pod value) times the factor, rounded, at least 1
+        tier[one] = np.maximum(np.rint((least * value) * factor), 1.0)
+        return tier, removal
+
+    @cached_property
+    def _value_of(self) -> dict[tuple[tuple[str, int], ...], int]:
+        """:meth:`pod_value` per requests of a role (:meth:`running_prices`)."""
+        return {}
+
     def _preemption_cost(self, gang: RunningGang) -> float:
         if gang.preemption_cost is not None:
             return gang.preemption_cost
@@ -521,6 +579,17 @@ class ObjectiveTerms:
 
     def _guarantee_units(self, held: int) -> int:
         return round(SCALE * self.rnd.policy.weights.guarantee * held / MILLI)
+
+
+_PODS = attrgetter("pods")
+_ROLES = attrgetter("roles")
+_NAME = attrgetter("name")
+_REQUESTS = attrgetter("requests")
+_REPLICAS = attrgetter("replicas")
+_MIN_REPLICAS = attrgetter("min_replicas")
+_MIN_MEMBERS = attrgetter("min_members")
+_FIRST = itemgetter(0)
+_ONE = (1).__eq__
 
 
 def score(

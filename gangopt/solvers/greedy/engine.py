@@ -392,6 +392,10 @@ class GreedyEngine:
         self.limit = self.quota.effective_limit(before)
         self._levels: dict[str, tuple[IntArray, list[IndexArray]]] = {}
         self._empty: dict[tuple[RoleSignature, tuple[int, ...]], int] = {}
+        self._runs_of: dict[str, IndexArray | None] = {}
+        """:meth:`_runs` per level."""
+        self._widest: dict[str, int] = {}
+        """Per level with consecutive domains, the most nodes of one domain (:meth:`_domain_sums`)."""
         self._shapes: tuple[QuotaLimits, dict[_ShapeKey, _Shape]] = (self.quota, {})
         self._ranked: IndexArray | None = None
         """:meth:`ranked_victims`, once computed or shared from ``like``."""
@@ -561,12 +565,14 @@ class GreedyEngine:
     def running_prio(self) -> IntArray:
         """Priority of each running gang, by index: read for every preemption of the peers
         (a Python pass over 68,536 running gangs per preemption at fragmented XL)."""
-        return np.asarray([g.spec.priority for g in self.running], dtype=np.int64)
+        return np.fromiter(map(_SPEC_PRIORITY, self.running), dtype=np.int64, count=len(self.running))
 
     @cached_property
     def victim_prio(self) -> IntArray:
-        """Priority of each gang of :attr:`victim_rank` (ascending)."""
-        return np.asarray([self.running[i].spec.priority for i in self.victim_rank.tolist()], dtype=np.int64)
+        """Priority of each gang of :attr:`victim_rank` (ascending): read from :attr:`running_prio`
+        (a Python pass over the 61,768 victims of the fragmented XL round was 0.05 CPU-s)."""
+        out: IntArray = self.running_prio[self.victim_rank]
+        return out
 
     def _cost(self, gi: int) -> float:
         spec = self.running[gi].spec
@@ -1000,14 +1006,14 @@ class GreedyEngine:
         for r, n in enumerate(counts):
             if n:
                 idx = g.idx[r]
-                fits = fit_counts(work, g.reqs[r], cap=n, rows=idx)
-                ok &= np.bincount(codes[idx], weights=fits, minlength=n_domains) >= n
+                fits = fit_counts(work, g.reqs[r], cap=n, rows=None if len(idx) == len(work) else idx)
+                ok &= self._domain_sums(topo.required, fits, idx) >= n
         candidates = np.flatnonzero(ok)
         if candidates.size == 0:
             return None
         demand = np.asarray(counts, dtype=np.int64) @ g.reqs
         dominant = int(np.argmax(demand / np.maximum(self.totals, 1)))
-        room = np.bincount(codes, weights=work[:, dominant], minlength=n_domains)
+        room = self._domain_sums(topo.required, work[:, dominant])
         order = candidates[np.argsort(room[candidates], kind="stable")]
         if g.elastic and isinstance(g.spec, PendingGang):
             # An elastic gang can only grow inside the domain it starts in: prefer domains
@@ -1027,6 +1033,37 @@ class GreedyEngine:
                 return alloc, d
         return None
 
+    def _domain_sums(self, level: str, values: IntArray, rows: IndexArray | None = None) -> IntArray | FloatArray:
+        """Per domain of ``level``, the sum of ``values`` (one per node, or per row of ``rows``,
+        ascending): ``np.bincount(codes[rows], weights=values)``, the same numbers. Where the
+        domains' nodes are consecutive (:meth:`_runs`) and every partial sum is exact in a
+        float (``|values| x nodes of a domain < 2**53``: not so on rows :meth:`_reserved`
+        made look full), one ``np.add.reduceat`` of the integers over every node instead: at XL a
+        required-level placement summed 16,384 nodes twice through floats (the preemption's
+        search tries 609 of them)."""
+        codes, groups = self.level(level)
+        starts = self._runs(level)
+        every = rows is None or len(rows) == len(codes)  # rows ascending and distinct: every node
+        if starts is not None and every and values.size:
+            widest = self._widest[level]
+            if max(int(values.max()), -int(values.min())) * widest < 2**53:
+                out: IntArray = np.add.reduceat(values, starts)
+                return out
+        where = codes if every else codes[rows]
+        return np.bincount(where, weights=values, minlength=len(groups))
+
+    def _runs(self, level: str) -> IndexArray | None:
+        """Each domain's first node at ``level`` when every domain's nodes are consecutive (its
+        codes ascending: domains are numbered in node order), else None (cached)."""
+        if level not in self._runs_of:
+            codes, groups = self.level(level)
+            starts = None
+            if codes.size and bool((codes[1:] >= codes[:-1]).all()):
+                starts = np.searchsorted(codes, np.arange(len(groups))).astype(np.intp)
+                self._widest[level] = max(len(m) for m in groups)
+            self._runs_of[level] = starts
+        return self._runs_of[level]
+
     def domain_order(self, g: GangView, order: IndexArray) -> IndexArray:
         """The domains of ``g``'s required level that can hold it, in the order they are tried
         (best fit): a hook for a placer that knows which domain a gang should take."""
@@ -1043,12 +1080,19 @@ class GreedyEngine:
         domain, or over all of ``nodes`` when none holds the gang, first fit runs through the
         sub-domains with the most to offer first, level by level, so each level uses few
         domains. First fit in node order took blocks of two spines for a 2-block gang in 9 of
-        10 shuffled node orders; this keeps it in one spine in all 10."""
+        10 shuffled node orders; this keeps it in one spine in all 10.
+
+        ``nodes`` every node (the gang has no required level; ``nodes`` distinct and ascending,
+        so ``arange``): the eligible rows, the codes and the domains' nodes are read as they
+        are, not gathered through ``nodes``, and the domain sums made by :meth:`_domain_sums`
+        (363 such placements at XL, most of them tries of the preemption's search)."""
+        full = len(nodes) == len(self.free)
         offers = np.zeros((len(counts), len(nodes)), dtype=np.int64)
         for r, n in enumerate(counts):
             if n:
-                local = np.flatnonzero(g.elig[r][nodes])
-                offers[r, local] = fit_counts(rows, g.reqs[r], cap=n, rows=local)
+                local = g.idx[r] if full else np.flatnonzero(g.elig[r][nodes])
+                every_row = full and local.size == len(nodes)
+                offers[r, local] = fit_counts(rows, g.reqs[r], cap=n, rows=None if every_row else local)
         total = offers.sum(axis=0)
         need = np.asarray(counts, dtype=np.int64)
         if (offers.sum(axis=1) < need).any():
@@ -1057,14 +1101,22 @@ class GreedyEngine:
             # Said at once: 730 of the fragmented XL round's 978 preferred placements were such
             # tries of the preemption's bisection, 1.55 of greedy's 7.4 CPU-s.
             return None
-        codes = {level: self.level(level)[0][nodes] for level in levels}
+        codes = {level: self.level(level)[0] if full else self.level(level)[0][nodes] for level in levels}
         for li, level in enumerate(levels):
             n_domains = len(self.level(level)[1])
-            per = np.stack([np.bincount(codes[level], weights=o, minlength=n_domains) for o in offers])
+            if full:
+                per = np.stack([self._domain_sums(level, o) for o in offers])
+            else:
+                per = np.stack([np.bincount(codes[level], weights=o, minlength=n_domains) for o in offers])
             holds = np.flatnonzero((per >= need[:, None]).all(axis=0))
             room = per.sum(axis=0)
+            starts = self._runs(level) if full else None
             for d in holds[np.argsort(room[holds], kind="stable")].tolist():
-                inside = np.flatnonzero(codes[level] == d)
+                if starts is not None:  # the domain's nodes, consecutive
+                    end = int(starts[d + 1]) if d + 1 < len(starts) else len(nodes)
+                    inside = np.arange(int(starts[d]), end, dtype=np.intp)
+                else:
+                    inside = np.flatnonzero(codes[level] == d)
                 order = inside[self._tree_order(codes, levels[:li], total[inside], inside)]
                 sub = rows[order]
                 alloc = self.fill(sub, nodes[order], g, counts, sliced=sliced)
@@ -1086,6 +1138,8 @@ class GreedyEngine:
         """Positions into ``positions`` sorted by their domains at ``levels`` (narrowest
         first), broadest level first, each level's domains by most to offer, then by domain;
         ties in node order."""
+        if not levels:  # ``positions`` ascending (every caller's): they stay as they are
+            return np.arange(len(positions), dtype=np.intp)
         keys: list[IntArray] = [positions]
         for level in levels:
             code = codes[level][positions]
@@ -1631,11 +1685,13 @@ class GreedyEngine:
         todo = np.sort(victims[np.isnan(value[victims])])
         if todo.size:
             todo = todo[run_starts(todo)]  # each gang once
-            weight = {p: _TIER_WEIGHT**k for k, p in enumerate(reversed(self._victim_priorities))}
+            ascending = self._victim_priorities[::-1]
+            weight = np.asarray([_TIER_WEIGHT**k for k in range(len(ascending))], dtype=np.float64)
             specs = [cast(RunningGang, self.running[gi].spec) for gi in todo.tolist()]
-            tier, cost = self.terms.tier_value, self.terms.pod_removal_cost
-            value[todo] = [tier(spec) * weight[spec.priority] for spec in specs]
-            removal[todo] = [cost(spec) / _TIER_WEIGHT for spec in specs]
+            tier, cost = self.terms.running_prices(specs)  # tier_value, pod_removal_cost: numpy
+            rank = np.searchsorted(np.asarray(ascending, dtype=np.int64), self.running_prio[todo])
+            value[todo] = tier * weight[rank]
+            removal[todo] = cost / _TIER_WEIGHT
         return value, removal
 
     _prices: tuple[FloatArray, FloatArray] | None = None
@@ -1935,7 +1991,8 @@ class GreedyEngine:
         per reprieve check was 0.35 of greedy's 3.2 CPU-s."""
         cached = self._views_of
         if cached is None or cached[0] is not self.pending or cached[1] is not self.running:
-            cached = (self.pending, self.running, {g.name: g for g in [*self.pending, *self.running]})
+            views = [*self.pending, *self.running]  # by map: no property call per gang (70,536 at XL)
+            cached = (self.pending, self.running, dict(zip(map(_SPEC_NAME, views), views, strict=True)))
             self._views_of = cached
         return cached[2]
 
@@ -2219,7 +2276,8 @@ class GreedyEngine:
         """Each running gang's index by name, built once per running-gang list (as :meth:`_views`)."""
         cached = self._running_at_of
         if cached is None or cached[0] is not self.running:
-            cached = self._running_at_of = (self.running, {g.name: gi for gi, g in enumerate(self.running)})
+            at = dict(zip(map(_SPEC_NAME, self.running), range(len(self.running)), strict=True))
+            cached = self._running_at_of = (self.running, at)
         return cached[1]
 
 
@@ -2227,6 +2285,8 @@ _PODS = attrgetter("pods")
 _NODE = attrgetter("node")
 _ROLE = attrgetter("role")
 _PRIORITY = attrgetter("priority")
+_SPEC_PRIORITY = attrgetter("spec.priority")
+_SPEC_NAME = attrgetter("spec.name")
 
 
 def _stacked(blocks: list[IntArray], width: int) -> IntArray:
@@ -2258,10 +2318,16 @@ class _Shortfall:
         self.nodes, self.rows = nodes, rows
         self.needs: list[tuple[BoolArray, IntArray, int]] = []
         self.slots: list[int] = []
+        self.fits: list[IntArray] = []
+        """Per need, the pods of it that fit on each node now (0 where it may not go): the
+        nodes moved are counted after the move only (was before and after: 4,510 tries at XL)."""
         for g, c in zip(gangs, counts, strict=True):
             for r, n in enumerate(c):
                 if n:
-                    self.slots.append(int(fit_counts(free, g.reqs[r], cap=n, rows=g.idx[r]).sum()))
+                    fits = np.zeros(len(free), dtype=np.int64)
+                    fits[g.idx[r]] = fit_counts(free, g.reqs[r], cap=n, rows=g.idx[r])
+                    self.slots.append(int(fits.sum()))
+                    self.fits.append(fits)
                     self.needs.append((g.elig[r], g.reqs[r], n))
 
     def move(self, end: int) -> None:
@@ -2272,24 +2338,27 @@ class _Shortfall:
         seg, rows = self.nodes[lo:hi], self.rows[lo:hi]
         if 16 * len(seg) < len(self.work):  # a few pods: their nodes by a sort, the rows gathered
             touched, delta = _node_sums(len(self.work), seg, rows)
-            before = self.work[touched]
-            after = before + delta if end > self.end else before - delta
+            after = self.work[touched]
+            after = after + delta if end > self.end else after - delta
             for i, (elig, req, n) in enumerate(self.needs):
-                mine = elig[touched]
-                gained = fit_counts(after[mine], req, cap=n).sum() - fit_counts(before[mine], req, cap=n).sum()
-                self.slots[i] += int(gained)
+                mine = touched[elig[touched]]
+                self._recount(i, mine, fit_counts(after[elig[touched]], req, cap=n))
             self.work[touched] = after
         else:  # many: their nodes by a mask, the pods added in place
             mark = np.zeros(len(self.work), dtype=np.bool_)
             mark[seg] = True
             touched = np.flatnonzero(mark)
-            rows_of = [touched[elig[touched]] for elig, _, _ in self.needs]
-            pairs = list(zip(self.needs, rows_of, strict=True))
-            slots_before = [int(fit_counts(self.work, req, cap=n, rows=at).sum()) for (_, req, n), at in pairs]
             _scatter_add(self.work, seg, rows if end > self.end else -rows)
-            for i, ((_, req, n), at) in enumerate(pairs):
-                self.slots[i] += int(fit_counts(self.work, req, cap=n, rows=at).sum()) - slots_before[i]
+            for i, (elig, req, n) in enumerate(self.needs):
+                at = touched[elig[touched]]
+                self._recount(i, at, fit_counts(self.work, req, cap=n, rows=at))
         self.end = end
+
+    def _recount(self, i: int, at: IndexArray, now: IntArray) -> None:
+        """Need ``i``'s pods that fit on the nodes ``at`` (distinct) are ``now``: the slots follow."""
+        fits = self.fits[i]
+        self.slots[i] += int(now.sum()) - int(fits[at].sum())
+        fits[at] = now
 
     def certain(self, end: int) -> bool:
         """Whether the transaction certainly does not fit with the first ``end`` pods removed."""
