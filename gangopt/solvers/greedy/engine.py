@@ -73,8 +73,8 @@ from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import accumulate, chain
-from operator import attrgetter
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, is_not
 from typing import Literal, TypeVar, cast
 
 import numpy as np
@@ -403,8 +403,8 @@ class GreedyEngine:
         if shared is not None:
             self._share_setup(shared)
         else:
-            self.pending = [self._gang(g) for g in rnd.pending]
-            self.running = [self._gang(g) for g in rnd.running]
+            self.pending = self._gangs(rnd.pending)
+            self.running = self._gangs(rnd.running)
             self._index_running_pods()
         self.free: IntArray = np.asfortranarray(self.cap - self._running_usage())
         self.allocs: dict[str, Alloc] = {}
@@ -451,21 +451,28 @@ class GreedyEngine:
 
     # ------------------------------------------------------------------------- setup
 
-    def _gang(self, spec: PendingGang | RunningGang) -> GangView:
-        roles = spec.roles
-        key: _ShapeKey
-        if len(roles) == 1:  # the same key without a generator: 68,536 running gangs at fragmented XL
-            key = (spec.queue, ((tuple(roles[0].requests.items()), role_signature(roles[0])),))
-        else:
-            key = (spec.queue, tuple((tuple(r.requests.items()), role_signature(r)) for r in roles))
+    def _gangs(self, specs: list[PendingGang] | list[RunningGang]) -> list[GangView]:
+        """Each gang's view, its arrays shared with every gang of its shape (:meth:`_shape`).
+        One loop for a list, not a method call per gang: 68,536 running gangs at fragmented XL
+        (0.15 -> 0.11 CPU-s)."""
         if self._shapes[0] is not self.quota:  # a peer added quota rows: every shape changed
             self._shapes = (self.quota, {})
         shapes = self._shapes[1]
-        shape = shapes.get(key)
-        if shape is None:
-            shape = shapes[key] = self._shape(spec)
-        reqs, qreq, elig, idx = shape
-        return GangView(spec=spec, reqs=reqs, qreq=qreq, elig=list(elig), idx=list(idx))
+        out: list[GangView] = []
+        for spec in specs:
+            roles = spec.roles
+            key: _ShapeKey
+            if len(roles) == 1:  # the same key without a generator: most gangs
+                role = roles[0]
+                key = (spec.queue, ((tuple(role.requests.items()), role_signature(role)),))
+            else:
+                key = (spec.queue, tuple((tuple(r.requests.items()), role_signature(r)) for r in roles))
+            shape = shapes.get(key)
+            if shape is None:
+                shape = shapes[key] = self._shape(spec)
+            reqs, qreq, elig, idx = shape
+            out.append(GangView(spec, reqs, qreq, list(elig), list(idx)))
+        return out
 
     def _shape(self, spec: PendingGang | RunningGang) -> _Shape:
         """The arrays of a gang that depend only on its queue and its roles' requests and
@@ -508,7 +515,14 @@ class GreedyEngine:
         self.kept = np.ones(len(nodes), dtype=np.bool_)
         self.alive = np.ones(len(self.running), dtype=np.bool_)
         self.surplus = np.zeros(len(nodes), dtype=np.bool_)
-        self._elastic_running = [gi for gi, spec in enumerate(specs) if spec.elastic]
+        # GangSpec.elastic's own first test (no min_members, no role's min_replicas: not elastic)
+        # said here, not through 68,536 first reads of a cached_property at XL (0.06 -> 0.025 CPU-s)
+        self._elastic_running = [
+            gi
+            for gi, spec in enumerate(specs)
+            if (spec.min_members is not None or any(map(is_not, map(_MIN_REPLICAS, spec.roles), repeat(None))))
+            and spec.elastic
+        ]
         """The running gangs that are elastic (by index): only they have surplus pods or grow."""
         for gi in self._elastic_running:
             self._refresh_surplus(gi)
@@ -2286,6 +2300,7 @@ _NODE = attrgetter("node")
 _ROLE = attrgetter("role")
 _PRIORITY = attrgetter("priority")
 _SPEC_PRIORITY = attrgetter("spec.priority")
+_MIN_REPLICAS = attrgetter("min_replicas")
 _SPEC_NAME = attrgetter("spec.name")
 
 
