@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gangopt
 from gangopt.objective import SCALE, ObjectiveTerms, lexicographic_key, score
 from gangopt.schema import Cluster, Cohort, Node, PendingGang, Plan, Queue, QueuePreemption, Role, Round, Score, Weights
 from tests.builders import cluster, make_plan, make_round, pending, queue, role, running
+from tests.strategies import examples
 
 NOW = 7200.0
 KEPT = 5
@@ -869,3 +873,82 @@ def test_the_preemption_costs_in_one_pass_are_each_gangs_bit_for_bit() -> None:
     assert [batch.preemption_cost(g).hex() for g in asked_first] == expected[:-3:3]
     assert [c.hex() for c in batch.preemption_costs(rnd.running)] == expected
     assert [batch.preemption_cost(g).hex() for g in rnd.running] == expected  # kept in the memo
+
+
+@st.composite
+def _priced_gangs(draw: st.DrawFn) -> tuple[Round, frozenset[str]]:
+    """Running gangs of every kind :meth:`ObjectiveTerms.running_prices` reads: one role or two,
+    role minimums or not, a gang-wide minimum or not, an explicit preemption cost or the GPU-hours
+    one (float seconds, several pods of one size: a sum made pod by pod), CPU-only pods; random
+    weights (the eviction weight and the kept urgency) and some gangs reclaimable."""
+    gangs = []
+    free = iter(range(128))  # a node of its own per pod: any request fits
+    for i in range(draw(st.integers(1, 12))):
+        pods = draw(st.integers(1, 9))
+        gpu = draw(st.sampled_from([0, 1, 2, 3, 8]))
+        cpu = draw(st.sampled_from([1, 5, 12, 96]))
+        two = draw(st.integers(0, 3)) == 0
+        members = draw(st.one_of(st.none(), st.integers(1, pods + two)))  # at most the pods running
+        min_replicas = draw(st.one_of(st.none(), st.integers(0 if members else 1, pods)))  # a minimum of 1 at least
+        # with no minimum at all a role's minimum is its replicas: then every replica runs
+        replicas = pods if min_replicas is None and members is None else pods + draw(st.integers(0, 3))
+        roles = [role("worker", replicas, gpu, cpu=cpu, min_replicas=min_replicas)]
+        placed: Any = [f"n{next(free)}" for _ in range(pods)]
+        if two:
+            ps_min = draw(st.one_of(st.none(), st.integers(0, 1)))
+            ps_replicas = 1 if ps_min is None and members is None else 2
+            roles.append(role("ps", ps_replicas, 0, cpu=1, min_replicas=ps_min))
+            placed = {"worker": placed, "ps": [f"n{next(free)}"]}
+        gang = running(
+            f"g{i}",
+            placed,
+            roles=roles,
+            priority=draw(st.integers(0, 3)),
+            min_members=members,
+            preemption_cost=draw(st.one_of(st.none(), st.floats(0, 500, allow_nan=False))),
+        ).model_copy(
+            update={
+                "seconds_since_checkpoint": draw(st.floats(0, 1e6, allow_nan=False)),
+                "restart_seconds": draw(st.floats(0, 3600, allow_nan=False)),
+            }
+        )
+        gangs.append(gang)
+    w = {
+        "preemption": draw(st.floats(0, 5, allow_nan=False)),
+        "aging_cap": draw(st.floats(0, 3, allow_nan=False)),
+        "short_first": draw(st.floats(0, 1, allow_nan=False)),
+    }
+    rnd = make_round(cluster(128, 8, cpu=96), running=gangs, weights=weights(**w))
+    reclaimable = frozenset(g.name for g in gangs if draw(st.booleans()))
+    return rnd, reclaimable
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(_priced_gangs())
+def test_the_running_prices_in_numpy_are_each_gangs_bit_for_bit(case: tuple[Round, frozenset[str]]) -> None:
+    # Greedy's cheapest room prices its victims by running_prices: any integer apart from
+    # tier_value's or pod_removal_cost's (a rounding, the urgency, a minimum) moves its plans.
+    rnd, reclaimable = case
+    terms = ObjectiveTerms(rnd)
+    terms.__dict__["reclaimable"] = reclaimable  # borrowed work, without building the cohorts
+    gangs = list(rnd.running)
+    tier, removal = terms.running_prices(gangs)
+    assert tier.dtype == removal.dtype == np.int64
+    assert tier.tolist() == [terms.tier_value(g) for g in gangs]
+    assert removal.tolist() == [terms.pod_removal_cost(g) for g in gangs]
+    assert terms.running_prices([])[0].size == 0
+
+
+def test_the_running_prices_follow_the_roundings_of_the_scalar_ones() -> None:
+    # Halves round to even in both (np.rint, round): 2.5 GPU-h at weight 1 is 25 units, and
+    # 25 over 2 pods 12.5 -> 12; a tier of 3 pods x 10 at urgency 1.5 is 45.
+    gangs = [
+        running("a", ["n0", "n1"], gpu=1, preemption_cost=2.5),
+        running("b", ["n0", "n1", "n2"], gpu=1, preemption_cost=0.0),
+    ]
+    rnd = make_round(cluster(4, 8), running=gangs, weights=weights(aging_cap=0.5, short_first=0.0, deadline_boost=0.0))
+    terms = ObjectiveTerms(rnd)
+    tier, removal = terms.running_prices(gangs)
+    assert terms.kept_urgency == 1.5
+    assert removal.tolist() == [terms.pod_removal_cost(g) for g in gangs] == [12, 1]
+    assert tier.tolist() == [terms.tier_value(g) for g in gangs] == [30, 45]

@@ -29,7 +29,7 @@ from gangopt.arrays import (
 )
 from gangopt.objective import score
 from gangopt.schema import PendingGang, Plan, Round, Status, Toleration
-from gangopt.solvers.greedy.engine import UNEXPLAINED, GreedyEngine, Growth, greedy
+from gangopt.solvers.greedy.engine import RESERVED, UNEXPLAINED, GreedyEngine, Growth, greedy
 from gangopt.validation import validate
 from tests.builders import cluster, make_plan, make_round, node, pending, queue, role, running
 from tests.strategies import examples, fragmented_rounds, rounds
@@ -1089,3 +1089,105 @@ def test_the_cheapest_rooms_limited_are_the_first_of_all() -> None:
             assert all(np.array_equal(a, b) for a, b in zip(some, every, strict=False))
         tried += len(every) > 2
     assert tried  # some gang has more domains than the limits
+
+
+def test_domain_sums_are_the_bincounts_they_replace() -> None:
+    """``_domain_sums`` gives per domain what ``np.bincount`` over the nodes' codes gives (floats
+    summed node by node): by ``reduceat`` on consecutive domains where every partial sum is
+    exact, by the bincount itself otherwise (a node made to look full by ``_reserved`` is
+    2**52 below its room: there the float sum rounds, and so must the answer)."""
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 60, running_mix="jobs")
+    nodes = rnd.cluster.nodes
+    shuffled = rnd.model_copy(update={"cluster": rnd.cluster.model_copy(update={"nodes": nodes[::2] + nodes[1::2]})})
+    rng = np.random.default_rng(1)
+    for r, consecutive in ((rnd, True), (shuffled, False)):
+        engine = GreedyEngine(r, "eager")
+        for level in [*r.cluster.topology_levels, "node"]:
+            codes, groups = engine.level(level)
+            # one domain, or one node each: consecutive in any node order
+            assert (engine._runs(level) is not None) == (consecutive or len(groups) == 1 or level == "node")
+            small = rng.integers(-5, 50, len(codes))
+            rounding = small.copy()
+            first = groups[0]
+            if len(first) >= 3:  # 2**53 + 1 + 1: 2**53 in floats, 2**53 + 2 in integers
+                rounding[first[:3]] = [2**53, 1, 1]
+            for values in (small, rounding, engine.free[:, 0] - RESERVED * (rng.random(len(codes)) < 0.1)):
+                want = np.bincount(codes, weights=values, minlength=len(groups))
+                got = np.asarray(engine._domain_sums(level, values), dtype=np.float64)
+                assert np.array_equal(got, want), (level, consecutive)
+            rows = np.sort(rng.choice(len(codes), len(codes) // 3, replace=False)).astype(np.intp)
+            want = np.bincount(codes[rows], weights=small[rows], minlength=len(groups))
+            assert np.array_equal(np.asarray(engine._domain_sums(level, small[rows], rows), dtype=np.float64), want)
+    assert any(len(m) >= 3 for m in GreedyEngine(rnd, "eager").level("rack")[1])  # the rounding case ran
+
+
+def test_the_shortfall_keeps_each_nodes_fits_as_a_recount_would() -> None:
+    """``_Shortfall`` moves its matrix to any number of leading victim pods removed and keeps, per
+    role to place, the pods that fit on each eligible node and their sum (the nodes moved
+    recounted after the move only): after moves of a few pods and of many, forwards and back,
+    the matrix, the per-node fits and the slots are those computed from scratch."""
+    from gangopt.solvers.greedy.engine import _Shortfall
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 60, running_mix="jobs")
+    engine = GreedyEngine(rnd, "eager")
+    g = engine.pending[0]
+    counts = engine.min_counts(g)
+    flat, _, _, _ = engine.units(engine.victim_rank[:300])
+    nodes, rows = engine.rp_node[flat], engine.rp_rows[flat]
+    short = _Shortfall(engine.free, [g], [counts], nodes, rows)
+    rng = np.random.default_rng(2)
+    ends = [1, 3, 2, 40, len(flat), 5, 0, *rng.integers(0, len(flat) + 1, 20).tolist()]
+    assert len(flat) > 16 * 2  # moves of many pods (by the mask) as well as of a few (by a sort)
+    for end in ends:
+        short.move(end)
+        want = engine.free.copy()
+        np.add.at(want, nodes[:end], rows[:end])
+        assert np.array_equal(short.work, want)
+        for i, (r, n) in enumerate((r, n) for r, n in enumerate(counts) if n):
+            fits = np.zeros(len(want), dtype=np.int64)
+            fits[g.idx[r]] = fit_counts(want, g.reqs[r], cap=n, rows=g.idx[r])
+            assert np.array_equal(short.fits[i], fits)
+            assert short.slots[i] == int(fits.sum())
+
+
+@pytest.mark.parametrize("pods", [1, 6, 40, 200])
+def test_a_preferred_fill_over_every_node_is_the_general_one(pods: int) -> None:
+    """``_fill_preferred`` over every node (a gang without a required level) reads the codes,
+    eligible rows and domains as they are instead of through ``nodes``: the same pods on the
+    same nodes, and the same room left, as the general path over the same nodes (forced by an
+    engine whose matrix has one row more), for gangs a rack, a block, a zone or only the
+    cluster holds, on the free room before and after the pass."""
+    from gangopt.schema import TopologyRequest
+    from tests.builders import fragmented_round
+
+    rnd = fragmented_round(256, 60, running_mix="jobs")
+    spec = rnd.pending[0].model_copy(update={"topology": TopologyRequest(preferred="rack")})
+    engine = GreedyEngine(rnd, "eager")
+    (g,) = engine._gangs([spec])
+    levels = [level for level, _ in engine.terms.spread_levels(spec)]
+    assert levels == ["rack", "block", "zone"]
+    every = np.arange(len(engine.free), dtype=np.intp)
+    placed = 0
+    for stage in ("before", "after"):
+        if stage == "after":
+            engine.run()
+        fast, slow = engine.free.copy(order="K"), engine.free.copy(order="K")
+        got = engine._fill_preferred(fast, every, g, [pods], levels, sliced=False)
+        real = engine.free
+        engine.free = np.vstack([real, real[:1]])  # not every node: the general path
+        try:
+            want = engine._fill_preferred(slow, every, g, [pods], levels, sliced=False)
+        finally:
+            engine.free = real
+        assert got == want
+        assert np.array_equal(fast, slow)
+        placed += got is not None
+    assert placed  # some placement was made and compared
+    inside = np.arange(40, 72, dtype=np.intp)  # no level to order by: ascending positions stay put
+    codes = {"rack": engine.level("rack")[0]}
+    offer = np.arange(32, dtype=np.int64)[::-1].copy()
+    assert np.array_equal(GreedyEngine._tree_order(codes, [], offer, inside), np.lexsort([inside]))
+    assert not np.array_equal(GreedyEngine._tree_order(codes, ["rack"], offer, inside), np.arange(32))
