@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -451,7 +451,11 @@ class GreedyEngine:
 
     # ------------------------------------------------------------------------- setup
 
-    def _gangs(self, specs: list[PendingGang] | list[RunningGang]) -> list[GangView]:
+    def _gang(self, spec: PendingGang | RunningGang) -> GangView:
+        """One gang's view (:meth:`_gangs`)."""
+        return self._gangs([spec])[0]
+
+    def _gangs(self, specs: Sequence[PendingGang | RunningGang]) -> list[GangView]:
         """Each gang's view, its arrays shared with every gang of its shape (:meth:`_shape`).
         One loop for a list, not a method call per gang: 68,536 running gangs at fragmented XL
         (0.15 -> 0.11 CPU-s)."""
