@@ -1642,9 +1642,15 @@ class GreedyEngine:
         else:
             codes, n_domains = np.zeros(len(self.free), dtype=np.int64), 1
         n = len(self.running)
-        gang_of = np.zeros(n, dtype=np.bool_)
-        gang_of[victims] = True
-        pods = np.flatnonzero(gang_of[self.rp_gang] & self.kept)
+        ordered = np.unique(victims)  # their pods ascending, as a mask over every pod gives them
+        lengths = self.rp_start[ordered + 1] - self.rp_start[ordered]
+        if 4 * int(lengths.sum()) <= len(self.rp_node):  # a few victims: their pods only
+            pods, _ = self._pods_of(ordered, lengths)
+            pods = pods[self.kept[pods]]
+        else:
+            gang_of = np.zeros(n, dtype=np.bool_)
+            gang_of[victims] = True
+            pods = np.flatnonzero(gang_of[self.rp_gang] & self.kept)
         if pods.size == 0:
             return []
         nodes = self.rp_node[pods]
