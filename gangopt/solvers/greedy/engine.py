@@ -1642,10 +1642,10 @@ class GreedyEngine:
         else:
             codes, n_domains = np.zeros(len(self.free), dtype=np.int64), 1
         n = len(self.running)
-        ordered = np.unique(victims)  # their pods ascending, as a mask over every pod gives them
-        lengths = self.rp_start[ordered + 1] - self.rp_start[ordered]
-        if 4 * int(lengths.sum()) <= len(self.rp_node):  # a few victims: their pods only
-            pods, _ = self._pods_of(ordered, lengths)
+        lengths = self.rp_start[victims + 1] - self.rp_start[victims]
+        if 16 * int(lengths.sum()) <= len(self.rp_node):  # a few victims: their pods only
+            ordered = np.unique(victims)  # their pods ascending, as a mask over every pod gives them
+            pods, _ = self._pods_of(ordered, self.rp_start[ordered + 1] - self.rp_start[ordered])
             pods = pods[self.kept[pods]]
         else:
             gang_of = np.zeros(n, dtype=np.bool_)
