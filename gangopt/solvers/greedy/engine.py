@@ -103,7 +103,7 @@ from gangopt.arrays import (
     run_starts,
     running_pod_names,
 )
-from gangopt.objective import _MIN_REPLICAS, _PODS, ObjectiveTerms
+from gangopt.objective import ObjectiveTerms
 from gangopt.quantities import human
 from gangopt.schema import (
     PendingGang,
@@ -2313,10 +2313,12 @@ class GreedyEngine:
         return cached[1]
 
 
+_PODS = attrgetter("pods")
 _NODE = attrgetter("node")
 _ROLE = attrgetter("role")
 _PRIORITY = attrgetter("priority")
 _SPEC_PRIORITY = attrgetter("spec.priority")
+_MIN_REPLICAS = attrgetter("min_replicas")
 _SPEC_NAME = attrgetter("spec.name")
 
 
