@@ -469,6 +469,7 @@ def placed(
     won: list[Order] | None = None,
     hurry: bool = False,
     keep: float = 0.0,
+    once: bool = False,
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -504,7 +505,8 @@ def placed(
     default ones (:func:`place_choices` passes the order of the taken choice's best pass to the
     same choice's gangs placed under it, :func:`_under`); ``won``: the order of the best pass is
     appended to it. ``keep``: seconds before ``until`` by which the passes after the first must
-    end (:func:`place_choices` keeps the finisher's secondary LP at the plan's tiers its time)."""
+    end (:func:`place_choices` keeps the finisher's secondary LP at the plan's tiers its time).
+    ``once``: the first pass only (:data:`LARGE_UNDER_ONCE`)."""
     chosen = {rnd.pending[i].name for i in choice.started}
     ahead = ahead & chosen
     over = _over(choice)
@@ -540,7 +542,7 @@ def placed(
     longest = 0.0
     carried: frozenset[str] = frozenset()
     for index, (keys, consolidate) in enumerate(orders):
-        if best is not None and not short(consolidate):
+        if best is not None and (once or not short(consolidate)):
             continue  # the model's value reached (or no time left): not this order
         first = ahead | carried
         if start is not None and (keys, consolidate) == (start.keys, start.consolidate):
@@ -549,7 +551,7 @@ def placed(
         order_first = first
         passes = 0
         while passes < PASSES:
-            if tried and later is not None and time.perf_counter() + took > later:
+            if tried and (once or (later is not None and time.perf_counter() + took > later)):
                 break
             tried += 1
             passes += 1
@@ -572,7 +574,7 @@ def placed(
             if hurry and index == 0:
                 carried = first  # the next order, with these gangs first (:data:`LARGE_HURRY`)
                 break
-        if short(consolidate) and not (index == 0 and carried):
+        if short(consolidate) and not (index == 0 and carried) and not once:
             # Short of the model's value: this order's best pass once more with the chosen
             # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
             # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
@@ -629,6 +631,20 @@ CPU-s); hurried, the second pass reaches it (2 passes, 1.1 CPU-s, the same plan)
 Starting largest first instead reached it in 3 passes, but at L busy 0.75, where the first
 pass in the priority order places the choice, it gave the same tiers with a secondary value
 of 149.4 against 163.3 (gap 0.093 % against 0.082 %); hurried, the plan there is the same."""
+
+
+LARGE_UNDER_ONCE = True
+"""Whether, on a round over :data:`~gangopt.slots.MAX_COLUMNS` pending and candidate gangs, an
+integer slot model's choice of the plan's lowest tier placed under the taken choice, when
+every tier above is at its bound (:func:`finisher_keeps`), gets its first pass only, and
+neither the choice as it is nor SCIP's whole choice follows: the large-neighbourhood search
+after the placer has their time, beginning with the victims of the open tier worth most
+(:func:`gangopt.solvers.cpsat.lns._regional_victim_hoods`). On the fragmented 4,096-node
+busy-0.6 round at 10 s only that first pass ever raised the plan (priority 0 38,057.7; its 7
+more passes, 2 s, and the choice as it is lost priority 10 every time: h37-L06), and the
+LP's rounded choice evicts a 640 GPU-eq gang the best plan known keeps; the search's first
+two regional victim neighbourhoods (0.7 CPU-s) give priority 0 38,602.7 and the reported gap
+1.212 % -> 0.5 % (docs/benchmarks.md, "h38-L06")."""
 
 
 UNDER_PASS_SHARE = 0.5
@@ -730,8 +746,12 @@ def place_choices(
         lower = _under(rnd, choice, above)
         if lower is not None:
             tries.append((lower, above_order))
-        tries.append((choice, None))
         keep = finisher_keeps(pre, out.score, choice, above)
+        # A large round's lowest tier under the taken choice: one pass, then the search
+        # (:data:`LARGE_UNDER_ONCE`).
+        once = LARGE_UNDER_ONCE and large and keep > 0 and lower is not None and bool(choice.levels)
+        if not once:
+            tries.append((choice, None))
         later = None if until is None else until - keep
         """When what follows the first pass under the taken choice must end (:func:`finisher_keeps`)."""
         placement: tuple[Plan, Score, SlotChoice, Order] | None = None
@@ -742,7 +762,7 @@ def place_choices(
             resume = _resume(rnd, this, out.plan, like, ahead)
             hurry = LARGE_HURRY and large and bool(this.levels) and start is None
             other, other_score = placed(
-                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep
+                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep, once=once
             )
             took = time.perf_counter() - began
             step = max(step, won[-1].seconds) if placement is not None else won[-1].seconds
@@ -755,7 +775,8 @@ def place_choices(
         # Placed to the tier's bound and taken: SCIP's whole choice cannot do better on the
         # tier (M busy 0.6 seed 0: 1.9 s of the clock's 8 s went to placing it again).
         reached = better and _tier_value(plan_score, choice.priority) >= choice.bound
-        if choice.rounded and answer is None and not reached and (later is None or time.perf_counter() + took <= later):
+        retry = choice.rounded and answer is None and not reached and not once
+        if retry and (later is None or time.perf_counter() + took <= later):
             # The LP's own solution placed (no SCIP, :func:`gangopt.slots.slot_choice`) is not
             # proven: SCIP's whole solution, placed, as before the LP's choice (tilted L 0.75).
             whole = slot_choice(pre, values, whole=True)
