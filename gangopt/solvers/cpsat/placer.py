@@ -469,7 +469,7 @@ def placed(
     won: list[Order] | None = None,
     hurry: bool = False,
     keep: float = 0.0,
-    once: bool = False,
+    once: tuple[float, ...] | None = None,
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -506,7 +506,8 @@ def placed(
     same choice's gangs placed under it, :func:`_under`); ``won``: the order of the best pass is
     appended to it. ``keep``: seconds before ``until`` by which the passes after the first must
     end (:func:`place_choices` keeps the finisher's secondary LP at the plan's tiers its time).
-    ``once``: the first pass only (:data:`LARGE_UNDER_ONCE`)."""
+    ``once``: a plan's :func:`~gangopt.objective.lexicographic_key`; once a pass beats it, no
+    pass follows (:data:`LARGE_UNDER_ONCE`)."""
     chosen = {rnd.pending[i].name for i in choice.started}
     ahead = ahead & chosen
     over = _over(choice)
@@ -515,6 +516,10 @@ def placed(
     took = 0.0
     later = None if until is None else until - keep
     """When the passes after the first must end."""
+
+    def beaten() -> bool:
+        """A pass beat ``once``: no more."""
+        return once is not None and best is not None and lexicographic_key(best[1]) > once
 
     def short(missing: bool = False) -> bool:
         """The best plan is below the model's value (with ``missing``, or leaves a chosen gang
@@ -542,7 +547,7 @@ def placed(
     longest = 0.0
     carried: frozenset[str] = frozenset()
     for index, (keys, consolidate) in enumerate(orders):
-        if best is not None and (once or not short(consolidate)):
+        if best is not None and (beaten() or not short(consolidate)):
             continue  # the model's value reached (or no time left): not this order
         first = ahead | carried
         if start is not None and (keys, consolidate) == (start.keys, start.consolidate):
@@ -551,7 +556,7 @@ def placed(
         order_first = first
         passes = 0
         while passes < PASSES:
-            if tried and (once or (later is not None and time.perf_counter() + took > later)):
+            if tried and (beaten() or (later is not None and time.perf_counter() + took > later)):
                 break
             tried += 1
             passes += 1
@@ -574,7 +579,7 @@ def placed(
             if hurry and index == 0:
                 carried = first  # the next order, with these gangs first (:data:`LARGE_HURRY`)
                 break
-        if short(consolidate) and not (index == 0 and carried) and not once:
+        if short(consolidate) and not (index == 0 and carried) and not beaten():
             # Short of the model's value: this order's best pass once more with the chosen
             # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
             # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
@@ -636,15 +641,16 @@ of 149.4 against 163.3 (gap 0.093 % against 0.082 %); hurried, the plan there is
 LARGE_UNDER_ONCE = True
 """Whether, on a round over :data:`~gangopt.slots.MAX_COLUMNS` pending and candidate gangs, an
 integer slot model's choice of the plan's lowest tier placed under the taken choice, when
-every tier above is at its bound (:func:`finisher_keeps`), gets its first pass only, and
-neither the choice as it is nor SCIP's whole choice follows: the large-neighbourhood search
+every tier above is at its bound (:func:`finisher_keeps`), stops at its first pass that beats
+the plan, and then neither the choice as it is nor SCIP's whole choice follows: the search
 after the placer has their time, beginning with the victims of the open tier worth most
 (:func:`gangopt.solvers.cpsat.lns._regional_victim_hoods`). On the fragmented 4,096-node
 busy-0.6 round at 10 s only that first pass ever raised the plan (priority 0 38,057.7; its 7
 more passes, 2 s, and the choice as it is lost priority 10 every time: h37-L06), and the
 LP's rounded choice evicts a 640 GPU-eq gang the best plan known keeps; the search's first
-two regional victim neighbourhoods (0.7 CPU-s) give priority 0 38,602.7 and the reported gap
-1.212 % -> 0.5 % (docs/benchmarks.md, "h38-L06")."""
+regional victim neighbourhood keeps it (0.3-0.6 CPU-s): priority 0 38,357.7, the reported gap
+1.212 % -> 0.81 % (docs/benchmarks.md, "h38-L06"). A first pass that does not beat the plan
+(on 256-node rounds it can lose priority 5) goes on as before."""
 
 
 UNDER_PASS_SHARE = 0.5
@@ -750,20 +756,24 @@ def place_choices(
         # A large round's lowest tier under the taken choice: one pass, then the search
         # (:data:`LARGE_UNDER_ONCE`).
         once = LARGE_UNDER_ONCE and large and keep > 0 and lower is not None and bool(choice.levels)
-        if not once:
-            tries.append((choice, None))
+        tries.append((choice, None))
+        beat = lexicographic_key(out.score) if once else None
+        """What the placement under the taken choice beats with one pass to stop there."""
+        stopped = False
         later = None if until is None else until - keep
         """When what follows the first pass under the taken choice must end (:func:`finisher_keeps`)."""
         placement: tuple[Plan, Score, SlotChoice, Order] | None = None
         for this, start in tries:
-            if placement is not None and later is not None and time.perf_counter() + step > later:
+            if placement is not None and (stopped or (later is not None and time.perf_counter() + step > later)):
                 break
             ahead = frozenset() if this.levels else _left_out(rnd, this, out.plan)
             resume = _resume(rnd, this, out.plan, like, ahead)
             hurry = LARGE_HURRY and large and bool(this.levels) and start is None
             other, other_score = placed(
-                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep, once=once
+                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep,
+                once=beat if start is not None else None,
             )
+            stopped = beat is not None and start is not None and lexicographic_key(other_score) > beat
             took = time.perf_counter() - began
             step = max(step, won[-1].seconds) if placement is not None else won[-1].seconds
             if placement is None or lexicographic_key(other_score) > lexicographic_key(placement[1]):
@@ -775,7 +785,7 @@ def place_choices(
         # Placed to the tier's bound and taken: SCIP's whole choice cannot do better on the
         # tier (M busy 0.6 seed 0: 1.9 s of the clock's 8 s went to placing it again).
         reached = better and _tier_value(plan_score, choice.priority) >= choice.bound
-        retry = choice.rounded and answer is None and not reached and not once
+        retry = choice.rounded and answer is None and not reached and not stopped
         if retry and (later is None or time.perf_counter() + took <= later):
             # The LP's own solution placed (no SCIP, :func:`gangopt.slots.slot_choice`) is not
             # proven: SCIP's whole solution, placed, as before the LP's choice (tilted L 0.75).

@@ -500,6 +500,58 @@ def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_
         assert out.keep == 0.0
 
 
+@pytest.mark.parametrize("once", [True, False])
+def test_a_large_rounds_lowest_tier_under_the_taken_choice_is_one_pass_and_nothing_after_it(
+    monkeypatch: pytest.MonkeyPatch, once: bool
+) -> None:
+    """h38-L06: on a round over MAX_COLUMNS (forced: 0) whose lower choice is placed under the
+    taken one with every tier above at its bound (``finisher_keeps`` > 0, the deadline an hour
+    away so the clock stops nothing), ``LARGE_UNDER_ONCE`` stops that placement at its first
+    pass that beats the plan and places neither the choice as it is nor SCIP's whole choice: the search after
+    the placer has that time (on L busy 0.6 its regional victim neighbourhoods gain priority 0
+    +300 where the 7 later passes found nothing). 256 nodes / 100 gangs, busy 0.6, seed 1 (jobs
+    mix): the first pass under it loses priority 5 there, so the passes go on until one beats
+    the plan, and stop there. Fails if ``once`` is not passed on or ignored (more passes), or
+    if the choice as it is still follows; every pass's plan validates."""
+    import gangopt.annotate as annotate_module
+
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
+    monkeypatch.setattr(annotate_module, "at_plan_seconds", lambda _pre: 1e-9)
+    monkeypatch.setattr(placer_module, "MAX_COLUMNS", 0)
+    monkeypatch.setattr(placer_module, "LARGE_UNDER_ONCE", once)
+    runs: list[tuple[int, bool, Plan]] = []
+    real_run, real_placed = SlotPlacer.run, placer_module.placed
+    under: list[bool] = []
+
+    def logged_run(self: SlotPlacer) -> Plan:
+        plan = real_run(self)
+        runs.append((self.choice.priority, under[-1], plan))
+        return plan
+
+    def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
+        under.append(kwargs.get("start") is not None)
+        return real_placed(*args, **kwargs)
+
+    monkeypatch.setattr(SlotPlacer, "run", logged_run)
+    monkeypatch.setattr(placer_module, "placed", logged_placed)
+    pre, seed, seed_score = _greedy_seed(rnd)
+    until = time.perf_counter() + 3600.0
+    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
+    for _, _, plan in runs:
+        assert gangopt.validate(rnd, plan) == []
+    zero = [r for r in runs if r[0] == 0]
+    assert zero and zero[0][1], "no placement under the priority-5 choice"
+    five = lexicographic_key(max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key))
+    beats = [k for k, r in enumerate(zero) if lexicographic_key(score(rnd, r[2])) > five]
+    assert beats and all(r[1] for r in zero[: beats[0] + 1])  # a pass under the taken choice beats the plan
+    assert lexicographic_key(out.score) > lexicographic_key(seed_score)
+    assert out.keep > 0
+    if once:
+        assert len(zero) == beats[0] + 1  # no pass after it; not the choice as it is
+    else:
+        assert len(zero) > beats[0] + 1 and not all(r[1] for r in zero)  # more, the choice as it is among them
+
+
 def test_a_choice_placed_under_the_taken_one_starts_when_half_a_pass_fits() -> None:
     """h37-L06: the next choice, placed first under the taken one, is gated by half the taken
     placement's longest pass (placer.UNDER_PASS_SHARE: at L busy 0.6 0.29 s against 0.69 s,
