@@ -769,9 +769,9 @@ def place_choices(
             ahead = frozenset() if this.levels else _left_out(rnd, this, out.plan)
             resume = _resume(rnd, this, out.plan, like, ahead)
             hurry = LARGE_HURRY and large and bool(this.levels) and start is None
+            once_key = beat if start is not None else None
             other, other_score = placed(
-                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep,
-                once=beat if start is not None else None,
+                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep, once=once_key
             )
             stopped = beat is not None and start is not None and lexicographic_key(other_score) > beat
             took = time.perf_counter() - began
