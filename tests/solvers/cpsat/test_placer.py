@@ -552,6 +552,39 @@ def test_a_large_rounds_lowest_tier_under_the_taken_choice_is_one_pass_and_nothi
         assert len(zero) > beats[0] + 1 and not all(r[1] for r in zero)  # more, the choice as it is among them
 
 
+def test_a_placement_given_a_plan_to_beat_stops_at_its_first_pass_that_beats_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """h38-L06: ``placed(once=key)`` runs no pass after the first whose plan is
+    lexicographically above ``key`` (what ``LARGE_UNDER_ONCE`` gives the placement under the
+    taken choice). 256 nodes / 100 gangs, busy 0.6, seed 2 (jobs mix), priority 5's choice from
+    greedy's plan: 14 passes without it; with greedy's key, the passes stop at the first that
+    beats greedy. Fails if ``once`` is ignored by any of the pass loop, the further orders or
+    the pass with preferred levels set aside; every pass's plan validates."""
+    rnd = fragmented_round(256, 100, 0.6, 2, running_mix="jobs")
+    pre, _, seed_score = _greedy_seed(rnd)
+    choice = slot_choice(pre, {t.priority: round(t.value * SCALE) for t in seed_score.tiers})
+    assert choice is not None
+    plans: list[Plan] = []
+    real_run = SlotPlacer.run
+
+    def logged_run(self: SlotPlacer) -> Plan:
+        plans.append(real_run(self))
+        return plans[-1]
+
+    monkeypatch.setattr(SlotPlacer, "run", logged_run)
+    _, every = placed(rnd, choice)
+    passes = list(plans)
+    plans.clear()
+    key = lexicographic_key(seed_score)
+    _, stopped = placed(rnd, choice, once=key)
+    first = next(k for k, plan in enumerate(passes) if lexicographic_key(score(rnd, plan)) > key)
+    assert len(plans) == first + 1 < len(passes)
+    assert lexicographic_key(stopped) > key and lexicographic_key(every) >= lexicographic_key(stopped)
+    for plan in passes:
+        assert gangopt.validate(rnd, plan) == []
+
+
 def test_a_choice_placed_under_the_taken_one_starts_when_half_a_pass_fits() -> None:
     """h37-L06: the next choice, placed first under the taken one, is gated by half the taken
     placement's longest pass (placer.UNDER_PASS_SHARE: at L busy 0.6 0.29 s against 0.69 s,
