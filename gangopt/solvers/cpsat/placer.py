@@ -47,6 +47,7 @@ chosen gang at M 0.75, priority-then-largest left one 8-GPU fabric-selector gang
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -469,7 +470,7 @@ def placed(
     won: list[Order] | None = None,
     hurry: bool = False,
     keep: float = 0.0,
-    once: tuple[float, ...] | None = None,
+    once: Beat | None = None,
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -506,8 +507,7 @@ def placed(
     same choice's gangs placed under it, :func:`_under`); ``won``: the order of the best pass is
     appended to it. ``keep``: seconds before ``until`` by which the passes after the first must
     end (:func:`place_choices` keeps the finisher's secondary LP at the plan's tiers its time).
-    ``once``: a plan's :func:`~gangopt.objective.lexicographic_key`; once a pass beats it, no
-    pass follows (:data:`LARGE_UNDER_ONCE`)."""
+    ``once``: no pass follows one that beats it (:class:`Beat`, :data:`LARGE_UNDER_ONCE`)."""
     chosen = {rnd.pending[i].name for i in choice.started}
     ahead = ahead & chosen
     over = _over(choice)
@@ -519,7 +519,7 @@ def placed(
 
     def beaten() -> bool:
         """A pass beat ``once``: no more."""
-        return once is not None and best is not None and lexicographic_key(best[1]) > once
+        return once is not None and best is not None and once.beaten(best[1], choice.priority)
 
     def short(missing: bool = False) -> bool:
         """The best plan is below the model's value (with ``missing``, or leaves a chosen gang
@@ -612,6 +612,35 @@ def placed(
 
 
 @dataclass(frozen=True)
+class Beat:
+    """What a pass of :func:`placed` must reach for no pass to follow it (``once``): a plan
+    lexicographically above ``key`` whose value of the choice's tier is at least ``tier``."""
+
+    key: tuple[float, ...]
+    tier: int
+
+    @classmethod
+    def of(cls, plan: Score, choice: SlotChoice) -> Beat:
+        """Above the plan scoring ``plan``, with :data:`UNDER_ONCE_SHARE` of what ``choice``'s
+        value adds to the plan's value of its tier."""
+        now = _tier_value(plan, choice.priority)
+        return cls(lexicographic_key(plan), now + math.ceil(UNDER_ONCE_SHARE * max(0, choice.value - now)))
+
+    def beaten(self, s: Score, priority: int) -> bool:
+        return lexicographic_key(s) > self.key and _tier_value(s, priority) >= self.tier
+
+
+UNDER_ONCE_SHARE = 0.5
+"""The share of what the choice's value adds to the plan's value of its tier that the first
+pass under the taken choice must gain for :data:`LARGE_UNDER_ONCE` to stop there. On the
+fragmented 4,096-node busy-0.6 round that pass gains 1,535.0 GPU-eq of the 2,175.0 (71 %); on
+the 1,024-node rounds of L busy 0.75's shape (``bench.xl_shape 1024 0,1``) it gained 10.0 and
+0 (a secondary value only), and the further passes, the choice as it is or SCIP's whole choice
+then gained 125.0 and 290.0: stopped at any gain, those were lost (docs/benchmarks.md,
+"h38-L06")."""
+
+
+@dataclass(frozen=True)
 class Order:
     """A gang order of :func:`placed`'s passes: the chosen gangs' sort keys, whether whole
     nodes are kept (:attr:`SlotPlacer.consolidate`), and the chosen gangs placed first."""
@@ -642,7 +671,8 @@ LARGE_UNDER_ONCE = True
 """Whether, on a round over :data:`~gangopt.slots.MAX_COLUMNS` pending and candidate gangs, an
 integer slot model's choice of the plan's lowest tier placed under the taken choice, when
 every tier above is at its bound (:func:`finisher_keeps`), stops at its first pass that beats
-the plan, and then neither the choice as it is nor SCIP's whole choice follows: the search
+the plan with :data:`UNDER_ONCE_SHARE` of the tier's promised gain, and then neither the choice
+as it is nor SCIP's whole choice follows: the search
 after the placer has their time, beginning with the victims of the open tier worth most
 (:func:`gangopt.solvers.cpsat.lns._regional_victim_hoods`). On the fragmented 4,096-node
 busy-0.6 round at 10 s only that first pass ever raised the plan (priority 0 38,057.7; its 7
@@ -650,7 +680,8 @@ more passes, 2 s, and the choice as it is lost priority 10 every time: h37-L06),
 LP's rounded choice evicts a 640 GPU-eq gang the best plan known keeps; the search's first
 regional victim neighbourhood keeps it (0.3-0.6 CPU-s): priority 0 38,357.7, the reported gap
 1.212 % -> 0.81 % (docs/benchmarks.md, "h38-L06"). A first pass that does not beat the plan
-(on 256-node rounds it can lose priority 5) goes on as before."""
+so (on 256-node rounds it can lose priority 5; on 1,024-node ones gain 0-10 GPU-eq) goes on as
+before."""
 
 
 UNDER_PASS_SHARE = 0.5
@@ -757,7 +788,7 @@ def place_choices(
         # (:data:`LARGE_UNDER_ONCE`).
         once = LARGE_UNDER_ONCE and large and keep > 0 and lower is not None and bool(choice.levels)
         tries.append((choice, None))
-        beat = lexicographic_key(out.score) if once else None
+        beat = Beat.of(out.score, choice) if once else None
         """What the placement under the taken choice beats with one pass to stop there."""
         stopped = False
         later = None if until is None else until - keep
@@ -773,7 +804,7 @@ def place_choices(
             other, other_score = placed(
                 rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep, once=once_key
             )
-            stopped = beat is not None and start is not None and lexicographic_key(other_score) > beat
+            stopped = beat is not None and start is not None and beat.beaten(other_score, choice.priority)
             took = time.perf_counter() - began
             step = max(step, won[-1].seconds) if placement is not None else won[-1].seconds
             if placement is None or lexicographic_key(other_score) > lexicographic_key(placement[1]):

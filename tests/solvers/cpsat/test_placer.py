@@ -522,6 +522,7 @@ def test_a_large_rounds_lowest_tier_under_the_taken_choice_is_one_pass_and_nothi
     runs: list[tuple[int, bool, Plan]] = []
     real_run, real_placed = SlotPlacer.run, placer_module.placed
     under: list[bool] = []
+    beat: list[placer_module.Beat] = []
 
     def logged_run(self: SlotPlacer) -> Plan:
         plan = real_run(self)
@@ -530,6 +531,8 @@ def test_a_large_rounds_lowest_tier_under_the_taken_choice_is_one_pass_and_nothi
 
     def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
         under.append(kwargs.get("start") is not None)
+        if kwargs.get("once") is not None:
+            beat.append(kwargs["once"])
         return real_placed(*args, **kwargs)
 
     monkeypatch.setattr(SlotPlacer, "run", logged_run)
@@ -541,25 +544,27 @@ def test_a_large_rounds_lowest_tier_under_the_taken_choice_is_one_pass_and_nothi
         assert gangopt.validate(rnd, plan) == []
     zero = [r for r in runs if r[0] == 0]
     assert zero and zero[0][1], "no placement under the priority-5 choice"
-    five = lexicographic_key(max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key))
-    beats = [k for k, r in enumerate(zero) if lexicographic_key(score(rnd, r[2])) > five]
-    assert beats and all(r[1] for r in zero[: beats[0] + 1])  # a pass under the taken choice beats the plan
+    five = max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key)
+    assert len(beat) == int(once) and all(b.key == lexicographic_key(five) for b in beat)
     assert lexicographic_key(out.score) > lexicographic_key(seed_score)
     assert out.keep > 0
     if once:
+        assert beat[0].tier > _tier_value(five, 0)  # a share of the choice's gain on its tier
+        beats = [k for k, r in enumerate(zero) if beat[0].beaten(score(rnd, r[2]), 0)]
+        assert beats and all(r[1] for r in zero[: beats[0] + 1])  # a pass under the taken choice beats it
         assert len(zero) == beats[0] + 1  # no pass after it; not the choice as it is
     else:
-        assert len(zero) > beats[0] + 1 and not all(r[1] for r in zero)  # more, the choice as it is among them
+        assert len(zero) > 1 and not all(r[1] for r in zero)  # more passes, the choice as it is among them
 
 
 def test_a_placement_given_a_plan_to_beat_stops_at_its_first_pass_that_beats_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """h38-L06: ``placed(once=key)`` runs no pass after the first whose plan is
+    """h38-L06: ``placed(once=Beat(key, 0))`` runs no pass after the first whose plan is
     lexicographically above ``key`` (what ``LARGE_UNDER_ONCE`` gives the placement under the
-    taken choice). 256 nodes / 100 gangs, busy 0.6, seed 2 (jobs mix), priority 5's choice from
-    greedy's plan: 14 passes without it; with greedy's key, the passes stop at the first that
-    beats greedy. Fails if ``once`` is ignored by any of the pass loop, the further orders or
+    taken choice, with a tier value to reach as well). 256 nodes / 100 gangs, busy 0.6, seed
+    2 (jobs mix), priority 5's choice from greedy's plan: 14 passes without it; with greedy's
+    key, the passes stop at the first that beats greedy. Fails if ``once`` is ignored by any of the pass loop, the further orders or
     the pass with preferred levels set aside; every pass's plan validates."""
     rnd = fragmented_round(256, 100, 0.6, 2, running_mix="jobs")
     pre, _, seed_score = _greedy_seed(rnd)
@@ -577,7 +582,7 @@ def test_a_placement_given_a_plan_to_beat_stops_at_its_first_pass_that_beats_it(
     passes = list(plans)
     plans.clear()
     key = lexicographic_key(seed_score)
-    _, stopped = placed(rnd, choice, once=key)
+    _, stopped = placed(rnd, choice, once=placer_module.Beat(key, 0))
     first = next(k for k, plan in enumerate(passes) if lexicographic_key(score(rnd, plan)) > key)
     assert len(plans) == first + 1 < len(passes)
     assert lexicographic_key(stopped) > key and lexicographic_key(every) >= lexicographic_key(stopped)
