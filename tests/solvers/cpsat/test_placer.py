@@ -564,8 +564,9 @@ def test_a_placement_given_a_plan_to_beat_stops_at_its_first_pass_that_beats_it(
     lexicographically above ``key`` (what ``LARGE_UNDER_ONCE`` gives the placement under the
     taken choice, with a tier value to reach as well). 256 nodes / 100 gangs, busy 0.6, seed
     2 (jobs mix), priority 5's choice from greedy's plan: 14 passes without it; with greedy's
-    key, the passes stop at the first that beats greedy. Fails if ``once`` is ignored by any of the pass loop, the further orders or
-    the pass with preferred levels set aside; every pass's plan validates."""
+    key, the passes stop at the first that beats greedy. Fails if ``once`` is ignored by any of
+    the pass loop, the further orders or the pass with preferred levels set aside; every pass's
+    plan validates."""
     rnd = fragmented_round(256, 100, 0.6, 2, running_mix="jobs")
     pre, _, seed_score = _greedy_seed(rnd)
     choice = slot_choice(pre, {t.priority: round(t.value * SCALE) for t in seed_score.tiers})
