@@ -34,6 +34,11 @@ It keeps the plan and re-decides one piece of it at a time, at node level:
   stay: its tier value is its minimum's, so a victim evicted whole for room one of its pods
   makes is the sub-model's to keep (256 nodes / 100 gangs, busy 0.6, seeds 1 and 4: the whole
   20 GPU-eq of priority 0 the search missed).
+* **Regional victims** (rounds of more than :data:`VICTIM_MAX_NODES` and fewer than
+  :data:`AIMED_NODES` nodes, after the slot placer: :func:`_regional_victim_hoods`): the open
+  tiers' evicted gangs worth most, each with its movers inside a region (its nodes and where
+  the movers fit beside the plan's new pods): at L busy 0.6 the LP's rounded choice evicts a
+  640 GPU-eq gang that this keeps (+300.0 on priority 0 in 0.3-0.6 CPU-s).
 * **Relocations** (rounds of at least :data:`AIMED_NODES` nodes, :func:`_relocate_hoods`,
   instead of the victims, the single movers anywhere and the random pairs): an admitted gang
   bound to a level moves alone to one domain among its own and the few where it displaces
