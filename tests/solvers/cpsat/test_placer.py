@@ -449,6 +449,38 @@ def test_a_large_rounds_integer_choice_hurries_to_the_largest_first_order(
     assert lexicographic_key(out.score) > lexicographic_key(seed_score)
 
 
+def _logged_placements(
+    monkeypatch: pytest.MonkeyPatch, rnd: Round
+) -> tuple[placer_module.Placed, Score, list[tuple[int, bool, Plan]], list[placer_module.Beat]]:
+    """``place_choices`` from greedy's plan with its deadline an hour away, every pass logged:
+    the placer's result, greedy's score, per pass (the choice's priority, whether placed under
+    the taken choice, its plan: each validated here) and the ``once`` each ``placed`` got."""
+    runs: list[tuple[int, bool, Plan]] = []
+    real_run, real_placed = SlotPlacer.run, placer_module.placed
+    under: list[bool] = []
+    beat: list[placer_module.Beat] = []
+
+    def logged_run(self: SlotPlacer) -> Plan:
+        plan = real_run(self)
+        runs.append((self.choice.priority, under[-1], plan))
+        return plan
+
+    def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
+        under.append(kwargs.get("start") is not None)
+        if kwargs.get("once") is not None:
+            beat.append(kwargs["once"])
+        return real_placed(*args, **kwargs)
+
+    monkeypatch.setattr(SlotPlacer, "run", logged_run)
+    monkeypatch.setattr(placer_module, "placed", logged_placed)
+    pre, seed, seed_score = _greedy_seed(rnd)
+    until = time.perf_counter() + 3600.0
+    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
+    for _, _, plan in runs:
+        assert gangopt.validate(rnd, plan) == []
+    return out, seed_score, runs, beat
+
+
 @pytest.mark.parametrize("keeps", [0.0, 1e6])
 def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_lp_its_time(
     monkeypatch: pytest.MonkeyPatch, keeps: float
@@ -466,26 +498,7 @@ def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_
 
     rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
     monkeypatch.setattr(annotate_module, "at_plan_seconds", lambda _pre: keeps)
-    runs: list[tuple[int, bool, Plan]] = []
-    real_run, real_placed = SlotPlacer.run, placer_module.placed
-    under: list[bool] = []
-
-    def logged_run(self: SlotPlacer) -> Plan:
-        plan = real_run(self)
-        runs.append((self.choice.priority, under[-1], plan))
-        return plan
-
-    def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
-        under.append(kwargs.get("start") is not None)
-        return real_placed(*args, **kwargs)
-
-    monkeypatch.setattr(SlotPlacer, "run", logged_run)
-    monkeypatch.setattr(placer_module, "placed", logged_placed)
-    pre, seed, seed_score = _greedy_seed(rnd)
-    until = time.perf_counter() + 3600.0
-    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
-    for _, _, plan in runs:
-        assert gangopt.validate(rnd, plan) == []
+    out, seed_score, runs, _ = _logged_placements(monkeypatch, rnd)
     zero = [r for r in runs if r[0] == 0]
     assert zero and zero[0][1], "no placement under the priority-5 choice"
     five = max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key)
@@ -519,29 +532,7 @@ def test_a_large_rounds_lowest_tier_under_the_taken_choice_is_one_pass_and_nothi
     monkeypatch.setattr(annotate_module, "at_plan_seconds", lambda _pre: 1e-9)
     monkeypatch.setattr(placer_module, "MAX_COLUMNS", 0)
     monkeypatch.setattr(placer_module, "LARGE_UNDER_ONCE", once)
-    runs: list[tuple[int, bool, Plan]] = []
-    real_run, real_placed = SlotPlacer.run, placer_module.placed
-    under: list[bool] = []
-    beat: list[placer_module.Beat] = []
-
-    def logged_run(self: SlotPlacer) -> Plan:
-        plan = real_run(self)
-        runs.append((self.choice.priority, under[-1], plan))
-        return plan
-
-    def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
-        under.append(kwargs.get("start") is not None)
-        if kwargs.get("once") is not None:
-            beat.append(kwargs["once"])
-        return real_placed(*args, **kwargs)
-
-    monkeypatch.setattr(SlotPlacer, "run", logged_run)
-    monkeypatch.setattr(placer_module, "placed", logged_placed)
-    pre, seed, seed_score = _greedy_seed(rnd)
-    until = time.perf_counter() + 3600.0
-    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
-    for _, _, plan in runs:
-        assert gangopt.validate(rnd, plan) == []
+    out, seed_score, runs, beat = _logged_placements(monkeypatch, rnd)
     zero = [r for r in runs if r[0] == 0]
     assert zero and zero[0][1], "no placement under the priority-5 choice"
     five = max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key)
