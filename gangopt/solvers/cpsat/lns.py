@@ -706,8 +706,9 @@ def _regional_victim_hoods(ctx: _Context, state: _State, trade: frozenset[int]) 
     5's choice evicts run-07104 (64 pods, 640 GPU-eq of priority 0) where the best plan known
     evicts 42 gangs worth 650 in all elsewhere and keeps it. Its neighbourhood (12 movers of
     priorities 10 and 5) anywhere was 16,614 variables and 1.36 CPU-s (0.75 to build); in this
-    region (341 nodes) 0.55 CPU-s, priority 0 38,057.7 -> 38,357.7, and the next victim's
-    (run-00830, 320.0) 0.10 CPU-s for +245 more (docs/benchmarks.md, "h38-L06")."""
+    region (341 nodes) 0.55 CPU-s, priority 0 38,057.7 -> 38,357.7. The next victim's
+    (run-00830, 320.0) is an alternative, not more: alone +245.0 in 0.10 CPU-s, nothing after
+    the first (docs/benchmarks.md, "h38-L06")."""
     n = len(ctx.names)
     if not trade or n <= VICTIM_MAX_NODES or n >= AIMED_NODES:
         return []

@@ -627,6 +627,7 @@ class Beat:
         return cls(lexicographic_key(plan), now + math.ceil(UNDER_ONCE_SHARE * max(0, choice.value - now)))
 
     def beaten(self, s: Score, priority: int) -> bool:
+        """Whether a plan scoring ``s`` reaches it (``priority``: the choice's tier)."""
         return lexicographic_key(s) > self.key and _tier_value(s, priority) >= self.tier
 
 
@@ -672,8 +673,8 @@ LARGE_UNDER_ONCE = True
 integer slot model's choice of the plan's lowest tier placed under the taken choice, when
 every tier above is at its bound (:func:`finisher_keeps`), stops at its first pass that beats
 the plan with :data:`UNDER_ONCE_SHARE` of the tier's promised gain, and then neither the choice
-as it is nor SCIP's whole choice follows: the search
-after the placer has their time, beginning with the victims of the open tier worth most
+as it is nor SCIP's whole choice follows: the search after the placer has their time, beginning
+with the victims of the open tier worth most
 (:func:`gangopt.solvers.cpsat.lns._regional_victim_hoods`). On the fragmented 4,096-node
 busy-0.6 round at 10 s only that first pass ever raised the plan (priority 0 38,057.7; its 7
 more passes, 2 s, and the choice as it is lost priority 10 every time: h37-L06), and the
@@ -784,8 +785,8 @@ def place_choices(
         if lower is not None:
             tries.append((lower, above_order))
         keep = finisher_keeps(pre, out.score, choice, above)
-        # A large round's lowest tier under the taken choice: one pass, then the search
-        # (:data:`LARGE_UNDER_ONCE`).
+        # A large round's lowest tier under the taken choice: no pass after the first that pays
+        # (:class:`Beat`), nothing after the placement, then the search (:data:`LARGE_UNDER_ONCE`).
         once = LARGE_UNDER_ONCE and large and keep > 0 and lower is not None and bool(choice.levels)
         tries.append((choice, None))
         beat = Beat.of(out.score, choice) if once else None
