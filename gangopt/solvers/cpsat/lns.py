@@ -34,6 +34,11 @@ It keeps the plan and re-decides one piece of it at a time, at node level:
   stay: its tier value is its minimum's, so a victim evicted whole for room one of its pods
   makes is the sub-model's to keep (256 nodes / 100 gangs, busy 0.6, seeds 1 and 4: the whole
   20 GPU-eq of priority 0 the search missed).
+* **Regional victims** (rounds of more than :data:`VICTIM_MAX_NODES` and fewer than
+  :data:`AIMED_NODES` nodes, after the slot placer: :func:`_regional_victim_hoods`): the open
+  tiers' evicted gangs worth most, each with its movers inside a region (its nodes and where
+  the movers fit beside the plan's new pods): at L busy 0.6 the LP's rounded choice evicts a
+  640 GPU-eq gang that this keeps (+300.0 on priority 0 in 0.3-0.6 CPU-s).
 * **Relocations** (rounds of at least :data:`AIMED_NODES` nodes, :func:`_relocate_hoods`,
   instead of the victims, the single movers anywhere and the random pairs): an admitted gang
   bound to a level moves alone to one domain among its own and the few where it displaces
@@ -555,7 +560,7 @@ def _neighbourhoods(
     if aimed:
         out += _relocate_hoods(ctx, state, lost)
     else:
-        out += _victim_hoods(ctx, state, rng)
+        out += _victim_hoods(ctx, state, rng) or _regional_victim_hoods(ctx, state, trade)
         out += [Neighbourhood((g,), None, g) for g in singles[:TOP_SINGLES]]
     for label, region in _domains(ctx, lost_at, rng):
         movers = sorted(
@@ -687,6 +692,59 @@ def _victim_hoods(ctx: _Context, state: _State, rng: np.random.Generator) -> lis
     return out
 
 
+def _regional_victim_hoods(ctx: _Context, state: _State, trade: frozenset[int]) -> list[Neighbourhood]:
+    """On a round of more than :data:`VICTIM_MAX_NODES` nodes (and fewer than
+    :data:`AIMED_NODES`), with ``trade`` (the tiers the cheap bounds leave open, after the slot
+    placer): up to :data:`REGIONAL_VICTIMS` running gangs of those tiers the plan evicts whole,
+    the most tier value first (ties by name), each with every admitted gang that has new pods on
+    its nodes as a mover, inside a region: the victim's nodes, and per mover the nodes where its
+    pods fit beside the plan's new pods at the least victim value kept (:meth:`_Entry.nodes`,
+    :data:`ENTRANT_NODES` per pod) and the domain the plan chose for its required level.
+
+    The slot placer's plan of the LP's rounded choice evicts the victims the LP's solution read
+    at one half names; on the fragmented 4,096-node busy-0.6 round its placement under priority
+    5's choice evicts run-07104 (64 pods, 640 GPU-eq of priority 0) where the best plan known
+    evicts 42 gangs worth 650 in all elsewhere and keeps it. Its neighbourhood (12 movers of
+    priorities 10 and 5) anywhere was 16,614 variables and 1.36 CPU-s (0.75 to build); in this
+    region (341 nodes) 0.55 CPU-s, priority 0 38,057.7 -> 38,357.7. The next victim's
+    (run-00830, 320.0) is an alternative, not more: alone +245.0 in 0.10 CPU-s, nothing after
+    the first (docs/benchmarks.md, "h38-L06")."""
+    n = len(ctx.names)
+    if not trade or n <= VICTIM_MAX_NODES or n >= AIMED_NODES:
+        return []
+    victims = [
+        name
+        for name in ctx.candidates
+        if ctx.running[name].priority in trade and name in ctx.pods and set(ctx.pods[name][2]) <= state.removed
+    ]
+    if not victims:
+        return []
+    victims.sort(key=lambda v: (-ctx.terms.tier_value(ctx.running[v]), v))
+    on_node: dict[int, set[str]] = {}
+    seed_nodes: dict[str, list[int]] = {}
+    for gang, _, node in state.new_pods:
+        on_node.setdefault(ctx.index[node], set()).add(gang)
+        seed_nodes.setdefault(gang, []).append(ctx.index[node])
+    entry = _Entry(ctx, state, crowded=True)
+    out = []
+    for name in victims[:REGIONAL_VICTIMS]:
+        rows = ctx.pods[name][0]
+        movers = sorted({g for i in set(rows.tolist()) for g in on_node.get(i, ()) if g in ctx.pending})
+        movers = [g for g in movers if _movable(ctx.pending[g])]
+        if not movers:
+            continue
+        region = np.zeros(n, dtype=bool)
+        region[rows] = True
+        for g in movers:
+            for mask in (entry.nodes(ctx.pending[g]), ctx.domain_mask(ctx.pending[g], seed_nodes[g])):
+                if mask is not None:
+                    region |= mask
+        out.append(Neighbourhood(tuple(movers), region, f"victim {name} (region)"))
+    return out
+
+
+REGIONAL_VICTIMS = 4
+"""Regional victim neighbourhoods per pass at most (:func:`_regional_victim_hoods`)."""
 VICTIMS = 4
 """Victim neighbourhoods per pass at most (:func:`_victim_hoods`)."""
 AIMED_NODES = 8192

@@ -47,6 +47,7 @@ chosen gang at M 0.75, priority-then-largest left one 8-GPU fabric-selector gang
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -469,6 +470,7 @@ def placed(
     won: list[Order] | None = None,
     hurry: bool = False,
     keep: float = 0.0,
+    once: Beat | None = None,
 ) -> tuple[Plan, Score]:
     """The plan :class:`SlotPlacer` makes of ``choice`` (solver ``cpsat``; not yet validated),
     with its score.
@@ -504,7 +506,8 @@ def placed(
     default ones (:func:`place_choices` passes the order of the taken choice's best pass to the
     same choice's gangs placed under it, :func:`_under`); ``won``: the order of the best pass is
     appended to it. ``keep``: seconds before ``until`` by which the passes after the first must
-    end (:func:`place_choices` keeps the finisher's secondary LP at the plan's tiers its time)."""
+    end (:func:`place_choices` keeps the finisher's secondary LP at the plan's tiers its time).
+    ``once``: no pass follows one that beats it (:class:`Beat`, :data:`LARGE_UNDER_ONCE`)."""
     chosen = {rnd.pending[i].name for i in choice.started}
     ahead = ahead & chosen
     over = _over(choice)
@@ -513,6 +516,10 @@ def placed(
     took = 0.0
     later = None if until is None else until - keep
     """When the passes after the first must end."""
+
+    def beaten() -> bool:
+        """A pass beat ``once``: no more."""
+        return once is not None and best is not None and once.beaten(best[1], choice.priority)
 
     def short(missing: bool = False) -> bool:
         """The best plan is below the model's value (with ``missing``, or leaves a chosen gang
@@ -540,7 +547,7 @@ def placed(
     longest = 0.0
     carried: frozenset[str] = frozenset()
     for index, (keys, consolidate) in enumerate(orders):
-        if best is not None and not short(consolidate):
+        if best is not None and (beaten() or not short(consolidate)):
             continue  # the model's value reached (or no time left): not this order
         first = ahead | carried
         if start is not None and (keys, consolidate) == (start.keys, start.consolidate):
@@ -549,7 +556,7 @@ def placed(
         order_first = first
         passes = 0
         while passes < PASSES:
-            if tried and later is not None and time.perf_counter() + took > later:
+            if tried and (beaten() or (later is not None and time.perf_counter() + took > later)):
                 break
             tried += 1
             passes += 1
@@ -572,7 +579,7 @@ def placed(
             if hurry and index == 0:
                 carried = first  # the next order, with these gangs first (:data:`LARGE_HURRY`)
                 break
-        if short(consolidate) and not (index == 0 and carried):
+        if short(consolidate) and not (index == 0 and carried) and not beaten():
             # Short of the model's value: this order's best pass once more with the chosen
             # gangs' preferred levels set aside (M 0.6: priority 0 5,878.8 to 6,138.8, the
             # bound; 0.15 CPU-s), if it ends in time. The best pass's order, not the last
@@ -605,6 +612,36 @@ def placed(
 
 
 @dataclass(frozen=True)
+class Beat:
+    """What a pass of :func:`placed` must reach for no pass to follow it (``once``): a plan
+    lexicographically above ``key`` whose value of the choice's tier is at least ``tier``."""
+
+    key: tuple[float, ...]
+    tier: int
+
+    @classmethod
+    def of(cls, plan: Score, choice: SlotChoice) -> Beat:
+        """Above the plan scoring ``plan``, with :data:`UNDER_ONCE_SHARE` of what ``choice``'s
+        value adds to the plan's value of its tier."""
+        now = _tier_value(plan, choice.priority)
+        return cls(lexicographic_key(plan), now + math.ceil(UNDER_ONCE_SHARE * max(0, choice.value - now)))
+
+    def beaten(self, s: Score, priority: int) -> bool:
+        """Whether a plan scoring ``s`` reaches it (``priority``: the choice's tier)."""
+        return lexicographic_key(s) > self.key and _tier_value(s, priority) >= self.tier
+
+
+UNDER_ONCE_SHARE = 0.5
+"""The share of what the choice's value adds to the plan's value of its tier that the first
+pass under the taken choice must gain for :data:`LARGE_UNDER_ONCE` to stop there. On the
+fragmented 4,096-node busy-0.6 round that pass gains 1,535.0 GPU-eq of the 2,175.0 (71 %); on
+the 1,024-node rounds of L busy 0.75's shape (``bench.xl_shape 1024 0,1``) it gained 10.0 and
+0 (a secondary value only), and the further passes, the choice as it is or SCIP's whole choice
+then gained 125.0 and 290.0: stopped at any gain, those were lost (docs/benchmarks.md,
+"h38-L06")."""
+
+
+@dataclass(frozen=True)
 class Order:
     """A gang order of :func:`placed`'s passes: the chosen gangs' sort keys, whether whole
     nodes are kept (:attr:`SlotPlacer.consolidate`), and the chosen gangs placed first."""
@@ -629,6 +666,23 @@ CPU-s); hurried, the second pass reaches it (2 passes, 1.1 CPU-s, the same plan)
 Starting largest first instead reached it in 3 passes, but at L busy 0.75, where the first
 pass in the priority order places the choice, it gave the same tiers with a secondary value
 of 149.4 against 163.3 (gap 0.093 % against 0.082 %); hurried, the plan there is the same."""
+
+
+LARGE_UNDER_ONCE = True
+"""Whether, on a round over :data:`~gangopt.slots.MAX_COLUMNS` pending and candidate gangs, an
+integer slot model's choice of the plan's lowest tier placed under the taken choice, when
+every tier above is at its bound (:func:`finisher_keeps`), stops at its first pass that beats
+the plan with :data:`UNDER_ONCE_SHARE` of the tier's promised gain, and then neither the choice
+as it is nor SCIP's whole choice follows: the search after the placer has their time, beginning
+with the victims of the open tier worth most
+(:func:`gangopt.solvers.cpsat.lns._regional_victim_hoods`). On the fragmented 4,096-node
+busy-0.6 round at 10 s only that first pass ever raised the plan (priority 0 38,057.7; its 7
+more passes, 2 s, and the choice as it is lost priority 10 every time: h37-L06), and the
+LP's rounded choice evicts a 640 GPU-eq gang the best plan known keeps; the search's first
+regional victim neighbourhood keeps it (0.3-0.6 CPU-s): priority 0 38,357.7, the reported gap
+1.212 % -> 0.81 % (docs/benchmarks.md, "h38-L06"). A first pass that does not beat the plan
+so (on 256-node rounds it can lose priority 5; on 1,024-node ones gain 0-10 GPU-eq) goes on as
+before."""
 
 
 UNDER_PASS_SHARE = 0.5
@@ -730,20 +784,28 @@ def place_choices(
         lower = _under(rnd, choice, above)
         if lower is not None:
             tries.append((lower, above_order))
-        tries.append((choice, None))
         keep = finisher_keeps(pre, out.score, choice, above)
+        # A large round's lowest tier under the taken choice: no pass after the first that pays
+        # (:class:`Beat`), nothing after the placement, then the search (:data:`LARGE_UNDER_ONCE`).
+        once = LARGE_UNDER_ONCE and large and keep > 0 and lower is not None and bool(choice.levels)
+        tries.append((choice, None))
+        beat = Beat.of(out.score, choice) if once else None
+        """What the placement under the taken choice beats with one pass to stop there."""
+        stopped = False
         later = None if until is None else until - keep
         """When what follows the first pass under the taken choice must end (:func:`finisher_keeps`)."""
         placement: tuple[Plan, Score, SlotChoice, Order] | None = None
         for this, start in tries:
-            if placement is not None and later is not None and time.perf_counter() + step > later:
+            if placement is not None and (stopped or (later is not None and time.perf_counter() + step > later)):
                 break
             ahead = frozenset() if this.levels else _left_out(rnd, this, out.plan)
             resume = _resume(rnd, this, out.plan, like, ahead)
             hurry = LARGE_HURRY and large and bool(this.levels) and start is None
+            once_key = beat if start is not None else None
             other, other_score = placed(
-                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep
+                rnd, this, until, like, ahead, resume, start=start, won=won, hurry=hurry, keep=keep, once=once_key
             )
+            stopped = beat is not None and start is not None and beat.beaten(other_score, choice.priority)
             took = time.perf_counter() - began
             step = max(step, won[-1].seconds) if placement is not None else won[-1].seconds
             if placement is None or lexicographic_key(other_score) > lexicographic_key(placement[1]):
@@ -755,7 +817,8 @@ def place_choices(
         # Placed to the tier's bound and taken: SCIP's whole choice cannot do better on the
         # tier (M busy 0.6 seed 0: 1.9 s of the clock's 8 s went to placing it again).
         reached = better and _tier_value(plan_score, choice.priority) >= choice.bound
-        if choice.rounded and answer is None and not reached and (later is None or time.perf_counter() + took <= later):
+        retry = choice.rounded and answer is None and not reached and not stopped
+        if retry and (later is None or time.perf_counter() + took <= later):
             # The LP's own solution placed (no SCIP, :func:`gangopt.slots.slot_choice`) is not
             # proven: SCIP's whole solution, placed, as before the LP's choice (tilted L 0.75).
             whole = slot_choice(pre, values, whole=True)

@@ -300,6 +300,42 @@ def test_a_victim_neighbourhood_moves_every_gang_on_an_evicted_gangs_nodes(monke
     assert sorted(p.gang for p in out.plan.preemptions) == ["s3", "s4", "s5"]
 
 
+@pytest.mark.parametrize("regional", [4, 0])
+def test_past_the_victim_neighbourhoods_size_a_regional_one_keeps_the_open_tiers_dearest_victim(
+    monkeypatch: pytest.MonkeyPatch, regional: int
+) -> None:
+    """h38-L06: on a round over VICTIM_MAX_NODES (forced: 0) and with the open tiers to trade
+    (after the slot placer), the search's first neighbourhood is the open tier's evicted gang
+    worth most, its movers inside a region: its nodes, and where each mover's pods fit beside
+    the plan's. On ``spanning`` that keeps ``wide`` (the three new gangs move at once) and
+    reaches the reference optimum; without it (``REGIONAL_VICTIMS`` 0) no single mover, domain
+    or pair can. Fails if the regional neighbourhoods are not made, not first, or miss the
+    victim's nodes."""
+    from gangopt.solvers.cpsat import lns
+
+    rnd = spanning()
+    monkeypatch.setattr(GreedyEngine, "spares_spread", False)
+    monkeypatch.setattr(lns, "VICTIM_MAX_NODES", 0)
+    monkeypatch.setattr(lns, "REGIONAL_VICTIMS", regional)
+    seed = greedy(rnd)
+    assert [p.gang for p in seed.preemptions] == ["wide"]
+    pre = prefilter(rnd)
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    ctx = lns._Context(rnd, pre)
+    hoods = lns._neighbourhoods(ctx, lns._State.of(seed), np.random.default_rng(0), frozenset({0}))
+    out = improve(rnd, pre, seed, score(rnd, seed), time.perf_counter() + 30, trade=frozenset({0}))
+    assert gangopt.validate(rnd, out.plan) == []
+    if regional:
+        first = hoods[0]
+        assert first.label == "victim wide (region)" and first.movers == ("a", "b", "c")
+        assert first.region is not None and all(first.region[ctx.index[n]] for n in ("n0", "n1", "n2"))
+        assert tiers(rnd, out.plan) == optimum
+        assert sorted(p.gang for p in out.plan.preemptions) == ["s3", "s4", "s5"]
+    else:
+        assert not any("(region)" in h.label for h in hoods)
+        assert tiers(rnd, out.plan)[0] < optimum[0]
+
+
 def test_at_256_nodes_the_placers_plan_keeps_an_elastic_victim_it_evicted_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

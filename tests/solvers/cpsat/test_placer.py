@@ -449,6 +449,38 @@ def test_a_large_rounds_integer_choice_hurries_to_the_largest_first_order(
     assert lexicographic_key(out.score) > lexicographic_key(seed_score)
 
 
+def _logged_placements(
+    monkeypatch: pytest.MonkeyPatch, rnd: Round
+) -> tuple[placer_module.Placed, Score, list[tuple[int, bool, Plan]], list[placer_module.Beat]]:
+    """``place_choices`` from greedy's plan with its deadline an hour away, every pass logged:
+    the placer's result, greedy's score, per pass (the choice's priority, whether placed under
+    the taken choice, its plan: each validated here) and the ``once`` each ``placed`` got."""
+    runs: list[tuple[int, bool, Plan]] = []
+    real_run, real_placed = SlotPlacer.run, placer_module.placed
+    under: list[bool] = []
+    beat: list[placer_module.Beat] = []
+
+    def logged_run(self: SlotPlacer) -> Plan:
+        plan = real_run(self)
+        runs.append((self.choice.priority, under[-1], plan))
+        return plan
+
+    def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
+        under.append(kwargs.get("start") is not None)
+        if kwargs.get("once") is not None:
+            beat.append(kwargs["once"])
+        return real_placed(*args, **kwargs)
+
+    monkeypatch.setattr(SlotPlacer, "run", logged_run)
+    monkeypatch.setattr(placer_module, "placed", logged_placed)
+    pre, seed, seed_score = _greedy_seed(rnd)
+    until = time.perf_counter() + 3600.0
+    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
+    for _, _, plan in runs:
+        assert gangopt.validate(rnd, plan) == []
+    return out, seed_score, runs, beat
+
+
 @pytest.mark.parametrize("keeps", [0.0, 1e6])
 def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_lp_its_time(
     monkeypatch: pytest.MonkeyPatch, keeps: float
@@ -466,26 +498,7 @@ def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_
 
     rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
     monkeypatch.setattr(annotate_module, "at_plan_seconds", lambda _pre: keeps)
-    runs: list[tuple[int, bool, Plan]] = []
-    real_run, real_placed = SlotPlacer.run, placer_module.placed
-    under: list[bool] = []
-
-    def logged_run(self: SlotPlacer) -> Plan:
-        plan = real_run(self)
-        runs.append((self.choice.priority, under[-1], plan))
-        return plan
-
-    def logged_placed(*args: Any, **kwargs: Any) -> tuple[Plan, Score]:
-        under.append(kwargs.get("start") is not None)
-        return real_placed(*args, **kwargs)
-
-    monkeypatch.setattr(SlotPlacer, "run", logged_run)
-    monkeypatch.setattr(placer_module, "placed", logged_placed)
-    pre, seed, seed_score = _greedy_seed(rnd)
-    until = time.perf_counter() + 3600.0
-    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
-    for _, _, plan in runs:
-        assert gangopt.validate(rnd, plan) == []
+    out, seed_score, runs, _ = _logged_placements(monkeypatch, rnd)
     zero = [r for r in runs if r[0] == 0]
     assert zero and zero[0][1], "no placement under the priority-5 choice"
     five = max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key)
@@ -498,6 +511,75 @@ def test_what_follows_the_first_pass_under_the_taken_choice_keeps_the_finishers_
     else:
         assert len(zero) > 1
         assert out.keep == 0.0
+
+
+@pytest.mark.parametrize("once", [True, False])
+def test_a_large_rounds_lowest_tier_under_the_taken_choice_is_one_pass_and_nothing_after_it(
+    monkeypatch: pytest.MonkeyPatch, once: bool
+) -> None:
+    """h38-L06: on a round over MAX_COLUMNS (forced: 0) whose lower choice is placed under the
+    taken one with every tier above at its bound (``finisher_keeps`` > 0, the deadline an hour
+    away so the clock stops nothing), ``LARGE_UNDER_ONCE`` stops that placement at its first
+    pass that beats the plan and places neither the choice as it is nor SCIP's whole choice: the search after
+    the placer has that time (on L busy 0.6 its regional victim neighbourhoods gain priority 0
+    +300 where the 7 later passes found nothing). 256 nodes / 100 gangs, busy 0.6, seed 1 (jobs
+    mix): the first pass under it loses priority 5 there, so the passes go on until one beats
+    the plan, and stop there. Fails if ``once`` is not passed on or ignored (more passes), or
+    if the choice as it is still follows; every pass's plan validates."""
+    import gangopt.annotate as annotate_module
+
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
+    monkeypatch.setattr(annotate_module, "at_plan_seconds", lambda _pre: 1e-9)
+    monkeypatch.setattr(placer_module, "MAX_COLUMNS", 0)
+    monkeypatch.setattr(placer_module, "LARGE_UNDER_ONCE", once)
+    out, seed_score, runs, beat = _logged_placements(monkeypatch, rnd)
+    zero = [r for r in runs if r[0] == 0]
+    assert zero and zero[0][1], "no placement under the priority-5 choice"
+    five = max((score(rnd, plan) for prio, _, plan in runs if prio == 5), key=lexicographic_key)
+    assert len(beat) == int(once) and all(b.key == lexicographic_key(five) for b in beat)
+    assert lexicographic_key(out.score) > lexicographic_key(seed_score)
+    assert out.keep > 0
+    if once:
+        assert beat[0].tier > _tier_value(five, 0)  # a share of the choice's gain on its tier
+        beats = [k for k, r in enumerate(zero) if beat[0].beaten(score(rnd, r[2]), 0)]
+        assert beats and all(r[1] for r in zero[: beats[0] + 1])  # a pass under the taken choice beats it
+        assert len(zero) == beats[0] + 1  # no pass after it; not the choice as it is
+    else:
+        assert len(zero) > 1 and not all(r[1] for r in zero)  # more passes, the choice as it is among them
+
+
+def test_a_placement_given_a_plan_to_beat_stops_at_its_first_pass_that_beats_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """h38-L06: ``placed(once=Beat(key, 0))`` runs no pass after the first whose plan is
+    lexicographically above ``key`` (what ``LARGE_UNDER_ONCE`` gives the placement under the
+    taken choice, with a tier value to reach as well). 256 nodes / 100 gangs, busy 0.6, seed
+    2 (jobs mix), priority 5's choice from greedy's plan: 14 passes without it; with greedy's
+    key, the passes stop at the first that beats greedy. Fails if ``once`` is ignored by any of
+    the pass loop, the further orders or the pass with preferred levels set aside; every pass's
+    plan validates."""
+    rnd = fragmented_round(256, 100, 0.6, 2, running_mix="jobs")
+    pre, _, seed_score = _greedy_seed(rnd)
+    choice = slot_choice(pre, {t.priority: round(t.value * SCALE) for t in seed_score.tiers})
+    assert choice is not None
+    plans: list[Plan] = []
+    real_run = SlotPlacer.run
+
+    def logged_run(self: SlotPlacer) -> Plan:
+        plans.append(real_run(self))
+        return plans[-1]
+
+    monkeypatch.setattr(SlotPlacer, "run", logged_run)
+    _, every = placed(rnd, choice)
+    passes = list(plans)
+    plans.clear()
+    key = lexicographic_key(seed_score)
+    _, stopped = placed(rnd, choice, once=placer_module.Beat(key, 0))
+    first = next(k for k, plan in enumerate(passes) if lexicographic_key(score(rnd, plan)) > key)
+    assert len(plans) == first + 1 < len(passes)
+    assert lexicographic_key(stopped) > key and lexicographic_key(every) >= lexicographic_key(stopped)
+    for plan in passes:
+        assert gangopt.validate(rnd, plan) == []
 
 
 def test_a_choice_placed_under_the_taken_one_starts_when_half_a_pass_fits() -> None:
