@@ -19,6 +19,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, cast
 
 from gangopt import slot_classes, slots
@@ -141,7 +142,7 @@ def _explained(
     in time (:func:`_checked_beside`), else this process's own."""
     by = None if deadline is None else reasons_deadline(rnd, plan, deadline, slow, validator_end)
     setup = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan) * slow
-    checked = None if early is None else _checked_beside(early, rnd, plan, by)
+    checked = None if early is None else _checked_beside(early, rnd, plan, by, slow)
     waiting = waiting_reasons(rnd, plan, deadline=by, setup=setup, checked=checked)
     note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
     return plan.model_copy(update={"waiting": waiting, "message": note})
@@ -155,6 +156,8 @@ class ReasonsBeside:
     rnd: Round
     plan: Plan
     deadline: float
+    expected: float
+    """CPU seconds the child's checks are expected to take (:data:`REASONS_BESIDE_SECONDS_PER_POD`)."""
     child: Beside[dict[str, list[Check]]]
 
 
@@ -169,6 +172,18 @@ smaller rounds end well before their deadline in-process (greedy's plan of the f
 round: 0.36 CPU-s for 52 waiting gangs, none unchecked on a quiet host), and the fork costs the
 parent the pages it writes afterwards (0.07 CPU-s at L, :data:`gangopt.solve.BESIDE_LEAST_SECONDS`).
 XL (77,300 pods) expects 0.85 s, L (19,400) 0.21 s."""
+
+REASONS_BESIDE_NICENESS = 19
+"""The niceness of the child of :func:`reasons_beside` (:func:`gangopt.beside.beside`): it runs
+on CPU time no other process wants, so it is started on a busy machine too, where it takes
+next to nothing from the solve it runs beside (the candidates and bounds that decide the plan),
+and gets the finisher's core while the finisher waits for it (:func:`_checked_beside`)."""
+
+REASONS_BESIDE_SECONDS_PER_POD = 3.5e-5
+"""CPU seconds per pod (:func:`plan_pods`) the child of :func:`reasons_beside` is expected to
+take for the whole of its checks, from which the finisher judges whether waiting for it beats
+checking the plan itself (:func:`_checked_beside`): greedy's plan of the fragmented XL round,
+77,300 pods and 205 waiting gangs, 2.2-2.5 CPU-s uncut (3.2e-5 at most)."""
 
 REASONS_BESIDE_PATIENCE_SECONDS = 0.05
 """Seconds past the later of its own deadline and the finisher's (:func:`reasons_deadline`)
@@ -190,21 +205,23 @@ def reasons_beside(pre: Prefiltered, plan: Plan, deadline: float, slow: float) -
     comparisons 0.3): 142-156 of 205 waiting gangs went unchecked on a quiet host, and every
     one under load. The plan the finisher explains there is that greedy plan (no model fits
     the limit). Only where the reasons are large enough to pay
-    (:data:`REASONS_BESIDE_LEAST_SECONDS`), the solve ran at most :data:`BESIDE_SLOWDOWN` times
-    slower than its CPU time, and a child can run beside on a core of its own
-    (:func:`gangopt.beside.second_core`). The reasons do not depend on which process made
-    them: the same function of the same round and decisions, cut by the same kind of deadline
-    (under ``policy.deterministic`` the safety net, as in-process)."""
+    (:data:`REASONS_BESIDE_LEAST_SECONDS`) and a child can run at all
+    (:func:`gangopt.beside.spare_cpu`): at :data:`REASONS_BESIDE_NICENESS`, on the CPU time the
+    other processes leave, so on a busy machine too. The reasons do not depend on which process
+    made them: the same function of the same round and decisions, cut by the same kind of
+    deadline (under ``policy.deterministic`` the safety net, as in-process)."""
     rnd = pre.rnd
     view = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan)
-    if view < REASONS_BESIDE_LEAST_SECONDS or slow > BESIDE_SLOWDOWN or REASONS_BESIDE in pre.derived:
+    if view < REASONS_BESIDE_LEAST_SECONDS or REASONS_BESIDE in pre.derived:
         return
     if len(plan.admitted) >= len(rnd.pending):
         return
     by = reasons_deadline(rnd, plan, deadline, slow, None)
-    child = beside(lambda: waiting_checks(rnd, plan, deadline=by, setup=view * slow))
+    expected = REASONS_BESIDE_SECONDS_PER_POD * plan_pods(rnd, plan)
+    work = partial(waiting_checks, rnd, plan, deadline=by, setup=view * slow)
+    child = beside(work, niceness=REASONS_BESIDE_NICENESS)
     if child is not None:
-        pre.derived[REASONS_BESIDE] = ReasonsBeside(rnd, plan, by, child)
+        pre.derived[REASONS_BESIDE] = ReasonsBeside(rnd, plan, by, expected, child)
 
 
 def close_reasons_beside(pre: Prefiltered | None) -> None:
@@ -221,17 +238,29 @@ def _taken_beside(pre: Prefiltered | None) -> ReasonsBeside | None:
     return early if isinstance(early, ReasonsBeside) else None
 
 
-def _checked_beside(early: ReasonsBeside, rnd: Round, plan: Plan, by: float | None) -> dict[str, list[Check]] | None:
+def _checked_beside(
+    early: ReasonsBeside, rnd: Round, plan: Plan, by: float | None, slow: float
+) -> dict[str, list[Check]] | None:
     """The child's checks (:func:`reasons_beside`) when they are of ``rnd`` and of a plan that
     decides as ``plan`` does and it answers by the later of its deadline and ``by``
     (:data:`REASONS_BESIDE_PATIENCE_SECONDS` past it); else None (the child ended), and the
-    finisher checks ``plan`` itself. With no ``by`` (a finisher called without a clock) the
-    child is not waited for: the finisher's own checks are then uncut."""
+    finisher checks ``plan`` itself. A child still at work is waited for only when what it is
+    expected to have left (its expected CPU seconds less those it used, times ``slow``: while
+    the finisher waits, the child has its core) ends by then: on a busy machine the child, at
+    low priority, may have had almost no CPU, and the finisher's own checks, cut by ``by``, then
+    check more. With no ``by`` (a finisher called without a clock) the child is not waited for:
+    the finisher's own checks are then uncut."""
     if by is None or early.rnd is not rnd or not same_decisions(early.plan, plan):
         early.child.close()
         return None
-    wait = max(by, early.deadline) - time.perf_counter() + REASONS_BESIDE_PATIENCE_SECONDS
-    return early.child.result(timeout=max(0.0, wait))
+    end = max(by, early.deadline)
+    if not early.child.ready():
+        used = early.child.cpu_seconds()
+        left = early.expected - (used if used is not None else 0.0)
+        if time.perf_counter() + left * slow > end:
+            early.child.close()  # starved on a busy machine: this process checks what it can
+            return None
+    return early.child.result(timeout=max(0.0, end - time.perf_counter() + REASONS_BESIDE_PATIENCE_SECONDS))
 
 
 FINISHER_BOUNDS_SECONDS_PER_POD = 4e-6

@@ -51,6 +51,16 @@ def second_core() -> bool:
     return cpus >= 2 and threading.active_count() == 1 and others_running() <= cpus - 2
 
 
+def spare_cpu() -> bool:
+    """Whether a forked child can run beside this process at all, on whatever CPU time the
+    others leave it: two CPUs or more in the affinity, one thread, ``os.fork``
+    (:func:`second_core` without its look at the other processes; for a child of low priority,
+    :func:`beside`'s ``niceness``)."""
+    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "fork"):
+        return False
+    return len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
+
+
 def others_running() -> int:
     """Processes other than this one the kernel has running or ready to run now (Linux's
     ``/proc/loadavg``, its fourth field); elsewhere the 1-minute load average less this one."""
@@ -93,6 +103,22 @@ class Beside(Generic[T]):
             return None
         return payload if kind == "result" else None
 
+    def ready(self) -> bool:
+        """Whether the child has answered (or ended): :meth:`result` would not wait."""
+        return not self.reaped and bool(select.select([self._answer], [], [], 0)[0])
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the child has used so far (Linux's ``/proc/PID/stat``); None where that
+        cannot be read (another system, or the child reaped)."""
+        if self.reaped:
+            return None
+        try:
+            with open(f"/proc/{self.pid}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
     def close(self) -> None:
         """End the child if it still runs, and reap it (for a parent that will not ask for the
         answer: an exception on its way; idempotent)."""
@@ -111,26 +137,34 @@ class Beside(Generic[T]):
             pass
 
 
-def beside(work: Callable[[], T]) -> Beside[T] | None:
+def beside(work: Callable[[], T], niceness: int = 0) -> Beside[T] | None:
     """``work()`` in a forked child, started now; None where a child cannot run beside this
-    process (:func:`second_core`): the caller then runs ``work`` itself."""
-    if not second_core():
+    process (:func:`second_core`): the caller then runs ``work`` itself.
+
+    ``niceness`` > 0: the child runs at that lower priority (:func:`os.nice`), on the CPU time
+    the other processes leave, and is started whenever it can run at all (:func:`spare_cpu`):
+    at nice 19 the kernel gives it about 1.5 % of a core it shares with a process at nice 0
+    (weights 15 and 1024), so it costs a busy machine, this process included, next to nothing,
+    and an idle core all of it."""
+    if not (spare_cpu() if niceness > 0 else second_core()):
         return None
     parent = os.getpid()
     answer, sender = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
-        _child_main(work, answer, sender, parent)
+        _child_main(work, answer, sender, parent, niceness)
     os.close(sender)
     return Beside(pid, answer)
 
 
-def _child_main(work: Callable[[], object], answer: int, sender: int, parent: int) -> None:
+def _child_main(work: Callable[[], object], answer: int, sender: int, parent: int, niceness: int = 0) -> None:
     """Entry point of the child: write ("result", answer) or ("error", text), then exit."""
     try:
         os.close(answer)
         die_with_parent(parent)
         close_inherited(keep=sender)
+        if niceness > 0:
+            os.nice(niceness)
         data = pickle.dumps(("result", work()), protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as error:
         data = pickle.dumps(("error", f"{type(error).__name__}: {error}"))
@@ -167,4 +201,4 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-__all__ = ["Beside", "beside", "close_inherited", "die_with_parent", "others_running", "second_core"]
+__all__ = ["Beside", "beside", "close_inherited", "die_with_parent", "others_running", "second_core", "spare_cpu"]

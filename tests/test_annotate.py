@@ -262,16 +262,15 @@ needs_second_core = pytest.mark.skipif(
 @pytest.fixture
 def reasons_forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """:func:`~gangopt.annotate.reasons_beside` forks for any round (no least size), the test
-    process counted as single-threaded on an idle machine (earlier tests may leave a thread, and
-    other jobs may run); the children it forked, recorded."""
+    process counted as single-threaded (earlier tests may leave a thread); the children it
+    forked, recorded."""
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(gangopt.beside, "others_running", lambda: 0)
     monkeypatch.setattr(finisher, "REASONS_BESIDE_LEAST_SECONDS", 0.0)
     forked: list[int] = []
     fork = finisher.beside
 
-    def recorded(work):  # type: ignore[no-untyped-def]
-        child = fork(work)
+    def recorded(work, niceness=0):  # type: ignore[no-untyped-def]
+        child = fork(work, niceness)
         if child is not None:
             forked.append(child.pid)
         return child
@@ -358,8 +357,49 @@ def test_cpsat_checks_its_first_plan_beside_and_the_plan_is_the_same_without(
     assert len(reasons_forked) == 1
     with pytest.raises(ChildProcessError):
         os.waitpid(reasons_forked[0], os.WNOHANG)
-    monkeypatch.setattr(gangopt.beside, "others_running", lambda: 64)  # no second core: no child
+    monkeypatch.setattr(threading, "active_count", lambda: 2)  # a thread more: no child
     alone = gangopt.solve(rnd, annotate=annotate)
     assert len(reasons_forked) == 1
     assert with_child.model_dump(exclude={"stats"}) == alone.model_dump(exclude={"stats"})
     assert validate(rnd, with_child) == []
+
+
+def _slow_child(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The child of :func:`~gangopt.annotate.reasons_beside` sleeps ``seconds`` before its checks."""
+    checks = finisher.waiting_checks
+
+    def slow(*args: object, **kwargs: object) -> object:
+        time.sleep(seconds)
+        return checks(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(finisher, "waiting_checks", slow)
+
+
+@needs_second_core
+@pytest.mark.parametrize("starved", [False, True])
+def test_the_finisher_waits_for_a_child_only_when_its_work_left_ends_in_time(
+    reasons_forked: list[int], monkeypatch: pytest.MonkeyPatch, starved: bool
+) -> None:
+    """A child still at work when the finisher needs its reasons: expected to end by the reasons'
+    deadline (the CPU it has left), the finisher waits and takes them (it can check nothing
+    itself here); expected to need an hour more (a child at low priority on a busy machine has
+    had next to no CPU), the finisher ends it at once and checks the plan itself (the child
+    sleeps a minute: the test would take that long if it waited)."""
+    rnd, plan = _three_waiting()
+    far = time.perf_counter() + 60.0
+    own = finisher.annotate(rnd, Result(plan=plan, stats=plan.stats), deadline=far, lp_bounds=False).waiting
+    _slow_child(monkeypatch, 60.0 if starved else 0.5)
+    if starved:
+        monkeypatch.setattr(finisher, "REASONS_BESIDE_SECONDS_PER_POD", 3600.0)
+    pre = prefilter(rnd)
+    finisher.reasons_beside(pre, plan, far, 1.0)
+    assert len(reasons_forked) == 1
+    if not starved:
+        _no_checks_here(monkeypatch)
+    began = time.perf_counter()
+    done = finisher.annotate(rnd, Result(plan=plan, stats=plan.stats, pre=pre), deadline=far, lp_bounds=False)
+    assert done.waiting == own
+    assert validate(rnd, done) == []
+    assert time.perf_counter() - began < 30.0
+    with pytest.raises(ChildProcessError):
+        os.waitpid(reasons_forked[0], os.WNOHANG)
