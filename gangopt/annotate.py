@@ -174,10 +174,11 @@ parent the pages it writes afterwards (0.07 CPU-s at L, :data:`gangopt.solve.BES
 XL (77,300 pods) expects 0.85 s, L (19,400) 0.21 s."""
 
 REASONS_BESIDE_NICENESS = 19
-"""The niceness of the child of :func:`reasons_beside` (:func:`gangopt.beside.beside`): it runs
-on CPU time no other process wants, so it is started on a busy machine too, where it takes
-next to nothing from the solve it runs beside (the candidates and bounds that decide the plan),
-and gets the finisher's core while the finisher waits for it (:func:`_checked_beside`)."""
+"""The niceness of the child of :func:`reasons_beside` (:func:`gangopt.beside.beside`): started
+on an idle second core, it keeps to CPU time no other process wants should the machine get
+busy, so it takes next to nothing from the solve it runs beside (the candidates and bounds that
+decide the plan), and it gets the finisher's core while the finisher waits for it
+(:func:`_checked_beside`)."""
 
 REASONS_BESIDE_SECONDS_PER_POD = 3.5e-5
 """CPU seconds per pod (:func:`plan_pods`) the child of :func:`reasons_beside` is expected to
@@ -205,11 +206,13 @@ def reasons_beside(pre: Prefiltered, plan: Plan, deadline: float, slow: float) -
     comparisons 0.3): 142-156 of 205 waiting gangs went unchecked on a quiet host, and every
     one under load. The plan the finisher explains there is that greedy plan (no model fits
     the limit). Only where the reasons are large enough to pay
-    (:data:`REASONS_BESIDE_LEAST_SECONDS`) and a child can run at all
-    (:func:`gangopt.beside.spare_cpu`): at :data:`REASONS_BESIDE_NICENESS`, on the CPU time the
-    other processes leave, so on a busy machine too. The reasons do not depend on which process
-    made them: the same function of the same round and decisions, cut by the same kind of
-    deadline (under ``policy.deterministic`` the safety net, as in-process)."""
+    (:data:`REASONS_BESIDE_LEAST_SECONDS`) and where a child can run beside on a core no other
+    process runs on now (:func:`gangopt.beside.second_core`), at
+    :data:`REASONS_BESIDE_NICENESS`. On a busy machine it would gain nothing: started at nice
+    19 whatever the load (XL, load 2.4-3.4 on the 2-core host) it had 0.01-0.03 CPU-s by the
+    finisher, which ended it, and the fork's pages cost the solve beside it. The reasons do not
+    depend on which process made them: the same function of the same round and decisions, cut
+    by the same kind of deadline (under ``policy.deterministic`` the safety net, as in-process)."""
     rnd = pre.rnd
     view = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan)
     if view < REASONS_BESIDE_LEAST_SECONDS or REASONS_BESIDE in pre.derived:

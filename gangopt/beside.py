@@ -51,16 +51,6 @@ def second_core() -> bool:
     return cpus >= 2 and threading.active_count() == 1 and others_running() <= cpus - 2
 
 
-def spare_cpu() -> bool:
-    """Whether a forked child can run beside this process at all, on whatever CPU time the
-    others leave it: two CPUs or more in the affinity, one thread, ``os.fork``
-    (:func:`second_core` without its look at the other processes; for a child of low priority,
-    :func:`beside`'s ``niceness``)."""
-    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "fork"):
-        return False
-    return len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
-
-
 def others_running() -> int:
     """Processes other than this one the kernel has running or ready to run now (Linux's
     ``/proc/loadavg``, its fourth field); elsewhere the 1-minute load average less this one."""
@@ -141,12 +131,11 @@ def beside(work: Callable[[], T], niceness: int = 0) -> Beside[T] | None:
     """``work()`` in a forked child, started now; None where a child cannot run beside this
     process (:func:`second_core`): the caller then runs ``work`` itself.
 
-    ``niceness`` > 0: the child runs at that lower priority (:func:`os.nice`), on the CPU time
-    the other processes leave, and is started whenever it can run at all (:func:`spare_cpu`):
-    at nice 19 the kernel gives it about 1.5 % of a core it shares with a process at nice 0
-    (weights 15 and 1024), so it costs a busy machine, this process included, next to nothing,
-    and an idle core all of it."""
-    if not (spare_cpu() if niceness > 0 else second_core()):
+    ``niceness`` > 0: the child runs at that lower priority (:func:`os.nice`), for work this
+    process can do without: should other processes take the second core after the fork, the
+    kernel gives the child at nice 19 about 1.5 % of a core it shares with a process at nice 0
+    (weights 15 and 1024), and this process keeps its own."""
+    if not second_core():
         return None
     parent = os.getpid()
     answer, sender = os.pipe()
@@ -201,4 +190,4 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-__all__ = ["Beside", "beside", "close_inherited", "die_with_parent", "others_running", "second_core", "spare_cpu"]
+__all__ = ["Beside", "beside", "close_inherited", "die_with_parent", "others_running", "second_core"]
