@@ -348,14 +348,24 @@ def test_checks_made_for_another_plan_name_this_plans_solver_in_the_policy_reaso
 def test_cpsat_checks_its_first_plan_beside_and_the_plan_is_the_same_without(
     reasons_forked: list[int], monkeypatch: pytest.MonkeyPatch, annotate: bool
 ) -> None:
-    """CP-SAT forks the reasons of its first greedy plan; the plan returned (reasons included,
-    under ``policy.deterministic`` so that nothing else may differ) is the one a solve with no
-    child returns, it passes the validator, and no child is left behind, collected or not
-    (``annotate=False``: the door ends it)."""
+    """CP-SAT forks the reasons of its first greedy plan and the finisher takes the child's checks;
+    the plan returned (reasons included, under ``policy.deterministic`` so that nothing else may
+    differ) is the one a solve with no child returns, it passes the validator, and no child is
+    left behind, collected or not (``annotate=False``: the door ends it)."""
     rnd = _three_waiting()[0]
     rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"deterministic": True})})
+    taken: list[object] = []
+    checked_beside = finisher._checked_beside
+
+    def recorded(*args: object) -> object:
+        got = checked_beside(*args)  # type: ignore[arg-type]
+        taken.append(got)
+        return got
+
+    monkeypatch.setattr(finisher, "_checked_beside", recorded)
     with_child = gangopt.solve(rnd, annotate=annotate)
     assert len(reasons_forked) == 1
+    assert [got is not None for got in taken] == ([True] if annotate else [])  # the child's checks taken
     with pytest.raises(ChildProcessError):
         os.waitpid(reasons_forked[0], os.WNOHANG)
     monkeypatch.setattr(gangopt.beside, "others_running", lambda: 64)  # no idle second core: no child
