@@ -202,10 +202,12 @@ def reasons_beside(pre: Prefiltered, plan: Plan, deadline: float, slow: float) -
 
     On the fragmented XL round CP-SAT's first greedy plan is ready about 5 s into the 10 s
     command, then the solver spends about 2.8 s on bounds and candidates before the finisher,
-    which had about 0.9 s left for reasons costing 2.2-2.5 CPU-s (view 0.6, own checks 1.3,
-    comparisons 0.3): 142-156 of 205 waiting gangs went unchecked on a quiet host, and every
-    one under load. The plan the finisher explains there is that greedy plan (no model fits
-    the limit). Only where the reasons are large enough to pay
+    which had about 1 s left for reasons costing 2.2-2.5 CPU-s (view 0.6, own checks 1.3,
+    comparisons 0.3): 0-156 of 205 waiting gangs went unchecked on a quiet host, by its pace,
+    and every one under load. The plan the finisher explains there is that greedy plan (no model
+    fits the limit). With the child (quiet host, 4 pairs): 0 unchecked, and the command ends
+    1.0-1.2 s sooner (8.34 s median against 9.43), the finisher taking the child's 205 gangs'
+    checks in 21 ms (h38-xlreasons in docs/benchmarks.md). Only where the reasons are large enough to pay
     (:data:`REASONS_BESIDE_LEAST_SECONDS`) and where a child can run beside on a core no other
     process runs on now (:func:`gangopt.beside.second_core`), at
     :data:`REASONS_BESIDE_NICENESS`. On a busy machine it would gain nothing: started at nice
