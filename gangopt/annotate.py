@@ -18,10 +18,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Literal, cast
 
 from gangopt import slot_classes, slots
 from gangopt.arrays import running_pod_count
+from gangopt.beside import Beside, beside
 from gangopt.bounds import (
     CheapBounds,
     ceilings_of,
@@ -34,12 +37,13 @@ from gangopt.bounds import (
 )
 from gangopt.objective import SCALE, score, with_bounds
 from gangopt.prefilter import Prefiltered, prefilter
-from gangopt.reasons import UNCHECKED, waiting_reasons
+from gangopt.reasons import UNCHECKED, Check, waiting_checks, waiting_reasons
 from gangopt.result import ProvenBounds, Result
 from gangopt.schema import SAFETY_NET, Plan, Round, Score, Status, TierScore, Waiting
 from gangopt.scope import Scope
 from gangopt.slot_classes import class_secondary_bound
 from gangopt.slots import allow_large, secondary_bound_at, slot_tier_bounds
+from gangopt.validation import same_decisions
 
 
 def annotate(
@@ -68,11 +72,35 @@ def annotate(
     instant the validator's checks of the decisions, run beside in a child, are expected to end
     (:func:`reasons_deadline`). When the clock already knows that the cheap bounds (and the
     prefilter, when the solver handed over none) cannot end in time, they do not start: the
-    tier ceilings alone bound the plan (:func:`_bounds_too_late`, :func:`_ceilings_only`)."""
+    tier ceilings alone bound the plan (:func:`_bounds_too_late`, :func:`_ceilings_only`).
+
+    The reasons a child checked beside the solve (:func:`reasons_beside`), started by the solver
+    on its first candidate, are taken when the plan decides as that candidate did; the child is
+    reaped here whatever happens."""
+    early = _taken_beside(result.pre)
+    try:
+        taken = early if explain_waiting else None
+        return _annotate(rnd, result, explain_waiting, deadline, slowdown, lp_bounds, validator_end, taken)
+    finally:
+        if early is not None:
+            early.child.close()
+
+
+def _annotate(
+    rnd: Round,
+    result: Result,
+    explain_waiting: bool,
+    deadline: float | None,
+    slowdown: float,
+    lp_bounds: bool,
+    validator_end: float | None,
+    early: ReasonsBeside | None,
+) -> Plan:
+    """:func:`annotate` once the child of :func:`reasons_beside` (``early``) is taken."""
     plan = result.plan
     late = _bounds_too_late(rnd, result, deadline, slowdown)
     if late is not None:
-        return _ceilings_only(rnd, result, late, explain_waiting, deadline, slowdown, validator_end)
+        return _ceilings_only(rnd, result, late, explain_waiting, deadline, slowdown, validator_end, early)
     pre = result.pre
     if pre is None:
         pre = prefilter(rnd)
@@ -91,7 +119,7 @@ def annotate(
     if left_out is not None and lp_bounds:
         plan = plan.model_copy(update={"message": f"{plan.message}; {left_out[1]}".lstrip("; ")})
     if explain_waiting:
-        plan = _explained(rnd, plan, deadline, slowdown, validator_end)
+        plan = _explained(rnd, plan, deadline, slowdown, validator_end, early)
     gap = plan_gap(bounded)
     closed = gap == 0 and all(tier_gap(t) == 0 for t in bounded.tiers)
     if result.bounds_decide and plan.status == Status.FEASIBLE and closed:
@@ -101,15 +129,143 @@ def annotate(
 
 
 def _explained(
-    rnd: Round, plan: Plan, deadline: float | None, slow: float, validator_end: float | None = None
+    rnd: Round,
+    plan: Plan,
+    deadline: float | None,
+    slow: float,
+    validator_end: float | None = None,
+    early: ReasonsBeside | None = None,
 ) -> Plan:
     """``plan`` with its waiting gangs' reasons, cut by ``deadline`` (:func:`annotate`;
-    :func:`reasons_deadline` with ``validator_end``)."""
+    :func:`reasons_deadline` with ``validator_end``): those a child checked beside the solve
+    (``early``, :func:`reasons_beside`) when it checked a plan that decides the same and answers
+    in time (:func:`_checked_beside`), else this process's own."""
     by = None if deadline is None else reasons_deadline(rnd, plan, deadline, slow, validator_end)
     setup = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan) * slow
-    waiting = waiting_reasons(rnd, plan, deadline=by, setup=setup)
+    checked = None if early is None else _checked_beside(early, rnd, plan, by, slow)
+    waiting = waiting_reasons(rnd, plan, deadline=by, setup=setup, checked=checked)
     note = unchecked_note(plan.message, waiting, rnd.policy.deterministic)
     return plan.model_copy(update={"waiting": waiting, "message": note})
+
+
+@dataclass
+class ReasonsBeside:
+    """The waiting checks of ``plan`` (:func:`~gangopt.reasons.waiting_checks`), cut by
+    ``deadline``, computed in a forked child (:func:`reasons_beside`)."""
+
+    rnd: Round
+    plan: Plan
+    deadline: float
+    expected: float
+    """CPU seconds the child's checks are expected to take (:data:`REASONS_BESIDE_SECONDS_PER_POD`)."""
+    child: Beside[dict[str, list[Check]]]
+
+
+REASONS_BESIDE = "reasons-beside"
+"""Key in ``pre.derived`` of the :class:`ReasonsBeside` a solver started (:func:`reasons_beside`)
+for the finisher to collect (:func:`annotate`), or the door to close (:func:`close_reasons_beside`)."""
+
+REASONS_BESIDE_LEAST_SECONDS = 0.4
+"""Expected CPU seconds of a plan's view and first gang (:data:`REASONS_VIEW_SECONDS_PER_POD`
+per pod of :func:`plan_pods`) below which :func:`reasons_beside` forks no child: the reasons of
+smaller rounds end well before their deadline in-process (greedy's plan of the fragmented L
+round: 0.36 CPU-s for 52 waiting gangs, none unchecked on a quiet host), and the fork costs the
+parent the pages it writes afterwards (0.07 CPU-s at L, :data:`gangopt.solve.BESIDE_LEAST_SECONDS`).
+XL (77,300 pods) expects 0.85 s, L (19,400) 0.21 s."""
+
+REASONS_BESIDE_NICENESS = 19
+"""The niceness of the child of :func:`reasons_beside` (:func:`gangopt.beside.beside`): started
+on an idle second core, it keeps to CPU time no other process wants should the machine get
+busy, so it takes next to nothing from the solve it runs beside (the candidates and bounds that
+decide the plan), and it gets the finisher's core while the finisher waits for it
+(:func:`_checked_beside`)."""
+
+REASONS_BESIDE_SECONDS_PER_POD = 3.5e-5
+"""CPU seconds per pod (:func:`plan_pods`) the child of :func:`reasons_beside` is expected to
+take for the whole of its checks, from which the finisher judges whether waiting for it beats
+checking the plan itself (:func:`_checked_beside`): greedy's plan of the fragmented XL round,
+77,300 pods and 205 waiting gangs, 2.2-2.5 CPU-s uncut (3.2e-5 at most)."""
+
+REASONS_BESIDE_PATIENCE_SECONDS = 0.05
+"""Seconds past the later of its own deadline and the finisher's (:func:`reasons_deadline`)
+the finisher waits for the child of :func:`reasons_beside`: the child stops by its deadline but
+between gangs (one gang's checks at XL: 5-70 ms)."""
+
+
+def reasons_beside(pre: Prefiltered, plan: Plan, deadline: float, slow: float) -> None:
+    """Start the waiting checks of ``plan`` (a solver's first candidate: CP-SAT's first greedy
+    plan) in a child forked beside the solve (:func:`gangopt.beside.beside`), which the finisher
+    uses when the plan it explains decides the same (:func:`_checked_beside`). ``deadline``: the
+    end of the solve's time limit (a :func:`time.perf_counter` instant); the child's checks stop
+    where the finisher's own would stop with the whole validator after them
+    (:func:`reasons_deadline` without a validator beside). ``slow``: :func:`slowdown` so far.
+
+    On the fragmented XL round CP-SAT's first greedy plan is ready about 5 s into the 10 s
+    command, then the solver spends about 2.8 s on bounds and candidates before the finisher,
+    which had about 1 s left for reasons costing 2.2-2.5 CPU-s (view 0.6, own checks 1.3,
+    comparisons 0.3): 0-156 of 205 waiting gangs went unchecked on a quiet host, by its pace,
+    and every one under load. The plan the finisher explains there is that greedy plan (no model
+    fits the limit). With the child (quiet host, 4 pairs): 0 unchecked, and the command ends
+    1.0-1.2 s sooner (8.34 s median against 9.43), the finisher taking the child's 205 gangs'
+    checks in 21 ms (h38-xlreasons in docs/benchmarks.md). Only where the reasons are large enough to pay
+    (:data:`REASONS_BESIDE_LEAST_SECONDS`) and where a child can run beside on a core no other
+    process runs on now (:func:`gangopt.beside.second_core`), at
+    :data:`REASONS_BESIDE_NICENESS`. On a busy machine it would gain nothing: started at nice
+    19 whatever the load (XL, load 2.4-3.4 on the 2-core host) it had 0.01-0.03 CPU-s by the
+    finisher, which ended it, and the fork's pages cost the solve beside it. The reasons do not
+    depend on which process made them: the same function of the same round and decisions, cut
+    by the same kind of deadline (under ``policy.deterministic`` the safety net, as in-process)."""
+    rnd = pre.rnd
+    view = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan)
+    if view < REASONS_BESIDE_LEAST_SECONDS or REASONS_BESIDE in pre.derived:
+        return
+    if len(plan.admitted) >= len(rnd.pending):
+        return
+    by = reasons_deadline(rnd, plan, deadline, slow, None)
+    expected = REASONS_BESIDE_SECONDS_PER_POD * plan_pods(rnd, plan)
+    work = partial(waiting_checks, rnd, plan, deadline=by, setup=view * slow)
+    child = beside(work, niceness=REASONS_BESIDE_NICENESS)
+    if child is not None:
+        pre.derived[REASONS_BESIDE] = ReasonsBeside(rnd, plan, by, expected, child)
+
+
+def close_reasons_beside(pre: Prefiltered | None) -> None:
+    """End and reap the child of :func:`reasons_beside` the finisher did not collect (a solve
+    with ``annotate=False``, or one on its way out with an exception); none: nothing."""
+    early = _taken_beside(pre)
+    if early is not None:
+        early.child.close()
+
+
+def _taken_beside(pre: Prefiltered | None) -> ReasonsBeside | None:
+    """The child of :func:`reasons_beside` started on ``pre``, taken out of it (collected once)."""
+    early = None if pre is None else pre.derived.pop(REASONS_BESIDE, None)
+    return early if isinstance(early, ReasonsBeside) else None
+
+
+def _checked_beside(
+    early: ReasonsBeside, rnd: Round, plan: Plan, by: float | None, slow: float
+) -> dict[str, list[Check]] | None:
+    """The child's checks (:func:`reasons_beside`) when they are of ``rnd`` and of a plan that
+    decides as ``plan`` does and it answers by the later of its deadline and ``by``
+    (:data:`REASONS_BESIDE_PATIENCE_SECONDS` past it); else None (the child ended), and the
+    finisher checks ``plan`` itself. A child still at work is waited for only when what it is
+    expected to have left (its expected CPU seconds less those it used, times ``slow``: while
+    the finisher waits, the child has its core) ends by then: on a busy machine the child, at
+    low priority, may have had almost no CPU, and the finisher's own checks, cut by ``by``, then
+    check more. With no ``by`` (a finisher called without a clock) the child is not waited for:
+    the finisher's own checks are then uncut."""
+    if by is None or early.rnd is not rnd or not same_decisions(early.plan, plan):
+        early.child.close()
+        return None
+    end = max(by, early.deadline)
+    if not early.child.ready():
+        used = early.child.cpu_seconds()
+        left = early.expected - (used if used is not None else 0.0)
+        if time.perf_counter() + left * slow > end:
+            early.child.close()  # starved on a busy machine: this process checks what it can
+            return None
+    return early.child.result(timeout=max(0.0, end - time.perf_counter() + REASONS_BESIDE_PATIENCE_SECONDS))
 
 
 FINISHER_BOUNDS_SECONDS_PER_POD = 4e-6
@@ -155,6 +311,7 @@ def _ceilings_only(
     deadline: float | None,
     slow: float,
     validator_end: float | None = None,
+    early: ReasonsBeside | None = None,
 ) -> Plan:
     """:func:`annotate` with the tier ceilings alone for bounds (:func:`_bounds_too_late` says
     ``note``, which the message gets): every pending gang the prefilter kept started (every
@@ -170,7 +327,7 @@ def _ceilings_only(
     bounded = with_bounds(unbounded, tiers, proven.secondary)
     plan = plan.model_copy(update={"message": f"{plan.message}; {note}".lstrip("; ")})
     if explain_waiting:
-        plan = _explained(rnd, plan, deadline, slow, validator_end)
+        plan = _explained(rnd, plan, deadline, slow, validator_end, early)
     return plan.model_copy(update={"score": bounded, "gap": plan_gap(bounded), "stats": result.stats})
 
 

@@ -167,6 +167,7 @@ def waiting_reasons(
     *,
     deadline: float | None = None,
     setup: float = 0.0,
+    checked: Mapping[str, list[Check]] | None = None,
 ) -> list[Waiting]:
     """One :class:`Waiting` per pending gang the plan does not admit, in input order: the code
     of its first failing check (``CHECK_ORDER``) and the text of every failing check.
@@ -175,9 +176,19 @@ def waiting_reasons(
     With ``deadline`` (a :func:`time.perf_counter` instant), gangs not reached by then (see
     :func:`waiting_checks`) keep the solver's own reason from ``plan.waiting`` (code
     ``policy`` when it gave none) followed by :data:`UNCHECKED`; ``setup``: see
-    :func:`waiting_checks`."""
+    :func:`waiting_checks`.
+
+    ``checked``: :func:`waiting_checks` made already, of a plan that decides the same as
+    ``plan`` (:func:`gangopt.validation.same_decisions`: the checks read nothing else of it but
+    its solver and status, which only the policy check's text names, made again here for
+    ``plan``): the finisher's, from a child that checked the first greedy plan beside the solve
+    (:func:`gangopt.annotate.reasons_beside`)."""
     del pre
-    checked = waiting_checks(rnd, plan, deadline=deadline, setup=setup)
+    if checked is None:
+        checked = waiting_checks(rnd, plan, deadline=deadline, setup=setup)
+    else:
+        policy = _policy_check(plan)
+        checked = {name: [policy if c.code == "policy" else c for c in cs] for name, cs in checked.items()}
     own = {w.gang: w for w in plan.waiting}
     admitted = set(plan.admitted)
     out = []

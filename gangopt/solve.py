@@ -55,7 +55,7 @@ from __future__ import annotations
 import resource
 import time
 
-from gangopt.annotate import BESIDE_SLOWDOWN, slowdown, validator_seconds
+from gangopt.annotate import BESIDE_SLOWDOWN, close_reasons_beside, slowdown, validator_seconds
 from gangopt.annotate import annotate as finish
 from gangopt.beside import Beside, beside
 from gangopt.gcpause import fewer_collections
@@ -132,6 +132,7 @@ def _run(
     finally:
         if checker is not None:
             checker[0].close()
+        close_reasons_beside(result.pre)  # a child the finisher did not collect (annotate=False)
     if violations:
         if not spec.fallback:
             raise RuntimeError(f"internal: {spec.name} plan failed validation: {_details(violations)}")

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import pytest
 
+import gangopt
+import gangopt.beside
 from gangopt import annotate as finisher
-from gangopt.reasons import UNCHECKED
+from gangopt import reasons as reasons_module
+from gangopt.prefilter import prefilter
+from gangopt.reasons import UNCHECKED, Check, waiting_reasons
 from gangopt.result import Result
+from gangopt.schema import Status
+from gangopt.validation import validate
 from tests.test_reasons import _three_waiting
 
 
@@ -241,3 +249,168 @@ def test_a_short_clock_goes_to_the_bounds_before_the_waiting_reasons(monkeypatch
     assert done.waiting and all(w.reasons[-1] == UNCHECKED for w in done.waiting)
     assert f"reasons of {len(done.waiting)} of {len(done.waiting)} waiting gangs not checked" in done.message
     assert gangopt.validate(rnd, done) == []
+
+
+# ----------------------------------------------------------------------------- reasons beside
+
+
+needs_second_core = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2 or not hasattr(os, "fork"), reason="no second CPU or no fork here"
+)
+
+
+@pytest.fixture
+def reasons_forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """:func:`~gangopt.annotate.reasons_beside` forks for any round (no least size), the test
+    process counted as single-threaded on an idle machine (earlier tests may leave a thread, and
+    other jobs may run); the children it forked, recorded."""
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(gangopt.beside, "others_running", lambda: 0)
+    monkeypatch.setattr(finisher, "REASONS_BESIDE_LEAST_SECONDS", 0.0)
+    forked: list[int] = []
+    fork = finisher.beside
+
+    def recorded(work, niceness=0):  # type: ignore[no-untyped-def]
+        child = fork(work, niceness)
+        if child is not None:
+            forked.append(child.pid)
+        return child
+
+    monkeypatch.setattr(finisher, "beside", recorded)
+    return forked
+
+
+def _no_checks_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process can no longer check a waiting gang (a child forked before keeps its own copy)."""
+
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("the finisher checked the waiting gangs itself")
+
+    monkeypatch.setattr(reasons_module, "waiting_checks", refused)
+
+
+@needs_second_core
+def test_the_finisher_takes_the_reasons_a_child_checked_beside_the_solve(
+    reasons_forked: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan that decides as the one the child checked (another solver, status and message:
+    CP-SAT returning its first greedy plan) gets the child's reasons, the same as this process's
+    own, and this process checks no gang (it cannot, here); the child is reaped."""
+    rnd, plan = _three_waiting()
+    final = plan.model_copy(update={"solver": "cpsat", "status": Status.FEASIBLE, "message": "greedy plan returned"})
+    far = time.perf_counter() + 60.0
+    own = finisher.annotate(rnd, Result(plan=final, stats=plan.stats), deadline=far, lp_bounds=False).waiting
+    pre = prefilter(rnd)
+    finisher.reasons_beside(pre, plan, far, 1.0)
+    assert len(reasons_forked) == 1
+    _no_checks_here(monkeypatch)
+    done = finisher.annotate(rnd, Result(plan=final, stats=plan.stats, pre=pre), deadline=far, lp_bounds=False)
+    assert done.waiting == own
+    assert all(w.reasons[-1] != UNCHECKED for w in done.waiting)
+    assert validate(rnd, done) == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(reasons_forked[0], os.WNOHANG)
+
+
+@needs_second_core
+def test_a_plan_that_decides_otherwise_is_checked_here_and_the_child_ended(reasons_forked: list[int]) -> None:
+    """The child checked greedy's plan; the plan returned starts nothing (another candidate won):
+    its reasons are this process's own of that plan (every gang waits, none behind a started
+    one), not the child's, and the child is ended and reaped."""
+    rnd, plan = _three_waiting()
+    other = plan.model_copy(update={"admitted": [], "placements": [], "preemptions": []})
+    far = time.perf_counter() + 60.0
+    pre = prefilter(rnd)
+    finisher.reasons_beside(pre, plan, far, 1.0)
+    assert len(reasons_forked) == 1
+    done = finisher.annotate(rnd, Result(plan=other, stats=plan.stats, pre=pre), deadline=far, lp_bounds=False)
+    assert done.waiting == waiting_reasons(rnd, other, deadline=far)
+    assert len(done.waiting) == len(rnd.pending) > len(plan.waiting)
+    assert validate(rnd, done) == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(reasons_forked[0], os.WNOHANG)
+
+
+def test_checks_made_for_another_plan_name_this_plans_solver_in_the_policy_reason() -> None:
+    """The policy check's text names the plan's solver and status: checks made on greedy's plan
+    (the child's) say what CP-SAT's plan, deciding the same, did when CP-SAT's plan is explained."""
+    rnd, plan = _three_waiting()
+    gang = plan.waiting[0].gang
+    checked = {gang: [Check("policy", False, "the greedy plan (feasible) did not start it")]}
+    final = plan.model_copy(update={"solver": "cpsat", "status": Status.FEASIBLE})
+    (mine,) = [w for w in waiting_reasons(rnd, final, checked=checked) if w.gang == gang]
+    assert mine.code == "policy"
+    assert mine.reasons == ["fits beside this plan (room, quota, group); the cpsat plan (feasible) did not start it"]
+
+
+@needs_second_core
+@pytest.mark.parametrize("annotate", [True, False])
+def test_cpsat_checks_its_first_plan_beside_and_the_plan_is_the_same_without(
+    reasons_forked: list[int], monkeypatch: pytest.MonkeyPatch, annotate: bool
+) -> None:
+    """CP-SAT forks the reasons of its first greedy plan and the finisher takes the child's checks;
+    the plan returned (reasons included, under ``policy.deterministic`` so that nothing else may
+    differ) is the one a solve with no child returns, it passes the validator, and no child is
+    left behind, collected or not (``annotate=False``: the door ends it)."""
+    rnd = _three_waiting()[0]
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"deterministic": True})})
+    taken: list[object] = []
+    checked_beside = finisher._checked_beside
+
+    def recorded(*args: object) -> object:
+        got = checked_beside(*args)  # type: ignore[arg-type]
+        taken.append(got)
+        return got
+
+    monkeypatch.setattr(finisher, "_checked_beside", recorded)
+    with_child = gangopt.solve(rnd, annotate=annotate)
+    assert len(reasons_forked) == 1
+    assert [got is not None for got in taken] == ([True] if annotate else [])  # the child's checks taken
+    with pytest.raises(ChildProcessError):
+        os.waitpid(reasons_forked[0], os.WNOHANG)
+    monkeypatch.setattr(gangopt.beside, "others_running", lambda: 64)  # no idle second core: no child
+    alone = gangopt.solve(rnd, annotate=annotate)
+    assert len(reasons_forked) == 1
+    assert with_child.model_dump(exclude={"stats"}) == alone.model_dump(exclude={"stats"})
+    assert validate(rnd, with_child) == []
+
+
+def _slow_child(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The child of :func:`~gangopt.annotate.reasons_beside` sleeps ``seconds`` before its checks."""
+    checks = finisher.waiting_checks
+
+    def slow(*args: object, **kwargs: object) -> object:
+        time.sleep(seconds)
+        return checks(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(finisher, "waiting_checks", slow)
+
+
+@needs_second_core
+@pytest.mark.parametrize("starved", [False, True])
+def test_the_finisher_waits_for_a_child_only_when_its_work_left_ends_in_time(
+    reasons_forked: list[int], monkeypatch: pytest.MonkeyPatch, starved: bool
+) -> None:
+    """A child still at work when the finisher needs its reasons: expected to end by the reasons'
+    deadline (the CPU it has left), the finisher waits and takes them (it can check nothing
+    itself here); expected to need an hour more (a child at low priority on a busy machine has
+    had next to no CPU), the finisher ends it at once and checks the plan itself (the child
+    sleeps a minute: the test would take that long if it waited)."""
+    rnd, plan = _three_waiting()
+    far = time.perf_counter() + 60.0
+    own = finisher.annotate(rnd, Result(plan=plan, stats=plan.stats), deadline=far, lp_bounds=False).waiting
+    _slow_child(monkeypatch, 60.0 if starved else 0.5)
+    if starved:
+        monkeypatch.setattr(finisher, "REASONS_BESIDE_SECONDS_PER_POD", 3600.0)
+    pre = prefilter(rnd)
+    finisher.reasons_beside(pre, plan, far, 1.0)
+    assert len(reasons_forked) == 1
+    if not starved:
+        _no_checks_here(monkeypatch)
+    began = time.perf_counter()
+    done = finisher.annotate(rnd, Result(plan=plan, stats=plan.stats, pre=pre), deadline=far, lp_bounds=False)
+    assert done.waiting == own
+    assert validate(rnd, done) == []
+    assert time.perf_counter() - began < 30.0
+    with pytest.raises(ChildProcessError):
+        os.waitpid(reasons_forked[0], os.WNOHANG)

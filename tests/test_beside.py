@@ -266,3 +266,15 @@ def test_no_child_without_the_finisher_and_the_break_still_found(children: list[
     # and with the finisher, the same door forks
     run(rnd, spec, decide)
     assert children and children[0]
+
+
+@needs_second_core
+def test_a_child_of_low_priority_runs_at_that_priority(one_thread: None) -> None:
+    """``niceness``: the child runs at this process's niceness plus it (at most 19); its CPU time
+    is readable while it runs, not once it is reaped."""
+    child = beside(lambda: (time.sleep(0.3), os.nice(0))[1], niceness=19)
+    assert child is not None
+    used = child.cpu_seconds()
+    assert used is not None and used >= 0.0
+    assert child.result(timeout=30.0) == min(19, os.nice(0) + 19)
+    assert child.cpu_seconds() is None

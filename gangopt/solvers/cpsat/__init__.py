@@ -84,6 +84,7 @@ from gangopt.annotate import (
     pass_hopeless,
     pass_reserve,
     plan_gap,
+    reasons_beside,
     slowdown,
     stop_by,
     tier_gap,
@@ -589,6 +590,8 @@ def _best_greedy(
             leave_out(pre, "lp", "bounds without their LPs (time limit; the gap is against looser bounds)")
             return plan, plan_score, None
         if best is None and slots_by is not None:
+            # Its waiting gangs' reasons in a child beside the rest (XL: this plan is the answer).
+            reasons_beside(pre, plan, slots_by[0] + rnd.policy.time_limit, _slowdown(rnd, *slots_by[1:]))
             if clocked:
                 solve_start, wall, cpu = slots_by
                 by = _placer_by(rnd, pre, solve_start, plan, slowdown(wall, cpu))
