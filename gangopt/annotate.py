@@ -216,13 +216,14 @@ def reasons_beside(pre: Prefiltered, plan: Plan, deadline: float, slow: float) -
     depend on which process made them: the same function of the same round and decisions, cut
     by the same kind of deadline (under ``policy.deterministic`` the safety net, as in-process)."""
     rnd = pre.rnd
-    view = REASONS_VIEW_SECONDS_PER_POD * plan_pods(rnd, plan)
+    pods = plan_pods(rnd, plan)
+    view = REASONS_VIEW_SECONDS_PER_POD * pods
     if view < REASONS_BESIDE_LEAST_SECONDS or REASONS_BESIDE in pre.derived:
         return
     if len(plan.admitted) >= len(rnd.pending):
         return
     by = reasons_deadline(rnd, plan, deadline, slow, None)
-    expected = REASONS_BESIDE_SECONDS_PER_POD * plan_pods(rnd, plan)
+    expected = REASONS_BESIDE_SECONDS_PER_POD * pods
     work = partial(waiting_checks, rnd, plan, deadline=by, setup=view * slow)
     child = beside(work, niceness=REASONS_BESIDE_NICENESS)
     if child is not None:

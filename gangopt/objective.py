@@ -333,8 +333,11 @@ class ObjectiveTerms:
         ``np.rint``, both round half to even), a gang's attributes read once by ``map`` and the
         arithmetic in numpy, instead of two memoised method calls per gang. Gangs of several
         roles take :meth:`tier_value` itself. Greedy's cheapest room prices tens of thousands of
-        running gangs at fragmented XL (22,496): 0.59 of its 3.9 CPU-s one call each
-        (docs/benchmarks.md, "h38-prices")."""
+        running gangs at fragmented XL (22,496): 0.23 CPU-s of its pass one call each under the
+        solve's collector pause, 0.12-0.14 with this (docs/benchmarks.md, "h38-prices"; 0.59-1.7
+        s in a profile without the pause was mostly garbage collection). A second reading of
+        :meth:`min_pods` for one-role gangs: tests/test_objective.py holds it to the scalar one
+        bit for bit on random gangs."""
         n = len(gangs)
         tier = np.empty(n, dtype=np.int64)
         removal = np.empty(n, dtype=np.int64)
