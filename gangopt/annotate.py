@@ -227,7 +227,15 @@ def reasons_beside(pre: Prefiltered, plan: Plan, deadline: float, slow: float) -
     work = partial(waiting_checks, rnd, plan, deadline=by, setup=view * slow)
     child = beside(work, niceness=REASONS_BESIDE_NICENESS)
     if child is not None:
-        pre.derived[REASONS_BESIDE] = ReasonsBeside(rnd, plan, by, expected, child)
+        pre.derived[REASONS_BESIDE] = _UNCOLLECTED[child.pid] = ReasonsBeside(rnd, plan, by, expected, child)
+
+
+_UNCOLLECTED: dict[int, ReasonsBeside] = {}
+"""The children of :func:`reasons_beside` neither collected by a finisher nor closed, by pid:
+what :func:`close_reasons_beside_of` ends when the solver that started one raises before its
+result (and the prefiltered round that holds the child) reaches the door. A child forks only
+in a process with one thread (:func:`gangopt.beside.second_core`), so the door that reads this
+is the one that started the children in it."""
 
 
 def close_reasons_beside(pre: Prefiltered | None) -> None:
@@ -238,10 +246,24 @@ def close_reasons_beside(pre: Prefiltered | None) -> None:
         early.child.close()
 
 
+def close_reasons_beside_of(rnd: Round) -> None:
+    """End and reap every child of :func:`reasons_beside` started on ``rnd`` and not collected:
+    for a solver that raised after starting one, whose prefiltered round never reached the
+    door. Without it the child ran on to its deadline and then stayed a zombie for the life of
+    the process (a scheduler calling the library, the service)."""
+    for pid, early in list(_UNCOLLECTED.items()):
+        if early.rnd is rnd:
+            del _UNCOLLECTED[pid]
+            early.child.close()
+
+
 def _taken_beside(pre: Prefiltered | None) -> ReasonsBeside | None:
     """The child of :func:`reasons_beside` started on ``pre``, taken out of it (collected once)."""
     early = None if pre is None else pre.derived.pop(REASONS_BESIDE, None)
-    return early if isinstance(early, ReasonsBeside) else None
+    if not isinstance(early, ReasonsBeside):
+        return None
+    _UNCOLLECTED.pop(early.child.pid, None)
+    return early
 
 
 def _checked_beside(

@@ -55,7 +55,13 @@ from __future__ import annotations
 import resource
 import time
 
-from gangopt.annotate import BESIDE_SLOWDOWN, close_reasons_beside, slowdown, validator_seconds
+from gangopt.annotate import (
+    BESIDE_SLOWDOWN,
+    close_reasons_beside,
+    close_reasons_beside_of,
+    slowdown,
+    validator_seconds,
+)
 from gangopt.annotate import annotate as finish
 from gangopt.beside import Beside, beside
 from gangopt.gcpause import fewer_collections
@@ -113,7 +119,11 @@ def _run(
     decided = view.round if view is not None else rnd
     deadline = start + rnd.policy.time_limit
     wall, own = time.perf_counter(), time.process_time()
-    result = decide(decided)
+    try:
+        result = decide(decided)
+    except BaseException:
+        close_reasons_beside_of(decided)  # a child the raising solver started: its result never came
+        raise
     if rnd.policy.deterministic:  # no reserve read from the load or the host's pace
         slow = 1.0
     else:

@@ -375,6 +375,31 @@ def test_cpsat_checks_its_first_plan_beside_and_the_plan_is_the_same_without(
     assert validate(rnd, with_child) == []
 
 
+@needs_second_core
+def test_a_solver_that_raises_after_forking_the_reasons_leaves_no_child(
+    reasons_forked: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CP-SAT starts the reasons' child on its first plan, then fails: the door passes the error
+    on and ends and reaps the child (its result, which holds the child, never came back), so a
+    long-lived caller keeps no process running to its deadline nor a zombie after it."""
+    import gangopt.solvers.cpsat as cpsat
+
+    rnd = _three_waiting()[0]
+    started = cpsat.reasons_beside
+
+    def then_fails(*args: object) -> None:
+        started(*args)  # type: ignore[arg-type]
+        raise RuntimeError("a solver bug after the fork")
+
+    monkeypatch.setattr(cpsat, "reasons_beside", then_fails)
+    with pytest.raises(RuntimeError, match="a solver bug after the fork"):
+        gangopt.solve(rnd)
+    assert len(reasons_forked) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(reasons_forked[0], os.WNOHANG)
+    assert finisher._UNCOLLECTED == {}
+
+
 def _slow_child(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     """The child of :func:`~gangopt.annotate.reasons_beside` sleeps ``seconds`` before its checks."""
     checks = finisher.waiting_checks
