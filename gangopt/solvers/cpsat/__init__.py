@@ -218,6 +218,10 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         placed = placed or slot.improved > 0
         keep = slot.keep if slot.improved else keep
         baseline, baseline_score = slot.plan, slot.score
+    if slots.placer_passed(pre) and not placed:  # the slot LPs left for the placer: now
+        proven = _proven_by_cheap_bounds(rnd, pre, baseline, baseline_score)
+        if proven is not None:
+            return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow, bounds_decide=True)
     engines.clear()  # no longer shared: greedy's engine goes
     limit = rnd.policy.time_limit
     # ``slow`` and ``candidates_took`` cover every candidate tried, as before the placer went
