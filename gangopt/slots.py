@@ -849,9 +849,12 @@ def placer_passed(pre: Prefiltered) -> bool:
     """Say that the slot placer has placed what it will (:data:`PLACER_FIRST`): the LPs left
     out for it are solved on the next ask. True when any was left out: a caller whose plan no
     placement replaced (the placer late under load, or its plan not better) asks again, so that
-    the plan is bounded (and proven, when the LPs prove it) as before, and not by the finisher
-    after the slot models' deadline (under load 4 the LP left out then got no time: 4.8 %
-    reported for greedy's plan, 3.5 % with it)."""
+    the plan is bounded (and proven, when the LPs prove it) as before, not by the finisher after
+    the slot models' deadline. With the placer forced late on the fragmented 4,096-node busy-0.6
+    round the LP then runs 0.7 s later than before and the plan and gap are as before (3.370 %);
+    the first version, which left the LP to the finisher, reported 4.78 % in 2 of 6 runs at
+    load 3.5-4 where 92dc36e reported 3.5 and 4.0 % (not traced; docs/benchmarks.md,
+    "h39-L06load")."""
     pre.derived[_PLACED_KEY] = True
     return bool(pre.derived.get(_LEFT_KEY, False))
 

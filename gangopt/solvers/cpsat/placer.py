@@ -850,7 +850,7 @@ def place_choices(
         if answer is None and not LAZY_CHECK and validate(rnd, plan):
             break  # never seen: the engine keeps every rule; the plan stays as it was
         if answer is None:
-            taken.append(replace(out))  # what it replaces: validated or the seed (:data:`LAZY_CHECK`)
+            taken.append(replace(out))  # what it replaces, the seed first (:data:`LAZY_CHECK`)
         out.plan, out.score, above, above_order = plan, plan_score, choice, order
         out.improved += 1
         out.keep = keep
