@@ -529,7 +529,8 @@ def slot_tier_bounds(
     are left out (no LP), since no bound below can prove the plan then. The first open tier
     (:func:`slot_choice`) is at or above that one, so it is bounded either way. On the
     Philly b436b2 replay the LPs below such a tier were a fifth of the slot bounds' CPU."""
-    key = ("slot-bounds", tuple(sorted(values.items())), tuple(sorted(known.items())), enough)
+    waiting = PLACER_FIRST and not pre.derived.get(_PLACED_KEY, False)  # LPs may wait for the placer
+    key = ("slot-bounds", tuple(sorted(values.items())), tuple(sorted(known.items())), enough, waiting)
     return dict(pre.kept(key, lambda: _slot_tier_bounds(pre, values, known, enough)))
 
 
@@ -780,6 +781,8 @@ def _slot_tier_bounds(
         # share it (and a tier the plan already proves is never asked).
         key = (prio, floors)
         known_lp = shared.lps.get(key)
+        if key not in shared.lps and _placer_first(pre, settings, enough, chain, shared.open_tier.get(plan)):
+            return None  # the placer's choice of the open tier above goes first (:data:`PLACER_FIRST`)
         if key not in shared.lps or (chain and key in shared.bound_only and known_lp is not None and known_lp > value):
             # A large round's lowest tier: its model is the secondary stage's too (kept, with
             # the growth groups held at 0 here: :func:`_tier_lp`).
@@ -802,6 +805,58 @@ def _slot_tier_bounds(
         return lp
 
     return chained_tier_bounds({int(p) for p in shared.prio[shared.pending]}, values, known, enough, tier_bound)
+
+
+PLACER_FIRST = True
+"""Whether a large round's slot bounds asked only whether a plan is proven within a gap
+(``enough``) leave out the LPs of the tiers below the first one the plan leaves open, when that
+open tier has a whole solution for the slot placer (:func:`slot_choice`,
+:data:`LARGE_SCIP_SETTINGS`): CP-SAT then places that choice (a plan lexicographically above
+this one on the open tier) and asks the bounds again at its tiers; the lower tiers' LPs under the
+old plan's floors bound a plan that is about to be replaced. On the fragmented 4,096-node
+busy-0.6 round greedy's priority 5 is 0.22 % under its bound (357,385 of 358,164 units), inside
+the 0.5 % gap limit, so priority 0's LP (22,157 variables) ran under that floor for 0.31-0.37
+CPU-s before the placer, said 395,615 against greedy's 370,277 (6.8 %: proves nothing) and was
+never read again: the placer's plan asks for priority 0's LP under priority 5 = 358,164. Left
+out, the placer starts that much sooner, which at load 3 is what the search after it lacked
+(docs/benchmarks.md, "h39-L06load"). The cost: a plan whose lower tiers that LP would have
+proven inside the gap limit (so returned before the placer) is placed first; the placer's plan
+is then lexicographically better and bounded at its own tiers. Rounds within
+:data:`MAX_COLUMNS` (S, M, the replays) and the LPs alone (:data:`LP_ONLY`, no choice) keep
+every LP."""
+
+
+def _placer_first(
+    pre: Prefiltered, settings: str, enough: float | None, chain: bool, opened: tuple[int, Floors] | None
+) -> bool:
+    """Whether a tier's LP is left out (:data:`PLACER_FIRST`): ``settings`` a large round's
+    integer ones, ``enough`` given, the tier below the first open one (not ``chain``), that
+    tier (``opened``) has a whole solution for the placer, and the round has no queues (CP-SAT
+    places no choice there)."""
+    if not PLACER_FIRST or settings != LARGE_SCIP_SETTINGS or enough is None or chain or opened is None:
+        return False
+    if pre.derived.get(_PLACED_KEY, False) or pre.rnd.queues or _shared(pre).solutions.get(opened) is None:
+        return False
+    pre.derived[_LEFT_KEY] = True
+    return True
+
+
+_PLACED_KEY = "slots-placer-passed"
+_LEFT_KEY = "slots-left-for-the-placer"
+
+
+def placer_passed(pre: Prefiltered) -> bool:
+    """Say that the slot placer has placed what it will (:data:`PLACER_FIRST`): the LPs left
+    out for it are solved on the next ask. True when any was left out: a caller whose plan no
+    placement replaced (the placer late under load, or its plan not better) asks again, so that
+    the plan is bounded (and proven, when the LPs prove it) as before, not by the finisher after
+    the slot models' deadline. With the placer forced late on the fragmented 4,096-node busy-0.6
+    round the LP then runs 0.7 s later than before and the plan and gap are as before (3.370 %);
+    the first version, which left the LP to the finisher, reported 4.78 % in 2 of 6 runs at
+    load 3.5-4 where 92dc36e reported 3.5 and 4.0 % (not traced; docs/benchmarks.md,
+    "h39-L06load")."""
+    pre.derived[_PLACED_KEY] = True
+    return bool(pre.derived.get(_LEFT_KEY, False))
 
 
 def _tier_lp(

@@ -988,3 +988,37 @@ def test_whole_node_gangs_that_may_preempt_no_one_are_pruned_and_the_ceiling_is_
     plan = gangopt.solve(rnd, solver="greedy")
     assert gangopt.validate(rnd, plan) == []
     assert plan.gap == 0.0 and sorted(plan.admitted) == ["small", "top"]
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_large_rounds_lower_tier_lps_wait_for_the_placer_until_it_has_passed(
+    monkeypatch: pytest.MonkeyPatch, first: bool
+) -> None:
+    """h39-L06load, ``PLACER_FIRST``: over MAX_COLUMNS (forced: 1), bounds asked only for a proof
+    within a gap (``enough``; 1.0 here so that the chain goes on below the open tier) leave out
+    the LP of the tier below the first one greedy's plan leaves open when that tier has a whole
+    solution for the placer (on L busy 0.6: priority 0's LP, 0.31-0.37 CPU-s, before the
+    placer); once ``placer_passed`` says the placer is done, the same ask solves it, and it is
+    the bound the full ask (no ``enough``) gives. 64 nodes / 20 gangs, busy 0.6, seed 2 (jobs
+    mix): greedy's priority 5 is open. With the rule off nothing is left out. Fails if the LP is
+    not left out, is never solved after the placer, or differs from the full ask's."""
+    monkeypatch.setattr(slots, "MAX_COLUMNS", 1)
+    monkeypatch.setattr(slots, "PLACER_FIRST", first)
+    rnd = fragmented_round(64, 20, 0.6, 2, running_mix="jobs")
+    plan = gangopt.solve(rnd, solver="greedy")
+    values = units({t.priority: t.value for t in score(rnd, plan).tiers})
+    pre = prefilter(rnd)
+    slots.allow_large(pre, True)
+    known = tier_ceilings(pre)
+    asked = slot_tier_bounds(pre, values, known, enough=1.0)
+    assert asked[5] > values[5]  # priority 5 open, with a whole solution for the placer
+    choice = slot_choice(pre, values)
+    assert choice is not None and choice.priority == 5
+    assert (0 in asked) is not first
+    assert slots.placer_passed(pre) is first
+    again = slot_tier_bounds(pre, values, known, enough=1.0)
+    full = slot_tier_bounds(pre, values, known)
+    assert 0 in again and again[0] == full[0] and again[5] == full[5] == asked[5]
+    fresh = prefilter(rnd)
+    slots.allow_large(fresh, True)
+    assert slot_tier_bounds(fresh, values, known)[0] == full[0]  # as if asked whole at first

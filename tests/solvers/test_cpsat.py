@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -749,6 +750,29 @@ def test_a_returned_warm_start_keeps_the_secondary_bound_only_at_the_tier_optima
     assert _for_plan(None, plan_score) is None
 
 
+def _placer_as_greedy(
+    monkeypatch: pytest.MonkeyPatch, keeps: Iterator[float], seen: list[float], begun: list[float], plans: list[Plan]
+) -> None:
+    """The slot placer made to return greedy's plan (appended to ``plans``) as improved with the
+    next of ``keeps`` as its ``keep``; each search's deadline after it, counted from the last of
+    ``begun``, appended to ``seen``; no plan proven by the cheap bounds."""
+    import gangopt.solvers.cpsat as cpsat
+
+    def placed_as_greedy(r: Round, pre: Any, seed: Plan, seed_score: Score, *_a: Any, **_k: Any) -> Any:
+        plans.append(seed)
+        return Placed(plan=seed, score=seed_score, tried=1, improved=1, keep=next(keeps)), None
+
+    real_improve = cpsat.improve
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        seen.append(args[4] - begun[-1])
+        return real_improve(*args, **kwargs)
+
+    monkeypatch.setattr(cpsat, "place_choices", placed_as_greedy)
+    monkeypatch.setattr(cpsat, "improve", spied)
+    monkeypatch.setattr(cpsat, "_proven_by_cheap_bounds", lambda *_a: None)
+
+
 def test_the_search_after_the_placer_keeps_the_finishers_lp_its_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     """h37-L06: when the slot placer's plan may be proven by the finisher's secondary LP at its
     tiers (``Placed.keep``: only the lowest tier open), the large-neighbourhood search after the
@@ -761,23 +785,50 @@ def test_the_search_after_the_placer_keeps_the_finishers_lp_its_seconds(monkeypa
     rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
     seen: list[float] = []
     begun: list[float] = []
-    keeps = iter([0.0, 3.0])
-
-    def placed_as_greedy(r: Round, pre: Any, seed: Plan, seed_score: Score, *_a: Any, **_k: Any) -> Any:
-        return Placed(plan=seed, score=seed_score, tried=1, improved=1, keep=next(keeps)), None
-
-    real_improve = cpsat.improve
-
-    def spied(*args: Any, **kwargs: Any) -> Any:
-        seen.append(args[4] - begun[-1])
-        return real_improve(*args, **kwargs)
-
-    monkeypatch.setattr(cpsat, "place_choices", placed_as_greedy)
-    monkeypatch.setattr(cpsat, "improve", spied)
-    monkeypatch.setattr(cpsat, "_proven_by_cheap_bounds", lambda *_a: None)
+    _placer_as_greedy(monkeypatch, iter([0.0, 3.0]), seen, begun, [])
     for _ in range(2):
         begun.append(time.perf_counter())
         result = cpsat.solve_cpsat(rnd, start=begun[-1])
         assert gangopt.validate(rnd, result.plan) == []
     assert len(seen) == 2, "the search did not run after the placer"
     assert 2.5 < seen[0] - seen[1] < 3.5
+
+
+@pytest.mark.parametrize("at_l", [True, False])
+def test_at_l_the_search_after_the_placer_keeps_the_at_plan_lp_and_the_reasons_only(
+    monkeypatch: pytest.MonkeyPatch, at_l: bool
+) -> None:
+    """h39-L06load: on a round whose search replaces the model (``build_budget`` forced to 0)
+    and has fewer than AIMED_NODES nodes, the search after a placer plan with ``keep`` ends
+    ``slowdown x (keep + the reasons' reserve)`` before the limit (``_before_at_plan``), not the
+    finisher's whole reserve (its validation at 6e-5 a pod) and ``keep`` on top: on L busy 0.6
+    at load 3 that was 1.2-1.7 s more than the finisher used, and the search never started.
+    256 nodes / 100 gangs, busy 0.6, seed 1 (jobs mix), the placer made to return greedy's plan
+    as improved with ``keep`` 0.5 s, the slowdown held at 1: the deadline is the limit less
+    0.5 s and the reasons' reserve, later than the old rule's; with AIMED_NODES 0 (the round
+    counted as XL) it is the old rule's, ``keep`` before the search's deadline. Fails if the L
+    rule is not applied, or applied at XL."""
+    import gangopt.solvers.cpsat as cpsat
+    from gangopt.annotate import finish_reserve, validation_reserve
+
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs", time_limit=4.0)
+    seen: list[float] = []
+    begun: list[float] = []
+    plans: list[Plan] = []
+    _placer_as_greedy(monkeypatch, iter([0.5]), seen, begun, plans)
+    monkeypatch.setattr(cpsat, "build_budget", lambda _search: 0)
+    monkeypatch.setattr(cpsat, "_slowdown", lambda *_a: 1.0)
+    if not at_l:
+        monkeypatch.setattr(cpsat, "AIMED_NODES", 0)
+    begun.append(time.perf_counter())
+    result = cpsat.solve_cpsat(rnd, start=begun[-1])
+    assert gangopt.validate(rnd, result.plan) == []
+    assert len(seen) == 1 and len(plans) == 1, "the search did not run after the placer"
+    timing = cpsat._timing(rnd, begun[-1], plans[0], 1.0, prefilter(rnd))
+    old = timing.deadline - begun[-1] - 0.5
+    reasons = finish_reserve(rnd, plans[0]) - validation_reserve(rnd, plans[0])
+    if at_l:
+        assert seen[0] == pytest.approx(4.0 - 0.5 - reasons, abs=1e-6)
+        assert seen[0] > old + 0.1
+    else:
+        assert seen[0] == pytest.approx(old, abs=1e-6)

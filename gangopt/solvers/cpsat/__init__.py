@@ -89,6 +89,7 @@ from gangopt.annotate import (
     stop_by,
     tier_gap,
     tier_values,
+    validation_reserve,
     validator_seconds,
 )
 from gangopt.arrays import running_pod_count
@@ -106,7 +107,7 @@ from gangopt.solvers.cpsat.guard import (
     build_budget,
     estimated_variables,
 )
-from gangopt.solvers.cpsat.lns import STALL_AFTER_PLACER, Outcome, applicable, improve
+from gangopt.solvers.cpsat.lns import AIMED_NODES, STALL_AFTER_PLACER, Outcome, applicable, improve
 from gangopt.solvers.cpsat.neighbourhood import restrict
 from gangopt.solvers.cpsat.placer import place_choices
 from gangopt.solvers.greedy import greedy
@@ -217,6 +218,10 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         placed = placed or slot.improved > 0
         keep = slot.keep if slot.improved else keep
         baseline, baseline_score = slot.plan, slot.score
+    if slots.placer_passed(pre) and not placed:  # the slot LPs left for the placer: now
+        proven = _proven_by_cheap_bounds(rnd, pre, baseline, baseline_score)
+        if proven is not None:
+            return Result(plan=proven, stats=stats, pre=pre, score=baseline_score, slowdown=slow, bounds_decide=True)
     engines.clear()  # no longer shared: greedy's engine goes
     limit = rnd.policy.time_limit
     # ``slow`` and ``candidates_took`` cover every candidate tried, as before the placer went
@@ -229,8 +234,11 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         # When the clock already refuses the model (step 3's guard), the search has its time.
         whole = instead or _model_refused(pre, timing)
         lns_deadline, lns_work = (timing.deadline if whole else min(start + LNS_SHARE * limit, timing.deadline)), None
-        # The finisher's secondary LP at the placed plan's tiers keeps its time (h37-L06).
+        # The finisher's secondary LP at the placed plan's tiers keeps its time (h37-L06); at L
+        # that time and the reasons' alone, by the slowdown (:func:`_before_at_plan`).
         lns_deadline -= keep
+        if instead and keep > 0 and len(rnd.cluster.nodes) < AIMED_NODES:
+            lns_deadline = max(lns_deadline, _before_at_plan(rnd, start, baseline, slow, keep))
     else:  # the deadline is the safety net; the work decides
         lns_deadline, lns_work = timing.deadline, rnd.policy.work * (1.0 if instead else LNS_SHARE)
     # With every tier at its bound the search cannot improve a tier (its sub-models only keep
@@ -688,6 +696,24 @@ def _placer_by(rnd: Round, pre: Prefiltered, start: float, plan: Plan, slow: flo
     if estimated_variables(pre) > build_budget(timing.search):
         return max(timing.deadline, start + PLACER_SHARE * rnd.policy.time_limit)
     return start + PLACER_SHARE * rnd.policy.time_limit
+
+
+def _before_at_plan(rnd: Round, start: float, plan: Plan, slow: float, keep: float) -> float:
+    """When the search after the slot placer ends on a round of fewer than
+    :data:`~gangopt.solvers.cpsat.lns.AIMED_NODES` nodes whose plan may ask the finisher's
+    secondary LP at its tiers (``keep``: :attr:`~gangopt.solvers.cpsat.placer.Placed.keep`, that
+    LP's and the validator's CPU seconds at the host's pace): what follows is that LP, the
+    waiting reasons (:func:`~gangopt.annotate.finish_reserve` less its validation part) and the
+    validator, all scaled by the slowdown ``slow``, before the end of the limit. The search's
+    deadline otherwise keeps the finisher's whole reserve (its validation part at
+    :data:`~gangopt.annotate.VALIDATION_SECONDS_PER_POD`, 6e-5 a pod: 1.16 s for the 19,400 pods
+    of the fragmented 4,096-node busy-0.6 round, whose validator takes 0.09-0.16 CPU-s) and the
+    LP's seconds unscaled on top: at load 3 (slowdown 1.45) that ended the search at 6.3 s,
+    before the placer was done, so the regional victim neighbourhood that keeps the 640 GPU-eq
+    victim never ran and the plan stayed at 1.212 %; the finisher after the LP needed 2.3 s of
+    the 3.5 s kept (docs/benchmarks.md, "h39-L06load")."""
+    reasons = finish_reserve(rnd, plan) - validation_reserve(rnd, plan)
+    return start + rnd.policy.time_limit - slow * (keep + reasons)
 
 
 def _model_refused(pre: Prefiltered, timing: Timing) -> bool:

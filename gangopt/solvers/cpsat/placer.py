@@ -685,6 +685,17 @@ so (on 256-node rounds it can lose priority 5; on 1,024-node ones gain 0-10 GPU-
 before."""
 
 
+LAZY_CHECK = True
+"""Whether :func:`place_choices` validates a plan it takes only once no further choice's
+placement replaces it (then, should it break a rule, the plan it replaced stands), rather than
+each plan as it is taken. The placements go on from a plan either way; a later plan that
+replaces it is validated itself (or proven, and validated by the door), and the one returned is
+validated as before. On the fragmented 4,096-node busy-0.6 round the priority-5 choice's plan
+was validated (0.11-0.16 CPU-s) only to be replaced by the priority-0 choice's placed under it
+0.3 s later: one validation instead of two before the search after the placer (docs/benchmarks.md,
+"h39-L06load"). No validation has failed there since the sliced gangs' fix (:meth:`SlotPlacer.place`)."""
+
+
 UNDER_PASS_SHARE = 0.5
 """The share of the taken placement's longest pass that the first pass of the next choice,
 placed under the taken one (:func:`_under`), is taken to last when :func:`place_choices`
@@ -719,21 +730,22 @@ def place_choices(
     until: float | None = None,
     like: GreedyEngine | None = None,
 ) -> tuple[Placed, Plan | None]:
-    """From ``seed`` (scored ``seed_score``, already judged by ``proven``, which computed its
-    slot bounds): place the slot model's choice for the first tier it leaves open; keep the
-    plan when it validates and is lexicographically better (as the door chooses among its
-    candidates: a higher tier gained may cost a lower one, which is what the model's choice
-    does); go on down the tiers while that improves. Returns the best plan and, when ``proven`` (the cheap
-    bounds within the gap limit) holds for it, that plan marked as the answer. A plan kept to
-    go on from is validated here; the answer is validated by the door (:func:`gangopt.solve.run`,
-    which returns greedy's plan should it break a rule: seen once, a sliced gang's slices set
-    aside by the last pass, fixed in :meth:`SlotPlacer.place`), not twice: at 4,096 nodes
-    one validation of the placed plan costs 0.5-0.7 CPU-s. With ``until``
-    (a :func:`time.perf_counter` instant) no pass nor choice starts that would end after it,
-    a pass taken to last as long as the last one and a choice as long as the longest pass of
-    the last placement (:func:`placed`, :attr:`Order.seconds`: on L busy 0.6 the priority-5
-    choice's whole placement, 3.5 s, kept priority 0's out of a 10 s limit); ``like``: an
-    engine of the round whose setup the placer's engines share (greedy's candidate's).
+    """From ``seed`` (scored ``seed_score``, already judged by ``proven``, which computed its slot
+    bounds): place the slot model's choice for the first tier it leaves open; keep the plan when
+    it validates and is lexicographically better (as the door chooses among its candidates: a
+    higher tier gained may cost a lower one, which is what the model's choice does); go on down
+    the tiers while that improves. Returns the best plan and, when ``proven`` (the cheap bounds
+    within the gap limit) holds for it, that plan marked as the answer. The plan returned is
+    validated here (not one a later choice's plan replaced: :data:`LAZY_CHECK`); the answer is
+    validated by the door (:func:`gangopt.solve.run`, which returns greedy's plan should it
+    break a rule: seen once, a sliced gang's slices set aside by the last pass, fixed in
+    :meth:`SlotPlacer.place`), not twice: at 4,096 nodes one validation of the placed plan costs
+    0.5-0.7 CPU-s. With ``until`` (a :func:`time.perf_counter` instant) no pass nor choice
+    starts that would end after it, a pass taken to last as long as the last one and a choice as
+    long as the longest pass of the last placement (:func:`placed`, :attr:`Order.seconds`: on L
+    busy 0.6 the priority-5 choice's whole placement, 3.5 s, kept priority 0's out of a 10 s
+    limit); ``like``: an engine of the round whose setup the placer's engines share (greedy's
+    candidate's).
 
     A choice that is the LP's own solution (:attr:`~gangopt.slots.SlotChoice.rounded`: a large
     round, no SCIP) whose placed plan is not proven gets a second chance: SCIP's whole solution
@@ -750,6 +762,9 @@ def place_choices(
     from gangopt.validation import validate  # judges a plan; no cycle (validation imports no solver)
 
     out = Placed(plan=seed, score=seed_score)
+    taken: list[Placed] = []
+    """The placer's results each taken plan replaced, the seed first: the last is validated
+    once no further choice replaces it (:data:`LAZY_CHECK`)."""
     tried: list[SlotChoice] = []
     above: SlotChoice | None = None
     """The choice whose placement is ``out.plan``."""
@@ -832,13 +847,18 @@ def place_choices(
                     answer = proven(plan, plan_score) if better else None
         if not better:
             break  # not taken, so not validated
-        if answer is None and validate(rnd, plan):
+        if answer is None and not LAZY_CHECK and validate(rnd, plan):
             break  # never seen: the engine keeps every rule; the plan stays as it was
+        if answer is None:
+            taken.append(replace(out))  # what it replaces, the seed first (:data:`LAZY_CHECK`)
         out.plan, out.score, above, above_order = plan, plan_score, choice, order
         out.improved += 1
         out.keep = keep
         if answer is not None:
             return out, answer
+    while LAZY_CHECK and taken and validate(rnd, out.plan):
+        # Never seen: the engine keeps every rule. The plan it replaced stands.
+        out = replace(taken.pop(), tried=out.tried)
     return out, None
 
 

@@ -594,3 +594,47 @@ def test_a_choice_placed_under_the_taken_one_starts_when_half_a_pass_fits() -> N
     assert not placer_module._next_in_time(step, until, under=False)
     assert not placer_module._next_in_time(step, now + 0.25 * step, under=True)
     assert placer_module._next_in_time(step, None, under=False)
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_the_placer_validates_the_plan_it_returns_not_the_ones_a_later_choice_replaced(
+    monkeypatch: pytest.MonkeyPatch, lazy: bool
+) -> None:
+    """h39-L06load: ``LAZY_CHECK`` validates a taken plan only once no further choice's plan
+    replaces it (on L busy 0.6 the priority-5 choice's plan, 0.11-0.16 CPU-s, replaced 0.3 s
+    later). 256 nodes / 100 gangs, busy 0.6, seed 1 (jobs mix): two choices taken (priority 5,
+    then priority 0 under it), one validation (of the returned plan) instead of two; and when
+    the returned plan breaks a rule (a validator made to say so once), the plan it replaced is
+    validated and returned. Fails if the placer validates every taken plan with the rule on, or
+    returns a plan it did not validate."""
+    import gangopt.validation as validation
+
+    rnd = fragmented_round(256, 100, 0.6, 1, running_mix="jobs")
+    monkeypatch.setattr(placer_module, "LAZY_CHECK", lazy)
+    real = validation.validate
+    checked: list[Plan] = []
+    refuse = [False]
+
+    def counted(rnd: Round, plan: Plan) -> list[validation.Violation]:
+        checked.append(plan)
+        found = real(rnd, plan)
+        return [*found, validation.Violation("test", "as if broken")] if refuse[0] and len(checked) == 1 else found
+
+    monkeypatch.setattr(validation, "validate", counted)
+    pre, seed, seed_score = _greedy_seed(rnd)
+    until = time.perf_counter() + 3600.0
+    out, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
+    assert out.improved == 2 and lexicographic_key(out.score) > lexicographic_key(seed_score)
+    assert real(rnd, out.plan) == []
+    assert len(checked) == (1 if lazy else 2) and checked[-1] is out.plan
+    if not lazy:
+        return
+    # The returned plan "breaks a rule": the one it replaced (priority 5's placement) stands.
+    checked.clear()
+    refuse[0] = True
+    pre, seed, seed_score = _greedy_seed(rnd)
+    until = time.perf_counter() + 3600.0
+    back, _ = place_choices(rnd, pre, seed, seed_score, lambda plan, s: cheap_bounds_for(pre, s) and None, until=until)
+    assert len(checked) == 2 and back.improved == 1
+    assert lexicographic_key(seed_score) < lexicographic_key(back.score) < lexicographic_key(out.score)
+    assert checked[-1] is back.plan and real(rnd, back.plan) == []
