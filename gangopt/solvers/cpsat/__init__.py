@@ -77,6 +77,7 @@ from typing import NamedTuple
 from gangopt import slots
 from gangopt.annotate import (
     LIMIT_TOLERANCE,
+    REASONS_BESIDE_SECONDS_PER_POD,
     bounds_in_time,
     cheap_bounds_for,
     finish_reserve,
@@ -84,6 +85,7 @@ from gangopt.annotate import (
     pass_hopeless,
     pass_reserve,
     plan_gap,
+    plan_pods,
     reasons_beside,
     slowdown,
     stop_by,
@@ -106,7 +108,14 @@ from gangopt.solvers.cpsat.guard import (
     build_budget,
     estimated_variables,
 )
-from gangopt.solvers.cpsat.lns import STALL_AFTER_PLACER, Outcome, applicable, improve
+from gangopt.solvers.cpsat.lns import (
+    AIMED_NODES,
+    FIRST_RESTORE_SECONDS_PER_POD,
+    STALL_AFTER_PLACER,
+    Outcome,
+    applicable,
+    improve,
+)
 from gangopt.solvers.cpsat.neighbourhood import restrict
 from gangopt.solvers.cpsat.placer import place_choices
 from gangopt.solvers.greedy import greedy
@@ -231,6 +240,8 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         lns_deadline, lns_work = (timing.deadline if whole else min(start + LNS_SHARE * limit, timing.deadline)), None
         # The finisher's secondary LP at the placed plan's tiers keeps its time (h37-L06).
         lns_deadline -= keep
+        if whole:  # at XL the finisher's measured need, not its reserve, bounds the search
+            lns_deadline = max(lns_deadline, _restoring_by(rnd, start, baseline, slow))
     else:  # the deadline is the safety net; the work decides
         lns_deadline, lns_work = timing.deadline, rnd.policy.work * (1.0 if instead else LNS_SHARE)
     # With every tier at its bound the search cannot improve a tier (its sub-models only keep
@@ -359,6 +370,25 @@ def _timing(rnd: Round, start: float, baseline: Plan, slow: float, pre: Prefilte
         ends = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
     reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
     return Timing(start + min(ends, limit - reserve), search, reserve, slow)
+
+
+def _restoring_by(rnd: Round, start: float, plan: Plan, slow: float) -> float:
+    """On a round of at least :data:`~gangopt.solvers.cpsat.lns.AIMED_NODES` nodes, when the
+    search from ``plan`` (its restoring neighbourhoods) may end: before the limit, the
+    validator and the finisher's own reasons of a plan the search changed (the reasons' child
+    checked ``plan``'s, which a change voids), their expected CPU seconds times ``slow``; -inf
+    (the search keeps :func:`_timing`'s deadline) on a smaller round, or when that leaves less
+    than the search's setup and first accepted plan
+    (:data:`~gangopt.solvers.cpsat.lns.FIRST_RESTORE_SECONDS_PER_POD`). :func:`_timing`'s
+    reserve is :func:`~gangopt.annotate.finish_reserve`, 8.6 s at XL (its validator at 6e-5 per
+    pod, 4.6 s, measured 0.6): at a 30 s limit the slot placer's passes end at the search's
+    deadline, 8.6 s before the limit, and the command ended 5 s before it
+    (docs/benchmarks.md, "h39-xlsearch")."""
+    if len(rnd.cluster.nodes) < AIMED_NODES:
+        return -math.inf
+    pods = plan_pods(rnd, plan)
+    by = start + rnd.policy.time_limit - (validator_seconds(rnd, plan) + REASONS_BESIDE_SECONDS_PER_POD * pods) * slow
+    return by if time.perf_counter() + FIRST_RESTORE_SECONDS_PER_POD * pods * slow <= by else -math.inf
 
 
 def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, timing: Timing) -> Result:
