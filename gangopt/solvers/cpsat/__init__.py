@@ -109,6 +109,7 @@ from gangopt.solvers.cpsat.guard import (
     estimated_variables,
 )
 from gangopt.solvers.cpsat.lns import (
+    ACCEPT_SECONDS_PER_POD,
     AIMED_NODES,
     FIRST_RESTORE_SECONDS_PER_POD,
     STALL_AFTER_PLACER,
@@ -384,11 +385,22 @@ def _restoring_by(rnd: Round, start: float, plan: Plan, slow: float) -> float:
     pod, 4.6 s, measured 0.6): at a 30 s limit the slot placer's passes end at the search's
     deadline, 8.6 s before the limit, and the command ended 5 s before it
     (docs/benchmarks.md, "h39-xlsearch")."""
-    if len(rnd.cluster.nodes) < AIMED_NODES:
-        return -math.inf
+    by = _finisher_by(rnd, start, plan, slow)
     pods = plan_pods(rnd, plan)
-    by = start + rnd.policy.time_limit - (validator_seconds(rnd, plan) + REASONS_BESIDE_SECONDS_PER_POD * pods) * slow
-    return by if time.perf_counter() + FIRST_RESTORE_SECONDS_PER_POD * pods * slow <= by else -math.inf
+    if by is None or time.perf_counter() + FIRST_RESTORE_SECONDS_PER_POD * pods * slow > by:
+        return -math.inf
+    return by - ACCEPT_SECONDS_PER_POD * pods * slow  # a plan found by then is accepted by ``by``
+
+
+def _finisher_by(rnd: Round, start: float, plan: Plan, slow: float) -> float | None:
+    """On a round of at least :data:`~gangopt.solvers.cpsat.lns.AIMED_NODES` nodes, the limit
+    less what the finisher of a plan changed from ``plan`` is expected to take, the validator
+    and its own reasons (:data:`~gangopt.annotate.REASONS_BESIDE_SECONDS_PER_POD`), times
+    ``slow``; None on a smaller round."""
+    if len(rnd.cluster.nodes) < AIMED_NODES:
+        return None
+    pods = plan_pods(rnd, plan)
+    return start + rnd.policy.time_limit - (validator_seconds(rnd, plan) + REASONS_BESIDE_SECONDS_PER_POD * pods) * slow
 
 
 def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, timing: Timing) -> Result:

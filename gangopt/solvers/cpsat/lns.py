@@ -854,6 +854,13 @@ RESTORES = 6
 CHEAP_NODES = 64
 """The cheapest nodes to clear (no new pod, no pod of a gang of a higher priority than the
 victim's) added to every restoring neighbourhood's region (:func:`_restoring_hoods`)."""
+ACCEPT_SECONDS_PER_POD = 4.3e-5
+"""CPU seconds per pod (the running ones and the plan's new ones) of taking a neighbourhood's
+answer at XL after its sub-solve, past :func:`improve`'s last look at the clock: the reprieve,
+the plan, its score and its validation, 3.2-3.3 CPU-s each for greedy's plan of the fragmented
+XL round (77,300 pods), quiet host. At a 30 s limit a search given the finisher's deadline
+itself took its third plan 3 s past it, and the finisher's reasons had no time left (205 of 205
+unchecked)."""
 FIRST_RESTORE_SECONDS_PER_POD = 8.2e-5
 """CPU seconds per pod (the running ones and the plan's new ones) of the search's setup at XL
 (its context and neighbourhoods, 2.7 CPU-s), the first restoring sub-model (0.3) and its
