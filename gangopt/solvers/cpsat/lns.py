@@ -39,6 +39,14 @@ It keeps the plan and re-decides one piece of it at a time, at node level:
   tiers' evicted gangs worth most, each with its movers inside a region (its nodes and where
   the movers fit beside the plan's new pods): at L busy 0.6 the LP's rounded choice evicts a
   640 GPU-eq gang that this keeps (+300.0 on priority 0 in 0.3-0.6 CPU-s).
+* **Restoring** (rounds of at least :data:`AIMED_NODES` nodes, :func:`_restoring_hoods`, before
+  the relocations): the gangs the plan evicts whole and barely reuses, the dearest to restore
+  first (tier value less the cheapest room of no higher priority that as many nodes as it has
+  reused would take elsewhere), each a regional victim neighbourhood with the cheapest such room
+  in its region and, as movers too, the unbound gangs with new pods in a rack-bound mover's rack
+  (a rack-bound gang may then take one of their nodes); the sub-model may lower no tier of its
+  free victims. From greedy's XL plan: priority 0 +1,110 GPU-eq and priority 5 +25 (run-71084
+  +500, run-38144 +565), 20 CPU-s for the pass, the first plan taken 6.35 CPU-s in.
 * **Relocations** (rounds of at least :data:`AIMED_NODES` nodes, :func:`_relocate_hoods`,
   instead of the victims, the single movers anywhere and the random pairs): an admitted gang
   bound to a level moves alone to one domain among its own and the few where it displaces
