@@ -218,7 +218,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             baseline,
             baseline_score,
             lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s),
-            until=_timing(rnd, start, baseline, slow, pre).deadline if clocked else None,  # else its caps
+            until=_placer_until(rnd, start, baseline, slow, pre) if clocked else None,  # else its caps
             like=engines[0] if engines else None,
         )
         if proven is not None:
@@ -371,6 +371,28 @@ def _timing(rnd: Round, start: float, baseline: Plan, slow: float, pre: Prefilte
         ends = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
     reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
     return Timing(start + min(ends, limit - reserve), search, reserve, slow)
+
+
+def _placer_until(rnd: Round, start: float, plan: Plan, slow: float, pre: Prefiltered) -> float:
+    """When the slot placer's passes stop: the search's deadline (:func:`_timing`), and at XL
+    sooner, :data:`PLACER_OVERRUN` first restores
+    (:data:`~gangopt.solvers.cpsat.lns.FIRST_RESTORE_SECONDS_PER_POD`) before the finisher's
+    need (:func:`_finisher_by`), where that still leaves the placer as much from now: at a 60
+    s limit its passes ran to 49-51 s of the 56 s the finisher leaves, one restore fitting after
+    them in one of three runs; at 30 s the placer keeps its time (it would have none)."""
+    until = _timing(rnd, start, plan, slow, pre).deadline
+    by = _finisher_by(rnd, start, plan, slow)
+    if by is None:
+        return until
+    room = PLACER_OVERRUN * FIRST_RESTORE_SECONDS_PER_POD * plan_pods(rnd, plan) * slow
+    return min(until, by - room) if by - room - time.perf_counter() >= room else until
+
+
+PLACER_OVERRUN = 2.0
+"""XL: the slot placer stops this many times the search's first restore before the finisher's
+need (:func:`_placer_until`): it looks at its ``until`` between passes of about 2.6 s at XL
+(5 passes from 8.0 to 20.9 s of a 30 s command, load 2.4), and stopped with one such time left
+it ended 2 s past it."""
 
 
 def _restoring_by(rnd: Round, start: float, plan: Plan, slow: float) -> float:
