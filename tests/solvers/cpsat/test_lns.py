@@ -614,3 +614,30 @@ def test_at_xl_the_search_ends_by_the_finishers_need_when_its_first_restore_fits
         assert by == pytest.approx(expected)
     monkeypatch.setattr(cpsat, "FIRST_RESTORE_SECONDS_PER_POD", 11.0 / pods)  # past the limit
     assert cpsat._restoring_by(rnd, start, seed, 1.0) == -math.inf
+
+
+def test_at_xl_the_slot_placer_leaves_the_search_two_first_restores_only_where_it_keeps_as_long(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """h39-xlsearch: ``cpsat._placer_until`` is the search's deadline (``_timing``) below
+    AIMED_NODES and where cutting it would leave the placer less than it leaves the search
+    (a 30 s limit at XL); with time for both (AIMED_NODES forced to 0, the first restore's cost
+    set to 5 s), the finisher's need less twice that. Fails if the placer's passes keep the
+    time the restores need, or lose it where the restores could not use it."""
+    from gangopt import annotate
+    from gangopt.solvers import cpsat
+
+    rnd, seed = barely_reused()
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"time_limit": 60.0})})
+    pre = prefilter(rnd)
+    start = time.perf_counter()
+    reserve = cpsat._timing(rnd, start, seed, 1.0, pre).deadline
+    assert cpsat._placer_until(rnd, start, seed, 1.0, pre) == reserve  # 12 nodes: not XL
+    monkeypatch.setattr(cpsat, "AIMED_NODES", 0)
+    pods = annotate.plan_pods(rnd, seed)
+    monkeypatch.setattr(cpsat, "FIRST_RESTORE_SECONDS_PER_POD", 5.0 / pods)
+    by = cpsat._finisher_by(rnd, start, seed, 1.0)
+    assert by is not None
+    assert cpsat._placer_until(rnd, start, seed, 1.0, pre) == pytest.approx(min(reserve, by - 10.0))
+    monkeypatch.setattr(cpsat, "FIRST_RESTORE_SECONDS_PER_POD", 20.0 / pods)  # 40 s each: no room for both
+    assert cpsat._placer_until(rnd, start, seed, 1.0, pre) == reserve
