@@ -77,6 +77,7 @@ from typing import NamedTuple
 from gangopt import slots
 from gangopt.annotate import (
     LIMIT_TOLERANCE,
+    REASONS_BESIDE_SECONDS_PER_POD,
     bounds_in_time,
     cheap_bounds_for,
     finish_reserve,
@@ -84,6 +85,7 @@ from gangopt.annotate import (
     pass_hopeless,
     pass_reserve,
     plan_gap,
+    plan_pods,
     reasons_beside,
     slowdown,
     stop_by,
@@ -107,7 +109,15 @@ from gangopt.solvers.cpsat.guard import (
     build_budget,
     estimated_variables,
 )
-from gangopt.solvers.cpsat.lns import AIMED_NODES, STALL_AFTER_PLACER, Outcome, applicable, improve
+from gangopt.solvers.cpsat.lns import (
+    ACCEPT_SECONDS_PER_POD,
+    AIMED_NODES,
+    FIRST_RESTORE_SECONDS_PER_POD,
+    STALL_AFTER_PLACER,
+    Outcome,
+    applicable,
+    improve,
+)
 from gangopt.solvers.cpsat.neighbourhood import restrict
 from gangopt.solvers.cpsat.placer import place_choices
 from gangopt.solvers.greedy import greedy
@@ -209,7 +219,7 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
             baseline,
             baseline_score,
             lambda plan, s: _proven_by_cheap_bounds(rnd, pre, plan, s),
-            until=_timing(rnd, start, baseline, slow, pre).deadline if clocked else None,  # else its caps
+            until=_placer_until(rnd, start, baseline, slow, pre) if clocked else None,  # else its caps
             like=engines[0] if engines else None,
         )
         if proven is not None:
@@ -239,6 +249,8 @@ def solve_cpsat(rnd: Round, start: float | None = None) -> Result:
         lns_deadline -= keep
         if instead and keep > 0 and len(rnd.cluster.nodes) < AIMED_NODES:
             lns_deadline = max(lns_deadline, _before_at_plan(rnd, start, baseline, slow, keep))
+        if whole:  # at XL the finisher's measured need, not its reserve, bounds the search
+            lns_deadline = max(lns_deadline, _restoring_by(rnd, start, baseline, slow))
     else:  # the deadline is the safety net; the work decides
         lns_deadline, lns_work = timing.deadline, rnd.policy.work * (1.0 if instead else LNS_SHARE)
     # With every tier at its bound the search cannot improve a tier (its sub-models only keep
@@ -367,6 +379,58 @@ def _timing(rnd: Round, start: float, baseline: Plan, slow: float, pre: Prefilte
         ends = min(limit * SEARCH_SHARE, limit - min(reserve, MAX_FINISH_SHARE * limit))
     reserve = min(reserve * slow, MAX_FINISH_SHARE * limit)
     return Timing(start + min(ends, limit - reserve), search, reserve, slow)
+
+
+def _placer_until(rnd: Round, start: float, plan: Plan, slow: float, pre: Prefiltered) -> float:
+    """When the slot placer's passes stop: the search's deadline (:func:`_timing`), and at XL
+    sooner, :data:`PLACER_OVERRUN` first restores
+    (:data:`~gangopt.solvers.cpsat.lns.FIRST_RESTORE_SECONDS_PER_POD`) before the finisher's
+    need (:func:`_finisher_by`), where that still leaves the placer as much from now: at a 60
+    s limit its passes ran to 49-51 s of the 56 s the finisher leaves, one restore fitting after
+    them in one of three runs; at 30 s the placer keeps its time (it would have none)."""
+    until = _timing(rnd, start, plan, slow, pre).deadline
+    by = _finisher_by(rnd, start, plan, slow)
+    if by is None:
+        return until
+    room = PLACER_OVERRUN * FIRST_RESTORE_SECONDS_PER_POD * plan_pods(rnd, plan) * slow
+    return min(until, by - room) if by - room - time.perf_counter() >= room else until
+
+
+PLACER_OVERRUN = 2.0
+"""XL: the slot placer stops this many times the search's first restore before the finisher's
+need (:func:`_placer_until`): it looks at its ``until`` between passes of about 2.6 s at XL
+(5 passes from 8.0 to 20.9 s of a 30 s command, load 2.4), and stopped with one such time left
+it ended 2 s past it."""
+
+
+def _restoring_by(rnd: Round, start: float, plan: Plan, slow: float) -> float:
+    """On a round of at least :data:`~gangopt.solvers.cpsat.lns.AIMED_NODES` nodes, when the
+    search from ``plan`` (its restoring neighbourhoods) may end: before the limit, the
+    validator and the finisher's own reasons of a plan the search changed (the reasons' child
+    checked ``plan``'s, which a change voids), their expected CPU seconds times ``slow``; -inf
+    (the search keeps :func:`_timing`'s deadline) on a smaller round, or when that leaves less
+    than the search's setup and first accepted plan
+    (:data:`~gangopt.solvers.cpsat.lns.FIRST_RESTORE_SECONDS_PER_POD`). :func:`_timing`'s
+    reserve is :func:`~gangopt.annotate.finish_reserve`, 8.6 s at XL (its validator at 6e-5 per
+    pod, 4.6 s, measured 0.6): at a 30 s limit the slot placer's passes end at the search's
+    deadline, 8.6 s before the limit, and the command ended 5 s before it
+    (docs/benchmarks.md, "h39-xlsearch")."""
+    by = _finisher_by(rnd, start, plan, slow)
+    pods = plan_pods(rnd, plan)
+    if by is None or time.perf_counter() + FIRST_RESTORE_SECONDS_PER_POD * pods * slow > by:
+        return -math.inf
+    return by - ACCEPT_SECONDS_PER_POD * pods * slow  # a plan found by then is accepted by ``by``
+
+
+def _finisher_by(rnd: Round, start: float, plan: Plan, slow: float) -> float | None:
+    """On a round of at least :data:`~gangopt.solvers.cpsat.lns.AIMED_NODES` nodes, the limit
+    less what the finisher of a plan changed from ``plan`` is expected to take, the validator
+    and its own reasons (:data:`~gangopt.annotate.REASONS_BESIDE_SECONDS_PER_POD`), times
+    ``slow``; None on a smaller round."""
+    if len(rnd.cluster.nodes) < AIMED_NODES:
+        return None
+    pods = plan_pods(rnd, plan)
+    return start + rnd.policy.time_limit - (validator_seconds(rnd, plan) + REASONS_BESIDE_SECONDS_PER_POD * pods) * slow
 
 
 def _search(rnd: Round, start: float, pre: Prefiltered, baseline: Candidate, stats: Stats, timing: Timing) -> Result:

@@ -39,6 +39,14 @@ It keeps the plan and re-decides one piece of it at a time, at node level:
   tiers' evicted gangs worth most, each with its movers inside a region (its nodes and where
   the movers fit beside the plan's new pods): at L busy 0.6 the LP's rounded choice evicts a
   640 GPU-eq gang that this keeps (+300.0 on priority 0 in 0.3-0.6 CPU-s).
+* **Restoring** (rounds of at least :data:`AIMED_NODES` nodes, :func:`_restoring_hoods`, before
+  the relocations): the gangs the plan evicts whole and barely reuses, the dearest to restore
+  first (tier value less the cheapest room of no higher priority that as many nodes as it has
+  reused would take elsewhere), each a regional victim neighbourhood with the cheapest such room
+  in its region and, as movers too, the unbound gangs with new pods in a rack-bound mover's rack
+  (a rack-bound gang may then take one of their nodes); the sub-model may lower no tier of its
+  free victims. From greedy's XL plan: priority 0 +1,110 GPU-eq and priority 5 +25 (run-71084
+  +500, run-38144 +565), 20 CPU-s for the pass, the first plan taken 6.35 CPU-s in.
 * **Relocations** (rounds of at least :data:`AIMED_NODES` nodes, :func:`_relocate_hoods`,
   instead of the victims, the single movers anywhere and the random pairs): an admitted gang
   bound to a level moves alone to one domain among its own and the few where it displaces
@@ -73,6 +81,7 @@ victims changes queue usage, which the sub-model does not see.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -401,9 +410,14 @@ class _Context:
 
     @cached_property
     def share(self) -> np.ndarray:
-        """Per running pod (``rows``' order): its gang's tier value over its pod count."""
-        value = [self.terms.tier_value(self.running[name]) / len(self.pods[name][2]) for name in self.gangs]
-        return np.array(value, dtype=np.float64)[self.owner]
+        """Per running pod (``rows``' order): its gang's tier value over its pod count. The tier
+        values by :meth:`~gangopt.objective.ObjectiveTerms.running_prices` (the same integers):
+        at XL one :meth:`~gangopt.objective.ObjectiveTerms.tier_value` per running gang was 1.5
+        of the 3.3 CPU-s before the first restoring neighbourhood's sub-model."""
+        tier, _ = self.terms.running_prices([self.running[name] for name in self.gangs])
+        count = np.array([len(self.pods[name][2]) for name in self.gangs], dtype=np.float64)
+        out: np.ndarray = (tier / count)[self.owner]
+        return out
 
     @cached_property
     def _kinds(self) -> tuple[np.ndarray, list[RunningGang], np.ndarray]:
@@ -524,6 +538,11 @@ class Neighbourhood:
     relocate: bool = False
     """Whether the movers may leave the domain the plan chose for their required level (for
     one domain of it inside ``region``: :func:`_relocate_hoods`)."""
+    floored: bool = False
+    """Whether the kept victims' value of every priority stays at least the plan's in the
+    sub-model (:func:`_restoring_hoods`): an answer that pays a tier for a higher one, which
+    :func:`improve` would refuse after the reprieve and the scoring (2.9 and 0.4 CPU-s at XL),
+    is not offered."""
 
 
 def _neighbourhoods(
@@ -558,7 +577,7 @@ def _neighbourhoods(
     out = _entrant_hoods(ctx, state, rng, trade) if trade else []
     aimed = len(ctx.names) >= AIMED_NODES
     if aimed:
-        out += _relocate_hoods(ctx, state, lost)
+        out += _restoring_hoods(ctx, state) + _relocate_hoods(ctx, state, lost)
     else:
         out += _victim_hoods(ctx, state, rng) or _regional_victim_hoods(ctx, state, trade)
         out += [Neighbourhood((g,), None, g) for g in singles[:TOP_SINGLES]]
@@ -720,31 +739,143 @@ def _regional_victim_hoods(ctx: _Context, state: _State, trade: frozenset[int]) 
     if not victims:
         return []
     victims.sort(key=lambda v: (-ctx.terms.tier_value(ctx.running[v]), v))
-    on_node: dict[int, set[str]] = {}
-    seed_nodes: dict[str, list[int]] = {}
-    for gang, _, node in state.new_pods:
-        on_node.setdefault(ctx.index[node], set()).add(gang)
-        seed_nodes.setdefault(gang, []).append(ctx.index[node])
-    entry = _Entry(ctx, state, crowded=True)
+    seats = _Seats.of(ctx, state)
+    hoods = (_regional_hood(ctx, seats, name) for name in victims[:REGIONAL_VICTIMS])
+    return [hood for hood in hoods if hood is not None]
+
+
+@dataclass
+class _Seats:
+    """A plan's new pods by node row (their gangs) and by gang (their node rows), and the
+    room an admitted gang's pods would find elsewhere (:class:`_Entry`, crowded)."""
+
+    on_node: dict[int, set[str]]
+    seed_nodes: dict[str, list[int]]
+    entry: _Entry
+
+    @classmethod
+    def of(cls, ctx: _Context, state: _State) -> _Seats:
+        on_node: dict[int, set[str]] = {}
+        seed_nodes: dict[str, list[int]] = {}
+        for gang, _, node in state.new_pods:
+            on_node.setdefault(ctx.index[node], set()).add(gang)
+            seed_nodes.setdefault(gang, []).append(ctx.index[node])
+        return cls(on_node, seed_nodes, _Entry(ctx, state, crowded=True))
+
+
+def _regional_hood(
+    ctx: _Context, seats: _Seats, name: str, extra: np.ndarray | None = None, chain: bool = False
+) -> Neighbourhood | None:
+    """The regional neighbourhood of the evicted ``name``: every admitted gang with new pods
+    on its nodes a mover, inside a region of its nodes, ``extra``'s and, per mover, the nodes
+    where its pods fit beside the plan's new pods at the least victim value kept
+    (:meth:`_Entry.nodes`) and the domain the plan chose for its required level. With
+    ``chain``, the gangs with no required level that have new pods in such a domain are
+    movers too: a rack-bound mover may then take the node of one of them, which moves out of
+    the rack. None without a movable mover."""
+    rows = ctx.pods[name][0]
+    movers = sorted({g for i in set(rows.tolist()) for g in seats.on_node.get(i, ()) if g in ctx.pending})
+    movers = [g for g in movers if _movable(ctx.pending[g])]
+    if not movers:
+        return None
+    region = np.zeros(len(ctx.names), dtype=bool)
+    region[rows] = True
+    if extra is not None:
+        region |= extra
+    domains = [ctx.domain_mask(ctx.pending[g], seats.seed_nodes[g]) for g in movers]
+    if chain:
+        inside = {
+            g
+            for mask in domains
+            if mask is not None
+            for i in np.flatnonzero(mask).tolist()
+            for g in seats.on_node.get(i, ())
+            if g in ctx.pending
+        }
+        more = sorted(g for g in inside - set(movers) if _movable(ctx.pending[g]) and _required(ctx.pending[g]) is None)
+        movers += more
+        domains += [None] * len(more)
+    for g, domain in zip(movers, domains, strict=True):
+        for mask in (seats.entry.nodes(ctx.pending[g]), domain):
+            if mask is not None:
+                region |= mask
+    return Neighbourhood(tuple(movers), region, f"victim {name} (region)")
+
+
+def _restoring_hoods(ctx: _Context, state: _State) -> list[Neighbourhood]:
+    """On a round of at least :data:`AIMED_NODES` nodes: up to :data:`RESTORES` running gangs
+    the plan evicts whole whose nodes it barely reuses, the dearest to restore first (ties by
+    name), each a regional victim neighbourhood (:func:`_regional_hood`). A victim's price is
+    its tier value less what clearing as many nodes as it has reused would cost elsewhere: the
+    cheapest nodes with no new pod and no pod of a gang that is no candidate, each at the whole
+    tier value of every gang with a pod on it kept (evicting a spread gang costs all of it);
+    only victims priced above zero.
+
+    Greedy's XL plan evicts 19 spread gangs (16,460 GPU-eq) and reuses only 26 of the 288 nodes
+    of 8 of them (4,560 GPU-eq); moving the new pods off those nodes onto the cheapest clearable
+    room was estimated at about +1,500 GPU-eq of priority 0 at most (docs/benchmarks.md,
+    "h38-xlrepair")."""
+    if len(ctx.names) < AIMED_NODES:
+        return []
+    victims = [name for name in ctx.candidates if name in ctx.pods and set(ctx.pods[name][2]) <= state.removed]
+    if not victims:
+        return []
+    new = np.zeros(len(ctx.names), dtype=bool)
+    new[[ctx.index[node] for _, _, node in state.new_pods]] = True
+    kept = np.fromiter((p not in state.removed for p in ctx.pod_names), dtype=bool, count=len(ctx.rows))
+    _, _, candidate = ctx._kinds
+    value = np.bincount(ctx.owner, weights=ctx.share, minlength=len(ctx.gangs))  # each gang's tier value
+    pairs = np.unique(ctx.rows[kept].astype(np.int64) * len(ctx.gangs) + ctx.owner[kept])
+    price = np.bincount(pairs // len(ctx.gangs), weights=value[pairs % len(ctx.gangs)], minlength=len(ctx.names))
+    priority = np.array([ctx.running[name].priority for name in ctx.gangs])[ctx.owner]
+    rooms: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per victim priority: cheapest sums, cheap nodes
+    priced: list[tuple[float, str]] = []
+    for name in victims:
+        prio = ctx.running[name].priority
+        if prio not in rooms:
+            # Room cleared of gangs of a higher priority would pay a higher tier for a lower one.
+            blocked = new.copy()
+            blocked[ctx.rows[kept & (~candidate[ctx.owner] | (priority > prio))]] = True
+            open_rows = np.flatnonzero(~blocked)
+            by_price = open_rows[np.lexsort((open_rows, price[open_rows]))]
+            cheap = np.zeros(len(ctx.names), dtype=bool)
+            cheap[by_price[:CHEAP_NODES]] = True
+            rooms[prio] = (np.cumsum(price[by_price]), cheap)
+        cheapest = rooms[prio][0]
+        reused = int(new[np.unique(ctx.pods[name][0])].sum())
+        if 0 < reused <= len(cheapest):
+            gain = ctx.terms.tier_value(ctx.running[name]) - float(cheapest[reused - 1])
+            if gain > 0:
+                priced.append((-gain, name))
+    seats = _Seats.of(ctx, state)
     out = []
-    for name in victims[:REGIONAL_VICTIMS]:
-        rows = ctx.pods[name][0]
-        movers = sorted({g for i in set(rows.tolist()) for g in on_node.get(i, ()) if g in ctx.pending})
-        movers = [g for g in movers if _movable(ctx.pending[g])]
-        if not movers:
-            continue
-        region = np.zeros(n, dtype=bool)
-        region[rows] = True
-        for g in movers:
-            for mask in (entry.nodes(ctx.pending[g]), ctx.domain_mask(ctx.pending[g], seed_nodes[g])):
-                if mask is not None:
-                    region |= mask
-        out.append(Neighbourhood(tuple(movers), region, f"victim {name} (region)"))
+    for _, name in sorted(priced)[:RESTORES]:
+        hood = _regional_hood(ctx, seats, name, rooms[ctx.running[name].priority][1], chain=True)
+        if hood is not None:
+            out.append(dataclasses.replace(hood, floored=True))
     return out
 
 
 REGIONAL_VICTIMS = 4
 """Regional victim neighbourhoods per pass at most (:func:`_regional_victim_hoods`)."""
+RESTORES = 6
+CHEAP_NODES = 64
+"""The cheapest nodes to clear (no new pod, no pod of a gang of a higher priority than the
+victim's) added to every restoring neighbourhood's region (:func:`_restoring_hoods`)."""
+ACCEPT_SECONDS_PER_POD = 4.3e-5
+"""CPU seconds per pod (the running ones and the plan's new ones) of taking a neighbourhood's
+answer at XL after its sub-solve, past :func:`improve`'s last look at the clock: the reprieve,
+the plan, its score and its validation, 3.2-3.3 CPU-s each for greedy's plan of the fragmented
+XL round (77,300 pods), quiet host. At a 30 s limit a search given the finisher's deadline
+itself took its third plan 3 s past it, and the finisher's reasons had no time left (205 of 205
+unchecked)."""
+FIRST_RESTORE_SECONDS_PER_POD = 8.2e-5
+"""CPU seconds per pod (the running ones and the plan's new ones) of the search's setup at XL
+(its context and neighbourhoods, 2.7 CPU-s), the first restoring sub-model (0.3) and its
+plan's reprieve, scoring and validation (3.3): 6.35 CPU-s for greedy's plan of the fragmented
+XL round (77,300 pods), quiet host. Less time than this left, the search is not given more
+than the finisher's reserve leaves it (:func:`gangopt.solvers.cpsat._restoring_by`)."""
+"""Restoring neighbourhoods per pass at most (:func:`_restoring_hoods`)."""
 VICTIMS = 4
 """Victim neighbourhoods per pass at most (:func:`_victim_hoods`)."""
 AIMED_NODES = 8192
@@ -1095,10 +1226,18 @@ def _solve_neighbourhood(
     kept_value = sum(weights[name] * scale * keep[name] for name in free)
     model.maximize(kept_value + sum(weights[g] * scale * start[g] for g in start) + sum(sized))
     seed_value = 0
+    floors: dict[int, tuple[list[tuple[int, cp_model.IntVar]], int]] = {}
     for name in free:
         stays = not all(p in state.removed for p in ctx.pods[name][2])
         model.add_hint(keep[name], stays)
         seed_value += weights[name] * scale * int(stays)
+        value = ctx.terms.tier_value(ctx.running[name])
+        terms_, least = floors.setdefault(ctx.running[name].priority, ([], 0))
+        terms_.append((value, keep[name]))
+        floors[ctx.running[name].priority] = (terms_, least + value * int(stays))
+    if hood.floored:  # no tier of the free victims below the plan's
+        for terms_, least in floors.values():
+            model.add(sum(value * literal for value, literal in terms_) >= least)
     hinted: dict[int, int] = {}
     for name, at in sizes.items():
         running = ctx.running[name]

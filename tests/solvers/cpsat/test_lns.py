@@ -7,6 +7,7 @@ that are better lexicographically and no worse on any tier.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 
@@ -517,3 +518,126 @@ def test_the_solver_ends_its_search_by_the_cheap_bound_proof(monkeypatch: pytest
     assert callable(done)
     proof = cpsat._proven_by_cheap_bounds(rnd, prefilter(rnd), seed, seed_score)
     assert proof is None and done(seed, seed_score) is False
+
+
+def barely_reused() -> tuple[Round, gangopt.Plan]:
+    """Four racks of three 8-GPU nodes. ``wide`` (priority 0, two 4-GPU pods on n0 and n6);
+    ``hi`` (priority 5) fills n4, n5 and r2's and r3's other nodes; n3 is empty. The seed plan
+    evicts ``wide`` for ``bound`` (priority 10, two whole nodes in one rack) on n0 and n1, with
+    ``flex`` (priority 10, one whole node, anywhere) on n2: one of ``wide``'s two nodes reused.
+    The optimum keeps ``wide``: ``bound`` on n1 and n2, ``flex`` on n3. No rack but r0 has two
+    nodes ``bound`` could take without evicting ``wide`` or ``hi``."""
+    from gangopt.solvers.cpsat.expansion import Decision
+    from gangopt.solvers.cpsat.lns import _plan
+
+    full = ["n4", "n5", "n7", "n8", "n9", "n10", "n11"]
+    rnd = make_round(
+        cluster(12, racks=4),
+        running=[
+            running("wide", ["n0", "n6"], gpu=4, preemption_cost=0.1),
+            running("hi", full, gpu=8, priority=5, preemption_cost=100.0),
+        ],
+        pending=[
+            pending("bound", 2, gpu=8, priority=10, required="rack"),
+            pending("flex", 1, gpu=8, priority=10),
+        ],
+    )
+    empty = gangopt.Plan(status=gangopt.Status.FEASIBLE, solver="greedy", admitted=[])
+    new_pods = [("bound", "worker", "n0"), ("bound", "worker", "n1"), ("flex", "worker", "n2")]
+    decision = Decision(admitted={"bound", "flex"}, new_pods=new_pods, removed={"wide-worker-0", "wide-worker-1"})
+    seed = _plan(rnd, empty, decision).model_copy(update={"solver": "greedy"})
+    return rnd, seed
+
+
+@pytest.mark.parametrize("chain", [True, False])
+def test_at_xl_a_restoring_neighbourhood_brings_back_a_victim_the_plan_barely_reused(
+    monkeypatch: pytest.MonkeyPatch, chain: bool
+) -> None:
+    """h39-xlsearch: on a round of AIMED_NODES nodes or more (forced: 0) the first neighbourhood
+    restores the evicted gang whose nodes the plan barely reuses: ``bound``, bound to rack r0,
+    leaves ``wide``'s node for ``flex``'s, and ``flex`` (a chained mover: it has no pod on
+    ``wide``'s nodes) goes to the cheapest clearable node, n3. Fails if the restoring
+    neighbourhoods are not made, not first, not floored, or (``chain`` False) if the gangs of a
+    rack-bound mover's rack are not movers: then the sub-model finds nothing."""
+    from gangopt.solvers.cpsat import lns
+
+    rnd, seed = barely_reused()
+    assert gangopt.validate(rnd, seed) == []
+    monkeypatch.setattr(lns, "AIMED_NODES", 0)
+    pre = prefilter(rnd)
+    ctx = lns._Context(rnd, pre)
+    state = lns._State.of(seed)
+    first = lns._neighbourhoods(ctx, state, np.random.default_rng(0))[0]
+    assert first.label == "victim wide (region)" and first.floored
+    assert first.movers == ("bound", "flex")
+    if not chain:
+        first = lns._regional_hood(ctx, lns._Seats.of(ctx, state), "wide", first.region)
+        assert first is not None and first.movers == ("bound",)
+    answer = lns._solve_neighbourhood(ctx, state, first, time.perf_counter() + 30)
+    if not chain:
+        assert answer is None
+        return
+    assert answer is not None
+    plan = lns._plan(rnd, seed, answer.decision())
+    assert gangopt.validate(rnd, plan) == []
+    assert plan.preemptions == []
+    assert sorted((p.gang, p.node) for p in plan.placements) == [("bound", "n1"), ("bound", "n2"), ("flex", "n3")]
+    out = improve(rnd, pre, seed, score(rnd, seed), time.perf_counter() + 30)
+    assert out.improvements >= 1 and out.plan.preemptions == []
+    optimum = {prio: value / 10 for prio, value in reference_optimum(rnd).tiers.items()}
+    assert tiers(rnd, out.plan) == optimum
+
+
+def test_at_xl_the_search_ends_by_the_finishers_need_when_its_first_restore_fits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """h39-xlsearch: ``cpsat._restoring_by`` gives the search at XL (AIMED_NODES forced to 0)
+    the limit less the validator and the finisher's own reasons of a changed plan, less one
+    accepted plan; none (-inf: the reserve's deadline stays) when the setup and first accepted
+    plan would end past that, nor on a round below AIMED_NODES. Fails if the deadline keeps
+    the finisher less (or more) than that, or if the guard lets a search start that cannot
+    take its first plan in time."""
+    from gangopt import annotate
+    from gangopt.solvers import cpsat
+    from gangopt.solvers.cpsat import lns
+
+    rnd, seed = barely_reused()
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"time_limit": 10.0})})
+    assert cpsat._restoring_by(rnd, time.perf_counter(), seed, 1.0) == -math.inf  # 12 nodes: not XL
+    monkeypatch.setattr(cpsat, "AIMED_NODES", 0)
+    pods = annotate.plan_pods(rnd, seed)
+    finish = annotate.validator_seconds(rnd, seed) + annotate.REASONS_BESIDE_SECONDS_PER_POD * pods
+    start = time.perf_counter()
+    for slow in (1.0, 3.0):
+        by = cpsat._restoring_by(rnd, start, seed, slow)
+        expected = start + 10.0 - finish * slow - lns.ACCEPT_SECONDS_PER_POD * pods * slow
+        assert by == pytest.approx(expected)
+    monkeypatch.setattr(cpsat, "FIRST_RESTORE_SECONDS_PER_POD", 11.0 / pods)  # past the limit
+    assert cpsat._restoring_by(rnd, start, seed, 1.0) == -math.inf
+
+
+def test_at_xl_the_slot_placer_leaves_the_search_two_first_restores_only_where_it_keeps_as_long(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """h39-xlsearch: ``cpsat._placer_until`` is the search's deadline (``_timing``) below
+    AIMED_NODES and where cutting it would leave the placer less than it leaves the search
+    (a 30 s limit at XL); with time for both (AIMED_NODES forced to 0, the first restore's cost
+    set to 5 s), the finisher's need less twice that. Fails if the placer's passes keep the
+    time the restores need, or lose it where the restores could not use it."""
+    from gangopt import annotate
+    from gangopt.solvers import cpsat
+
+    rnd, seed = barely_reused()
+    rnd = rnd.model_copy(update={"policy": rnd.policy.model_copy(update={"time_limit": 60.0})})
+    pre = prefilter(rnd)
+    start = time.perf_counter()
+    reserve = cpsat._timing(rnd, start, seed, 1.0, pre).deadline
+    assert cpsat._placer_until(rnd, start, seed, 1.0, pre) == reserve  # 12 nodes: not XL
+    monkeypatch.setattr(cpsat, "AIMED_NODES", 0)
+    pods = annotate.plan_pods(rnd, seed)
+    monkeypatch.setattr(cpsat, "FIRST_RESTORE_SECONDS_PER_POD", 5.0 / pods)
+    by = cpsat._finisher_by(rnd, start, seed, 1.0)
+    assert by is not None
+    assert cpsat._placer_until(rnd, start, seed, 1.0, pre) == pytest.approx(min(reserve, by - 10.0))
+    monkeypatch.setattr(cpsat, "FIRST_RESTORE_SECONDS_PER_POD", 20.0 / pods)  # 40 s each: no room for both
+    assert cpsat._placer_until(rnd, start, seed, 1.0, pre) == reserve
