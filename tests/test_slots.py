@@ -1006,6 +1006,7 @@ def test_a_large_rounds_lower_tier_lps_wait_for_the_placer_until_it_has_passed(
     monkeypatch.setattr(slots, "PLACER_FIRST", first)
     rnd = fragmented_round(64, 20, 0.6, 2, running_mix="jobs")
     plan = gangopt.solve(rnd, solver="greedy")
+    assert gangopt.validate(rnd, plan) == []
     values = units({t.priority: t.value for t in score(rnd, plan).tiers})
     pre = prefilter(rnd)
     slots.allow_large(pre, True)

@@ -859,6 +859,7 @@ def _restoring_hoods(ctx: _Context, state: _State) -> list[Neighbourhood]:
 REGIONAL_VICTIMS = 4
 """Regional victim neighbourhoods per pass at most (:func:`_regional_victim_hoods`)."""
 RESTORES = 6
+"""Restoring neighbourhoods per pass at most (:func:`_restoring_hoods`)."""
 CHEAP_NODES = 64
 """The cheapest nodes to clear (no new pod, no pod of a gang of a higher priority than the
 victim's) added to every restoring neighbourhood's region (:func:`_restoring_hoods`)."""
@@ -875,7 +876,6 @@ FIRST_RESTORE_SECONDS_PER_POD = 8.2e-5
 plan's reprieve, scoring and validation (3.3): 6.35 CPU-s for greedy's plan of the fragmented
 XL round (77,300 pods), quiet host. Less time than this left, the search is not given more
 than the finisher's reserve leaves it (:func:`gangopt.solvers.cpsat._restoring_by`)."""
-"""Restoring neighbourhoods per pass at most (:func:`_restoring_hoods`)."""
 VICTIMS = 4
 """Victim neighbourhoods per pass at most (:func:`_victim_hoods`)."""
 AIMED_NODES = 8192
@@ -1226,18 +1226,18 @@ def _solve_neighbourhood(
     kept_value = sum(weights[name] * scale * keep[name] for name in free)
     model.maximize(kept_value + sum(weights[g] * scale * start[g] for g in start) + sum(sized))
     seed_value = 0
-    floors: dict[int, tuple[list[tuple[int, cp_model.IntVar]], int]] = {}
+    kept_by: dict[int, list[tuple[int, cp_model.IntVar]]] = {}  # per priority (floored only)
+    least: dict[int, int] = {}  # per priority: the plan's kept tier value of the free victims
     for name in free:
         stays = not all(p in state.removed for p in ctx.pods[name][2])
         model.add_hint(keep[name], stays)
         seed_value += weights[name] * scale * int(stays)
-        value = ctx.terms.tier_value(ctx.running[name])
-        terms_, least = floors.setdefault(ctx.running[name].priority, ([], 0))
-        terms_.append((value, keep[name]))
-        floors[ctx.running[name].priority] = (terms_, least + value * int(stays))
-    if hood.floored:  # no tier of the free victims below the plan's
-        for terms_, least in floors.values():
-            model.add(sum(value * literal for value, literal in terms_) >= least)
+        if hood.floored:
+            prio, value = ctx.running[name].priority, ctx.terms.tier_value(ctx.running[name])
+            kept_by.setdefault(prio, []).append((value, keep[name]))
+            least[prio] = least.get(prio, 0) + value * int(stays)
+    for prio, kept_terms in kept_by.items():  # no tier of the free victims below the plan's
+        model.add(sum(value * literal for value, literal in kept_terms) >= least[prio])
     hinted: dict[int, int] = {}
     for name, at in sizes.items():
         running = ctx.running[name]
